@@ -1,0 +1,214 @@
+//! Claude Code (2.1.197): hooks in each tree's `.claude/settings.json`, contract in
+//! `CLAUDE.md`, skills/agents/commands under `.claude/`, workspace trust in `~/.claude.json`.
+//! The `plugin` id (a Claude plugin bundle) routes here.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status, claude_slash};
+use crate::env::Env;
+use crate::materialize::MaterializeError;
+use crate::materialize::workspace::Workspace;
+use crate::spec::{SpecNode, Surface};
+
+pub struct Claude;
+
+/// Events spex binds. Every one is in 2.1.197's validator list; an unknown name would open a
+/// blocking dialog in the TUI (facts/claude.md §1.2).
+const EVENTS: &[&str] = &[
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "PermissionRequest",
+    "Notification",
+    "Stop",
+    "StopFailure",
+    "SubagentStop",
+    "SessionEnd",
+];
+
+const HOOK_TIMEOUT_SECS: u64 = 30;
+
+fn settings_file(tree_root: &Path) -> PathBuf {
+    tree_root.join(".claude/settings.json")
+}
+
+fn trust_key(main: &Path) -> Vec<String> {
+    vec!["projects".into(), main.to_string_lossy().into_owned(), "hasTrustDialogAccepted".into()]
+}
+
+/// Custom commands under a `commands` folder: `sub/name.md` is `/sub:name`.
+fn commands_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(dir).sort_by_file_name().into_iter().filter_map(Result::ok) {
+        let p = e.path();
+        if !e.file_type().is_file() || p.extension().is_none_or(|x| x != "md") {
+            continue;
+        }
+        let Ok(rel) = p.strip_prefix(dir) else { continue };
+        let name = rel.with_extension("").to_string_lossy().replace('/', ":");
+        out.push(SlashEntry { name, kind: kind.to_owned(), description: front_matter_field(p, "description") });
+    }
+    out
+}
+
+fn skills_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<SlashEntry> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("SKILL.md").is_file())
+        .map(|e| SlashEntry {
+            name: e.file_name().to_string_lossy().into_owned(),
+            kind: kind.to_owned(),
+            description: front_matter_field(&e.path().join("SKILL.md"), "description"),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// One scalar field of a Markdown file's front matter (empty when absent).
+pub(super) fn front_matter_field(path: &Path, key: &str) -> String {
+    let Ok(text) = std::fs::read_to_string(path) else { return String::new() };
+    let Some(rest) = text.strip_prefix("---\n") else { return String::new() };
+    let fm = rest.split("\n---").next().unwrap_or_default();
+    serde_yaml_ng::from_str::<serde_yaml_ng::Mapping>(fm)
+        .ok()
+        .and_then(|m| m.get(key).and_then(|v| v.as_str().map(str::to_owned)))
+        .unwrap_or_default()
+}
+
+impl Harness for Claude {
+    fn id(&self) -> &'static str {
+        "claude"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["plugin"]
+    }
+
+    fn binary_name(&self) -> &'static str {
+        "claude"
+    }
+
+    fn pinned_version(&self) -> &'static str {
+        "2.1.197"
+    }
+
+    fn parse_version(&self, output: &str) -> Option<String> {
+        // `2.1.197 (Claude Code)`
+        output.split_whitespace().next().filter(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit())).map(str::to_owned)
+    }
+
+    fn session_env_var(&self) -> Option<&'static str> {
+        Some("CLAUDE_CODE_SESSION_ID")
+    }
+
+    fn hook_events(&self) -> &'static [&'static str] {
+        EVENTS
+    }
+
+    fn contract_file(&self) -> &'static str {
+        "CLAUDE.md"
+    }
+
+    fn generated_dirs(&self) -> &'static [&'static str] {
+        &[".claude/skills", ".claude/agents", ".claude/commands"]
+    }
+
+    fn render_node(&self, node: &SpecNode) -> Vec<(PathBuf, String)> {
+        let desc = || serde_json::to_string(node.desc.as_deref().unwrap_or_default()).expect("a string serializes");
+        let mut out = Vec::new();
+        if node.has(Surface::Skill) {
+            out.push((PathBuf::from(format!(".claude/skills/{}/SKILL.md", node.name)), super::render_skill(node)));
+        }
+        if node.has(Surface::Agent) {
+            let mut fields = vec![("name", node.name.clone()), ("description", desc())];
+            if !node.tools.is_empty() {
+                fields.push(("tools", node.tools.join(", ")));
+            }
+            out.push((PathBuf::from(format!(".claude/agents/{}.md", node.name)), super::render_markdown(node, &fields)));
+        }
+        if node.has(Surface::Command) {
+            out.push((
+                PathBuf::from(format!(".claude/commands/{}.md", node.name)),
+                super::render_markdown(node, &[("description", desc())]),
+            ));
+        }
+        out
+    }
+
+    fn plan_shims(&self, ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError> {
+        let wanted: Vec<(String, Value)> = if ctx.here {
+            EVENTS
+                .iter()
+                .map(|e| ((*e).to_owned(), super::hook_group(&ctx.hook_command(self.id(), e), HOOK_TIMEOUT_SECS)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        ws.hook_groups(&settings_file(&ctx.tree.root), &wanted, &super::is_spex_group)?;
+        // Trust for the main checkout covers every worktree (facts/claude.md §1.2); only added
+        // when not already granted, and remembered so clean takes back exactly that.
+        let state = ctx.env.claude_state_file();
+        let key = trust_key(&ctx.tree.main);
+        if ctx.anywhere {
+            let granted = ws
+                .read(&state)?
+                .and_then(|b| crate::materialize::json_edit::JsonDoc::parse(&b).ok())
+                .and_then(|d| d.get(&key))
+                .is_some_and(|v| v == Value::Bool(true));
+            if !granted {
+                ws.json_value(&state, &key, Some(&Value::Bool(true)))?;
+            }
+        } else {
+            ws.json_value(&state, &key, None)?;
+        }
+        Ok(())
+    }
+
+    fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry> {
+        let mut out: Vec<SlashEntry> = claude_slash::BUILTINS
+            .iter()
+            .map(|(name, kind, description)| SlashEntry {
+                name: (*name).to_owned(),
+                kind: (*kind).to_owned(),
+                description: (*description).to_owned(),
+            })
+            .collect();
+        out.extend(commands_in(&tree.join(".claude/commands"), "project command"));
+        out.extend(skills_in(&tree.join(".claude/skills"), "project skill"));
+        if let Some(home) = &env.home {
+            let user = env.claude_config_dir.clone().unwrap_or_else(|| home.join(".claude"));
+            out.extend(commands_in(&user.join("commands"), "user command"));
+            out.extend(skills_in(&user.join("skills"), "user skill"));
+        }
+        out
+    }
+
+    fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check> {
+        let mut checks = vec![
+            super::check_binary(self, ctx),
+            super::check_shims(self, ctx, &settings_file(&ctx.tree.root), ctx.selected),
+        ];
+        let state = ctx.env.claude_state_file();
+        let trusted = std::fs::read(&state)
+            .ok()
+            .and_then(|b| crate::materialize::json_edit::JsonDoc::parse(&b).ok())
+            .and_then(|d| d.get(&trust_key(&ctx.tree.main)))
+            .is_some_and(|v| v == Value::Bool(true));
+        checks.push(match (trusted, ctx.selected) {
+            (true, _) => Check::new("workspace trust", Status::Ok, format!("{} trusted in {}", ctx.tree.main.display(), state.display())),
+            (false, true) => Check::new(
+                "workspace trust",
+                Status::Warn,
+                format!("{} is not trusted in {}: the TUI ignores project hooks until it is\nhint: run `spex materialize`", ctx.tree.main.display(), state.display()),
+            ),
+            (false, false) => Check::new("workspace trust", Status::Ok, "not selected"),
+        });
+        checks
+    }
+}

@@ -1,0 +1,339 @@
+//! Codex (0.169.0): hooks in the MAIN checkout's `.codex/hooks.json` (Codex reads a linked
+//! worktree's project hooks from there, provided the worktree has a `.codex/` folder), project
+//! and per-hook trust in `$CODEX_HOME/config.toml`, contract in `AGENTS.md`, skills under
+//! `.agents/skills`. No agent or custom-command files: 0.169.0 loads neither.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
+use crate::env::Env;
+use crate::materialize::block;
+use crate::runtime::codex_rpc::TrustStatus;
+use crate::materialize::workspace::Workspace;
+use crate::materialize::{MaterializeError, shell_quote};
+use crate::spec::{SpecNode, Surface};
+
+pub struct Codex;
+
+/// Events spex binds; all accepted by 0.169.0 (facts/codex.md §1).
+const EVENTS: &[&str] =
+    &["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest", "Stop", "Interrupt", "SessionEnd"];
+
+/// Built-in `/` commands of 0.169.0, read from the TUI popup (facts/codex.md §6).
+const BUILTINS: &[&str] = &[
+    "model", "fast", "presets", "ide", "permissions", "keymap", "vim", "experimental", "approve", "memories", "skills",
+    "import", "hooks", "review", "rename", "new", "archive", "delete", "resume", "fork", "init", "compact", "config",
+    "recap", "plan", "voice", "goal", "agents", "side", "copy", "export", "raw", "tui", "diff", "mention", "status",
+    "daemon", "warnings", "cd", "pwd", "title", "statusline", "theme", "pets", "mcp", "plugins", "logout", "exit",
+    "feedback", "ps", "stop", "clear", "subagents",
+];
+
+const TRUST_BLOCK: &str = "codex-trust";
+
+fn hooks_file(main: &Path) -> PathBuf {
+    main.join(".codex/hooks.json")
+}
+
+fn config_file(env: &Env) -> PathBuf {
+    env.codex_home().join("config.toml")
+}
+
+/// Codex's snake_case label of an event (the trust key and hash use it).
+fn event_label(event: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in event.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// SessionEnd and Interrupt hooks are clamped to 1..=3 s by Codex; others default to 600.
+fn timeout_for(event: &str) -> u64 {
+    if matches!(event, "SessionEnd" | "Interrupt") { 3 } else { 30 }
+}
+
+fn normalized_timeout(event: &str, timeout: Option<u64>) -> u64 {
+    if matches!(event, "SessionEnd" | "Interrupt") {
+        timeout.unwrap_or(1).clamp(1, 3)
+    } else {
+        timeout.unwrap_or(600).max(1)
+    }
+}
+
+const EVENTS_WITH_MATCHER: &[&str] =
+    &["PreToolUse", "PermissionRequest", "PostToolUse", "PreCompact", "PostCompact", "SessionStart", "SessionEnd", "SubagentStart", "SubagentStop"];
+const EVENTS_WITH_CONTEXT: &[&str] = &["PreToolUse", "PostToolUse", "SessionStart", "UserPromptSubmit", "SubagentStart"];
+
+/// JSON with object keys sorted at every level, compact, non-ASCII kept raw: the bytes Codex
+/// hashes (facts/codex.md §2).
+fn canonical_json(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let items: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", serde_json::to_string(k).expect("a string serializes"), canonical_json(&m[k])))
+                .collect();
+            format!("{{{}}}", items.join(","))
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(canonical_json).collect::<Vec<_>>().join(",")),
+        other => serde_json::to_string(other).expect("a JSON value serializes"),
+    }
+}
+
+/// Codex's `trusted_hash` of one command handler (facts/codex.md §2).
+pub fn trust_hash(event: &str, matcher: Option<&str>, handler: &Value) -> String {
+    let mut h = serde_json::Map::new();
+    h.insert("type".into(), json!("command"));
+    h.insert("command".into(), handler.get("command").cloned().unwrap_or(Value::Null));
+    h.insert("timeout".into(), json!(normalized_timeout(event, handler.get("timeout").and_then(Value::as_u64))));
+    h.insert("async".into(), json!(handler.get("async").and_then(Value::as_bool).unwrap_or(false)));
+    if let Some(s) = handler.get("statusMessage").filter(|s| !s.is_null()) {
+        h.insert("statusMessage".into(), s.clone());
+    }
+    if let Some(acl) = handler.get("additionalContextLimit").and_then(Value::as_u64) {
+        if acl != 2500 && EVENTS_WITH_CONTEXT.contains(&event) {
+            h.insert("additionalContextLimit".into(), json!(acl));
+        }
+    }
+    let mut ident = json!({ "event_name": event_label(event), "hooks": [Value::Object(h)] });
+    if let Some(m) = matcher.filter(|_| EVENTS_WITH_MATCHER.contains(&event)) {
+        ident["matcher"] = json!(m);
+    }
+    format!("sha256:{}", hex::encode(Sha256::digest(canonical_json(&ident).as_bytes())))
+}
+
+/// `(state key, hash)` for every spex handler in a hooks document at `path`.
+fn spex_trust_entries(path: &Path, doc: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Some(events) = doc.get("hooks").and_then(Value::as_object) else { return out };
+    for (event, groups) in events {
+        for (gi, group) in groups.as_array().into_iter().flatten().enumerate() {
+            if !super::is_spex_group(group) {
+                continue;
+            }
+            let matcher = group.get("matcher").and_then(Value::as_str);
+            for (hi, handler) in group["hooks"].as_array().into_iter().flatten().enumerate() {
+                let key = format!("{}:{}:{gi}:{hi}", path.display(), event_label(event));
+                out.push((key, trust_hash(event, matcher, handler)));
+            }
+        }
+    }
+    out
+}
+
+fn toml_error(path: &Path, text: &str, e: &toml_edit::TomlError) -> MaterializeError {
+    let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    MaterializeError::Toml {
+        path: path.to_owned(),
+        message: format!("line {line}: {}", e.message()),
+        hint: "fix the TOML syntax (spex changed nothing)".into(),
+    }
+}
+
+fn toml_key(s: &str) -> String {
+    // A TOML basic string is a JSON string for every character spex writes.
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+impl Codex {
+    /// The trust block for `config.toml`: project trust unless the user already set it, and
+    /// one `[hooks.state]` table per spex handler not already trusted by the user.
+    fn trust_lines(&self, ctx: &ShimCtx, user: &toml_edit::DocumentMut, hooks_doc: &Value, ws: &mut Workspace) -> Vec<String> {
+        let main = ctx.tree.main.to_string_lossy().into_owned();
+        let mut lines = Vec::new();
+        match user.get("projects").and_then(|p| p.get(&main)).and_then(|t| t.get("trust_level")).and_then(|v| v.as_str()) {
+            Some("trusted") => {}
+            Some(other) => ws.warnings.push(format!(
+                "codex: `{}` marks {main} as `{other}`; spex leaves it, so Codex will not run this project's hooks",
+                config_file(ctx.env).display()
+            )),
+            None if user.get("projects").and_then(|p| p.get(&main)).is_some() => ws.warnings.push(format!(
+                "codex: `{}` has a `[projects.\"{main}\"]` table without `trust_level`; add `trust_level = \"trusted\"` to it",
+                config_file(ctx.env).display()
+            )),
+            None => {
+                lines.push(format!("[projects.{}]", toml_key(&main)));
+                lines.push("trust_level = \"trusted\"".into());
+            }
+        }
+        let state = user.get("hooks").and_then(|h| h.get("state"));
+        for (key, hash) in spex_trust_entries(&hooks_file(&ctx.tree.main), hooks_doc) {
+            if let Some(existing) = state.and_then(|s| s.get(&key)) {
+                if existing.get("trusted_hash").and_then(|v| v.as_str()) != Some(hash.as_str()) {
+                    ws.warnings.push(format!("codex: your own `[hooks.state.\"{key}\"]` differs from the hook spex wrote; Codex will report it modified"));
+                }
+                continue;
+            }
+            if !lines.is_empty() {
+                lines.push(String::new());
+            }
+            lines.push(format!("[hooks.state.{}]", toml_key(&key)));
+            lines.push(format!("trusted_hash = {}", toml_key(&hash)));
+        }
+        lines
+    }
+}
+
+impl Harness for Codex {
+    fn id(&self) -> &'static str {
+        "codex"
+    }
+
+    fn binary_name(&self) -> &'static str {
+        "codex"
+    }
+
+    fn pinned_version(&self) -> &'static str {
+        "0.169.0"
+    }
+
+    fn parse_version(&self, output: &str) -> Option<String> {
+        // `codex-cli 0.169.0`
+        output.split_whitespace().nth(1).map(str::to_owned)
+    }
+
+    fn session_env_var(&self) -> Option<&'static str> {
+        Some("CODEX_THREAD_ID")
+    }
+
+    fn hook_events(&self) -> &'static [&'static str] {
+        EVENTS
+    }
+
+    fn contract_file(&self) -> &'static str {
+        "AGENTS.md"
+    }
+
+    fn generated_dirs(&self) -> &'static [&'static str] {
+        &[".agents/skills"]
+    }
+
+    fn render_node(&self, node: &SpecNode) -> Vec<(PathBuf, String)> {
+        if node.has(Surface::Skill) {
+            vec![(PathBuf::from(format!(".agents/skills/{}/SKILL.md", node.name)), super::render_skill(node))]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn plan_shims(&self, ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError> {
+        let hooks_path = hooks_file(&ctx.tree.main);
+        let wanted: Vec<(String, Value)> = if ctx.anywhere {
+            EVENTS
+                .iter()
+                .map(|e| ((*e).to_owned(), super::hook_group(&ctx.hook_command(self.id(), e), timeout_for(e))))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let hooks_doc = ws.hook_groups(&hooks_path, &wanted, &super::is_spex_group)?.map(|d| d.value()).unwrap_or(Value::Null);
+        if ctx.here && ctx.anywhere && ctx.tree.root != ctx.tree.main {
+            // Codex reads a worktree's hooks from the main checkout only if the worktree has
+            // a `.codex/` folder of its own (facts/codex.md §1).
+            ws.want_dir(&ctx.tree.root.join(".codex"));
+        }
+        let config = config_file(ctx.env);
+        ws.validate_blocks(&config, block::HASH)?;
+        let text = ws.read_text(&config)?.unwrap_or_default();
+        let user_text = block::reconcile(&text, block::HASH, TRUST_BLOCK, None)
+            .map_err(|source| MaterializeError::Block { path: config.clone(), source })?;
+        let user: toml_edit::DocumentMut = user_text.parse().map_err(|e| toml_error(&config, &user_text, &e))?;
+        let lines = if ctx.anywhere { self.trust_lines(ctx, &user, &hooks_doc, ws) } else { Vec::new() };
+        ws.block(&config, block::HASH, TRUST_BLOCK, (!lines.is_empty()).then_some(lines))?;
+        if let Some(after) = ws.read_text(&config)? {
+            after.parse::<toml_edit::DocumentMut>().map_err(|e| MaterializeError::Toml {
+                path: config.clone(),
+                message: format!("adding spex's trust entries would make it invalid: {}", e.message()),
+                hint: "an existing table conflicts with `[projects]` or `[hooks.state]`; fix it by hand".into(),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry> {
+        let mut out: Vec<SlashEntry> = BUILTINS
+            .iter()
+            .map(|n| SlashEntry { name: (*n).to_owned(), kind: "built-in".into(), description: String::new() })
+            .collect();
+        // Skills are mentioned with `$name` in Codex; listed so a script sees the whole menu.
+        let roots = [(tree.join(".agents/skills"), "project skill"), (tree.join(".codex/skills"), "project skill"), (env.codex_home().join("skills"), "user skill")];
+        for (dir, kind) in roots {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let mut names: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.join("SKILL.md").is_file()).collect();
+            names.sort();
+            for p in names {
+                out.push(SlashEntry {
+                    name: format!("${}", p.file_name().unwrap_or_default().to_string_lossy()),
+                    kind: kind.into(),
+                    description: super::claude::front_matter_field(&p.join("SKILL.md"), "description"),
+                });
+            }
+        }
+        out
+    }
+
+    fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check> {
+        let mut checks = vec![super::check_binary(self, ctx)];
+        let hooks_path = hooks_file(&ctx.tree.main);
+        checks.push(super::check_shims(self, ctx, &hooks_path, ctx.selected));
+        if ctx.selected && !ctx.tree.is_main() && !ctx.tree.root.join(".codex").is_dir() {
+            checks.push(Check::new("worktree anchor", Status::Fail, format!("{} has no `.codex/` folder, so Codex loads no project hooks here\nhint: run `spex materialize`", ctx.tree.root.display())));
+        }
+        if !ctx.selected {
+            return checks;
+        }
+        let Some(bin) = &ctx.binary else { return checks };
+        checks.push(match crate::runtime::codex_trust::hooks_for(bin, &ctx.env.codex_home(), &ctx.tree.root) {
+            Ok(hooks) => {
+                let ours: Vec<_> = hooks.iter().filter(|h| h.command.as_deref().is_some_and(super::is_spex_command)).collect();
+                let bad: Vec<String> = ours
+                    .iter()
+                    .filter(|h| !(h.trust == TrustStatus::Trusted && h.enabled))
+                    .map(|h| format!("{} ({}{})", h.hooks_json_event(), h.trust.as_str(), if h.enabled { "" } else { ", disabled" }))
+                    .collect();
+                if ours.len() >= EVENTS.len() && bad.is_empty() {
+                    Check::new("codex hooks/list", Status::Ok, format!("{} spex hooks enabled and trusted", ours.len()))
+                } else if ours.is_empty() {
+                    Check::new("codex hooks/list", Status::Fail, "Codex lists no spex hooks for this tree\nhint: run `spex materialize`")
+                } else {
+                    Check::new("codex hooks/list", Status::Fail, format!("not trusted or disabled: {}\nhint: run `spex materialize`", bad.join(", ")))
+                }
+            }
+            Err(e) => Check::new("codex hooks/list", Status::Warn, format!("could not ask `{} app-server`: {e}", shell_quote(&bin.to_string_lossy()))),
+        });
+        checks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_match_the_verified_examples() {
+        let h = json!({"type": "command", "command": "echo pre-bash", "timeout": 30});
+        assert_eq!(trust_hash("PreToolUse", Some("Bash"), &h), "sha256:9c5b8179ae84c63ce8434a3229ca2d244080c60e343ae3da541bdb9af2d3ca02");
+        let h = json!({"type": "command", "command": "echo stop", "timeout": 5, "additionalContextLimit": 2500});
+        assert_eq!(trust_hash("Stop", None, &h), "sha256:09401cceb4f683a7677cb3c8f8172ff1d9d712e977b65f194022bee07678f972");
+        let h = json!({"type": "command", "command": "echo ups", "additionalContextLimit": 100});
+        assert_eq!(trust_hash("UserPromptSubmit", Some("ignored"), &h), "sha256:0bee737402a6142a68a9dbb9c9ffe9a1b5ff5551d9308b91573df08d7c4797d6");
+    }
+
+    #[test]
+    fn labels_are_snake_case() {
+        assert_eq!(event_label("PreToolUse"), "pre_tool_use");
+        assert_eq!(event_label("Stop"), "stop");
+    }
+}

@@ -1,0 +1,288 @@
+//! The one seam between spex and the harnesses it drives. Everything that differs between
+//! Claude Code and Codex is a method of `Harness`, implemented once per harness; product code
+//! resolves an adapter through the registry and never compares harness ids itself.
+
+pub mod claude;
+mod claude_slash;
+pub mod codex;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::env::Env;
+use crate::materialize::MaterializeError;
+use crate::materialize::workspace::{STAMP, Workspace};
+use crate::repo::Tree;
+use crate::spec::SpecNode;
+
+/// What an adapter needs to plan its shims for one tree.
+pub struct ShimCtx<'a> {
+    pub env: &'a Env,
+    pub tree: &'a Tree,
+    /// This tree selected the harness.
+    pub here: bool,
+    /// Some tree of the project (this one included) selected the harness.
+    pub anywhere: bool,
+    /// The spex binary, quoted for a shell.
+    pub spex: &'a str,
+    pub nodes: &'a [SpecNode],
+}
+
+impl ShimCtx<'_> {
+    /// The hook command for one event: identical across runs, so Codex trust stays valid.
+    pub fn hook_command(&self, harness: &str, event: &str) -> String {
+        format!("{} dispatch {harness} {event}", self.spex)
+    }
+}
+
+/// One entry of a harness's `/` menu.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SlashEntry {
+    pub name: String,
+    /// `built-in`, `bundled skill`, `project command`, `user command`, `project skill`, ...
+    pub kind: String,
+    pub description: String,
+}
+
+/// Outcome of one doctor check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Check {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+}
+
+impl Check {
+    pub fn new(name: &str, status: Status, detail: impl Into<String>) -> Check {
+        Check { name: name.to_owned(), status, detail: detail.into() }
+    }
+}
+
+/// What doctor needs to inspect one harness in one tree.
+pub struct DoctorCtx<'a> {
+    pub env: &'a Env,
+    pub tree: &'a Tree,
+    /// This tree's receipt selects the harness.
+    pub selected: bool,
+    /// The hook command prefix this spex writes (`<spex> dispatch`).
+    pub spex: &'a str,
+    /// The harness binary to run (config `harness.<id>.command`, else the default name).
+    pub binary: Option<PathBuf>,
+}
+
+pub trait Harness: Sync {
+    /// Stable id used in hook commands, config and session records.
+    fn id(&self) -> &'static str;
+    /// Other ids that route to this adapter.
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The harness's executable name.
+    fn binary_name(&self) -> &'static str;
+    /// The version spex's facts were verified against.
+    fn pinned_version(&self) -> &'static str;
+    /// Extracts the version number from `<binary> --version` output.
+    fn parse_version(&self, output: &str) -> Option<String>;
+    /// Environment variable carrying the harness's own session id inside its processes.
+    fn session_env_var(&self) -> Option<&'static str>;
+    /// Hook events spex binds (all known to the pinned version).
+    fn hook_events(&self) -> &'static [&'static str];
+    /// Contract file in each tree (`CLAUDE.md`, `AGENTS.md`).
+    fn contract_file(&self) -> &'static str;
+    /// Folders (relative to a tree) holding files spex generates whole.
+    fn generated_dirs(&self) -> &'static [&'static str];
+    /// Files rendered from one spec node (skills, agents, commands), relative to the tree.
+    fn render_node(&self, node: &SpecNode) -> Vec<(PathBuf, String)>;
+    /// Hook shims and trust for one tree.
+    fn plan_shims(&self, ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError>;
+    /// The `/` menu: built-ins of the pinned version, then project and user entries.
+    fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry>;
+    /// Installation checks for this harness.
+    fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check>;
+}
+
+static ALL: [&dyn Harness; 2] = [&claude::Claude, &codex::Codex];
+
+/// Every adapter, in the default order.
+pub fn all() -> &'static [&'static dyn Harness] {
+    &ALL
+}
+
+/// The adapter for an id or alias.
+pub fn lookup(id: &str) -> Option<&'static dyn Harness> {
+    ALL.iter().copied().find(|h| h.id() == id || h.aliases().contains(&id))
+}
+
+/// A hook group whose one handler runs `command`.
+pub fn hook_group(command: &str, timeout: u64) -> Value {
+    json!({ "hooks": [ { "type": "command", "command": command, "timeout": timeout } ] })
+}
+
+/// Whether `command` is a spex hook shim: `<path>/spex dispatch <id> <Event>`.
+pub fn is_spex_command(command: &str) -> bool {
+    let parts: Vec<&str> = command.trim().rsplitn(4, ' ').collect();
+    let [_event, _id, verb, program] = parts.as_slice() else { return false };
+    let program = program.trim().trim_matches('\'');
+    *verb == "dispatch" && Path::new(program).file_name().is_some_and(|n| n == "spex")
+}
+
+/// Whether a hook group is one spex wrote: every handler is a spex shim.
+pub fn is_spex_group(group: &Value) -> bool {
+    let Some(hooks) = group.get("hooks").and_then(Value::as_array) else { return false };
+    !hooks.is_empty()
+        && hooks.iter().all(|h| h.get("command").and_then(Value::as_str).is_some_and(is_spex_command))
+}
+
+/// The spex commands found in a hooks document, as (event, command).
+pub fn spex_commands(doc: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Some(events) = doc.get("hooks").and_then(Value::as_object) else { return out };
+    for (event, groups) in events {
+        for g in groups.as_array().into_iter().flatten() {
+            for h in g.get("hooks").and_then(Value::as_array).into_iter().flatten() {
+                if let Some(c) = h.get("command").and_then(Value::as_str).filter(|c| is_spex_command(c)) {
+                    out.push((event.clone(), c.to_owned()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn stamp_line(node: &SpecNode) -> String {
+    format!("{STAMP} from {}; edit that file, then run `spex materialize` -->", node.file.display())
+}
+
+/// A `SKILL.md` (front matter `name` + `description`, then the stamp and the body).
+pub fn render_skill(node: &SpecNode) -> String {
+    let desc = node.desc.as_deref().unwrap_or_default();
+    format!(
+        "---\nname: {}\ndescription: {}\n---\n{}\n\n{}\n",
+        node.name,
+        serde_json::to_string(desc).expect("a string serializes"),
+        stamp_line(node),
+        node.body
+    )
+}
+
+/// A Markdown file with front matter fields, then the stamp and the body.
+pub fn render_markdown(node: &SpecNode, fields: &[(&str, String)]) -> String {
+    let mut out = String::from("---\n");
+    for (k, v) in fields {
+        out.push_str(&format!("{k}: {v}\n"));
+    }
+    out.push_str("---\n");
+    out.push_str(&stamp_line(node));
+    out.push_str("\n\n");
+    out.push_str(&node.body);
+    out.push('\n');
+    out
+}
+
+/// Runs `<binary> --version` and returns its first line.
+pub fn version_output(binary: &Path) -> Option<String> {
+    let out = std::process::Command::new(binary).arg("--version").stdin(std::process::Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().next().map(str::to_owned)
+}
+
+/// The shared doctor checks: binary found and its version against the pinned one.
+pub fn check_binary(h: &dyn Harness, ctx: &DoctorCtx) -> Check {
+    let Some(bin) = &ctx.binary else {
+        return Check::new("binary", Status::Warn, format!("`{}` not found on PATH", h.binary_name()));
+    };
+    match version_output(bin).and_then(|o| h.parse_version(&o)) {
+        Some(v) if v == h.pinned_version() => Check::new("binary", Status::Ok, format!("{} {v}", bin.display())),
+        Some(v) => Check::new(
+            "binary",
+            Status::Warn,
+            format!("{} {v}; spex was verified against {} (hook events may differ)", bin.display(), h.pinned_version()),
+        ),
+        None => Check::new("binary", Status::Warn, format!("{}: cannot read its version", bin.display())),
+    }
+}
+
+/// Shim checks shared by both adapters: every bound event has a spex handler pointing at
+/// this spex; handlers pointing at another spex are reported as stale.
+pub fn check_shims(h: &dyn Harness, ctx: &DoctorCtx, file: &Path, wanted: bool) -> Check {
+    let doc: Value = std::fs::read(file)
+        .ok()
+        .and_then(|b| jsonc_parser::parse_to_serde_value(&String::from_utf8_lossy(&b), &jsonc_parser::ParseOptions::default()).ok())
+        .unwrap_or(Value::Null);
+    let found = spex_commands(&doc);
+    let prefix = format!("{} dispatch {} ", ctx.spex, h.id());
+    let stale: Vec<&String> = found.iter().map(|(_, c)| c).filter(|c| !c.starts_with(&prefix)).collect();
+    let missing: Vec<&str> = h
+        .hook_events()
+        .iter()
+        .copied()
+        .filter(|e| !found.iter().any(|(ev, c)| ev == e && c.starts_with(&prefix)))
+        .collect();
+    let name = format!("shims in {}", file.display());
+    if !wanted {
+        return if found.is_empty() {
+            Check::new(&name, Status::Ok, "not selected; no spex shims")
+        } else {
+            Check::new(&name, Status::Warn, format!("not selected but {} spex shims remain\nhint: run `spex materialize`", found.len()))
+        };
+    }
+    if missing.is_empty() && stale.is_empty() {
+        Check::new(&name, Status::Ok, format!("{} events bound to this spex", h.hook_events().len()))
+    } else {
+        let mut detail = Vec::new();
+        if !missing.is_empty() {
+            detail.push(format!("missing: {}", missing.join(", ")));
+        }
+        if !stale.is_empty() {
+            detail.push(format!("{} shims point at another spex binary (left alone)", stale.len()));
+        }
+        Check::new(&name, Status::Fail, format!("{}\nhint: run `spex materialize`", detail.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_ids_are_unique_and_resolve() {
+        let mut ids: Vec<&str> = all().iter().map(|h| h.id()).collect();
+        ids.extend(all().iter().flat_map(|h| h.aliases().iter().copied()));
+        let n = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "ids and aliases are unique");
+        for id in ids {
+            assert!(lookup(id).is_some());
+        }
+        assert_eq!(lookup("plugin").map(|h| h.id()), Some("claude"));
+        assert!(lookup("vim").is_none());
+    }
+
+    #[test]
+    fn every_adapter_has_fixtures() {
+        for h in all() {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/payloads").join(h.id());
+            let n = std::fs::read_dir(&dir).map(Iterator::count).unwrap_or(0);
+            assert!(n > 0, "no payload fixtures in {}", dir.display());
+        }
+    }
+
+    #[test]
+    fn recognizes_spex_commands() {
+        assert!(is_spex_command("/usr/local/bin/spex dispatch claude Stop"));
+        assert!(is_spex_command("'/my dir/spex' dispatch codex PreToolUse"));
+        assert!(!is_spex_command("/usr/bin/other dispatch claude Stop"));
+        assert!(!is_spex_command("spex materialize"));
+        assert!(!is_spex_group(&json!({"hooks": [{"command": "spex dispatch claude Stop"}, {"command": "echo hi"}]})));
+    }
+}

@@ -1,0 +1,40 @@
+//! `spex dispatch <harness> <Event>`: the hook handler every harness calls, payload on stdin.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use super::output;
+
+/// Handle one harness hook (the payload is read from stdin). Harnesses call this; it never
+/// fails: on any internal problem it prints nothing and exits 0.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The harness id baked into the hook command (`claude`, `codex`, `plugin`).
+    pub harness: String,
+    /// The hook event name (`PreToolUse`, `Stop`, ...).
+    pub event: String,
+}
+
+/// Entry point from `main`'s fast path (no clap).
+pub fn run_raw(args: &[OsString]) -> ExitCode {
+    let harness = args.first().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
+    let event = args.get(1).map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
+    run(&Args { harness, event });
+    ExitCode::SUCCESS
+}
+
+pub fn run(args: &Args) -> super::Outcome {
+    let out = crate::dispatch::run(&args.harness, &args.event);
+    if let Some(reply) = out {
+        if !reply.stdout.is_empty() {
+            output::print(&reply.stdout);
+        }
+        if !reply.stderr.is_empty() {
+            eprint!("{}", reply.stderr);
+        }
+        if reply.exit_code != 0 {
+            std::process::exit(reply.exit_code);
+        }
+    }
+    super::Outcome::Ok
+}

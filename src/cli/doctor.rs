@@ -1,0 +1,65 @@
+//! `spex doctor`: what is installed, and whether each harness will really call spex.
+
+use std::path::PathBuf;
+
+use super::materialize::current_tree;
+use super::output::{self, Style};
+use super::Outcome;
+use crate::adapters::{self, DoctorCtx, Status};
+use crate::config;
+use crate::env::Env;
+use crate::materialize::{Receipt, shell_quote};
+use crate::store::ProjectStore;
+
+/// Check the installation per harness: binary and version, shims present and pointing at this
+/// spex, Codex hook trust as the real `codex app-server` reports it, Claude workspace trust.
+/// Exits 1 when a check fails.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let tree = current_tree()?;
+    let cfg = config::load(&env.user_config_file(), &tree.root)?;
+    let store = ProjectStore::new(&env.spex_home(), &tree.main);
+    let receipt: Option<Receipt> =
+        std::fs::read(store.receipt_file(&tree.root)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let spex = shell_quote(&super::spex_binary()?.to_string_lossy());
+    let mut report = serde_json::Map::new();
+    let mut failed = false;
+    let style = Style::detect(env.no_color);
+    let mut text = String::new();
+    for h in adapters::all() {
+        let binary: Option<PathBuf> = match cfg.harness.get(h.id()).and_then(|c| c.command.as_deref()) {
+            Some(cmd) => env.which(cmd),
+            None => env.which(h.binary_name()),
+        };
+        let selected = receipt.as_ref().is_some_and(|r| r.harnesses.iter().any(|id| id == h.id()));
+        let ctx = DoctorCtx { env, tree: &tree, selected, spex: &spex, binary };
+        let checks = h.doctor(&ctx);
+        failed |= checks.iter().any(|c| c.status == Status::Fail);
+        text.push_str(&format!("{}{}\n", h.id(), if selected { "" } else { " (not selected)" }));
+        let rows: Vec<Vec<String>> = checks
+            .iter()
+            .map(|c| {
+                let mark = match c.status {
+                    Status::Ok => style.green("ok"),
+                    Status::Warn => style.yellow("warn"),
+                    Status::Fail => style.red("FAIL"),
+                };
+                vec![format!("  {mark}"), c.name.clone(), c.detail.replace('\n', "\n      ")]
+            })
+            .collect();
+        text.push_str(&output::table(&rows));
+        report.insert(h.id().to_owned(), serde_json::json!({ "selected": selected, "checks": checks }));
+    }
+    if args.json {
+        output::json(&report);
+    } else {
+        output::print(&text);
+    }
+    Ok(if failed { Outcome::Differs } else { Outcome::Ok })
+}

@@ -1,0 +1,70 @@
+//! The command line: one file per subcommand, each an `Args` struct (its doc comment is the
+//! help) and a `run` that resolves arguments into settings and calls the module doing the work.
+
+pub mod clean;
+pub mod dispatch;
+pub mod doctor;
+pub mod init;
+pub mod materialize;
+pub mod output;
+pub mod slash;
+
+use std::path::PathBuf;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use crate::env::Env;
+
+/// Install a project's contract into AI coding-agent harnesses (Claude Code, Codex), and watch
+/// and steer their sessions.
+#[derive(Debug, Parser)]
+#[command(name = "spex", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Init(init::Args),
+    Materialize(materialize::Args),
+    Clean(clean::Args),
+    Dispatch(dispatch::Args),
+    Slash(slash::Args),
+    Doctor(doctor::Args),
+    /// Print shell completions.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
+}
+
+/// How a command ended, for `main` to turn into an exit code.
+pub enum Outcome {
+    Ok,
+    /// Ran fine but reports a negative answer (e.g. `materialize --check` found changes).
+    Differs,
+}
+
+/// The running spex binary, as hook commands should call it.
+pub fn spex_binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    Ok(std::fs::canonicalize(&exe).unwrap_or(exe))
+}
+
+pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Init(a) => init::run(&a, env),
+        Command::Materialize(a) => materialize::run(&a, env),
+        Command::Clean(a) => clean::run(&a, env),
+        Command::Dispatch(a) => Ok(dispatch::run(&a)),
+        Command::Slash(a) => slash::run(&a, env),
+        Command::Doctor(a) => doctor::run(&a, env),
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "spex", &mut buf);
+            output::print(&String::from_utf8_lossy(&buf));
+            Ok(Outcome::Ok)
+        }
+    }
+}

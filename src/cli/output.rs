@@ -1,0 +1,89 @@
+//! The only writer of stdout. stdout is a protocol (`dispatch` output, `--json`), so every
+//! command prints through here; diagnostics go to stderr.
+
+#![expect(clippy::print_stdout, reason = "this module is the one place that owns stdout")]
+
+use std::io::{IsTerminal, Write};
+
+/// Prints text to stdout as is.
+pub fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (e.g. `| head`) is not an error worth reporting.
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+/// Prints a value as pretty JSON plus a newline.
+pub fn json<T: serde::Serialize>(value: &T) {
+    let mut s = serde_json::to_string_pretty(value).expect("output values serialize");
+    s.push('\n');
+    print(&s);
+}
+
+/// Colors for human output: only on a terminal and never with `NO_COLOR`.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    pub fn detect(no_color: bool) -> Style {
+        Style { color: !no_color && std::io::stdout().is_terminal() }
+    }
+
+    fn paint(self, code: &str, s: &str) -> String {
+        if self.color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_owned() }
+    }
+
+    pub fn green(self, s: &str) -> String {
+        self.paint("32", s)
+    }
+
+    pub fn yellow(self, s: &str) -> String {
+        self.paint("33", s)
+    }
+
+    pub fn red(self, s: &str) -> String {
+        self.paint("31", s)
+    }
+
+    pub fn dim(self, s: &str) -> String {
+        self.paint("2", s)
+    }
+}
+
+/// Rows padded to aligned columns.
+pub fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| visible_width(s)).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            line.push_str(cell);
+            if c + 1 < r.len() {
+                line.push_str(&" ".repeat(widths[c] - visible_width(cell) + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Width without ANSI color codes.
+fn visible_width(s: &str) -> usize {
+    let mut n = 0;
+    let mut in_escape = false;
+    for c in s.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, _) => n += 1,
+        }
+    }
+    n
+}

@@ -1,0 +1,53 @@
+//! `spex slash`: each harness's `/` menu.
+
+use super::materialize::current_tree;
+use super::output;
+use super::Outcome;
+use crate::adapters::{self, Harness};
+use crate::env::Env;
+
+/// List the `/` menu of each harness: the pinned version's built-ins, then the project's and
+/// the user's commands and skills.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this harness (`claude`, `codex`, `plugin`).
+    #[arg(long = "harness", value_name = "ID")]
+    pub harness: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let tree = current_tree()?;
+    let harnesses: Vec<&dyn Harness> = match &args.harness {
+        Some(id) => vec![adapters::lookup(id).ok_or_else(|| {
+            let known: Vec<&str> = adapters::all().iter().map(|h| h.id()).collect();
+            anyhow::anyhow!("unknown harness `{id}`\nhint: use one of {}", known.join(", "))
+        })?],
+        None => adapters::all().to_vec(),
+    };
+    if args.json {
+        let map: serde_json::Map<String, serde_json::Value> = harnesses
+            .iter()
+            .map(|h| (h.id().to_owned(), serde_json::to_value(h.slash_menu(&tree.root, env)).expect("entries serialize")))
+            .collect();
+        output::json(&map);
+        return Ok(Outcome::Ok);
+    }
+    let mut text = String::new();
+    for h in harnesses {
+        text.push_str(&format!("{}:\n", h.id()));
+        let rows: Vec<Vec<String>> = h
+            .slash_menu(&tree.root, env)
+            .into_iter()
+            .map(|e| {
+                let prefix = if e.name.starts_with('$') { "" } else { "/" };
+                vec![format!("  {prefix}{}", e.name), e.kind, e.description]
+            })
+            .collect();
+        text.push_str(&output::table(&rows));
+    }
+    output::print(&text);
+    Ok(Outcome::Ok)
+}

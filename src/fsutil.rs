@@ -1,0 +1,50 @@
+//! The one way spex writes files: a temp file beside the target, renamed over it, and only when
+//! the bytes differ. Reads that treat "missing" as a value live here too.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Reads a file, `None` when it does not exist.
+pub fn read_opt(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs_err::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes `bytes` to `path` atomically unless it already holds exactly these bytes. Returns
+/// whether it wrote. Missing parent directories are created.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<bool> {
+    if read_opt(path)?.as_deref() == Some(bytes) {
+        return Ok(false);
+    }
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    fs_err::create_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".spex-tmp")
+        .tempfile_in(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{e} (creating a temp file in `{}`)", dir.display())))?;
+    tmp.write_all(bytes)?;
+    // Keep the mode of the file we replace (config files may be private).
+    if let Ok(meta) = std::fs::metadata(path) {
+        tmp.as_file().set_permissions(meta.permissions())?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .map_err(|e| io::Error::new(e.error.kind(), format!("{} (renaming into `{}`)", e.error, path.display())))?;
+    Ok(true)
+}
+
+/// Removes a file; a missing file is not an error.
+pub fn remove_file(path: &Path) -> io::Result<()> {
+    match fs_err::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Removes a directory only if it is empty; reports whether it did.
+pub fn remove_dir_if_empty(path: &Path) -> bool {
+    std::fs::remove_dir(path).is_ok()
+}

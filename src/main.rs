@@ -1,0 +1,43 @@
+//! spex: install a project's contract into AI coding-agent harnesses and watch their sessions.
+//! `main` parses, runs and maps the result to an exit code: 0 ok, 1 "differs" (e.g.
+//! `materialize --check` found changes), 2 error.
+
+mod adapters;
+mod cli;
+mod config;
+mod dispatch;
+mod env;
+mod fsutil;
+mod materialize;
+mod repo;
+mod runtime;
+mod spec;
+mod store;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    // The hook path skips clap and everything else: it must be fast, and it must exit 0 even
+    // on arguments it does not understand.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "dispatch") {
+        return cli::dispatch::run_raw(&args[2..]);
+    }
+    let cli = cli::Cli::parse();
+    let env = env::Env::from_process();
+    match cli::run(cli, &env) {
+        Ok(cli::Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(cli::Outcome::Differs) => ExitCode::from(1),
+        Err(e) => {
+            let top = e.to_string();
+            eprintln!("error: {top}");
+            // Module errors already spell out their cause; print only what adds information.
+            for cause in e.chain().skip(1).map(ToString::to_string).filter(|c| !top.contains(c.as_str())) {
+                eprintln!("  Caused by: {cause}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}

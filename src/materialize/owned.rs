@@ -1,0 +1,60 @@
+//! Ownership proofs: what spex created, so `clean` removes exactly that and nothing the user
+//! owns. Files and folders spex created, JSON members it inserted, JSON values it replaced
+//! (with the value they had). Stored per project in the spex store.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JsonOwned {
+    /// Key paths of members spex inserted (containers and leaves).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<Vec<String>>,
+    /// Key paths spex overwrote, with the value they held before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<(Vec<String>, serde_json::Value)>,
+    /// The file was empty text and spex wrote `{}` into it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub root_created: bool,
+}
+
+impl JsonOwned {
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty() && self.replaced.is_empty() && !self.root_created
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Owned {
+    pub schema: u32,
+    #[serde(default)]
+    pub files: BTreeSet<PathBuf>,
+    #[serde(default)]
+    pub dirs: BTreeSet<PathBuf>,
+    #[serde(default)]
+    pub json: BTreeMap<PathBuf, JsonOwned>,
+}
+
+impl Default for Owned {
+    fn default() -> Self {
+        Owned { schema: SCHEMA, files: BTreeSet::new(), dirs: BTreeSet::new(), json: BTreeMap::new() }
+    }
+}
+
+impl Owned {
+    /// Reads the record; a missing or unreadable record is empty (spex then owns nothing and
+    /// removes less, never more).
+    pub fn load(bytes: Option<&[u8]>) -> Owned {
+        bytes.and_then(|b| serde_json::from_slice(b).ok()).unwrap_or_default()
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec_pretty(self).expect("ownership record serializes");
+        out.push(b'\n');
+        out
+    }
+}

@@ -1,0 +1,130 @@
+//! Git checkout discovery by reading `.git` files directly: which tree we are in, its main
+//! checkout, its linked worktrees, its branch. No `git` subprocess and no libgit2, because
+//! `spex dispatch` needs this on every hook and two small file reads are all it takes.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("`{0}` is not inside a git checkout\nhint: run spex from a git repository (or `git init` first)")]
+    NotARepo(PathBuf),
+    #[error("cannot read git metadata `{path}`: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("`{0}` does not look like a `.git` file (expected `gitdir: <path>`)")]
+    BadGitFile(PathBuf),
+    #[error("`{0}` is a bare repository; spex needs a checkout")]
+    Bare(PathBuf),
+}
+
+/// One checkout (the main one or a linked worktree) of a repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    /// Root of this checkout (canonical).
+    pub root: PathBuf,
+    /// Root of the main checkout (canonical); equal to `root` in the main checkout.
+    pub main: PathBuf,
+    /// This checkout's git dir (`.git` or `.git/worktrees/<name>`).
+    pub git_dir: PathBuf,
+    /// The shared git dir (`<main>/.git`).
+    pub common_dir: PathBuf,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RepoError + '_ {
+    move |source| RepoError::Io { path: path.to_owned(), source }
+}
+
+fn canon(path: &Path) -> Result<PathBuf, RepoError> {
+    std::fs::canonicalize(path).map_err(io_err(path))
+}
+
+fn read_pointer(file: &Path, base: &Path) -> Result<PathBuf, RepoError> {
+    let text = std::fs::read_to_string(file).map_err(io_err(file))?;
+    let target = text.trim_end_matches(['\n', '\r']);
+    let target = target.strip_prefix("gitdir: ").unwrap_or(target);
+    if target.is_empty() {
+        return Err(RepoError::BadGitFile(file.to_owned()));
+    }
+    Ok(base.join(target))
+}
+
+impl Tree {
+    /// The checkout containing `start` (walking up).
+    pub fn discover(start: &Path) -> Result<Tree, RepoError> {
+        let start = canon(start)?;
+        let mut dir = start.as_path();
+        loop {
+            let dot_git = dir.join(".git");
+            if let Ok(meta) = std::fs::metadata(&dot_git) {
+                return Tree::at(dir, &dot_git, meta.is_dir());
+            }
+            dir = dir.parent().ok_or_else(|| RepoError::NotARepo(start.clone()))?;
+        }
+    }
+
+    fn at(root: &Path, dot_git: &Path, is_dir: bool) -> Result<Tree, RepoError> {
+        let git_dir = if is_dir {
+            dot_git.to_owned()
+        } else {
+            let dir = read_pointer(dot_git, root).map_err(|e| match e {
+                RepoError::Io { .. } => e,
+                _ => RepoError::BadGitFile(dot_git.to_owned()),
+            })?;
+            canon(&dir)?
+        };
+        let common_dir = match std::fs::read_to_string(git_dir.join("commondir")) {
+            Ok(_) => canon(&read_pointer(&git_dir.join("commondir"), &git_dir)?)?,
+            Err(_) => git_dir.clone(),
+        };
+        if common_dir.file_name().is_none_or(|n| n != ".git") {
+            return Err(RepoError::Bare(common_dir));
+        }
+        let main = common_dir.parent().map(Path::to_path_buf).ok_or_else(|| RepoError::Bare(common_dir.clone()))?;
+        Ok(Tree { root: canon(root)?, main, git_dir, common_dir })
+    }
+
+    pub fn is_main(&self) -> bool {
+        self.root == self.main
+    }
+
+    /// The main checkout as a `Tree`.
+    pub fn main_tree(&self) -> Tree {
+        Tree {
+            root: self.main.clone(),
+            main: self.main.clone(),
+            git_dir: self.common_dir.clone(),
+            common_dir: self.common_dir.clone(),
+        }
+    }
+
+    /// Every checkout of this repository that still exists: the main one first, then the
+    /// linked worktrees in name order.
+    pub fn all_trees(&self) -> Vec<Tree> {
+        let mut out = vec![self.main_tree()];
+        let Ok(entries) = std::fs::read_dir(self.common_dir.join("worktrees")) else {
+            return out;
+        };
+        let mut names: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+        names.sort();
+        for wt_git in names {
+            let Ok(dot_git) = read_pointer(&wt_git.join("gitdir"), &wt_git) else { continue };
+            let Some(root) = dot_git.parent() else { continue };
+            if let Ok(tree) = Tree::at(root, &dot_git, false) {
+                if tree.common_dir == self.common_dir {
+                    out.push(tree);
+                }
+            }
+        }
+        out
+    }
+
+    /// The `info/exclude` file git reads for every checkout of the repository.
+    pub fn exclude_file(&self) -> PathBuf {
+        self.common_dir.join("info/exclude")
+    }
+
+    /// The checked-out branch, or `None` on a detached HEAD.
+    pub fn branch(&self) -> Option<String> {
+        let head = std::fs::read_to_string(self.git_dir.join("HEAD")).ok()?;
+        head.trim_end().strip_prefix("ref: refs/heads/").map(str::to_owned)
+    }
+}

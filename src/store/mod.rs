@@ -1,0 +1,56 @@
+//! The spex store under `$SPEX_HOME`: one folder per project (keyed by its main checkout), with
+//! per-tree receipts, the ownership record of materialized artifacts, the dispatch log and
+//! session state. Owns paths and locking; it does not know what a harness is.
+
+pub mod lock;
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// Short stable hash of a path, used to name per-project and per-tree entries.
+pub fn path_key(path: &Path) -> String {
+    let digest = Sha256::digest(path.as_os_str().as_encoded_bytes());
+    hex::encode(&digest[..6])
+}
+
+/// Where one project's state lives.
+#[derive(Debug, Clone)]
+pub struct ProjectStore {
+    pub dir: PathBuf,
+}
+
+impl ProjectStore {
+    pub fn new(spex_home: &Path, main_checkout: &Path) -> ProjectStore {
+        let name: String = main_checkout
+            .file_name()
+            .map(|n| n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect())
+            .unwrap_or_default();
+        ProjectStore { dir: spex_home.join("projects").join(format!("{name}-{}", path_key(main_checkout))) }
+    }
+
+    pub fn receipt_file(&self, tree: &Path) -> PathBuf {
+        self.dir.join("trees").join(format!("{}.json", path_key(tree)))
+    }
+
+    pub fn receipts_dir(&self) -> PathBuf {
+        self.dir.join("trees")
+    }
+
+    pub fn owned_file(&self) -> PathBuf {
+        self.dir.join("owned.json")
+    }
+
+    pub fn dispatch_log(&self) -> PathBuf {
+        self.dir.join("dispatch.log")
+    }
+
+    pub fn lock_file(&self) -> PathBuf {
+        self.dir.join("project.lock")
+    }
+}
+
+/// Current time as RFC 3339 with millisecond precision (UTC).
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
