@@ -20,7 +20,9 @@ pub struct Env {
 }
 
 fn path_var(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 impl Env {
@@ -39,7 +41,9 @@ impl Env {
             claude_config_dir: path_var("CLAUDE_CONFIG_DIR"),
             path: std::env::var_os("PATH"),
             no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
-            spex_session_id: std::env::var("SPEX_SESSION_ID").ok().filter(|v| !v.is_empty()),
+            spex_session_id: std::env::var("SPEX_SESSION_ID")
+                .ok()
+                .filter(|v| !v.is_empty()),
             harness_vars,
         }
     }
@@ -68,7 +72,9 @@ impl Env {
     }
 
     pub fn codex_home(&self) -> PathBuf {
-        self.codex_home.clone().unwrap_or_else(|| self.home_or_root().join(".codex"))
+        self.codex_home
+            .clone()
+            .unwrap_or_else(|| self.home_or_root().join(".codex"))
     }
 
     /// Claude's global state file: `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json`.
@@ -80,14 +86,18 @@ impl Env {
     }
 
     pub fn harness_var(&self, name: &str) -> Option<&str> {
-        self.harness_vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.harness_vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Finds an executable on `PATH` (or returns an explicit path as is when it exists).
     pub fn which(&self, program: &str) -> Option<PathBuf> {
         use std::os::unix::fs::PermissionsExt;
         let is_exec = |p: &std::path::Path| {
-            p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         };
         if program.contains('/') {
             let p = PathBuf::from(program);

@@ -24,15 +24,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     let mut tmp = tempfile::Builder::new()
         .prefix(".spex-tmp")
         .tempfile_in(dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("{e} (creating a temp file in `{}`)", dir.display())))?;
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{e} (creating a temp file in `{}`)", dir.display()),
+            )
+        })?;
     tmp.write_all(bytes)?;
     // Keep the mode of the file we replace (config files may be private).
     if let Ok(meta) = std::fs::metadata(path) {
         tmp.as_file().set_permissions(meta.permissions())?;
     }
     tmp.as_file().sync_all()?;
-    tmp.persist(path)
-        .map_err(|e| io::Error::new(e.error.kind(), format!("{} (renaming into `{}`)", e.error, path.display())))?;
+    tmp.persist(path).map_err(|e| {
+        io::Error::new(
+            e.error.kind(),
+            format!("{} (renaming into `{}`)", e.error, path.display()),
+        )
+    })?;
     Ok(true)
 }
 

@@ -34,7 +34,12 @@ fn main() -> ExitCode {
             let top = e.to_string();
             eprintln!("error: {top}");
             // Module errors already spell out their cause; print only what adds information.
-            for cause in e.chain().skip(1).map(ToString::to_string).filter(|c| !top.contains(c.as_str())) {
+            for cause in e
+                .chain()
+                .skip(1)
+                .map(ToString::to_string)
+                .filter(|c| !top.contains(c.as_str()))
+            {
                 eprintln!("  Caused by: {cause}");
             }
             ExitCode::from(2)

@@ -6,10 +6,15 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
-    #[error("`{0}` is not inside a git checkout\nhint: run spex from a git repository (or `git init` first)")]
+    #[error(
+        "`{0}` is not inside a git checkout\nhint: run spex from a git repository (or `git init` first)"
+    )]
     NotARepo(PathBuf),
     #[error("cannot read git metadata `{path}`: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("`{0}` does not look like a `.git` file (expected `gitdir: <path>`)")]
     BadGitFile(PathBuf),
     #[error("`{0}` is a bare repository; spex needs a checkout")]
@@ -30,7 +35,10 @@ pub struct Tree {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RepoError + '_ {
-    move |source| RepoError::Io { path: path.to_owned(), source }
+    move |source| RepoError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 fn canon(path: &Path) -> Result<PathBuf, RepoError> {
@@ -57,7 +65,9 @@ impl Tree {
             if let Ok(meta) = std::fs::metadata(&dot_git) {
                 return Tree::at(dir, &dot_git, meta.is_dir());
             }
-            dir = dir.parent().ok_or_else(|| RepoError::NotARepo(start.clone()))?;
+            dir = dir
+                .parent()
+                .ok_or_else(|| RepoError::NotARepo(start.clone()))?;
         }
     }
 
@@ -78,8 +88,16 @@ impl Tree {
         if common_dir.file_name().is_none_or(|n| n != ".git") {
             return Err(RepoError::Bare(common_dir));
         }
-        let main = common_dir.parent().map(Path::to_path_buf).ok_or_else(|| RepoError::Bare(common_dir.clone()))?;
-        Ok(Tree { root: canon(root)?, main, git_dir, common_dir })
+        let main = common_dir
+            .parent()
+            .map(Path::to_path_buf)
+            .ok_or_else(|| RepoError::Bare(common_dir.clone()))?;
+        Ok(Tree {
+            root: canon(root)?,
+            main,
+            git_dir,
+            common_dir,
+        })
     }
 
     pub fn is_main(&self) -> bool {
@@ -106,8 +124,12 @@ impl Tree {
         let mut names: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
         names.sort();
         for wt_git in names {
-            let Ok(dot_git) = read_pointer(&wt_git.join("gitdir"), &wt_git) else { continue };
-            let Some(root) = dot_git.parent() else { continue };
+            let Ok(dot_git) = read_pointer(&wt_git.join("gitdir"), &wt_git) else {
+                continue;
+            };
+            let Some(root) = dot_git.parent() else {
+                continue;
+            };
             if let Ok(tree) = Tree::at(root, &dot_git, false) {
                 if tree.common_dir == self.common_dir {
                     out.push(tree);
@@ -125,6 +147,8 @@ impl Tree {
     /// The checked-out branch, or `None` on a detached HEAD.
     pub fn branch(&self) -> Option<String> {
         let head = std::fs::read_to_string(self.git_dir.join("HEAD")).ok()?;
-        head.trim_end().strip_prefix("ref: refs/heads/").map(str::to_owned)
+        head.trim_end()
+            .strip_prefix("ref: refs/heads/")
+            .map(str::to_owned)
     }
 }

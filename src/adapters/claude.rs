@@ -37,26 +37,42 @@ fn settings_file(tree_root: &Path) -> PathBuf {
 }
 
 fn trust_key(main: &Path) -> Vec<String> {
-    vec!["projects".into(), main.to_string_lossy().into_owned(), "hasTrustDialogAccepted".into()]
+    vec![
+        "projects".into(),
+        main.to_string_lossy().into_owned(),
+        "hasTrustDialogAccepted".into(),
+    ]
 }
 
 /// Custom commands under a `commands` folder: `sub/name.md` is `/sub:name`.
 fn commands_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
     let mut out = Vec::new();
-    for e in walkdir::WalkDir::new(dir).sort_by_file_name().into_iter().filter_map(Result::ok) {
+    for e in walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+    {
         let p = e.path();
         if !e.file_type().is_file() || p.extension().is_none_or(|x| x != "md") {
             continue;
         }
-        let Ok(rel) = p.strip_prefix(dir) else { continue };
+        let Ok(rel) = p.strip_prefix(dir) else {
+            continue;
+        };
         let name = rel.with_extension("").to_string_lossy().replace('/', ":");
-        out.push(SlashEntry { name, kind: kind.to_owned(), description: front_matter_field(p, "description") });
+        out.push(SlashEntry {
+            name,
+            kind: kind.to_owned(),
+            description: front_matter_field(p, "description"),
+        });
     }
     out
 }
 
 fn skills_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
     let mut out: Vec<SlashEntry> = entries
         .filter_map(Result::ok)
         .filter(|e| e.path().join("SKILL.md").is_file())
@@ -72,8 +88,12 @@ fn skills_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
 
 /// One scalar field of a Markdown file's front matter (empty when absent).
 pub(super) fn front_matter_field(path: &Path, key: &str) -> String {
-    let Ok(text) = std::fs::read_to_string(path) else { return String::new() };
-    let Some(rest) = text.strip_prefix("---\n") else { return String::new() };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return String::new();
+    };
+    let Some(rest) = text.strip_prefix("---\n") else {
+        return String::new();
+    };
     let fm = rest.split("\n---").next().unwrap_or_default();
     serde_yaml_ng::from_str::<serde_yaml_ng::Mapping>(fm)
         .ok()
@@ -100,7 +120,11 @@ impl Harness for Claude {
 
     fn parse_version(&self, output: &str) -> Option<String> {
         // `2.1.197 (Claude Code)`
-        output.split_whitespace().next().filter(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit())).map(str::to_owned)
+        output
+            .split_whitespace()
+            .next()
+            .filter(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .map(str::to_owned)
     }
 
     fn session_env_var(&self) -> Option<&'static str> {
@@ -120,17 +144,26 @@ impl Harness for Claude {
     }
 
     fn render_node(&self, node: &SpecNode) -> Vec<(PathBuf, String)> {
-        let desc = || serde_json::to_string(node.desc.as_deref().unwrap_or_default()).expect("a string serializes");
+        let desc = || {
+            serde_json::to_string(node.desc.as_deref().unwrap_or_default())
+                .expect("a string serializes")
+        };
         let mut out = Vec::new();
         if node.has(Surface::Skill) {
-            out.push((PathBuf::from(format!(".claude/skills/{}/SKILL.md", node.name)), super::render_skill(node)));
+            out.push((
+                PathBuf::from(format!(".claude/skills/{}/SKILL.md", node.name)),
+                super::render_skill(node),
+            ));
         }
         if node.has(Surface::Agent) {
             let mut fields = vec![("name", node.name.clone()), ("description", desc())];
             if !node.tools.is_empty() {
                 fields.push(("tools", node.tools.join(", ")));
             }
-            out.push((PathBuf::from(format!(".claude/agents/{}.md", node.name)), super::render_markdown(node, &fields)));
+            out.push((
+                PathBuf::from(format!(".claude/agents/{}.md", node.name)),
+                super::render_markdown(node, &fields),
+            ));
         }
         if node.has(Surface::Command) {
             out.push((
@@ -145,12 +178,21 @@ impl Harness for Claude {
         let wanted: Vec<(String, Value)> = if ctx.here {
             EVENTS
                 .iter()
-                .map(|e| ((*e).to_owned(), super::hook_group(&ctx.hook_command(self.id(), e), HOOK_TIMEOUT_SECS)))
+                .map(|e| {
+                    (
+                        (*e).to_owned(),
+                        super::hook_group(&ctx.hook_command(self.id(), e), HOOK_TIMEOUT_SECS),
+                    )
+                })
                 .collect()
         } else {
             Vec::new()
         };
-        ws.hook_groups(&settings_file(&ctx.tree.root), &wanted, &super::is_spex_group)?;
+        ws.hook_groups(
+            &settings_file(&ctx.tree.root),
+            &wanted,
+            &super::is_spex_group,
+        )?;
         // Trust for the main checkout covers every worktree (facts/claude.md §1.2); only added
         // when not already granted, and remembered so clean takes back exactly that.
         let state = ctx.env.claude_state_file();
@@ -179,10 +221,16 @@ impl Harness for Claude {
                 description: (*description).to_owned(),
             })
             .collect();
-        out.extend(commands_in(&tree.join(".claude/commands"), "project command"));
+        out.extend(commands_in(
+            &tree.join(".claude/commands"),
+            "project command",
+        ));
         out.extend(skills_in(&tree.join(".claude/skills"), "project skill"));
         if let Some(home) = &env.home {
-            let user = env.claude_config_dir.clone().unwrap_or_else(|| home.join(".claude"));
+            let user = env
+                .claude_config_dir
+                .clone()
+                .unwrap_or_else(|| home.join(".claude"));
             out.extend(commands_in(&user.join("commands"), "user command"));
             out.extend(skills_in(&user.join("skills"), "user skill"));
         }

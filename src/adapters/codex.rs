@@ -11,24 +11,80 @@ use sha2::{Digest, Sha256};
 use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::env::Env;
 use crate::materialize::block;
-use crate::runtime::codex_rpc::TrustStatus;
 use crate::materialize::workspace::Workspace;
 use crate::materialize::{MaterializeError, shell_quote};
+use crate::runtime::codex_rpc::TrustStatus;
 use crate::spec::{SpecNode, Surface};
 
 pub struct Codex;
 
 /// Events spex binds; all accepted by 0.169.0 (facts/codex.md §1).
-const EVENTS: &[&str] =
-    &["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest", "Stop", "Interrupt", "SessionEnd"];
+const EVENTS: &[&str] = &[
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PermissionRequest",
+    "Stop",
+    "Interrupt",
+    "SessionEnd",
+];
 
 /// Built-in `/` commands of 0.169.0, read from the TUI popup (facts/codex.md §6).
 const BUILTINS: &[&str] = &[
-    "model", "fast", "presets", "ide", "permissions", "keymap", "vim", "experimental", "approve", "memories", "skills",
-    "import", "hooks", "review", "rename", "new", "archive", "delete", "resume", "fork", "init", "compact", "config",
-    "recap", "plan", "voice", "goal", "agents", "side", "copy", "export", "raw", "tui", "diff", "mention", "status",
-    "daemon", "warnings", "cd", "pwd", "title", "statusline", "theme", "pets", "mcp", "plugins", "logout", "exit",
-    "feedback", "ps", "stop", "clear", "subagents",
+    "model",
+    "fast",
+    "presets",
+    "ide",
+    "permissions",
+    "keymap",
+    "vim",
+    "experimental",
+    "approve",
+    "memories",
+    "skills",
+    "import",
+    "hooks",
+    "review",
+    "rename",
+    "new",
+    "archive",
+    "delete",
+    "resume",
+    "fork",
+    "init",
+    "compact",
+    "config",
+    "recap",
+    "plan",
+    "voice",
+    "goal",
+    "agents",
+    "side",
+    "copy",
+    "export",
+    "raw",
+    "tui",
+    "diff",
+    "mention",
+    "status",
+    "daemon",
+    "warnings",
+    "cd",
+    "pwd",
+    "title",
+    "statusline",
+    "theme",
+    "pets",
+    "mcp",
+    "plugins",
+    "logout",
+    "exit",
+    "feedback",
+    "ps",
+    "stop",
+    "clear",
+    "subagents",
 ];
 
 const TRUST_BLOCK: &str = "codex-trust";
@@ -59,7 +115,11 @@ fn event_label(event: &str) -> String {
 
 /// SessionEnd and Interrupt hooks are clamped to 1..=3 s by Codex; others default to 600.
 fn timeout_for(event: &str) -> u64 {
-    if matches!(event, "SessionEnd" | "Interrupt") { 3 } else { 30 }
+    if matches!(event, "SessionEnd" | "Interrupt") {
+        3
+    } else {
+        30
+    }
 }
 
 fn normalized_timeout(event: &str, timeout: Option<u64>) -> u64 {
@@ -70,9 +130,24 @@ fn normalized_timeout(event: &str, timeout: Option<u64>) -> u64 {
     }
 }
 
-const EVENTS_WITH_MATCHER: &[&str] =
-    &["PreToolUse", "PermissionRequest", "PostToolUse", "PreCompact", "PostCompact", "SessionStart", "SessionEnd", "SubagentStart", "SubagentStop"];
-const EVENTS_WITH_CONTEXT: &[&str] = &["PreToolUse", "PostToolUse", "SessionStart", "UserPromptSubmit", "SubagentStart"];
+const EVENTS_WITH_MATCHER: &[&str] = &[
+    "PreToolUse",
+    "PermissionRequest",
+    "PostToolUse",
+    "PreCompact",
+    "PostCompact",
+    "SessionStart",
+    "SessionEnd",
+    "SubagentStart",
+    "SubagentStop",
+];
+const EVENTS_WITH_CONTEXT: &[&str] = &[
+    "PreToolUse",
+    "PostToolUse",
+    "SessionStart",
+    "UserPromptSubmit",
+    "SubagentStart",
+];
 
 /// JSON with object keys sorted at every level, compact, non-ASCII kept raw: the bytes Codex
 /// hashes (facts/codex.md §2).
@@ -83,11 +158,20 @@ fn canonical_json(v: &Value) -> String {
             keys.sort();
             let items: Vec<String> = keys
                 .into_iter()
-                .map(|k| format!("{}:{}", serde_json::to_string(k).expect("a string serializes"), canonical_json(&m[k])))
+                .map(|k| {
+                    format!(
+                        "{}:{}",
+                        serde_json::to_string(k).expect("a string serializes"),
+                        canonical_json(&m[k])
+                    )
+                })
                 .collect();
             format!("{{{}}}", items.join(","))
         }
-        Value::Array(a) => format!("[{}]", a.iter().map(canonical_json).collect::<Vec<_>>().join(",")),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical_json).collect::<Vec<_>>().join(",")
+        ),
         other => serde_json::to_string(other).expect("a JSON value serializes"),
     }
 }
@@ -96,13 +180,33 @@ fn canonical_json(v: &Value) -> String {
 pub fn trust_hash(event: &str, matcher: Option<&str>, handler: &Value) -> String {
     let mut h = serde_json::Map::new();
     h.insert("type".into(), json!("command"));
-    h.insert("command".into(), handler.get("command").cloned().unwrap_or(Value::Null));
-    h.insert("timeout".into(), json!(normalized_timeout(event, handler.get("timeout").and_then(Value::as_u64))));
-    h.insert("async".into(), json!(handler.get("async").and_then(Value::as_bool).unwrap_or(false)));
+    h.insert(
+        "command".into(),
+        handler.get("command").cloned().unwrap_or(Value::Null),
+    );
+    h.insert(
+        "timeout".into(),
+        json!(normalized_timeout(
+            event,
+            handler.get("timeout").and_then(Value::as_u64)
+        )),
+    );
+    h.insert(
+        "async".into(),
+        json!(
+            handler
+                .get("async")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        ),
+    );
     if let Some(s) = handler.get("statusMessage").filter(|s| !s.is_null()) {
         h.insert("statusMessage".into(), s.clone());
     }
-    if let Some(acl) = handler.get("additionalContextLimit").and_then(Value::as_u64) {
+    if let Some(acl) = handler
+        .get("additionalContextLimit")
+        .and_then(Value::as_u64)
+    {
         if acl != 2500 && EVENTS_WITH_CONTEXT.contains(&event) {
             h.insert("additionalContextLimit".into(), json!(acl));
         }
@@ -111,13 +215,18 @@ pub fn trust_hash(event: &str, matcher: Option<&str>, handler: &Value) -> String
     if let Some(m) = matcher.filter(|_| EVENTS_WITH_MATCHER.contains(&event)) {
         ident["matcher"] = json!(m);
     }
-    format!("sha256:{}", hex::encode(Sha256::digest(canonical_json(&ident).as_bytes())))
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(&ident).as_bytes()))
+    )
 }
 
 /// `(state key, hash)` for every spex handler in a hooks document at `path`.
 fn spex_trust_entries(path: &Path, doc: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let Some(events) = doc.get("hooks").and_then(Value::as_object) else { return out };
+    let Some(events) = doc.get("hooks").and_then(Value::as_object) else {
+        return out;
+    };
     for (event, groups) in events {
         for (gi, group) in groups.as_array().into_iter().flatten().enumerate() {
             if !super::is_spex_group(group) {
@@ -134,7 +243,9 @@ fn spex_trust_entries(path: &Path, doc: &Value) -> Vec<(String, String)> {
 }
 
 fn toml_error(path: &Path, text: &str, e: &toml_edit::TomlError) -> MaterializeError {
-    let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    let line = e.span().map_or(1, |s| {
+        text[..s.start.min(text.len())].matches('\n').count() + 1
+    });
     MaterializeError::Toml {
         path: path.to_owned(),
         message: format!("line {line}: {}", e.message()),
@@ -150,7 +261,13 @@ fn toml_key(s: &str) -> String {
 impl Codex {
     /// The trust block for `config.toml`: project trust unless the user already set it, and
     /// one `[hooks.state]` table per spex handler not already trusted by the user.
-    fn trust_lines(&self, ctx: &ShimCtx, user: &toml_edit::DocumentMut, hooks_doc: &Value, ws: &mut Workspace) -> Vec<String> {
+    fn trust_lines(
+        &self,
+        ctx: &ShimCtx,
+        user: &toml_edit::DocumentMut,
+        hooks_doc: &Value,
+        ws: &mut Workspace,
+    ) -> Vec<String> {
         let main = ctx.tree.main.to_string_lossy().into_owned();
         let mut lines = Vec::new();
         match user.get("projects").and_then(|p| p.get(&main)).and_then(|t| t.get("trust_level")).and_then(|v| v.as_str()) {
@@ -222,7 +339,10 @@ impl Harness for Codex {
 
     fn render_node(&self, node: &SpecNode) -> Vec<(PathBuf, String)> {
         if node.has(Surface::Skill) {
-            vec![(PathBuf::from(format!(".agents/skills/{}/SKILL.md", node.name)), super::render_skill(node))]
+            vec![(
+                PathBuf::from(format!(".agents/skills/{}/SKILL.md", node.name)),
+                super::render_skill(node),
+            )]
         } else {
             Vec::new()
         }
@@ -233,12 +353,20 @@ impl Harness for Codex {
         let wanted: Vec<(String, Value)> = if ctx.anywhere {
             EVENTS
                 .iter()
-                .map(|e| ((*e).to_owned(), super::hook_group(&ctx.hook_command(self.id(), e), timeout_for(e))))
+                .map(|e| {
+                    (
+                        (*e).to_owned(),
+                        super::hook_group(&ctx.hook_command(self.id(), e), timeout_for(e)),
+                    )
+                })
                 .collect()
         } else {
             Vec::new()
         };
-        let hooks_doc = ws.hook_groups(&hooks_path, &wanted, &super::is_spex_group)?.map(|d| d.value()).unwrap_or(Value::Null);
+        let hooks_doc = ws
+            .hook_groups(&hooks_path, &wanted, &super::is_spex_group)?
+            .map(|d| d.value())
+            .unwrap_or(Value::Null);
         if ctx.here && ctx.anywhere && ctx.tree.root != ctx.tree.main {
             // Codex reads a worktree's hooks from the main checkout only if the worktree has
             // a `.codex/` folder of its own (facts/codex.md §1).
@@ -247,11 +375,27 @@ impl Harness for Codex {
         let config = config_file(ctx.env);
         ws.validate_blocks(&config, block::HASH)?;
         let text = ws.read_text(&config)?.unwrap_or_default();
-        let user_text = block::reconcile(&text, block::HASH, TRUST_BLOCK, None)
-            .map_err(|source| MaterializeError::Block { path: config.clone(), source })?;
-        let user: toml_edit::DocumentMut = user_text.parse().map_err(|e| toml_error(&config, &user_text, &e))?;
-        let lines = if ctx.anywhere { self.trust_lines(ctx, &user, &hooks_doc, ws) } else { Vec::new() };
-        ws.block(&config, block::HASH, TRUST_BLOCK, (!lines.is_empty()).then_some(lines))?;
+        let user_text =
+            block::reconcile(&text, block::HASH, TRUST_BLOCK, None).map_err(|source| {
+                MaterializeError::Block {
+                    path: config.clone(),
+                    source,
+                }
+            })?;
+        let user: toml_edit::DocumentMut = user_text
+            .parse()
+            .map_err(|e| toml_error(&config, &user_text, &e))?;
+        let lines = if ctx.anywhere {
+            self.trust_lines(ctx, &user, &hooks_doc, ws)
+        } else {
+            Vec::new()
+        };
+        ws.block(
+            &config,
+            block::HASH,
+            TRUST_BLOCK,
+            (!lines.is_empty()).then_some(lines),
+        )?;
         if let Some(after) = ws.read_text(&config)? {
             after.parse::<toml_edit::DocumentMut>().map_err(|e| MaterializeError::Toml {
                 path: config.clone(),
@@ -265,19 +409,36 @@ impl Harness for Codex {
     fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry> {
         let mut out: Vec<SlashEntry> = BUILTINS
             .iter()
-            .map(|n| SlashEntry { name: (*n).to_owned(), kind: "built-in".into(), description: String::new() })
+            .map(|n| SlashEntry {
+                name: (*n).to_owned(),
+                kind: "built-in".into(),
+                description: String::new(),
+            })
             .collect();
         // Skills are mentioned with `$name` in Codex; listed so a script sees the whole menu.
-        let roots = [(tree.join(".agents/skills"), "project skill"), (tree.join(".codex/skills"), "project skill"), (env.codex_home().join("skills"), "user skill")];
+        let roots = [
+            (tree.join(".agents/skills"), "project skill"),
+            (tree.join(".codex/skills"), "project skill"),
+            (env.codex_home().join("skills"), "user skill"),
+        ];
         for (dir, kind) in roots {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            let mut names: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.join("SKILL.md").is_file()).collect();
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut names: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.join("SKILL.md").is_file())
+                .collect();
             names.sort();
             for p in names {
                 out.push(SlashEntry {
                     name: format!("${}", p.file_name().unwrap_or_default().to_string_lossy()),
                     kind: kind.into(),
-                    description: super::claude::front_matter_field(&p.join("SKILL.md"), "description"),
+                    description: super::claude::front_matter_field(
+                        &p.join("SKILL.md"),
+                        "description",
+                    ),
                 });
             }
         }
@@ -294,25 +455,62 @@ impl Harness for Codex {
         if !ctx.selected {
             return checks;
         }
-        let Some(bin) = &ctx.binary else { return checks };
-        checks.push(match crate::runtime::codex_trust::hooks_for(bin, &ctx.env.codex_home(), &ctx.tree.root) {
-            Ok(hooks) => {
-                let ours: Vec<_> = hooks.iter().filter(|h| h.command.as_deref().is_some_and(super::is_spex_command)).collect();
-                let bad: Vec<String> = ours
-                    .iter()
-                    .filter(|h| !(h.trust == TrustStatus::Trusted && h.enabled))
-                    .map(|h| format!("{} ({}{})", h.hooks_json_event(), h.trust.as_str(), if h.enabled { "" } else { ", disabled" }))
-                    .collect();
-                if ours.len() >= EVENTS.len() && bad.is_empty() {
-                    Check::new("codex hooks/list", Status::Ok, format!("{} spex hooks enabled and trusted", ours.len()))
-                } else if ours.is_empty() {
-                    Check::new("codex hooks/list", Status::Fail, "Codex lists no spex hooks for this tree\nhint: run `spex materialize`")
-                } else {
-                    Check::new("codex hooks/list", Status::Fail, format!("not trusted or disabled: {}\nhint: run `spex materialize`", bad.join(", ")))
+        let Some(bin) = &ctx.binary else {
+            return checks;
+        };
+        checks.push(
+            match crate::runtime::codex_trust::hooks_for(bin, &ctx.env.codex_home(), &ctx.tree.root)
+            {
+                Ok(hooks) => {
+                    let ours: Vec<_> = hooks
+                        .iter()
+                        .filter(|h| h.command.as_deref().is_some_and(super::is_spex_command))
+                        .collect();
+                    let bad: Vec<String> = ours
+                        .iter()
+                        .filter(|h| !(h.trust == TrustStatus::Trusted && h.enabled))
+                        .map(|h| {
+                            format!(
+                                "{} ({}{})",
+                                h.hooks_json_event(),
+                                h.trust.as_str(),
+                                if h.enabled { "" } else { ", disabled" }
+                            )
+                        })
+                        .collect();
+                    if ours.len() >= EVENTS.len() && bad.is_empty() {
+                        Check::new(
+                            "codex hooks/list",
+                            Status::Ok,
+                            format!("{} spex hooks enabled and trusted", ours.len()),
+                        )
+                    } else if ours.is_empty() {
+                        Check::new(
+                            "codex hooks/list",
+                            Status::Fail,
+                            "Codex lists no spex hooks for this tree\nhint: run `spex materialize`",
+                        )
+                    } else {
+                        Check::new(
+                            "codex hooks/list",
+                            Status::Fail,
+                            format!(
+                                "not trusted or disabled: {}\nhint: run `spex materialize`",
+                                bad.join(", ")
+                            ),
+                        )
+                    }
                 }
-            }
-            Err(e) => Check::new("codex hooks/list", Status::Warn, format!("could not ask `{} app-server`: {e}", shell_quote(&bin.to_string_lossy()))),
-        });
+                Err(e) => Check::new(
+                    "codex hooks/list",
+                    Status::Warn,
+                    format!(
+                        "could not ask `{} app-server`: {e}",
+                        shell_quote(&bin.to_string_lossy())
+                    ),
+                ),
+            },
+        );
         checks
     }
 }
@@ -324,11 +522,20 @@ mod tests {
     #[test]
     fn hashes_match_the_verified_examples() {
         let h = json!({"type": "command", "command": "echo pre-bash", "timeout": 30});
-        assert_eq!(trust_hash("PreToolUse", Some("Bash"), &h), "sha256:9c5b8179ae84c63ce8434a3229ca2d244080c60e343ae3da541bdb9af2d3ca02");
+        assert_eq!(
+            trust_hash("PreToolUse", Some("Bash"), &h),
+            "sha256:9c5b8179ae84c63ce8434a3229ca2d244080c60e343ae3da541bdb9af2d3ca02"
+        );
         let h = json!({"type": "command", "command": "echo stop", "timeout": 5, "additionalContextLimit": 2500});
-        assert_eq!(trust_hash("Stop", None, &h), "sha256:09401cceb4f683a7677cb3c8f8172ff1d9d712e977b65f194022bee07678f972");
+        assert_eq!(
+            trust_hash("Stop", None, &h),
+            "sha256:09401cceb4f683a7677cb3c8f8172ff1d9d712e977b65f194022bee07678f972"
+        );
         let h = json!({"type": "command", "command": "echo ups", "additionalContextLimit": 100});
-        assert_eq!(trust_hash("UserPromptSubmit", Some("ignored"), &h), "sha256:0bee737402a6142a68a9dbb9c9ffe9a1b5ff5551d9308b91573df08d7c4797d6");
+        assert_eq!(
+            trust_hash("UserPromptSubmit", Some("ignored"), &h),
+            "sha256:0bee737402a6142a68a9dbb9c9ffe9a1b5ff5551d9308b91573df08d7c4797d6"
+        );
     }
 
     #[test]

@@ -63,7 +63,11 @@ pub struct Check {
 
 impl Check {
     pub fn new(name: &str, status: Status, detail: impl Into<String>) -> Check {
-        Check { name: name.to_owned(), status, detail: detail.into() }
+        Check {
+            name: name.to_owned(),
+            status,
+            detail: detail.into(),
+        }
     }
 }
 
@@ -119,7 +123,9 @@ pub fn all() -> &'static [&'static dyn Harness] {
 
 /// The adapter for an id or alias.
 pub fn lookup(id: &str) -> Option<&'static dyn Harness> {
-    ALL.iter().copied().find(|h| h.id() == id || h.aliases().contains(&id))
+    ALL.iter()
+        .copied()
+        .find(|h| h.id() == id || h.aliases().contains(&id))
 }
 
 /// A hook group whose one handler runs `command`.
@@ -130,26 +136,45 @@ pub fn hook_group(command: &str, timeout: u64) -> Value {
 /// Whether `command` is a spex hook shim: `<path>/spex dispatch <id> <Event>`.
 pub fn is_spex_command(command: &str) -> bool {
     let parts: Vec<&str> = command.trim().rsplitn(4, ' ').collect();
-    let [_event, _id, verb, program] = parts.as_slice() else { return false };
+    let [_event, _id, verb, program] = parts.as_slice() else {
+        return false;
+    };
     let program = program.trim().trim_matches('\'');
     *verb == "dispatch" && Path::new(program).file_name().is_some_and(|n| n == "spex")
 }
 
 /// Whether a hook group is one spex wrote: every handler is a spex shim.
 pub fn is_spex_group(group: &Value) -> bool {
-    let Some(hooks) = group.get("hooks").and_then(Value::as_array) else { return false };
+    let Some(hooks) = group.get("hooks").and_then(Value::as_array) else {
+        return false;
+    };
     !hooks.is_empty()
-        && hooks.iter().all(|h| h.get("command").and_then(Value::as_str).is_some_and(is_spex_command))
+        && hooks.iter().all(|h| {
+            h.get("command")
+                .and_then(Value::as_str)
+                .is_some_and(is_spex_command)
+        })
 }
 
 /// The spex commands found in a hooks document, as (event, command).
 pub fn spex_commands(doc: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let Some(events) = doc.get("hooks").and_then(Value::as_object) else { return out };
+    let Some(events) = doc.get("hooks").and_then(Value::as_object) else {
+        return out;
+    };
     for (event, groups) in events {
         for g in groups.as_array().into_iter().flatten() {
-            for h in g.get("hooks").and_then(Value::as_array).into_iter().flatten() {
-                if let Some(c) = h.get("command").and_then(Value::as_str).filter(|c| is_spex_command(c)) {
+            for h in g
+                .get("hooks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(c) = h
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .filter(|c| is_spex_command(c))
+                {
                     out.push((event.clone(), c.to_owned()));
                 }
             }
@@ -159,7 +184,10 @@ pub fn spex_commands(doc: &Value) -> Vec<(String, String)> {
 }
 
 fn stamp_line(node: &SpecNode) -> String {
-    format!("{STAMP} from {}; edit that file, then run `spex materialize` -->", node.file.display())
+    format!(
+        "{STAMP} from {}; edit that file, then run `spex materialize` -->",
+        node.file.display()
+    )
 }
 
 /// A `SKILL.md` (front matter `name` + `description`, then the stamp and the body).
@@ -190,7 +218,11 @@ pub fn render_markdown(node: &SpecNode, fields: &[(&str, String)]) -> String {
 
 /// Runs `<binary> --version` and returns its first line.
 pub fn version_output(binary: &Path) -> Option<String> {
-    let out = std::process::Command::new(binary).arg("--version").stdin(std::process::Stdio::null()).output().ok()?;
+    let out = std::process::Command::new(binary)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.lines().next().map(str::to_owned)
 }
@@ -198,16 +230,30 @@ pub fn version_output(binary: &Path) -> Option<String> {
 /// The shared doctor checks: binary found and its version against the pinned one.
 pub fn check_binary(h: &dyn Harness, ctx: &DoctorCtx) -> Check {
     let Some(bin) = &ctx.binary else {
-        return Check::new("binary", Status::Warn, format!("`{}` not found on PATH", h.binary_name()));
+        return Check::new(
+            "binary",
+            Status::Warn,
+            format!("`{}` not found on PATH", h.binary_name()),
+        );
     };
     match version_output(bin).and_then(|o| h.parse_version(&o)) {
-        Some(v) if v == h.pinned_version() => Check::new("binary", Status::Ok, format!("{} {v}", bin.display())),
+        Some(v) if v == h.pinned_version() => {
+            Check::new("binary", Status::Ok, format!("{} {v}", bin.display()))
+        }
         Some(v) => Check::new(
             "binary",
             Status::Warn,
-            format!("{} {v}; spex was verified against {} (hook events may differ)", bin.display(), h.pinned_version()),
+            format!(
+                "{} {v}; spex was verified against {} (hook events may differ)",
+                bin.display(),
+                h.pinned_version()
+            ),
         ),
-        None => Check::new("binary", Status::Warn, format!("{}: cannot read its version", bin.display())),
+        None => Check::new(
+            "binary",
+            Status::Warn,
+            format!("{}: cannot read its version", bin.display()),
+        ),
     }
 }
 
@@ -216,36 +262,68 @@ pub fn check_binary(h: &dyn Harness, ctx: &DoctorCtx) -> Check {
 pub fn check_shims(h: &dyn Harness, ctx: &DoctorCtx, file: &Path, wanted: bool) -> Check {
     let doc: Value = std::fs::read(file)
         .ok()
-        .and_then(|b| jsonc_parser::parse_to_serde_value(&String::from_utf8_lossy(&b), &jsonc_parser::ParseOptions::default()).ok())
+        .and_then(|b| {
+            jsonc_parser::parse_to_serde_value(
+                &String::from_utf8_lossy(&b),
+                &jsonc_parser::ParseOptions::default(),
+            )
+            .ok()
+        })
         .unwrap_or(Value::Null);
     let found = spex_commands(&doc);
     let prefix = format!("{} dispatch {} ", ctx.spex, h.id());
-    let stale: Vec<&String> = found.iter().map(|(_, c)| c).filter(|c| !c.starts_with(&prefix)).collect();
+    let stale: Vec<&String> = found
+        .iter()
+        .map(|(_, c)| c)
+        .filter(|c| !c.starts_with(&prefix))
+        .collect();
     let missing: Vec<&str> = h
         .hook_events()
         .iter()
         .copied()
-        .filter(|e| !found.iter().any(|(ev, c)| ev == e && c.starts_with(&prefix)))
+        .filter(|e| {
+            !found
+                .iter()
+                .any(|(ev, c)| ev == e && c.starts_with(&prefix))
+        })
         .collect();
     let name = format!("shims in {}", file.display());
     if !wanted {
         return if found.is_empty() {
             Check::new(&name, Status::Ok, "not selected; no spex shims")
         } else {
-            Check::new(&name, Status::Warn, format!("not selected but {} spex shims remain\nhint: run `spex materialize`", found.len()))
+            Check::new(
+                &name,
+                Status::Warn,
+                format!(
+                    "not selected but {} spex shims remain\nhint: run `spex materialize`",
+                    found.len()
+                ),
+            )
         };
     }
     if missing.is_empty() && stale.is_empty() {
-        Check::new(&name, Status::Ok, format!("{} events bound to this spex", h.hook_events().len()))
+        Check::new(
+            &name,
+            Status::Ok,
+            format!("{} events bound to this spex", h.hook_events().len()),
+        )
     } else {
         let mut detail = Vec::new();
         if !missing.is_empty() {
             detail.push(format!("missing: {}", missing.join(", ")));
         }
         if !stale.is_empty() {
-            detail.push(format!("{} shims point at another spex binary (left alone)", stale.len()));
+            detail.push(format!(
+                "{} shims point at another spex binary (left alone)",
+                stale.len()
+            ));
         }
-        Check::new(&name, Status::Fail, format!("{}\nhint: run `spex materialize`", detail.join("; ")))
+        Check::new(
+            &name,
+            Status::Fail,
+            format!("{}\nhint: run `spex materialize`", detail.join("; ")),
+        )
     }
 }
 
@@ -271,7 +349,9 @@ mod tests {
     #[test]
     fn every_adapter_has_fixtures() {
         for h in all() {
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/payloads").join(h.id());
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/payloads")
+                .join(h.id());
             let n = std::fs::read_dir(&dir).map(Iterator::count).unwrap_or(0);
             assert!(n > 0, "no payload fixtures in {}", dir.display());
         }
@@ -283,6 +363,8 @@ mod tests {
         assert!(is_spex_command("'/my dir/spex' dispatch codex PreToolUse"));
         assert!(!is_spex_command("/usr/bin/other dispatch claude Stop"));
         assert!(!is_spex_command("spex materialize"));
-        assert!(!is_spex_group(&json!({"hooks": [{"command": "spex dispatch claude Stop"}, {"command": "echo hi"}]})));
+        assert!(!is_spex_group(
+            &json!({"hooks": [{"command": "spex dispatch claude Stop"}, {"command": "echo hi"}]})
+        ));
     }
 }

@@ -1,8 +1,8 @@
 //! `spex clean`: the exact inverse of `materialize`.
 
+use super::Outcome;
 use super::materialize::{current_tree, plan_and_apply, report};
 use super::output;
-use super::Outcome;
 use crate::env::Env;
 use crate::materialize::Mode;
 
@@ -37,7 +37,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         plans.push(plan_and_apply(env, t, Mode::Clean, !args.dry_run)?);
     }
     if args.dry_run && !args.json {
-        output::print(&plans.iter().map(crate::materialize::Plan::diff).collect::<String>());
+        output::print(
+            &plans
+                .iter()
+                .map(crate::materialize::Plan::diff)
+                .collect::<String>(),
+        );
     } else {
         report(&plans, "cleaned", !args.dry_run, args.json, env);
     }

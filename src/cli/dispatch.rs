@@ -17,8 +17,14 @@ pub struct Args {
 
 /// Entry point from `main`'s fast path (no clap).
 pub fn run_raw(args: &[OsString]) -> ExitCode {
-    let harness = args.first().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
-    let event = args.get(1).map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
+    let harness = args
+        .first()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let event = args
+        .get(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_default();
     run(&Args { harness, event });
     ExitCode::SUCCESS
 }

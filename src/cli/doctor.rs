@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
+use super::Outcome;
 use super::materialize::current_tree;
 use super::output::{self, Style};
-use super::Outcome;
 use crate::adapters::{self, DoctorCtx, Status};
 use crate::config;
 use crate::env::Env;
@@ -25,23 +25,37 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
     let cfg = config::load(&env.user_config_file(), &tree.root)?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
-    let receipt: Option<Receipt> =
-        std::fs::read(store.receipt_file(&tree.root)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let receipt: Option<Receipt> = std::fs::read(store.receipt_file(&tree.root))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
     let spex = shell_quote(&super::spex_binary()?.to_string_lossy());
     let mut report = serde_json::Map::new();
     let mut failed = false;
     let style = Style::detect(env.no_color);
     let mut text = String::new();
     for h in adapters::all() {
-        let binary: Option<PathBuf> = match cfg.harness.get(h.id()).and_then(|c| c.command.as_deref()) {
-            Some(cmd) => env.which(cmd),
-            None => env.which(h.binary_name()),
+        let binary: Option<PathBuf> =
+            match cfg.harness.get(h.id()).and_then(|c| c.command.as_deref()) {
+                Some(cmd) => env.which(cmd),
+                None => env.which(h.binary_name()),
+            };
+        let selected = receipt
+            .as_ref()
+            .is_some_and(|r| r.harnesses.iter().any(|id| id == h.id()));
+        let ctx = DoctorCtx {
+            env,
+            tree: &tree,
+            selected,
+            spex: &spex,
+            binary,
         };
-        let selected = receipt.as_ref().is_some_and(|r| r.harnesses.iter().any(|id| id == h.id()));
-        let ctx = DoctorCtx { env, tree: &tree, selected, spex: &spex, binary };
         let checks = h.doctor(&ctx);
         failed |= checks.iter().any(|c| c.status == Status::Fail);
-        text.push_str(&format!("{}{}\n", h.id(), if selected { "" } else { " (not selected)" }));
+        text.push_str(&format!(
+            "{}{}\n",
+            h.id(),
+            if selected { "" } else { " (not selected)" }
+        ));
         let rows: Vec<Vec<String>> = checks
             .iter()
             .map(|c| {
@@ -50,16 +64,27 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                     Status::Warn => style.yellow("warn"),
                     Status::Fail => style.red("FAIL"),
                 };
-                vec![format!("  {mark}"), c.name.clone(), c.detail.replace('\n', "\n      ")]
+                vec![
+                    format!("  {mark}"),
+                    c.name.clone(),
+                    c.detail.replace('\n', "\n      "),
+                ]
             })
             .collect();
         text.push_str(&output::table(&rows));
-        report.insert(h.id().to_owned(), serde_json::json!({ "selected": selected, "checks": checks }));
+        report.insert(
+            h.id().to_owned(),
+            serde_json::json!({ "selected": selected, "checks": checks }),
+        );
     }
     if args.json {
         output::json(&report);
     } else {
         output::print(&text);
     }
-    Ok(if failed { Outcome::Differs } else { Outcome::Ok })
+    Ok(if failed {
+        Outcome::Differs
+    } else {
+        Outcome::Ok
+    })
 }

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::output::{self, Style};
 use super::Outcome;
+use super::output::{self, Style};
 use crate::env::Env;
 use crate::materialize::{Action, Inputs, Mode, Plan};
 use crate::repo::Tree;
@@ -32,7 +32,11 @@ pub fn current_tree() -> anyhow::Result<Tree> {
 
 /// Plans (and unless `write` is false, applies) one tree in `mode`.
 pub fn plan_and_apply(env: &Env, tree: Tree, mode: Mode, write: bool) -> anyhow::Result<Plan> {
-    let inputs = Inputs { env, tree, spex_bin: super::spex_binary()? };
+    let inputs = Inputs {
+        env,
+        tree,
+        spex_bin: super::spex_binary()?,
+    };
     let plan = inputs.locked(|| -> anyhow::Result<Plan> {
         let plan = inputs.plan(mode)?;
         if write {
@@ -44,7 +48,8 @@ pub fn plan_and_apply(env: &Env, tree: Tree, mode: Mode, write: bool) -> anyhow:
 }
 
 fn rel(path: &Path, tree: &Path) -> String {
-    path.strip_prefix(tree).map_or_else(|_| path.display().to_string(), |p| p.display().to_string())
+    path.strip_prefix(tree)
+        .map_or_else(|_| path.display().to_string(), |p| p.display().to_string())
 }
 
 /// Prints a plan the way `materialize` and `clean` report it.
@@ -80,15 +85,27 @@ pub fn report(plans: &[Plan], verb: &str, written: bool, json: bool, env: &Env) 
             text.push_str(&format!("{}: up to date\n", p.tree.display()));
             continue;
         }
-        let head = if written { verb.to_owned() } else { format!("would {verb}") };
-        text.push_str(&format!("{}: {head} ({} changes)\n", p.tree.display(), p.changes.len()));
+        let head = if written {
+            verb.to_owned()
+        } else {
+            format!("would {verb}")
+        };
+        text.push_str(&format!(
+            "{}: {head} ({} changes)\n",
+            p.tree.display(),
+            p.changes.len()
+        ));
         let rows: Vec<Vec<String>> = p
             .changes
             .iter()
             .map(|c| {
                 let action = match c.action {
-                    Action::Create | Action::Mkdir => style.green(&format!("{:?}", c.action).to_lowercase()),
-                    Action::Delete | Action::Rmdir => style.red(&format!("{:?}", c.action).to_lowercase()),
+                    Action::Create | Action::Mkdir => {
+                        style.green(&format!("{:?}", c.action).to_lowercase())
+                    }
+                    Action::Delete | Action::Rmdir => {
+                        style.red(&format!("{:?}", c.action).to_lowercase())
+                    }
                     Action::Modify => style.yellow("modify"),
                 };
                 vec![format!("  {action}"), rel(&c.path, &p.tree)]
@@ -106,7 +123,17 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     if args.dry_run && !args.json {
         output::print(&plan.diff());
     } else {
-        report(std::slice::from_ref(&plan), "materialized", write, args.json, env);
+        report(
+            std::slice::from_ref(&plan),
+            "materialized",
+            write,
+            args.json,
+            env,
+        );
     }
-    Ok(if args.check && !plan.is_empty() { Outcome::Differs } else { Outcome::Ok })
+    Ok(if args.check && !plan.is_empty() {
+        Outcome::Differs
+    } else {
+        Outcome::Ok
+    })
 }

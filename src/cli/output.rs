@@ -1,7 +1,10 @@
 //! The only writer of stdout. stdout is a protocol (`dispatch` output, `--json`), so every
 //! command prints through here; diagnostics go to stderr.
 
-#![expect(clippy::print_stdout, reason = "this module is the one place that owns stdout")]
+#![expect(
+    clippy::print_stdout,
+    reason = "this module is the one place that owns stdout"
+)]
 
 use std::io::{IsTerminal, Write};
 
@@ -28,11 +31,17 @@ pub struct Style {
 
 impl Style {
     pub fn detect(no_color: bool) -> Style {
-        Style { color: !no_color && std::io::stdout().is_terminal() }
+        Style {
+            color: !no_color && std::io::stdout().is_terminal(),
+        }
     }
 
     fn paint(self, code: &str, s: &str) -> String {
-        if self.color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_owned() }
+        if self.color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
     }
 
     pub fn green(self, s: &str) -> String {
@@ -56,7 +65,13 @@ impl Style {
 pub fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| visible_width(s)).max().unwrap_or(0))
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| visible_width(s))
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for r in rows {

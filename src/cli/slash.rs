@@ -1,8 +1,8 @@
 //! `spex slash`: each harness's `/` menu.
 
+use super::Outcome;
 use super::materialize::current_tree;
 use super::output;
-use super::Outcome;
 use crate::adapters::{self, Harness};
 use crate::env::Env;
 
@@ -23,14 +23,22 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let harnesses: Vec<&dyn Harness> = match &args.harness {
         Some(id) => vec![adapters::lookup(id).ok_or_else(|| {
             let known: Vec<&str> = adapters::all().iter().map(|h| h.id()).collect();
-            anyhow::anyhow!("unknown harness `{id}`\nhint: use one of {}", known.join(", "))
+            anyhow::anyhow!(
+                "unknown harness `{id}`\nhint: use one of {}",
+                known.join(", ")
+            )
         })?],
         None => adapters::all().to_vec(),
     };
     if args.json {
         let map: serde_json::Map<String, serde_json::Value> = harnesses
             .iter()
-            .map(|h| (h.id().to_owned(), serde_json::to_value(h.slash_menu(&tree.root, env)).expect("entries serialize")))
+            .map(|h| {
+                (
+                    h.id().to_owned(),
+                    serde_json::to_value(h.slash_menu(&tree.root, env)).expect("entries serialize"),
+                )
+            })
             .collect();
         output::json(&map);
         return Ok(Outcome::Ok);

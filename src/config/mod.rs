@@ -16,9 +16,18 @@ pub const LOCAL_FILE: &str = "spex.local.jsonc";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("`{file}`, line {line}, column {column}: {message}\nhint: {hint}")]
-    Invalid { file: PathBuf, line: usize, column: usize, message: String, hint: String },
+    Invalid {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+        hint: String,
+    },
     #[error("cannot read `{file}`: {source}")]
-    Io { file: PathBuf, source: std::io::Error },
+    Io {
+        file: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -81,7 +90,13 @@ impl Layer<'_> {
         let before = &self.text[..pos.min(self.text.len())];
         let line = before.matches('\n').count() + 1;
         let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        ConfigError::Invalid { file: self.file.to_owned(), line, column, message: message.into(), hint: hint.into() }
+        ConfigError::Invalid {
+            file: self.file.to_owned(),
+            line,
+            column,
+            message: message.into(),
+            hint: hint.into(),
+        }
     }
 }
 
@@ -93,34 +108,64 @@ fn name_of(n: &ObjectPropName) -> String {
 }
 
 fn known_ids() -> String {
-    adapters::all().iter().map(|h| format!("`{}`", h.id())).collect::<Vec<_>>().join(", ")
+    adapters::all()
+        .iter()
+        .map(|h| format!("`{}`", h.id()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn harness_id(layer: &Layer, v: &Ast, key: &str) -> Result<&'static str, ConfigError> {
     let Ast::StringLit(s) = v else {
-        return Err(layer.err(v.start(), format!("`{key}` must be a string"), format!("use one of {}", known_ids())));
+        return Err(layer.err(
+            v.start(),
+            format!("`{key}` must be a string"),
+            format!("use one of {}", known_ids()),
+        ));
     };
     adapters::lookup(&s.value).map(|h| h.id()).ok_or_else(|| {
-        layer.err(v.start(), format!("`{key}`: unknown harness `{}`", s.value), format!("use one of {}", known_ids()))
+        layer.err(
+            v.start(),
+            format!("`{key}`: unknown harness `{}`", s.value),
+            format!("use one of {}", known_ids()),
+        )
     })
 }
 
 fn string(layer: &Layer, v: &Ast, key: &str) -> Result<String, ConfigError> {
     match v {
         Ast::StringLit(s) => Ok(s.value.to_string()),
-        _ => Err(layer.err(v.start(), format!("`{key}` must be a string"), "quote the value")),
+        _ => Err(layer.err(
+            v.start(),
+            format!("`{key}` must be a string"),
+            "quote the value",
+        )),
     }
 }
 
 fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
-    let parsed = jsonc_parser::parse_to_ast(layer.text, &jsonc_parser::CollectOptions::default(), &jsonc_parser::ParseOptions::default())
-        .map_err(|e| {
-            let pos = e.range().start;
-            layer.err(pos, e.kind().to_string(), "fix the JSON syntax (comments and trailing commas are allowed)")
-        })?;
-    let Some(root) = parsed.value else { return Ok(()) };
+    let parsed = jsonc_parser::parse_to_ast(
+        layer.text,
+        &jsonc_parser::CollectOptions::default(),
+        &jsonc_parser::ParseOptions::default(),
+    )
+    .map_err(|e| {
+        let pos = e.range().start;
+        layer.err(
+            pos,
+            e.kind().to_string(),
+            "fix the JSON syntax (comments and trailing commas are allowed)",
+        )
+    })?;
+    let Some(root) = parsed.value else {
+        return Ok(());
+    };
     let Ast::Object(obj) = root else {
-        return Err(layer.err(root.start(), "the configuration must be a JSON object", "wrap the keys in `{ }`"));
+        return Err(layer.err(
+            root.start(),
+            "the configuration must be a JSON object",
+            "wrap the keys in `{ }`",
+        ));
     };
     for prop in &obj.properties {
         let key = name_of(&prop.name);
@@ -129,7 +174,11 @@ fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
             "$schema" => {}
             "harnesses" => {
                 let Ast::Array(arr) = v else {
-                    return Err(layer.err(v.start(), "`harnesses` must be a list", format!("e.g. [\"claude\", \"codex\"]; known: {}", known_ids())));
+                    return Err(layer.err(
+                        v.start(),
+                        "`harnesses` must be a list",
+                        format!("e.g. [\"claude\", \"codex\"]; known: {}", known_ids()),
+                    ));
                 };
                 let mut ids = Vec::new();
                 for el in &arr.elements {
@@ -143,29 +192,61 @@ fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
             "defaultHarness" => cfg.default_harness = harness_id(layer, v, "defaultHarness")?,
             "harness" => {
                 let Ast::Object(per) = v else {
-                    return Err(layer.err(v.start(), "`harness` must be an object", "e.g. {\"claude\": {\"command\": \"/opt/bin/claude\"}}"));
+                    return Err(layer.err(
+                        v.start(),
+                        "`harness` must be an object",
+                        "e.g. {\"claude\": {\"command\": \"/opt/bin/claude\"}}",
+                    ));
                 };
                 for p in &per.properties {
                     let id_name = name_of(&p.name);
                     let id = adapters::lookup(&id_name).map(|h| h.id()).ok_or_else(|| {
-                        layer.err(p.start(), format!("`harness.{id_name}`: unknown harness"), format!("use one of {}", known_ids()))
+                        layer.err(
+                            p.start(),
+                            format!("`harness.{id_name}`: unknown harness"),
+                            format!("use one of {}", known_ids()),
+                        )
                     })?;
                     let Ast::Object(fields) = &p.value else {
-                        return Err(layer.err(p.value.start(), format!("`harness.{id_name}` must be an object"), "keys: `command`, `args`"));
+                        return Err(layer.err(
+                            p.value.start(),
+                            format!("`harness.{id_name}` must be an object"),
+                            "keys: `command`, `args`",
+                        ));
                     };
                     let entry = cfg.harness.entry(id).or_default();
                     for f in &fields.properties {
                         let fk = name_of(&f.name);
                         match fk.as_str() {
-                            "command" => entry.command = Some(string(layer, &f.value, &format!("harness.{id_name}.command"))?),
+                            "command" => {
+                                entry.command = Some(string(
+                                    layer,
+                                    &f.value,
+                                    &format!("harness.{id_name}.command"),
+                                )?)
+                            }
                             "args" => {
                                 let Ast::Array(a) = &f.value else {
-                                    return Err(layer.err(f.value.start(), format!("`harness.{id_name}.args` must be a list of strings"), "e.g. [\"--model\", \"x\"]"));
+                                    return Err(layer.err(
+                                        f.value.start(),
+                                        format!(
+                                            "`harness.{id_name}.args` must be a list of strings"
+                                        ),
+                                        "e.g. [\"--model\", \"x\"]",
+                                    ));
                                 };
-                                entry.args = a.elements.iter().map(|e| string(layer, e, &format!("harness.{id_name}.args"))).collect::<Result<_, _>>()?;
+                                entry.args = a
+                                    .elements
+                                    .iter()
+                                    .map(|e| string(layer, e, &format!("harness.{id_name}.args")))
+                                    .collect::<Result<_, _>>()?;
                             }
                             other => {
-                                return Err(layer.err(f.start(), format!("unknown key `harness.{id_name}.{other}`"), "keys: `command`, `args`"));
+                                return Err(layer.err(
+                                    f.start(),
+                                    format!("unknown key `harness.{id_name}.{other}`"),
+                                    "keys: `command`, `args`",
+                                ));
                             }
                         }
                     }
@@ -173,7 +254,11 @@ fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
             }
             "policies" => {
                 let Ast::Object(pol) = v else {
-                    return Err(layer.err(v.start(), "`policies` must be an object", "keys: `specFirst`, `stopGate`"));
+                    return Err(layer.err(
+                        v.start(),
+                        "`policies` must be an object",
+                        "keys: `specFirst`, `stopGate`",
+                    ));
                 };
                 for p in &pol.properties {
                     let pk = name_of(&p.name);
@@ -182,11 +267,29 @@ fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
                         ("specFirst", "off") => cfg.spec_first = Policy::Off,
                         ("specFirst", "nudge") => cfg.spec_first = Policy::Nudge,
                         ("specFirst", "block") => cfg.spec_first = Policy::Block,
-                        ("specFirst", _) => return Err(layer.err(p.value.start(), format!("`policies.specFirst`: unknown value `{val}`"), "use `off`, `nudge` or `block`")),
+                        ("specFirst", _) => {
+                            return Err(layer.err(
+                                p.value.start(),
+                                format!("`policies.specFirst`: unknown value `{val}`"),
+                                "use `off`, `nudge` or `block`",
+                            ));
+                        }
                         ("stopGate", "off") => cfg.stop_gate = StopGate::Off,
                         ("stopGate", "ask") => cfg.stop_gate = StopGate::Ask,
-                        ("stopGate", _) => return Err(layer.err(p.value.start(), format!("`policies.stopGate`: unknown value `{val}`"), "use `off` or `ask`")),
-                        _ => return Err(layer.err(p.start(), format!("unknown key `policies.{pk}`"), "keys: `specFirst`, `stopGate`")),
+                        ("stopGate", _) => {
+                            return Err(layer.err(
+                                p.value.start(),
+                                format!("`policies.stopGate`: unknown value `{val}`"),
+                                "use `off` or `ask`",
+                            ));
+                        }
+                        _ => {
+                            return Err(layer.err(
+                                p.start(),
+                                format!("unknown key `policies.{pk}`"),
+                                "keys: `specFirst`, `stopGate`",
+                            ));
+                        }
                     }
                 }
             }
@@ -205,13 +308,23 @@ fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
 /// Loads the layered configuration for a checkout rooted at `tree_root`.
 pub fn load(user_file: &Path, tree_root: &Path) -> Result<Config, ConfigError> {
     let mut cfg = Config::default();
-    for file in [user_file.to_owned(), tree_root.join(PROJECT_FILE), tree_root.join(LOCAL_FILE)] {
+    for file in [
+        user_file.to_owned(),
+        tree_root.join(PROJECT_FILE),
+        tree_root.join(LOCAL_FILE),
+    ] {
         let text = match std::fs::read_to_string(&file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(source) => return Err(ConfigError::Io { file, source }),
         };
-        apply_layer(&mut cfg, &Layer { file: &file, text: &text })?;
+        apply_layer(
+            &mut cfg,
+            &Layer {
+                file: &file,
+                text: &text,
+            },
+        )?;
         cfg.sources.push(file);
     }
     Ok(cfg)
@@ -223,7 +336,13 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         let mut cfg = Config::default();
-        apply_layer(&mut cfg, &Layer { file: Path::new("spex.jsonc"), text })?;
+        apply_layer(
+            &mut cfg,
+            &Layer {
+                file: Path::new("spex.jsonc"),
+                text,
+            },
+        )?;
         Ok(cfg)
     }
 
@@ -236,10 +355,18 @@ mod tests {
 
     #[test]
     fn errors_name_line_and_key() {
-        let err = parse("{\n  \"harnesses\": [\"claude\",\n    \"vim\"]\n}").unwrap_err().to_string();
-        assert!(err.starts_with("`spex.jsonc`, line 3, column 5: `harnesses`: unknown harness `vim`"), "{err}");
+        let err = parse("{\n  \"harnesses\": [\"claude\",\n    \"vim\"]\n}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("`spex.jsonc`, line 3, column 5: `harnesses`: unknown harness `vim`"),
+            "{err}"
+        );
         let err = parse("{\n  \"harness\": 1\n}").unwrap_err().to_string();
-        assert!(err.contains("line 2") && err.contains("`harness` must be an object"), "{err}");
+        assert!(
+            err.contains("line 2") && err.contains("`harness` must be an object"),
+            "{err}"
+        );
         let err = parse("{\"harnesess\": []}").unwrap_err().to_string();
         assert!(err.contains("unknown key `harnesess`"), "{err}");
         let err = parse("{\"a\": }").unwrap_err().to_string();

@@ -28,7 +28,10 @@ pub fn run(harness: &str, event: &str) -> Option<Reply> {
     let result = std::panic::catch_unwind(|| {
         std::panic::set_hook(Box::new(|_| {}));
         let mut raw = Vec::new();
-        let _ = std::io::stdin().lock().take(MAX_PAYLOAD).read_to_end(&mut raw);
+        let _ = std::io::stdin()
+            .lock()
+            .take(MAX_PAYLOAD)
+            .read_to_end(&mut raw);
         let env = Env::from_process();
         handle(&env, harness, event, &raw)
     });
@@ -58,7 +61,12 @@ fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Option<Reply> {
 /// Appends one line with a single `write` on an `O_APPEND` file, so concurrent hooks never
 /// interleave within a line.
 pub fn append_line(path: &std::path::Path, line: &str) {
-    let open = || std::fs::OpenOptions::new().create(true).append(true).open(path);
+    let open = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    };
     let file = open().or_else(|_| {
         std::fs::create_dir_all(path.parent().unwrap_or(path))?;
         open()

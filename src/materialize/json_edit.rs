@@ -10,8 +10,14 @@ use serde_json::Value;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JsonError {
-    #[error("line {line}, column {column}: {message}\nhint: fix the JSON syntax (spex changed nothing)")]
-    Syntax { line: usize, column: usize, message: String },
+    #[error(
+        "line {line}, column {column}: {message}\nhint: fix the JSON syntax (spex changed nothing)"
+    )]
+    Syntax {
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("`{key}` must be {expected}\nhint: fix or remove that key (spex changed nothing)")]
     Shape { key: String, expected: &'static str },
 }
@@ -39,7 +45,10 @@ fn parse_opts() -> ParseOptions {
 }
 
 fn collect_opts() -> CollectOptions {
-    CollectOptions { comments: jsonc_parser::CommentCollectionStrategy::Off, tokens: false }
+    CollectOptions {
+        comments: jsonc_parser::CommentCollectionStrategy::Off,
+        tokens: false,
+    }
 }
 
 fn prop_name(name: &ObjectPropName) -> String {
@@ -50,7 +59,11 @@ fn prop_name(name: &ObjectPropName) -> String {
 }
 
 fn describe(path: &KeyPath) -> String {
-    if path.is_empty() { "(top level)".to_owned() } else { path.join(".") }
+    if path.is_empty() {
+        "(top level)".to_owned()
+    } else {
+        path.join(".")
+    }
 }
 
 impl JsonDoc {
@@ -61,7 +74,10 @@ impl JsonDoc {
             None => (false, bytes),
         };
         let text = String::from_utf8(body.to_vec()).map_err(|e| JsonError::Syntax {
-            line: 1 + body[..e.utf8_error().valid_up_to()].iter().filter(|b| **b == b'\n').count(),
+            line: 1 + body[..e.utf8_error().valid_up_to()]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count(),
             column: 1,
             message: "the file is not valid UTF-8".into(),
         })?;
@@ -74,12 +90,18 @@ impl JsonDoc {
         if self.text.trim().is_empty() {
             return Ok(());
         }
-        let parsed = jsonc_parser::parse_to_ast(&self.text, &collect_opts(), &parse_opts()).map_err(|e| {
-            JsonError::Syntax { line: e.line_display(), column: e.column_display(), message: e.kind().to_string() }
-        })?;
+        let parsed = jsonc_parser::parse_to_ast(&self.text, &collect_opts(), &parse_opts())
+            .map_err(|e| JsonError::Syntax {
+                line: e.line_display(),
+                column: e.column_display(),
+                message: e.kind().to_string(),
+            })?;
         match parsed.value {
             Some(Ast::Object(_)) | None => Ok(()),
-            Some(_) => Err(JsonError::Shape { key: "(top level)".into(), expected: "a JSON object" }),
+            Some(_) => Err(JsonError::Shape {
+                key: "(top level)".into(),
+                expected: "a JSON object",
+            }),
         }
     }
 
@@ -118,15 +140,27 @@ impl JsonDoc {
     /// Finds the container at `path` (objects along the way). `arr` names an array member of
     /// that object to descend into last.
     fn locate(&self, path: &KeyPath, arr: Option<&str>) -> Result<Option<Container>, JsonError> {
-        let parsed = jsonc_parser::parse_to_ast(&self.text, &collect_opts(), &parse_opts()).map_err(|e| {
-            JsonError::Syntax { line: e.line_display(), column: e.column_display(), message: e.kind().to_string() }
-        })?;
-        let Some(mut node) = parsed.value else { return Ok(None) };
+        let parsed = jsonc_parser::parse_to_ast(&self.text, &collect_opts(), &parse_opts())
+            .map_err(|e| JsonError::Syntax {
+                line: e.line_display(),
+                column: e.column_display(),
+                message: e.kind().to_string(),
+            })?;
+        let Some(mut node) = parsed.value else {
+            return Ok(None);
+        };
         for (i, key) in path.iter().enumerate() {
             let Ast::Object(obj) = node else {
-                return Err(JsonError::Shape { key: describe(&path[..i]), expected: "an object" });
+                return Err(JsonError::Shape {
+                    key: describe(&path[..i]),
+                    expected: "an object",
+                });
             };
-            let Some(prop) = obj.properties.into_iter().find(|p| prop_name(&p.name) == *key) else {
+            let Some(prop) = obj
+                .properties
+                .into_iter()
+                .find(|p| prop_name(&p.name) == *key)
+            else {
                 return Ok(None);
             };
             node = prop.value;
@@ -134,7 +168,10 @@ impl JsonDoc {
         let full = |n: &[String]| describe(n);
         if let Some(a) = arr {
             let Ast::Object(obj) = node else {
-                return Err(JsonError::Shape { key: full(path), expected: "an object" });
+                return Err(JsonError::Shape {
+                    key: full(path),
+                    expected: "an object",
+                });
             };
             let Some(prop) = obj.properties.into_iter().find(|p| prop_name(&p.name) == a) else {
                 return Ok(None);
@@ -142,11 +179,18 @@ impl JsonDoc {
             let Ast::Array(array) = prop.value else {
                 let mut p = path.to_vec();
                 p.push(a.to_owned());
-                return Err(JsonError::Shape { key: full(&p), expected: "an array" });
+                return Err(JsonError::Shape {
+                    key: full(&p),
+                    expected: "an array",
+                });
             };
             return Ok(Some(Container {
                 open: array.range.start + 1,
-                children: array.elements.iter().map(|e| (e.start(), e.end())).collect(),
+                children: array
+                    .elements
+                    .iter()
+                    .map(|e| (e.start(), e.end()))
+                    .collect(),
                 keys: Vec::new(),
                 is_object: false,
             }));
@@ -154,11 +198,18 @@ impl JsonDoc {
         match node {
             Ast::Object(obj) => Ok(Some(Container {
                 open: obj.range.start + 1,
-                children: obj.properties.iter().map(|p| (p.start(), p.end())).collect(),
+                children: obj
+                    .properties
+                    .iter()
+                    .map(|p| (p.start(), p.end()))
+                    .collect(),
                 keys: obj.properties.iter().map(|p| prop_name(&p.name)).collect(),
                 is_object: true,
             })),
-            _ => Err(JsonError::Shape { key: full(path), expected: "an object" }),
+            _ => Err(JsonError::Shape {
+                key: full(path),
+                expected: "an object",
+            }),
         }
     }
 
@@ -173,7 +224,9 @@ impl JsonDoc {
     }
 
     fn starts_line(&self, pos: usize) -> bool {
-        self.text[..pos].trim_end_matches([' ', '\t']).ends_with('\n')
+        self.text[..pos]
+            .trim_end_matches([' ', '\t'])
+            .ends_with('\n')
     }
 
     /// Indentation unit of the file: the first indented line's leading whitespace.
@@ -222,31 +275,59 @@ impl JsonDoc {
     }
 
     /// Inserts member `key: value` into the object at `path` (which must exist).
-    pub fn insert_member(&mut self, path: &KeyPath, key: &str, value: &Value) -> Result<(), JsonError> {
+    pub fn insert_member(
+        &mut self,
+        path: &KeyPath,
+        key: &str,
+        value: &Value,
+    ) -> Result<(), JsonError> {
         self.ensure_text();
-        let c = self.locate(path, None)?.ok_or_else(|| JsonError::Shape { key: describe(path), expected: "present" })?;
+        let c = self.locate(path, None)?.ok_or_else(|| JsonError::Shape {
+            key: describe(path),
+            expected: "present",
+        })?;
         let key_text = serde_json::to_string(key).expect("a string serializes");
-        self.insert_child(&c, |doc, indent| format!("{key_text}: {}", doc.render(value, indent)));
+        self.insert_child(&c, |doc, indent| {
+            format!("{key_text}: {}", doc.render(value, indent))
+        });
         Ok(())
     }
 
     /// Removes member `key` of the object at `path`; false when absent.
     pub fn remove_member(&mut self, path: &KeyPath, key: &str) -> Result<bool, JsonError> {
-        let Some(c) = self.locate(path, None)? else { return Ok(false) };
-        let Some(idx) = c.keys.iter().position(|k| k == key) else { return Ok(false) };
+        let Some(c) = self.locate(path, None)? else {
+            return Ok(false);
+        };
+        let Some(idx) = c.keys.iter().position(|k| k == key) else {
+            return Ok(false);
+        };
         self.remove_child(&c, idx);
         Ok(true)
     }
 
     /// Replaces the value of member `key` of the object at `path`.
-    pub fn replace_member(&mut self, path: &KeyPath, key: &str, value: &Value) -> Result<(), JsonError> {
-        let parsed = jsonc_parser::parse_to_ast(&self.text, &collect_opts(), &parse_opts()).map_err(|e| {
-            JsonError::Syntax { line: e.line_display(), column: e.column_display(), message: e.kind().to_string() }
-        })?;
+    pub fn replace_member(
+        &mut self,
+        path: &KeyPath,
+        key: &str,
+        value: &Value,
+    ) -> Result<(), JsonError> {
+        let parsed = jsonc_parser::parse_to_ast(&self.text, &collect_opts(), &parse_opts())
+            .map_err(|e| JsonError::Syntax {
+                line: e.line_display(),
+                column: e.column_display(),
+                message: e.kind().to_string(),
+            })?;
         let mut node = parsed.value;
         for k in path.iter().map(String::as_str).chain(std::iter::once(key)) {
-            let Some(Ast::Object(obj)) = node else { return Ok(()) };
-            node = obj.properties.into_iter().find(|p| prop_name(&p.name) == k).map(|p| p.value);
+            let Some(Ast::Object(obj)) = node else {
+                return Ok(());
+            };
+            node = obj
+                .properties
+                .into_iter()
+                .find(|p| prop_name(&p.name) == k)
+                .map(|p| p.value);
         }
         if let Some(n) = node {
             let (s, e) = (n.start(), n.end());
@@ -259,20 +340,38 @@ impl JsonDoc {
 
     /// The elements of array member `arr` of the object at `path`, as values.
     pub fn elements(&self, path: &KeyPath, arr: &str) -> Vec<Value> {
-        match self.get(path).and_then(|mut v| v.get_mut(arr).map(Value::take)) {
+        match self
+            .get(path)
+            .and_then(|mut v| v.get_mut(arr).map(Value::take))
+        {
             Some(Value::Array(items)) => items,
             _ => Vec::new(),
         }
     }
 
-    pub fn append_element(&mut self, path: &KeyPath, arr: &str, value: &Value) -> Result<(), JsonError> {
-        let c = self.locate(path, Some(arr))?.ok_or_else(|| JsonError::Shape { key: describe(path), expected: "present" })?;
+    pub fn append_element(
+        &mut self,
+        path: &KeyPath,
+        arr: &str,
+        value: &Value,
+    ) -> Result<(), JsonError> {
+        let c = self
+            .locate(path, Some(arr))?
+            .ok_or_else(|| JsonError::Shape {
+                key: describe(path),
+                expected: "present",
+            })?;
         debug_assert!(!c.is_object);
         self.insert_child(&c, |doc, indent| doc.render(value, indent));
         Ok(())
     }
 
-    pub fn remove_element(&mut self, path: &KeyPath, arr: &str, idx: usize) -> Result<(), JsonError> {
+    pub fn remove_element(
+        &mut self,
+        path: &KeyPath,
+        arr: &str,
+        idx: usize,
+    ) -> Result<(), JsonError> {
         if let Some(c) = self.locate(path, Some(arr))? {
             if idx < c.children.len() {
                 self.remove_child(&c, idx);
@@ -309,9 +408,18 @@ mod tests {
         ];
         for original in originals {
             let mut doc = JsonDoc::parse(original.as_bytes()).unwrap();
-            doc.insert_member(&[], "hooks", &json!({"Stop": [{"hooks": [{"type": "command"}]}]})).unwrap();
+            doc.insert_member(
+                &[],
+                "hooks",
+                &json!({"Stop": [{"hooks": [{"type": "command"}]}]}),
+            )
+            .unwrap();
             let with = String::from_utf8(doc.to_bytes()).unwrap();
-            assert_eq!(doc.get(&keys(&["hooks", "Stop"])).unwrap()[0]["hooks"][0]["type"], "command", "{with}");
+            assert_eq!(
+                doc.get(&keys(&["hooks", "Stop"])).unwrap()[0]["hooks"][0]["type"],
+                "command",
+                "{with}"
+            );
             doc.remove_member(&[], "hooks").unwrap();
             let back = String::from_utf8(doc.to_bytes()).unwrap();
             let expected = if original.is_empty() { "{}" } else { original };
@@ -323,10 +431,14 @@ mod tests {
     fn element_append_then_remove_is_identity() {
         let original = "{\n  \"hooks\": {\n    \"Stop\": [\n      {\"hooks\": []}\n    ]\n  }\n}\n";
         let mut doc = JsonDoc::parse(original.as_bytes()).unwrap();
-        doc.append_element(&keys(&["hooks"]), "Stop", &json!({"x": 1})).unwrap();
+        doc.append_element(&keys(&["hooks"]), "Stop", &json!({"x": 1}))
+            .unwrap();
         assert_eq!(doc.elements(&keys(&["hooks"]), "Stop").len(), 2);
         let with = String::from_utf8(doc.to_bytes()).unwrap();
-        assert!(with.contains("},\n      {\n        \"x\": 1\n      }\n    ]"), "{with}");
+        assert!(
+            with.contains("},\n      {\n        \"x\": 1\n      }\n    ]"),
+            "{with}"
+        );
         doc.remove_element(&keys(&["hooks"]), "Stop", 1).unwrap();
         assert_eq!(String::from_utf8(doc.to_bytes()).unwrap(), original);
     }
@@ -337,6 +449,9 @@ mod tests {
         assert!(matches!(err, JsonError::Syntax { line: 2, .. }), "{err}");
         let doc = JsonDoc::parse(b"{\"hooks\": 3}").unwrap();
         let err = doc.expect_object(&keys(&["hooks"])).unwrap_err();
-        assert_eq!(err.to_string().lines().next().unwrap(), "`hooks` must be an object");
+        assert_eq!(
+            err.to_string().lines().next().unwrap(),
+            "`hooks` must be an object"
+        );
     }
 }

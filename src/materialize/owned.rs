@@ -41,7 +41,12 @@ pub struct Owned {
 
 impl Default for Owned {
     fn default() -> Self {
-        Owned { schema: SCHEMA, files: BTreeSet::new(), dirs: BTreeSet::new(), json: BTreeMap::new() }
+        Owned {
+            schema: SCHEMA,
+            files: BTreeSet::new(),
+            dirs: BTreeSet::new(),
+            json: BTreeMap::new(),
+        }
     }
 }
 
@@ -49,7 +54,9 @@ impl Owned {
     /// Reads the record; a missing or unreadable record is empty (spex then owns nothing and
     /// removes less, never more).
     pub fn load(bytes: Option<&[u8]>) -> Owned {
-        bytes.and_then(|b| serde_json::from_slice(b).ok()).unwrap_or_default()
+        bytes
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .unwrap_or_default()
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {

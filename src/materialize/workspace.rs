@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::MaterializeError;
 use super::block::{self, Syntax};
 use super::json_edit::JsonDoc;
 use super::owned::{JsonOwned, Owned};
-use super::MaterializeError;
 use crate::fsutil;
 
 /// First line of every file spex generates whole (skills, agents, commands); it is the proof
@@ -32,7 +32,10 @@ pub struct Workspace {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MaterializeError + '_ {
-    move |source| MaterializeError::Io { path: path.to_owned(), source }
+    move |source| MaterializeError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 fn text_of(path: &Path, bytes: &[u8]) -> Result<String, MaterializeError> {
@@ -41,13 +44,22 @@ fn text_of(path: &Path, bytes: &[u8]) -> Result<String, MaterializeError> {
 
 impl Workspace {
     pub fn new(owned: Owned) -> Workspace {
-        Workspace { owned, ..Workspace::default() }
+        Workspace {
+            owned,
+            ..Workspace::default()
+        }
     }
 
     fn entry(&mut self, path: &Path) -> Result<&mut Entry, MaterializeError> {
         if !self.files.contains_key(path) {
             let before = fsutil::read_opt(path).map_err(io(path))?;
-            self.files.insert(path.to_owned(), Entry { after: before.clone(), before });
+            self.files.insert(
+                path.to_owned(),
+                Entry {
+                    after: before.clone(),
+                    before,
+                },
+            );
         }
         Ok(self.files.get_mut(path).expect("inserted above"))
     }
@@ -67,20 +79,29 @@ impl Workspace {
     }
 
     fn created_by_spex(&self, path: &Path) -> bool {
-        self.owned.files.contains(path)
-            || self.files.get(path).is_some_and(|e| e.before.is_none())
+        self.owned.files.contains(path) || self.files.get(path).is_some_and(|e| e.before.is_none())
     }
 
     /// Puts block `id` with `body` into the text file `path` (or removes it with `None`).
     /// A file spex created is deleted once nothing else is left in it.
-    pub fn block(&mut self, path: &Path, syn: Syntax, id: &str, body: Option<Vec<String>>) -> Result<(), MaterializeError> {
+    pub fn block(
+        &mut self,
+        path: &Path,
+        syn: Syntax,
+        id: &str,
+        body: Option<Vec<String>>,
+    ) -> Result<(), MaterializeError> {
         let current = self.read_text(path)?;
         if current.is_none() && body.is_none() {
             return Ok(());
         }
         let text = current.unwrap_or_default();
-        let new = block::reconcile(&text, syn, id, body.as_deref())
-            .map_err(|source| MaterializeError::Block { path: path.to_owned(), source })?;
+        let new = block::reconcile(&text, syn, id, body.as_deref()).map_err(|source| {
+            MaterializeError::Block {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
         if new.is_empty() && self.created_by_spex(path) {
             return self.set(path, None);
         }
@@ -90,7 +111,10 @@ impl Workspace {
     /// Checks every spex sentinel in `path` without changing it.
     pub fn validate_blocks(&mut self, path: &Path, syn: Syntax) -> Result<(), MaterializeError> {
         if let Some(text) = self.read_text(path)? {
-            block::validate(&text, syn).map_err(|source| MaterializeError::Block { path: path.to_owned(), source })?;
+            block::validate(&text, syn).map_err(|source| MaterializeError::Block {
+                path: path.to_owned(),
+                source,
+            })?;
         }
         Ok(())
     }
@@ -98,9 +122,14 @@ impl Workspace {
     fn json_doc(&mut self, path: &Path) -> Result<Option<JsonDoc>, MaterializeError> {
         match self.read(path)? {
             None => Ok(None),
-            Some(bytes) => JsonDoc::parse(&bytes)
-                .map(Some)
-                .map_err(|source| MaterializeError::Json { path: path.to_owned(), source }),
+            Some(bytes) => {
+                JsonDoc::parse(&bytes)
+                    .map(Some)
+                    .map_err(|source| MaterializeError::Json {
+                        path: path.to_owned(),
+                        source,
+                    })
+            }
         }
     }
 
@@ -108,8 +137,16 @@ impl Workspace {
         self.owned.json.remove(path).unwrap_or_default()
     }
 
-    fn store_json(&mut self, path: &Path, doc: Option<JsonDoc>, mut owned: JsonOwned) -> Result<(), MaterializeError> {
-        let jerr = |source| MaterializeError::Json { path: path.to_owned(), source };
+    fn store_json(
+        &mut self,
+        path: &Path,
+        doc: Option<JsonDoc>,
+        mut owned: JsonOwned,
+    ) -> Result<(), MaterializeError> {
+        let jerr = |source| MaterializeError::Json {
+            path: path.to_owned(),
+            source,
+        };
         let Some(mut doc) = doc else { return Ok(()) };
         // Containers spex inserted go away once empty, deepest first.
         owned.members.sort_by_key(|p| std::cmp::Reverse(p.len()));
@@ -130,7 +167,10 @@ impl Workspace {
         }
         kept.reverse();
         owned.members = kept;
-        let empty_object = doc.value().as_object().is_some_and(serde_json::Map::is_empty);
+        let empty_object = doc
+            .value()
+            .as_object()
+            .is_some_and(serde_json::Map::is_empty);
         if empty_object && owned.root_created && owned.members.is_empty() {
             // Back to the whitespace the file held before spex wrote `{}` into it.
             let bytes = doc.to_bytes();
@@ -151,8 +191,16 @@ impl Workspace {
     /// Makes the JSON object member at `key` (a key path) hold `value`, or, with `None`,
     /// takes back whatever spex put there: removes the members it inserted and restores a
     /// value it replaced.
-    pub fn json_value(&mut self, path: &Path, key: &[String], value: Option<&Value>) -> Result<(), MaterializeError> {
-        let jerr = |source| MaterializeError::Json { path: path.to_owned(), source };
+    pub fn json_value(
+        &mut self,
+        path: &Path,
+        key: &[String],
+        value: Option<&Value>,
+    ) -> Result<(), MaterializeError> {
+        let jerr = |source| MaterializeError::Json {
+            path: path.to_owned(),
+            source,
+        };
         let mut owned = self.json_owned(path);
         let doc = self.json_doc(path)?;
         let mut doc = match (doc, value) {
@@ -164,33 +212,52 @@ impl Workspace {
             }
             (None, Some(v)) => {
                 // A new file: render it whole rather than splicing into `{}`.
-                let whole = key.iter().rev().fold(v.clone(), |acc, k| serde_json::json!({ k.clone(): acc }));
+                let whole = key
+                    .iter()
+                    .rev()
+                    .fold(v.clone(), |acc, k| serde_json::json!({ k.clone(): acc }));
                 let mut text = serde_json::to_string_pretty(&whole).expect("JSON value serializes");
                 text.push('\n');
-                owned.members.extend((1..=key.len()).map(|j| key[..j].to_vec()));
+                owned
+                    .members
+                    .extend((1..=key.len()).map(|j| key[..j].to_vec()));
                 self.set(path, Some(text.into_bytes()))?;
                 self.owned.json.insert(path.to_owned(), owned);
                 return Ok(());
             }
             (Some(d), _) => d,
         };
-        if value.is_some() && doc.value().as_object().is_some_and(serde_json::Map::is_empty) && doc.to_bytes().iter().all(u8::is_ascii_whitespace) {
+        if value.is_some()
+            && doc
+                .value()
+                .as_object()
+                .is_some_and(serde_json::Map::is_empty)
+            && doc.to_bytes().iter().all(u8::is_ascii_whitespace)
+        {
             owned.root_created = true;
         }
         match value {
             Some(v) => {
                 let missing = (1..=key.len()).find(|&i| doc.get(&key[..i]).is_none());
                 if let Some(i) = missing {
-                    let nested = key[i..].iter().rev().fold(v.clone(), |acc, k| serde_json::json!({ k.clone(): acc }));
+                    let nested = key[i..]
+                        .iter()
+                        .rev()
+                        .fold(v.clone(), |acc, k| serde_json::json!({ k.clone(): acc }));
                     let nested = nested.get(&key[i - 1]).cloned().unwrap_or(nested);
                     doc.expect_object(&key[..i - 1]).map_err(jerr)?;
-                    doc.insert_member(&key[..i - 1], &key[i - 1], &nested).map_err(jerr)?;
+                    doc.insert_member(&key[..i - 1], &key[i - 1], &nested)
+                        .map_err(jerr)?;
                     for j in i..=key.len() {
                         owned.members.push(key[..j].to_vec());
                     }
                 } else if doc.get(key).as_ref() != Some(v) {
-                    if !owned.replaced.iter().any(|(k, _)| k == key) && !owned.members.iter().any(|m| m == key) {
-                        owned.replaced.push((key.to_vec(), doc.get(key).unwrap_or(Value::Null)));
+                    if !owned.replaced.iter().any(|(k, _)| k == key)
+                        && !owned.members.iter().any(|m| m == key)
+                    {
+                        owned
+                            .replaced
+                            .push((key.to_vec(), doc.get(key).unwrap_or(Value::Null)));
                     }
                     let (last, parent) = key.split_last().expect("key paths are non-empty");
                     doc.replace_member(parent, last, v).map_err(jerr)?;
@@ -221,7 +288,10 @@ impl Workspace {
         wanted: &[(String, Value)],
         is_ours: &dyn Fn(&Value) -> bool,
     ) -> Result<Option<JsonDoc>, MaterializeError> {
-        let jerr = |source| MaterializeError::Json { path: path.to_owned(), source };
+        let jerr = |source| MaterializeError::Json {
+            path: path.to_owned(),
+            source,
+        };
         let hooks = vec!["hooks".to_owned()];
         let mut owned = self.json_owned(path);
         let Some(mut doc) = self.json_doc(path)? else {
@@ -230,21 +300,30 @@ impl Workspace {
             }
             let mut events = serde_json::Map::new();
             for (event, group) in wanted {
-                let list = events.entry(event.clone()).or_insert_with(|| Value::Array(Vec::new()));
-                list.as_array_mut().expect("inserted as array").push(group.clone());
+                let list = events
+                    .entry(event.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                list.as_array_mut()
+                    .expect("inserted as array")
+                    .push(group.clone());
             }
             let whole = serde_json::json!({ "hooks": events });
             let mut text = serde_json::to_string_pretty(&whole).expect("JSON value serializes");
             text.push('\n');
             owned.members.push(hooks.clone());
-            owned.members.extend(events.keys().map(|e| vec!["hooks".to_owned(), e.clone()]));
+            owned
+                .members
+                .extend(events.keys().map(|e| vec!["hooks".to_owned(), e.clone()]));
             self.set(path, Some(text.into_bytes()))?;
             self.owned.json.insert(path.to_owned(), owned);
             return self.json_doc(path);
         };
         doc.expect_object(&hooks).map_err(jerr)?;
         let mut pending: Vec<&(String, Value)> = wanted.iter().collect();
-        let present: Vec<String> = doc.get(&hooks).and_then(|v| v.as_object().map(|m| m.keys().cloned().collect())).unwrap_or_default();
+        let present: Vec<String> = doc
+            .get(&hooks)
+            .and_then(|v| v.as_object().map(|m| m.keys().cloned().collect()))
+            .unwrap_or_default();
         for event in &present {
             let groups = doc.elements(&hooks, event);
             for (idx, group) in groups.iter().enumerate().rev() {
@@ -259,12 +338,14 @@ impl Workspace {
             }
         }
         if !pending.is_empty() && doc.get(&hooks).is_none() {
-            doc.insert_member(&[], "hooks", &Value::Object(serde_json::Map::new())).map_err(jerr)?;
+            doc.insert_member(&[], "hooks", &Value::Object(serde_json::Map::new()))
+                .map_err(jerr)?;
             owned.members.push(hooks.clone());
         }
         for (event, group) in pending {
             if doc.get(&[hooks[0].clone(), event.clone()]).is_none() {
-                doc.insert_member(&hooks, event, &Value::Array(vec![group.clone()])).map_err(jerr)?;
+                doc.insert_member(&hooks, event, &Value::Array(vec![group.clone()]))
+                    .map_err(jerr)?;
                 owned.members.push(vec!["hooks".to_owned(), event.clone()]);
             } else {
                 doc.append_element(&hooks, event, group).map_err(jerr)?;
@@ -276,7 +357,11 @@ impl Workspace {
 
     /// Writes (or with `None` removes) a file spex generates whole. Refuses to overwrite a
     /// file that does not carry the spex stamp.
-    pub fn generated(&mut self, path: &Path, content: Option<String>) -> Result<(), MaterializeError> {
+    pub fn generated(
+        &mut self,
+        path: &Path,
+        content: Option<String>,
+    ) -> Result<(), MaterializeError> {
         let current = self.read(path)?;
         if let Some(cur) = &current {
             if !String::from_utf8_lossy(cur).contains(STAMP) {
@@ -303,7 +388,9 @@ impl Workspace {
             .into_iter()
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_file())
-            .filter(|e| std::fs::read(e.path()).is_ok_and(|b| String::from_utf8_lossy(&b).contains(STAMP)))
+            .filter(|e| {
+                std::fs::read(e.path()).is_ok_and(|b| String::from_utf8_lossy(&b).contains(STAMP))
+            })
             .map(walkdir::DirEntry::into_path)
             .collect()
     }

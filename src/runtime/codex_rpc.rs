@@ -260,9 +260,12 @@ impl Client {
         self.timeout = timeout;
     }
 
-    /// Sends `initialize` (asking for the experimental API, which `hooks/list` and
-    /// `turn/steer` need) and then the `initialized` notification. Returns the `initialize`
-    /// result (`userAgent`, `codexHome`, platform fields).
+    /// Sends `initialize` and then the `initialized` notification; codex answers every other
+    /// request with `-32600 "Not initialized"` before that, and a second `initialize` on the
+    /// same connection with `"Already initialized"`. The experimental API is requested because
+    /// the schema marks fields spex may use as experimental (`hooks/list` and `turn/steer`
+    /// themselves answered without it on 0.169.0). Returns the `initialize` result
+    /// (`userAgent`, `codexHome`, platform fields).
     pub fn initialize(&mut self, client_name: &str) -> Result<Value, RpcError> {
         let params = json!({
             "clientInfo": {"name": client_name, "version": env!("CARGO_PKG_VERSION")},
@@ -274,8 +277,8 @@ impl Client {
     }
 
     /// Installs the handler for server-to-client requests. Without one, every such request is
-    /// answered "method not found": an unanswered approval request would leave the turn
-    /// waiting forever, an error makes codex treat it as declined.
+    /// answered "method not found": left unanswered, an approval request would keep its turn
+    /// waiting for as long as the connection lives.
     pub fn set_request_handler(&mut self, handler: Box<RequestHandler>) {
         self.handler = Some(handler);
     }
@@ -496,6 +499,8 @@ impl Client {
 impl Client {
     /// `hooks/list {cwds}`: every hook codex discovers for those working directories, with its
     /// trust status, flattened across cwds (each entry remembers its cwd). No thread is needed.
+    /// An untrusted project, a relative or a missing cwd all give an empty list, not an error;
+    /// an empty `cwds` lists the server's own working directory.
     pub fn hooks_list(&mut self, cwds: &[PathBuf]) -> Result<Vec<HookEntry>, RpcError> {
         Ok(self
             .hooks_list_by_cwd(cwds)?
@@ -509,6 +514,20 @@ impl Client {
     pub fn hooks_list_by_cwd(&mut self, cwds: &[PathBuf]) -> Result<Vec<HooksListing>, RpcError> {
         const METHOD: &str = "hooks/list";
         let result = self.call(METHOD, json!({ "cwds": cwds }), self.timeout)?;
+        parse_hooks_list(&result).map_err(|source| RpcError::Decode {
+            method: METHOD.to_owned(),
+            source,
+        })
+    }
+
+    /// `hooks/list {threadId}`: the hooks a loaded thread runs with, grouped like
+    /// [`Client::hooks_list_by_cwd`].
+    pub fn hooks_list_for_thread(
+        &mut self,
+        thread_id: &str,
+    ) -> Result<Vec<HooksListing>, RpcError> {
+        const METHOD: &str = "hooks/list";
+        let result = self.call(METHOD, json!({ "threadId": thread_id }), self.timeout)?;
         parse_hooks_list(&result).map_err(|source| RpcError::Decode {
             method: METHOD.to_owned(),
             source,
@@ -551,6 +570,9 @@ impl Client {
     }
 
     /// `turn/interrupt {threadId, turnId}`; the turn then completes with `status: "interrupted"`.
+    /// Observed on 0.169.0: right after `turn/start` returns (and right after a steer) this fails
+    /// with `-32600 "no active turn to interrupt"`; after the `turn/started` notification it
+    /// works. Wait for that notification first.
     pub fn turn_interrupt(&mut self, thread_id: &str, turn_id: &str) -> Result<(), RpcError> {
         let params = json!({"threadId": thread_id, "turnId": turn_id});
         self.call("turn/interrupt", params, self.timeout).map(drop)
@@ -662,6 +684,8 @@ pub struct HookEntry {
     pub key: String,
     pub group_index: Option<usize>,
     pub handler_index: Option<usize>,
+    /// `false` under `[hooks.state."<key>"] enabled = false`. Independent of trust: a disabled
+    /// hook whose hash matches is still reported `trusted`.
     pub enabled: bool,
     pub is_managed: bool,
     pub trust: TrustStatus,
@@ -902,7 +926,10 @@ fn connect_path(sock: &Path) -> io::Result<PathBuf> {
 /// the server answers `initialize`; a socket file alone may be left over from a killed server.
 pub fn probe(sock: &Path, timeout: Duration) -> Result<Value, RpcError> {
     let mut client = Client::connect(sock, timeout)?;
-    let result = client.initialize("spex-probe")?;
+    // Named plain "spex": codex takes the first client's name as the server-wide user-agent
+    // originator (`userAgent: "spex/0.169.0 ..."` for every later client too), and the first
+    // client of a server spex starts is this probe.
+    let result = client.initialize("spex")?;
     client.close();
     Ok(result)
 }

@@ -7,9 +7,15 @@ use std::time::Duration;
 use super::codex_rpc::{AppServer, AppServerConfig, Client, HookEntry};
 
 /// Every hook Codex discovers for `cwd`, with its trust status.
-pub fn hooks_for(codex_bin: &Path, codex_home: &Path, cwd: &Path) -> anyhow::Result<Vec<HookEntry>> {
+pub fn hooks_for(
+    codex_bin: &Path,
+    codex_home: &Path,
+    cwd: &Path,
+) -> anyhow::Result<Vec<HookEntry>> {
     // A short private folder keeps the socket path well inside `sun_path`.
-    let dir = tempfile::Builder::new().prefix("spex-").tempdir_in("/tmp")?;
+    let dir = tempfile::Builder::new()
+        .prefix("spex-")
+        .tempdir_in("/tmp")?;
     let sock = dir.path().join("s.sock");
     let mut cfg = AppServerConfig::new(codex_bin, &sock, codex_home, dir.path().join("server.log"));
     cfg.cwd = Some(cwd.to_owned());

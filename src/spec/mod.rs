@@ -18,11 +18,24 @@ pub enum Surface {
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     #[error("`{file}`: {message}\nhint: {hint}")]
-    Invalid { file: PathBuf, message: String, hint: &'static str },
-    #[error("`{file}`, line {line}: {message}\nhint: fix the YAML front matter between the `---` lines")]
-    Yaml { file: PathBuf, line: usize, message: String },
+    Invalid {
+        file: PathBuf,
+        message: String,
+        hint: &'static str,
+    },
+    #[error(
+        "`{file}`, line {line}: {message}\nhint: fix the YAML front matter between the `---` lines"
+    )]
+    Yaml {
+        file: PathBuf,
+        line: usize,
+        message: String,
+    },
     #[error("cannot read `{file}`: {source}")]
-    Io { file: PathBuf, source: std::io::Error },
+    Io {
+        file: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -35,7 +48,11 @@ enum OneOrMany {
 impl OneOrMany {
     fn into_vec(self) -> Vec<String> {
         match self {
-            OneOrMany::One(s) => s.split(',').map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect(),
+            OneOrMany::One(s) => s
+                .split(',')
+                .map(|p| p.trim().to_owned())
+                .filter(|p| !p.is_empty())
+                .collect(),
             OneOrMany::Many(v) => v,
         }
     }
@@ -84,7 +101,9 @@ impl SpecNode {
 /// Splits `---\n<yaml>\n---\n<body>`; returns (yaml, body, line number where yaml starts).
 fn split_front_matter(text: &str) -> Option<(&str, &str)> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let rest = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n"))?;
+    let rest = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))?;
     let mut pos = 0;
     for line in rest.split_inclusive('\n') {
         if line.trim_end() == "---" {
@@ -106,14 +125,19 @@ fn parse_surfaces(file: &Path, v: Option<serde_yaml_ng::Value>) -> Result<Vec<Su
         Some(serde_yaml_ng::Value::String(s)) => vec![s],
         Some(serde_yaml_ng::Value::Sequence(seq)) => seq
             .into_iter()
-            .map(|i| i.as_str().map(str::to_owned).ok_or_else(|| invalid("`surface` lists a non-string".into())))
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| invalid("`surface` lists a non-string".into()))
+            })
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(invalid("`surface` must be a string or a list".into())),
     };
     items
         .iter()
         .map(|s| {
-            serde_yaml_ng::from_str::<Surface>(s).map_err(|_| invalid(format!("unknown surface `{s}`")))
+            serde_yaml_ng::from_str::<Surface>(s)
+                .map_err(|_| invalid(format!("unknown surface `{s}`")))
         })
         .collect()
 }
@@ -121,7 +145,9 @@ fn parse_surfaces(file: &Path, v: Option<serde_yaml_ng::Value>) -> Result<Vec<Su
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
 /// Parses one `spec.md`; `None` for a `pending` node.
@@ -138,7 +164,12 @@ pub fn parse_node(root: &Path, rel: &Path, text: &str) -> Result<Option<SpecNode
         file: file.clone(),
         // +1 for the opening `---` line.
         line: e.location().map_or(1, |l| l.line() + 1),
-        message: e.to_string().split(" at line ").next().unwrap_or_default().to_owned(),
+        message: e
+            .to_string()
+            .split(" at line ")
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
     })?;
     if fm.status.as_deref() == Some("pending") {
         return Ok(None);
@@ -149,7 +180,9 @@ pub fn parse_node(root: &Path, rel: &Path, text: &str) -> Result<Option<SpecNode
         .and_then(Path::file_name)
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let needs_name = surfaces.iter().any(|s| matches!(s, Surface::Skill | Surface::Agent | Surface::Command));
+    let needs_name = surfaces
+        .iter()
+        .any(|s| matches!(s, Surface::Skill | Surface::Agent | Surface::Command));
     if needs_name && !valid_name(&name) {
         return Err(SpecError::Invalid {
             file,
@@ -167,7 +200,10 @@ pub fn parse_node(root: &Path, rel: &Path, text: &str) -> Result<Option<SpecNode
     let handler = if surfaces.contains(&Surface::Hook) {
         let dir = root.join(rel.parent().unwrap_or(Path::new("")));
         let mut shs: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|source| SpecError::Io { file: dir.clone(), source })?
+            .map_err(|source| SpecError::Io {
+                file: dir.clone(),
+                source,
+            })?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "sh") && p.is_file())
@@ -175,7 +211,10 @@ pub fn parse_node(root: &Path, rel: &Path, text: &str) -> Result<Option<SpecNode
         if shs.len() != 1 {
             return Err(SpecError::Invalid {
                 file,
-                message: format!("a hook node needs exactly one `.sh` handler beside it, found {}", shs.len()),
+                message: format!(
+                    "a hook node needs exactly one `.sh` handler beside it, found {}",
+                    shs.len()
+                ),
                 hint: "put one executable `<name>.sh` in the node's folder",
             });
         }
@@ -217,7 +256,10 @@ pub fn load(root: &Path) -> Result<Vec<SpecNode>, SpecError> {
     let mut nodes = Vec::new();
     for path in files {
         let rel = path.strip_prefix(root).unwrap_or(&path).to_owned();
-        let text = std::fs::read_to_string(&path).map_err(|source| SpecError::Io { file: rel.clone(), source })?;
+        let text = std::fs::read_to_string(&path).map_err(|source| SpecError::Io {
+            file: rel.clone(),
+            source,
+        })?;
         if let Some(node) = parse_node(root, &rel, &text)? {
             nodes.push(node);
         }
@@ -232,14 +274,20 @@ mod tests {
     #[test]
     fn parses_lists_and_skips_pending() {
         let text = "---\ntitle: Review\nsurface: [skill, system]\ndesc: Review code\ntools: Read, Grep\ncode: src/**\n---\nBody\n";
-        let n = parse_node(Path::new("/r"), Path::new(".spec/review/spec.md"), text).unwrap().unwrap();
+        let n = parse_node(Path::new("/r"), Path::new(".spec/review/spec.md"), text)
+            .unwrap()
+            .unwrap();
         assert_eq!(n.name, "review");
         assert_eq!(n.surfaces, vec![Surface::Skill, Surface::System]);
         assert_eq!(n.tools, vec!["Read", "Grep"]);
         assert_eq!(n.code, vec!["src/**"]);
         assert_eq!(n.body, "Body");
         let pending = "---\nsurface: system\nstatus: pending\n---\nx";
-        assert!(parse_node(Path::new("/r"), Path::new(".spec/a/spec.md"), pending).unwrap().is_none());
+        assert!(
+            parse_node(Path::new("/r"), Path::new(".spec/a/spec.md"), pending)
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -254,7 +302,8 @@ mod tests {
         let no_fm = "just text";
         assert!(parse_node(Path::new("/r"), Path::new(".spec/a/spec.md"), no_fm).is_err());
         let bad_surface = "---\nsurface: wiki\n---\n";
-        let err = parse_node(Path::new("/r"), Path::new(".spec/a/spec.md"), bad_surface).unwrap_err();
+        let err =
+            parse_node(Path::new("/r"), Path::new(".spec/a/spec.md"), bad_surface).unwrap_err();
         assert!(err.to_string().contains("unknown surface `wiki`"), "{err}");
     }
 }

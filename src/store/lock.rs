@@ -8,8 +8,16 @@ pub fn with<R>(path: &Path, f: impl FnOnce() -> R) -> io::Result<R> {
     if let Some(dir) = path.parent() {
         fs_err::create_dir_all(dir)?;
     }
-    let file = fs_err::OpenOptions::new().create(true).truncate(false).write(true).open(path)?.into_parts().0;
+    let file = fs_err::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?
+        .into_parts()
+        .0;
     let mut lock = fd_lock::RwLock::new(file);
-    let _guard = lock.write().map_err(|e| io::Error::new(e.kind(), format!("{e} (locking `{}`)", path.display())))?;
+    let _guard = lock
+        .write()
+        .map_err(|e| io::Error::new(e.kind(), format!("{e} (locking `{}`)", path.display())))?;
     Ok(f())
 }

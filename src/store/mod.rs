@@ -24,13 +24,30 @@ impl ProjectStore {
     pub fn new(spex_home: &Path, main_checkout: &Path) -> ProjectStore {
         let name: String = main_checkout
             .file_name()
-            .map(|n| n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect())
+            .map(|n| {
+                n.to_string_lossy()
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
-        ProjectStore { dir: spex_home.join("projects").join(format!("{name}-{}", path_key(main_checkout))) }
+        ProjectStore {
+            dir: spex_home
+                .join("projects")
+                .join(format!("{name}-{}", path_key(main_checkout))),
+        }
     }
 
     pub fn receipt_file(&self, tree: &Path) -> PathBuf {
-        self.dir.join("trees").join(format!("{}.json", path_key(tree)))
+        self.dir
+            .join("trees")
+            .join(format!("{}.json", path_key(tree)))
     }
 
     pub fn receipts_dir(&self) -> PathBuf {

@@ -1,0 +1,177 @@
+//! A hermetic world for running the real `spex` binary: temp HOME, CODEX_HOME, SPEX_HOME and
+//! XDG dirs, git repositories with linked worktrees, and snapshots of every file spex may touch.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::SystemTime;
+
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub home: PathBuf,
+    pub codex_home: PathBuf,
+    pub spex_home: PathBuf,
+    pub xdg_config: PathBuf,
+    pub repo: PathBuf,
+}
+
+pub fn spex_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_spex"))
+}
+
+pub fn git(cwd: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(cwd)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn write(path: &Path, bytes: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+impl World {
+    /// A world with an empty git repository at `<tmp>/repo`.
+    pub fn new() -> World {
+        // Short base path: sockets live under it in some tests.
+        let dir = tempfile::Builder::new()
+            .prefix("spx")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let w = World {
+            home: base.join("home"),
+            codex_home: base.join("codex"),
+            spex_home: base.join("store"),
+            xdg_config: base.join("xdg"),
+            repo: base.join("repo"),
+            dir,
+        };
+        std::fs::create_dir_all(&w.home).unwrap();
+        std::fs::create_dir_all(&w.repo).unwrap();
+        git(&w.repo, &["init", "-q", "-b", "main"]);
+        w
+    }
+
+    /// Commits everything and adds a linked worktree `<tmp>/<name>` on a new branch.
+    pub fn add_worktree(&self, name: &str) -> PathBuf {
+        git(&self.repo, &["add", "-A"]);
+        git(&self.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+        let path = self.dir.path().join(name);
+        git(
+            &self.repo,
+            &["worktree", "add", "-q", "-b", name, path.to_str().unwrap()],
+        );
+        std::fs::canonicalize(path).unwrap()
+    }
+
+    pub fn cmd(&self, cwd: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(spex_bin());
+        c.args(args)
+            .current_dir(cwd)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("CODEX_HOME", &self.codex_home)
+            .env("SPEX_HOME", &self.spex_home)
+            .env("XDG_CONFIG_HOME", &self.xdg_config)
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn spex(&self, cwd: &Path, args: &[&str]) -> Output {
+        self.cmd(cwd, args).output().expect("spex runs")
+    }
+
+    /// Runs spex and asserts exit code 0.
+    pub fn ok(&self, cwd: &Path, args: &[&str]) -> String {
+        let out = self.spex(cwd, args);
+        assert!(
+            out.status.success(),
+            "spex {args:?} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Every file and folder spex may touch, with bytes and mtime: the trees (without `.git`),
+    /// the repository's `info/exclude`, HOME and CODEX_HOME.
+    pub fn snapshot(&self, extra_roots: &[&Path]) -> Snapshot {
+        let mut entries = BTreeMap::new();
+        let mut roots: Vec<&Path> = vec![&self.repo, &self.home, &self.codex_home];
+        roots.extend_from_slice(extra_roots);
+        for root in roots {
+            for e in walkdir::WalkDir::new(root)
+                .into_iter()
+                .filter_entry(|e| e.file_name() != ".git")
+                .filter_map(Result::ok)
+            {
+                let meta = e.metadata().unwrap();
+                let bytes = if meta.is_file() {
+                    Some(std::fs::read(e.path()).unwrap())
+                } else {
+                    None
+                };
+                entries.insert(e.path().to_owned(), (bytes, meta.modified().ok()));
+            }
+        }
+        let exclude = self.repo.join(".git/info/exclude");
+        let meta = std::fs::metadata(&exclude).ok();
+        entries.insert(
+            exclude.clone(),
+            (
+                std::fs::read(&exclude).ok(),
+                meta.and_then(|m| m.modified().ok()),
+            ),
+        );
+        Snapshot { entries }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub entries: BTreeMap<PathBuf, (Option<Vec<u8>>, Option<SystemTime>)>,
+}
+
+impl Snapshot {
+    /// Differences in content (and existence), ignoring mtimes.
+    pub fn content_diff(&self, other: &Snapshot) -> Vec<String> {
+        let mut out = Vec::new();
+        for (p, (b, _)) in &self.entries {
+            match other.entries.get(p) {
+                None => out.push(format!("gone: {}", p.display())),
+                Some((b2, _)) if b2 != b => out.push(format!(
+                    "changed: {}\n--- before\n{}\n--- after\n{}",
+                    p.display(),
+                    String::from_utf8_lossy(b.as_deref().unwrap_or_default()),
+                    String::from_utf8_lossy(b2.as_deref().unwrap_or_default())
+                )),
+                _ => {}
+            }
+        }
+        for p in other.entries.keys() {
+            if !self.entries.contains_key(p) {
+                out.push(format!("new: {}", p.display()));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,6 @@
+//! Integration tests: one binary (see Cargo.toml `[[test]] name = "it"`).
+
+mod common;
+mod materialize;
+mod peers_smoke;
+mod support;

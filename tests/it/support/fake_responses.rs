@@ -1,0 +1,308 @@
+//! A fake `OpenAI` Responses API that drives the REAL Codex binary offline.
+//!
+//! Port of `facts/codex-fake-responses.py` (verified against Codex 0.169.0). Point Codex at it
+//! with [`super::codex_home::write_codex_config`] and `FAKE_API_KEY=<anything>` in its env.
+//!
+//! `POST <base>/responses` answers with an SSE stream picked by `SCENARIO:<name>` in the newest
+//! user message that has one:
+//!
+//! | scenario | model requests (step = tool outputs seen since that message) |
+//! |---|---|
+//! | `shell` | a shell call ([`SHELL_CMD`] via `exec_command`, `shell_command` or `shell`, whichever is offered), then final |
+//! | `patch` | `apply_patch` [`PATCH`] (adds `hello.txt`), then final |
+//! | `multipatch` | `apply_patch` [`MULTIPATCH_1`] (adds `a.txt`, `sub/b.txt`), then [`MULTIPATCH_2`] (updates `a.txt`, adds `c.txt`), then final |
+//! | `both` | patch, then shell, then final |
+//! | `spawn` | `multi_agent_v1.spawn_agent` (needs a model slug with that namespace, e.g. `gpt-5.4`), then final |
+//! | `escalate` | `exec_command` with `sandbox_permissions: require_escalated` (approval), then final |
+//! | `hang` | `response.created`, then `: keepalive` comments every second until the server is dropped or the hang limit passes (`HANG=<secs>` in the prompt, else the server's limit, default 120 s), then a message |
+//! | `fail` | HTTP 500 |
+//! | (none) | one assistant message |
+//!
+//! "final" is an assistant message `ok (<scenario>, <n> tool outputs seen)`.
+//! `POST <base>/responses/compact` -> one user message `fake compacted summary`;
+//! `GET <base>/models` -> empty lists; anything else -> 404. Every request is logged.
+//!
+//! Request bodies: Codex 0.169.0 with a custom provider sends plain JSON (`Content-Length`, no
+//! `Content-Encoding`; checked with the real binary). Should a body arrive compressed anyway it
+//! is logged as `{"_encoded": "zstd", "_bytes": n}` and answered as scenario `default`.
+//!
+//! Difference from the Python script: the step counts tool outputs after the user message that
+//! carries the scenario (the script counted every tool output in the thread), so a second
+//! `SCENARIO:` prompt in the same thread runs its script again.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::fake_anthropic::token_after;
+use super::http::{Conn, HttpServer, Request, RequestLog, random_hex};
+
+/// The patch of scenarios `patch` and `both`.
+pub const PATCH: &str =
+    "*** Begin Patch\n*** Add File: hello.txt\n+hello from fake model\n*** End Patch\n";
+/// First patch of scenario `multipatch`: two files in one envelope, one in a new subdirectory.
+pub const MULTIPATCH_1: &str = "*** Begin Patch\n\
+*** Add File: a.txt\n+alpha\n\
+*** Add File: sub/b.txt\n+beta\n\
+*** End Patch\n";
+/// Second patch of scenario `multipatch`: an update and an add in one envelope.
+pub const MULTIPATCH_2: &str = "*** Begin Patch\n\
+*** Update File: a.txt\n@@\n-alpha\n+alpha two\n\
+*** Add File: c.txt\n+gamma\n\
+*** End Patch\n";
+/// The command of scenarios `shell` and `both`.
+pub const SHELL_CMD: &str = "echo shell-ran > shell_out.txt; env | grep -E '^CODEX' | sort > shell_env.txt; cat shell_out.txt";
+
+const DEFAULT_HANG: Duration = Duration::from_mins(2);
+
+/// A running fake; stops on Drop (which also ends any `hang` stream).
+pub struct FakeResponses {
+    server: HttpServer,
+    log: RequestLog,
+}
+
+impl FakeResponses {
+    pub fn start() -> FakeResponses {
+        FakeResponses::start_with_hang_limit(DEFAULT_HANG)
+    }
+
+    /// Like [`FakeResponses::start`], with the default duration of the `hang` scenario.
+    pub fn start_with_hang_limit(hang: Duration) -> FakeResponses {
+        let log = RequestLog::default();
+        let l = log.clone();
+        let server = HttpServer::start(Arc::new(move |req: &Request, conn: &mut Conn<'_>| {
+            handle(req, conn, &l, hang)
+        }));
+        FakeResponses { server, log }
+    }
+
+    /// The provider `base_url` for Codex's config (ends in `/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.server.addr())
+    }
+
+    /// Every request so far, oldest first: `{method, path, headers, body}` plus, for POSTs,
+    /// `scenario`, `tools` (name -> type) and `n_tool_outputs`.
+    pub fn requests(&self) -> Vec<Value> {
+        self.log.all()
+    }
+
+    /// The first request matching `pred`, waiting up to `timeout` for it.
+    pub fn wait_for_request(
+        &self,
+        pred: impl Fn(&Value) -> bool,
+        timeout: Duration,
+    ) -> Option<Value> {
+        self.log.wait_for(pred, timeout)
+    }
+}
+
+/// Tool name -> tool `type` (`function`, `custom`, ...), as offered in the request.
+fn tool_names(body: &Value) -> Map<String, Value> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            let name = t["name"]
+                .as_str()
+                .or_else(|| t["function"]["name"].as_str())?;
+            Some((name.to_owned(), t["type"].clone()))
+        })
+        .collect()
+}
+
+/// `(scenario, hang override, tool outputs after the scenario's message)`.
+fn scenario_of(body: &Value) -> (String, Option<u64>, usize) {
+    let input = body["input"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut scenario = "default".to_owned();
+    let mut hang = None;
+    let mut since = 0;
+    for (i, item) in input.iter().enumerate() {
+        if item["type"] != "message" || item["role"] != "user" {
+            continue;
+        }
+        for c in item["content"].as_array().into_iter().flatten() {
+            let Some(text) = c["text"].as_str() else {
+                continue;
+            };
+            if let Some(s) = text.split_once("SCENARIO:").map(|(_, rest)| rest) {
+                s.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .clone_into(&mut scenario);
+                hang = token_after(text, "HANG=").and_then(|h| h.parse().ok());
+                since = i;
+            }
+        }
+    }
+    let outs = input[since..]
+        .iter()
+        .filter(|i| {
+            matches!(
+                i["type"].as_str(),
+                Some(
+                    "function_call_output" | "custom_tool_call_output" | "local_shell_call_output"
+                )
+            )
+        })
+        .count();
+    (scenario, hang, outs)
+}
+
+fn call_id() -> String {
+    format!("call_{}", random_hex(10))
+}
+
+fn output_item_done(item: &Value) -> Value {
+    json!({"type": "response.output_item.done", "item": item})
+}
+
+fn message(text: &str) -> Value {
+    output_item_done(&json!({"type": "message", "role": "assistant",
+        "id": format!("msg_{}", random_hex(12)),
+        "content": [{"type": "output_text", "text": text}]}))
+}
+
+fn shell_call(tools: &Map<String, Value>) -> Value {
+    let cid = call_id();
+    let (name, args) = if tools.contains_key("exec_command") {
+        (
+            "exec_command",
+            json!({"cmd": SHELL_CMD, "yield_time_ms": 2000}),
+        )
+    } else if tools.contains_key("shell_command") {
+        ("shell_command", json!({"command": SHELL_CMD}))
+    } else {
+        ("shell", json!({"command": ["bash", "-lc", SHELL_CMD]}))
+    };
+    output_item_done(&json!({"type": "function_call", "id": format!("fc_{cid}"),
+        "call_id": cid, "name": name, "arguments": args.to_string()}))
+}
+
+fn patch_call(tools: &Map<String, Value>, patch: &str) -> Value {
+    let cid = call_id();
+    // gpt-5.5 offers apply_patch as a freeform (custom) tool; other slugs as a function.
+    if tools.get("apply_patch").and_then(Value::as_str) == Some("custom") {
+        return output_item_done(
+            &json!({"type": "custom_tool_call", "id": format!("ctc_{cid}"),
+            "call_id": cid, "name": "apply_patch", "input": patch}),
+        );
+    }
+    output_item_done(&json!({"type": "function_call", "id": format!("fc_{cid}"),
+        "call_id": cid, "name": "apply_patch",
+        "arguments": json!({"input": patch}).to_string()}))
+}
+
+fn spawn_call() -> Value {
+    let cid = call_id();
+    output_item_done(&json!({"type": "function_call", "id": format!("fc_{cid}"),
+        "call_id": cid, "namespace": "multi_agent_v1", "name": "spawn_agent",
+        "arguments": json!({"message": "child task: say hi"}).to_string()}))
+}
+
+fn escalate_call() -> Value {
+    let cid = call_id();
+    let args = json!({"cmd": "echo escalated > escalated.txt",
+        "sandbox_permissions": "require_escalated",
+        "justification": "need to write outside sandbox", "yield_time_ms": 2000});
+    output_item_done(&json!({"type": "function_call", "id": format!("fc_{cid}"),
+        "call_id": cid, "name": "exec_command", "arguments": args.to_string()}))
+}
+
+fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) -> io::Result<()> {
+    let mut entry = req.log_entry();
+    let path = req.path().trim_end_matches('/');
+    if req.method != "POST" {
+        log.push(Value::Object(entry));
+        if req.method == "GET" && (path.ends_with("/models") || req.target.contains("/models?")) {
+            return conn.json(200, &json!({"models": [], "data": []}));
+        }
+        return conn.json(404, &json!({"error": "not found"}));
+    }
+
+    let body = req.json().unwrap_or(Value::Null);
+    let tools = tool_names(&body);
+    let (scenario, hang_override, outs) = scenario_of(&body);
+    entry.insert("scenario".into(), scenario.clone().into());
+    entry.insert("tools".into(), Value::Object(tools.clone()));
+    entry.insert("n_tool_outputs".into(), outs.into());
+    log.push(Value::Object(entry));
+
+    if path.ends_with("/responses/compact") {
+        return conn.json(
+            200,
+            &json!({"output": [{"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "fake compacted summary"}]}]}),
+        );
+    }
+    if !path.ends_with("/responses") {
+        return conn.json(404, &json!({"error": "not found"}));
+    }
+    if scenario == "fail" {
+        return conn.json(
+            500,
+            &json!({"error": {"message": "fake failure", "type": "server_error"}}),
+        );
+    }
+
+    let rid = format!("resp_{}", random_hex(12));
+    conn.start_sse()?;
+    conn.sse_event(
+        "response.created",
+        &json!({"type": "response.created", "response": {"id": rid}}),
+    )?;
+    let item = match (scenario.as_str(), outs) {
+        ("hang", _) => {
+            let limit = hang_override.map_or(hang, Duration::from_secs);
+            let end = std::time::Instant::now() + limit;
+            while std::time::Instant::now() < end {
+                if !conn.sleep(Duration::from_secs(1).min(end - std::time::Instant::now())) {
+                    return Ok(());
+                }
+                // A comment keeps the connection visibly alive without producing an event.
+                conn.write_raw(b": keepalive\n\n")?;
+            }
+            message("hang over")
+        }
+        ("shell", 0) | ("both", 1) => shell_call(&tools),
+        ("patch" | "both", 0) => patch_call(&tools, PATCH),
+        ("multipatch", 0) => patch_call(&tools, MULTIPATCH_1),
+        ("multipatch", 1) => patch_call(&tools, MULTIPATCH_2),
+        ("spawn", 0) => spawn_call(),
+        ("escalate", 0) => escalate_call(),
+        _ => message(&format!("ok ({scenario}, {outs} tool outputs seen)")),
+    };
+    conn.sse_event("response.output_item.done", &item)?;
+    conn.sse_event(
+        "response.completed",
+        &json!({"type": "response.completed", "response": {"id": rid, "usage": {
+            "input_tokens": 10, "input_tokens_details": null, "output_tokens": 5,
+            "output_tokens_details": null, "total_tokens": 15}}}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> Value {
+        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+    }
+
+    #[test]
+    fn scenario_and_step_count_from_latest_scenario_message() {
+        let out = json!({"type": "custom_tool_call_output", "call_id": "c"});
+        let body =
+            json!({"input": [user("# AGENTS.md"), user("do it SCENARIO:multipatch now"), out]});
+        assert_eq!(scenario_of(&body), ("multipatch".into(), None, 1));
+        let body = json!({"input": [user("SCENARIO:patch"), out, user("SCENARIO:hang HANG=3")]});
+        assert_eq!(scenario_of(&body), ("hang".into(), Some(3), 0));
+        assert_eq!(scenario_of(&json!({})), ("default".into(), None, 0));
+    }
+}

@@ -1,0 +1,124 @@
+//! The real harness binaries installed by `scripts/install-peers.sh`, and hermetic ways to run them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// `<repo>/.peers/node_modules/.bin`.
+pub fn peers_bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/node_modules/.bin")
+}
+
+fn peer(name: &str) -> PathBuf {
+    let p = peers_bin_dir().join(name);
+    // Tests must fail loudly, never skip, when the real harness is absent: a skipped test
+    // would pass CI without proving anything against the real binary.
+    assert!(
+        p.exists(),
+        "{} not found: run scripts/install-peers.sh (installs the pinned real harnesses into .peers/)",
+        p.display()
+    );
+    p
+}
+
+/// The pinned real Codex CLI.
+pub fn codex_bin() -> PathBuf {
+    peer("codex")
+}
+
+/// The pinned real Claude Code CLI.
+pub fn claude_bin() -> PathBuf {
+    peer("claude")
+}
+
+/// A command with an EMPTY environment except `PATH` (inherited: the harnesses need node, git,
+/// bash), `HOME` and `LANG`. Nothing from the developer's shell (API keys, `CLAUDE_*`,
+/// `CODEX_*`, `SPEX_*`) leaks into the harness under test.
+pub fn hermetic(program: &Path, home: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+        )
+        .env("HOME", home)
+        .env("LANG", "C.UTF-8")
+        .env("SHELL", "/bin/bash");
+    cmd
+}
+
+/// A child in its own process group, killed with its whole group on Drop.
+///
+/// Needed because `.bin/codex` is a node launcher that (on node < 22) keeps the native binary as
+/// a child: killing only the launcher would orphan the real server.
+pub struct GroupChild {
+    child: Child,
+}
+
+impl GroupChild {
+    pub fn spawn(cmd: &mut Command) -> GroupChild {
+        use std::os::unix::process::CommandExt;
+        let child = cmd
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", Path::new(cmd.get_program()).display()));
+        GroupChild { child }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Waits up to `timeout` for the launcher to exit.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.try_wait() {
+                return Some(st);
+            }
+            if Instant::now() >= end {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal_group(&self, sig: &str) {
+        // No libc (unsafe is denied); procps `kill` takes a negative pid as a process group.
+        let _ = Command::new("kill")
+            .args([sig, "--", &format!("-{}", self.child.id())])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+
+    /// SIGTERM to the group (lets Codex remove its socket and fire `SessionEnd`), SIGKILL after
+    /// `grace`. Idempotent.
+    pub fn stop(&mut self, grace: Duration) {
+        if self.try_wait().is_none() {
+            self.signal_group("-TERM");
+            if self.wait_timeout(grace).is_none() {
+                self.signal_group("-KILL");
+                let _ = self.child.wait();
+            }
+        }
+        // The launcher may be gone while group members linger (e.g. a hook's child).
+        self.signal_group("-KILL");
+    }
+}
+
+impl Drop for GroupChild {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(5));
+    }
+}
