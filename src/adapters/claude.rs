@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status, claude_slash};
+use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
 use crate::materialize::MaterializeError;
 use crate::materialize::workspace::Workspace;
@@ -258,5 +259,155 @@ impl Harness for Claude {
             (false, false) => Check::new("workspace trust", Status::Ok, "not selected"),
         });
         checks
+    }
+
+    fn decode(&self, event: &str, payload: &Value) -> HookEvent {
+        Claude::decode_payload(event, payload)
+    }
+
+    fn encode(&self, event: &str, answer: &Answer) -> Reply {
+        Claude::encode_answer(event, answer)
+    }
+
+    fn hook_env_names_session(&self) -> bool {
+        true
+    }
+}
+
+/// Tools whose input names the file they edit.
+fn edited_file(tool: &str, input: &Value) -> Option<String> {
+    match tool {
+        "Write" | "Edit" | "MultiEdit" => super::str_field(input, "file_path"),
+        "NotebookEdit" => super::str_field(input, "notebook_path"),
+        _ => None,
+    }
+}
+
+/// Events whose hook output may carry `additionalContext` (facts/claude.md §3).
+const CONTEXT_EVENTS: &[&str] = &[
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Notification",
+    "Stop",
+    "SubagentStop",
+];
+
+impl Claude {
+    pub(super) fn decode_payload(event: &str, p: &Value) -> HookEvent {
+        use super::str_field as s;
+        let tool = s(p, "tool_name");
+        let input = p.get("tool_input").cloned().unwrap_or(Value::Null);
+        let asks = tool.as_deref() == Some("AskUserQuestion");
+        let mut ev = HookEvent {
+            session_id: s(p, "session_id"),
+            cwd: s(p, "cwd"),
+            turn_id: s(p, "prompt_id"),
+            subagent: p.get("agent_id").is_some_and(|a| !a.is_null()),
+            edits: tool
+                .as_deref()
+                .and_then(|t| edited_file(t, &input))
+                .into_iter()
+                .collect(),
+            tool,
+            ..HookEvent::default()
+        };
+        ev.kind = Some(match event {
+            "SessionStart" => Kind::SessionStart,
+            "UserPromptSubmit" => {
+                ev.prompt = s(p, "prompt");
+                Kind::PromptSubmitted
+            }
+            "PreToolUse" => {
+                if asks {
+                    ev.attention = Some(("question".into(), super::question_text(&input)));
+                }
+                Kind::ToolStarted
+            }
+            "PostToolUse" => Kind::ToolCompleted,
+            "PostToolUseFailure" => {
+                ev.error = s(p, "error");
+                Kind::ToolFailed
+            }
+            "PermissionRequest" => {
+                let text = if asks {
+                    super::question_text(&input)
+                } else {
+                    let what = s(&input, "command")
+                        .or_else(|| s(&input, "file_path"))
+                        .unwrap_or_else(|| input.to_string());
+                    format!("{}: {what}", ev.tool.as_deref().unwrap_or("tool"))
+                };
+                ev.attention = Some((if asks { "question" } else { "permission" }.into(), text));
+                Kind::PermissionRequest
+            }
+            "Notification" => match s(p, "notification_type").as_deref() {
+                Some("permission_prompt" | "elicitation_dialog") => {
+                    ev.attention = Some(("permission".into(), s(p, "message").unwrap_or_default()));
+                    Kind::AttentionNotice
+                }
+                Some("idle_prompt") => Kind::IdleNotice,
+                _ => Kind::Other,
+            },
+            "Stop" => {
+                ev.stop_hook_active = p
+                    .get("stop_hook_active")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                Kind::TurnCompleted
+            }
+            "StopFailure" => {
+                let detail = [s(p, "error"), s(p, "last_assistant_message")]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>();
+                ev.error = Some(detail.join(": "));
+                Kind::TurnFailed
+            }
+            "SubagentStop" => {
+                ev.subagent = true;
+                Kind::SubagentStopped
+            }
+            "SessionEnd" => {
+                ev.reason = s(p, "reason");
+                Kind::SessionEnded
+            }
+            _ => Kind::Other,
+        });
+        ev
+    }
+
+    pub(super) fn encode_answer(event: &str, answer: &Answer) -> Reply {
+        if let Some(reason) = &answer.block {
+            let mut reason = reason.clone();
+            for c in &answer.context {
+                reason.push_str("\n\n");
+                reason.push_str(c);
+            }
+            let out = match event {
+                "PreToolUse" => json!({ "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason } }),
+                "UserPromptSubmit" | "Stop" | "SubagentStop" | "PostToolUse" => {
+                    json!({ "decision": "block", "reason": reason })
+                }
+                _ => {
+                    return Reply {
+                        stderr: reason,
+                        exit_code: 2,
+                        ..Reply::default()
+                    };
+                }
+            };
+            return Reply {
+                stdout: out.to_string(),
+                ..Reply::default()
+            };
+        }
+        if answer.context.is_empty() || !CONTEXT_EVENTS.contains(&event) {
+            return Reply::default();
+        }
+        super::context_reply(event, &answer.context)
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
+use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
 use crate::materialize::block;
 use crate::materialize::workspace::Workspace;
@@ -445,6 +446,18 @@ impl Harness for Codex {
         out
     }
 
+    fn decode(&self, event: &str, payload: &Value) -> HookEvent {
+        Codex::decode_payload(event, payload)
+    }
+
+    fn encode(&self, event: &str, answer: &Answer) -> Reply {
+        Codex::encode_answer(event, answer)
+    }
+
+    fn hook_env_names_session(&self) -> bool {
+        false
+    }
+
     fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check> {
         let mut checks = vec![super::check_binary(self, ctx)];
         let hooks_path = hooks_file(&ctx.tree.main);
@@ -542,5 +555,146 @@ mod tests {
     fn labels_are_snake_case() {
         assert_eq!(event_label("PreToolUse"), "pre_tool_use");
         assert_eq!(event_label("Stop"), "stop");
+    }
+}
+
+/// Every file an `apply_patch` envelope touches (added, updated, deleted, or moved to).
+pub fn patch_files(patch: &str) -> Vec<String> {
+    const HEADS: [&str; 4] = [
+        "*** Add File: ",
+        "*** Update File: ",
+        "*** Delete File: ",
+        "*** Move to: ",
+    ];
+    let mut out: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let line = line.trim_end_matches('\r');
+        if let Some(path) = HEADS.iter().find_map(|h| line.strip_prefix(h)) {
+            let path = path.trim().to_owned();
+            if !path.is_empty() && !out.contains(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// The exit code in a tool response that starts with `Exit code: N`.
+fn response_exit_code(resp: &Value) -> Option<i64> {
+    let text = resp.as_str()?;
+    text.lines()
+        .next()?
+        .strip_prefix("Exit code: ")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+impl Codex {
+    fn decode_payload(event: &str, p: &Value) -> HookEvent {
+        use super::str_field as s;
+        let tool = s(p, "tool_name");
+        let input = p.get("tool_input").cloned().unwrap_or(Value::Null);
+        let edits = match tool.as_deref() {
+            Some("apply_patch") => {
+                let patch = s(&input, "command")
+                    .or_else(|| s(&input, "input"))
+                    .or_else(|| input.as_str().map(str::to_owned));
+                patch.map(|p| patch_files(&p)).unwrap_or_default()
+            }
+            Some("Write" | "Edit") => s(&input, "file_path").into_iter().collect(),
+            _ => Vec::new(),
+        };
+        let asks = tool.as_deref() == Some("request_user_input");
+        let mut ev = HookEvent {
+            session_id: s(p, "session_id"),
+            cwd: s(p, "cwd"),
+            turn_id: s(p, "turn_id"),
+            subagent: p.get("agent_id").is_some_and(|a| !a.is_null()),
+            edits,
+            tool,
+            ..HookEvent::default()
+        };
+        ev.kind = Some(match event {
+            "SessionStart" => Kind::SessionStart,
+            "UserPromptSubmit" => {
+                ev.prompt = s(p, "prompt");
+                Kind::PromptSubmitted
+            }
+            "PreToolUse" => {
+                if asks {
+                    ev.attention = Some(("question".into(), super::question_text(&input)));
+                }
+                Kind::ToolStarted
+            }
+            "PostToolUse" => match p.get("tool_response").and_then(response_exit_code) {
+                Some(code) if code != 0 => {
+                    ev.error = Some(format!("exit code {code}"));
+                    Kind::ToolFailed
+                }
+                _ => Kind::ToolCompleted,
+            },
+            "PermissionRequest" => {
+                let command = s(&input, "command").unwrap_or_else(|| input.to_string());
+                let text = match s(&input, "description") {
+                    Some(d) if !d.is_empty() => format!("{command} ({d})"),
+                    _ => command,
+                };
+                ev.attention = Some((if asks { "question" } else { "permission" }.into(), text));
+                Kind::PermissionRequest
+            }
+            "Stop" => {
+                ev.stop_hook_active = p
+                    .get("stop_hook_active")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                Kind::TurnCompleted
+            }
+            "Interrupt" => Kind::TurnInterrupted,
+            "SubagentStop" => {
+                ev.subagent = true;
+                Kind::SubagentStopped
+            }
+            "SessionEnd" => {
+                ev.reason = s(p, "reason");
+                Kind::SessionEnded
+            }
+            _ => Kind::Other,
+        });
+        ev
+    }
+
+    fn encode_answer(event: &str, answer: &Answer) -> Reply {
+        if let Some(reason) = &answer.block {
+            // Exit 2 + stderr blocks PreToolUse, UserPromptSubmit, PostToolUse and Stop alike.
+            let mut reason = reason.clone();
+            for c in &answer.context {
+                reason.push_str("\n\n");
+                reason.push_str(c);
+            }
+            return Reply {
+                stderr: reason,
+                exit_code: 2,
+                ..Reply::default()
+            };
+        }
+        if answer.context.is_empty() || !EVENTS_WITH_CONTEXT.contains(&event) {
+            return Reply::default();
+        }
+        super::context_reply(event, &answer.context)
+    }
+}
+
+#[cfg(test)]
+mod patch_tests {
+    use super::*;
+
+    #[test]
+    fn patch_names_every_file() {
+        let patch = "*** Begin Patch\n*** Add File: a.txt\n+x\n*** Update File: src/b.rs\n*** Move to: src/c.rs\n@@\n-a\n+b\n*** Delete File: d.txt\n*** End Patch\n";
+        assert_eq!(
+            patch_files(patch),
+            vec!["a.txt", "src/b.rs", "src/c.rs", "d.txt"]
+        );
     }
 }

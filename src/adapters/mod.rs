@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::dispatch::event::{Answer, HookEvent, Reply};
 use crate::env::Env;
 use crate::materialize::MaterializeError;
 use crate::materialize::workspace::{STAMP, Workspace};
@@ -112,6 +113,48 @@ pub trait Harness: Sync {
     fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry>;
     /// Installation checks for this harness.
     fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check>;
+
+    /// Decodes one hook payload (tolerantly: unknown events and fields are skipped).
+    fn decode(&self, event: &str, payload: &Value) -> HookEvent;
+    /// Encodes spex's answer in the harness's hook output protocol.
+    fn encode(&self, event: &str, answer: &Answer) -> Reply;
+    /// Whether `SPEX_SESSION_ID` in a hook's environment names the session. False where hooks
+    /// run in a process shared by many sessions (the Codex app-server).
+    fn hook_env_names_session(&self) -> bool;
+}
+
+/// A string field of a JSON object.
+pub fn str_field(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The text of a question tool's input: every `question` found, one per line.
+pub fn question_text(input: &Value) -> String {
+    let mut out = Vec::new();
+    if let Some(qs) = input.get("questions").and_then(Value::as_array) {
+        for q in qs {
+            if let Some(t) = q.get("question").and_then(Value::as_str) {
+                out.push(t.to_owned());
+            }
+        }
+    }
+    if let Some(t) = input.get("question").and_then(Value::as_str) {
+        out.push(t.to_owned());
+    }
+    if out.is_empty() {
+        input.to_string()
+    } else {
+        out.join("\n")
+    }
+}
+
+/// `{"hookSpecificOutput": {"hookEventName": E, "additionalContext": C}}` as a reply.
+pub fn context_reply(event: &str, context: &[String]) -> Reply {
+    let out = json!({ "hookSpecificOutput": { "hookEventName": event, "additionalContext": context.join("\n\n") } });
+    Reply {
+        stdout: out.to_string(),
+        ..Reply::default()
+    }
 }
 
 static ALL: [&dyn Harness; 2] = [&claude::Claude, &codex::Codex];

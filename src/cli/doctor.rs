@@ -8,7 +8,7 @@ use super::output::{self, Style};
 use crate::adapters::{self, DoctorCtx, Status};
 use crate::config;
 use crate::env::Env;
-use crate::materialize::{Receipt, shell_quote};
+use crate::materialize::shell_quote;
 use crate::store::ProjectStore;
 
 /// Check the installation per harness: binary and version, shims present and pointing at this
@@ -25,9 +25,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
     let cfg = config::load(&env.user_config_file(), &tree.root)?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
-    let receipt: Option<Receipt> = std::fs::read(store.receipt_file(&tree.root))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let receipt = store.receipt(&tree.root);
     let spex = shell_quote(&super::spex_binary()?.to_string_lossy());
     let mut report = serde_json::Map::new();
     let mut failed = false;

@@ -1,66 +1,223 @@
-//! The hook hot path: read the payload once, find the project, record the invocation, and
-//! answer the harness. Synchronous, no subprocess, no async runtime; any internal failure is
-//! logged and swallowed so the agent is never broken by spex.
+//! The hook hot path: read the payload once, decode it through the harness's adapter, resolve
+//! the session, run the built-in handlers and then the project's hook nodes, apply one state
+//! transition and append one event under the record lock, and answer in the harness's
+//! protocol. Synchronous, no async runtime, no shell; any internal failure is logged and
+//! swallowed so the agent is never broken by spex.
+
+pub mod event;
+pub mod handlers;
+mod hooknodes;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::adapters::{self, Harness};
+use crate::config;
 use crate::env::Env;
 use crate::repo::Tree;
+use crate::store::session::{self, Flags, Session, Status};
 use crate::store::{self, ProjectStore};
+use event::{Answer, HookEvent, Kind, Reply};
 
-/// What the harness gets back.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Reply {
-    pub stdout: String,
-    pub stderr: String,
-    pub exit_code: i32,
-}
-
-/// Payloads above this size are not decoded (a hook payload is a few KB; a runaway one must
-/// not cost the agent time).
+/// Payloads above this size are not read further (a hook payload is a few KB; a runaway one
+/// must not cost the agent time or memory).
 const MAX_PAYLOAD: u64 = 8 * 1024 * 1024;
 
-/// Runs the dispatcher; `None` means "print nothing, exit 0".
+/// Runs the dispatcher for one hook; `None` means "print nothing, exit 0".
 pub fn run(harness: &str, event: &str) -> Option<Reply> {
-    let result = std::panic::catch_unwind(|| {
-        std::panic::set_hook(Box::new(|_| {}));
-        let mut raw = Vec::new();
-        let _ = std::io::stdin()
-            .lock()
-            .take(MAX_PAYLOAD)
-            .read_to_end(&mut raw);
-        let env = Env::from_process();
-        handle(&env, harness, event, &raw)
-    });
-    result.ok().flatten()
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut raw = Vec::new();
+    let _ = std::io::stdin()
+        .lock()
+        .take(MAX_PAYLOAD)
+        .read_to_end(&mut raw);
+    let env = Env::from_process();
+    let result = std::panic::catch_unwind(|| handle(&env, harness, event, &raw));
+    match result {
+        Ok(Ok(reply)) => reply.filter(|r| *r != Reply::default()),
+        Ok(Err(e)) => {
+            log_error(&env, harness, event, &e);
+            None
+        }
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned());
+            log_error(
+                &env,
+                harness,
+                event,
+                &format!("panic: {}", msg.unwrap_or_default()),
+            );
+            None
+        }
+    }
 }
 
-fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Option<Reply> {
+fn log_error(env: &Env, harness: &str, event: &str, error: &str) {
+    let line = serde_json::json!({ "time": store::now_rfc3339(), "harness": harness, "event": event, "error": error });
+    append_line(
+        &env.spex_home().join("dispatch-errors.log"),
+        &line.to_string(),
+    );
+}
+
+/// The whole pipeline; an `Err` is logged by the caller and never reaches the harness.
+pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Option<Reply>, String> {
+    let Some(h) = adapters::lookup(harness) else {
+        return Err(format!("unknown harness id `{harness}`"));
+    };
     let payload: Value = serde_json::from_slice(raw).unwrap_or(Value::Null);
-    let cwd = payload
-        .get("cwd")
-        .and_then(Value::as_str)
+    let ev = h.decode(event, &payload);
+    let cwd = ev
+        .cwd
+        .as_deref()
         .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok())?;
-    let tree = Tree::discover(&cwd).ok()?;
+        .or_else(|| std::env::current_dir().ok())
+        .ok_or("no working directory")?;
+    let tree = Tree::discover(&cwd).map_err(|e| e.to_string())?;
     let project = ProjectStore::new(&env.spex_home(), &tree.main);
-    let line = serde_json::json!({
-        "time": store::now_rfc3339(),
-        "harness": harness,
-        "event": event,
-        "session_id": payload.get("session_id").and_then(Value::as_str),
-        "tree": tree.root,
+    let kind = ev.kind.unwrap_or(Kind::Other);
+    let log = serde_json::json!({
+        "time": store::now_rfc3339(), "harness": h.id(), "event": event, "session_id": ev.session_id, "tree": tree.root,
     });
-    append_line(&project.dispatch_log(), &line.to_string());
-    None
+    append_line(&project.dispatch_log(), &log.to_string());
+    if kind == Kind::Other {
+        return Ok(None);
+    }
+    let Some(id) = resolve(env, h, &project, &ev) else {
+        return Ok(None);
+    };
+    let cfg = config::load(&env.user_config_file(), &tree.root).unwrap_or_default();
+    let receipt = project.receipt(&tree.root).unwrap_or_default();
+    let edits: Vec<String> = ev
+        .edits
+        .iter()
+        .filter_map(|p| repo_relative(&tree.root, &cwd, p))
+        .collect();
+    let now = store::now_rfc3339();
+    let ctx = handlers::Ctx {
+        hook: event,
+        ev: &ev,
+        edits: &edits,
+        now: &now,
+        spec_first: cfg.spec_first,
+        stop_gate: cfg.stop_gate,
+        governance: &receipt.governance,
+        store: &project,
+    };
+    let launched_by_spex =
+        h.hook_env_names_session() && env.spex_session_id.as_deref() == Some(id.as_str());
+    let mut answer = project
+        .update(&id, |current| {
+            let mut s =
+                current.unwrap_or_else(|| new_session(&id, h, &ev, &tree, launched_by_spex, &now));
+            if s.harness_session_id.is_none() {
+                s.harness_session_id.clone_from(&ev.session_id);
+            }
+            let (event, answer) = handlers::apply(&ctx, &mut s);
+            s.updated_at.clone_from(&now);
+            (Some(s), event.into_iter().collect(), answer)
+        })
+        .map_err(|e| e.to_string())?;
+    let nodes: Vec<&store::HookNode> = receipt
+        .hooks
+        .iter()
+        .filter(|n| n.events.iter().any(|e| e == event))
+        .collect();
+    if !nodes.is_empty() {
+        hooknodes::run(&nodes, raw, &id, event, &mut answer);
+    }
+    Ok(Some(h.encode(event, &answer)).filter(|_| !answer.is_empty()))
+}
+
+fn new_session(
+    id: &str,
+    h: &dyn Harness,
+    ev: &HookEvent,
+    tree: &Tree,
+    launched_by_spex: bool,
+    now: &str,
+) -> Session {
+    Session {
+        schema: session::SCHEMA,
+        id: id.to_owned(),
+        harness: h.id().to_owned(),
+        harness_session_id: ev.session_id.clone(),
+        project: tree.main.clone(),
+        tree: tree.root.clone(),
+        branch: tree.branch(),
+        launched_by: if launched_by_spex { "spex" } else { "self" }.to_owned(),
+        status: Status::Starting,
+        attention: None,
+        turn: None,
+        declared: None,
+        touched: Vec::new(),
+        headline: None,
+        created_at: now.to_owned(),
+        updated_at: now.to_owned(),
+        seq: 0,
+        flags: Flags::default(),
+    }
+}
+
+/// Which record a hook belongs to: the harness's own id through the alias index first; then,
+/// where the hook's environment is the session's own, `SPEX_SESSION_ID`; else a new record
+/// keyed by the harness's id (a session spex did not launch).
+fn resolve(env: &Env, h: &dyn Harness, project: &ProjectStore, ev: &HookEvent) -> Option<String> {
+    let hsid = ev.session_id.as_deref().filter(|s| session::is_valid_id(s));
+    if let Some(id) = hsid.and_then(|hs| project.alias(h.id(), hs)) {
+        return Some(id);
+    }
+    let id = match env
+        .spex_session_id
+        .as_deref()
+        .filter(|s| h.hook_env_names_session() && session::is_valid_id(s))
+    {
+        Some(spex_id) => spex_id.to_owned(),
+        None => hsid?.to_owned(),
+    };
+    if let Some(hs) = hsid {
+        project.set_alias(h.id(), hs, &id).ok()?;
+    }
+    Some(id)
+}
+
+/// `p` (absolute or relative to `cwd`) relative to the tree root; `None` outside the tree.
+fn repo_relative(root: &Path, cwd: &Path, p: &str) -> Option<String> {
+    let abs = cwd.join(p);
+    let rel = abs
+        .strip_prefix(root)
+        .ok()
+        .map(Path::to_path_buf)
+        .or_else(|| {
+            // The payload may spell the tree through a symlink; compare canonical parents.
+            let parent = std::fs::canonicalize(abs.parent()?).ok()?;
+            parent
+                .join(abs.file_name()?)
+                .strip_prefix(root)
+                .ok()
+                .map(Path::to_path_buf)
+        })?;
+    let mut parts: Vec<String> = Vec::new();
+    for c in rel.components() {
+        match c {
+            std::path::Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
+            std::path::Component::ParentDir => {
+                parts.pop()?;
+            }
+            _ => {}
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
 }
 
 /// Appends one line with a single `write` on an `O_APPEND` file, so concurrent hooks never
 /// interleave within a line.
-pub fn append_line(path: &std::path::Path, line: &str) {
+pub fn append_line(path: &Path, line: &str) {
     let open = || {
         std::fs::OpenOptions::new()
             .create(true)
@@ -76,5 +233,15 @@ pub fn append_line(path: &std::path::Path, line: &str) {
         buf.push_str(line);
         buf.push('\n');
         let _ = f.write_all(buf.as_bytes());
+    }
+}
+
+/// Merges `extra` context into an answer (used by hook nodes).
+pub fn merge(answer: &mut Answer, context: Option<String>, block: Option<String>) {
+    if let Some(c) = context.filter(|c| !c.trim().is_empty()) {
+        answer.context.push(c.trim().to_owned());
+    }
+    if block.is_some() && answer.block.is_none() {
+        answer.block = block;
     }
 }

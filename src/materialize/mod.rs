@@ -10,7 +10,7 @@ pub mod workspace;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::adapters::{self, Harness, ShimCtx};
 use crate::config::{self, Config, ConfigError};
@@ -18,7 +18,7 @@ use crate::env::Env;
 use crate::fsutil;
 use crate::repo::{RepoError, Tree};
 use crate::spec::{self, SpecError, SpecNode};
-use crate::store::{self, ProjectStore};
+use crate::store::{self, Governed, HookNode, ProjectStore, Receipt};
 use owned::Owned;
 use workspace::Workspace;
 
@@ -68,14 +68,6 @@ pub enum Mode {
     Clean,
 }
 
-/// Per-tree receipt in the store: which harnesses this tree selected.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Receipt {
-    pub schema: u32,
-    pub tree: PathBuf,
-    pub harnesses: Vec<String>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
@@ -113,10 +105,6 @@ pub struct Inputs<'a> {
     pub tree: Tree,
     /// The spex binary the hook commands call.
     pub spex_bin: PathBuf,
-}
-
-fn load_receipt(path: &Path) -> Option<Receipt> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
 fn to_json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
@@ -179,7 +167,7 @@ impl Inputs<'_> {
             if t.root == self.tree.root {
                 continue;
             }
-            if let Some(r) = load_receipt(&store.receipt_file(&t.root)) {
+            if let Some(r) = store.receipt(&t.root) {
                 selected.push((t.clone(), r.harnesses));
             }
         }
@@ -207,6 +195,27 @@ impl Inputs<'_> {
             schema: owned::SCHEMA,
             tree: self.tree.root.clone(),
             harnesses: here,
+            hooks: nodes
+                .iter()
+                .filter_map(|n| {
+                    Some(HookNode {
+                        spec: n.file.to_string_lossy().into_owned(),
+                        handler: self.tree.root.join(n.handler.as_ref()?),
+                        events: n.events.clone(),
+                        order: n.order,
+                        block: n.block,
+                    })
+                })
+                .collect(),
+            governance: nodes
+                .iter()
+                .filter(|n| !n.code.is_empty())
+                .map(|n| Governed {
+                    spec: n.file.to_string_lossy().into_owned(),
+                    title: n.title.clone(),
+                    code: n.code.clone(),
+                })
+                .collect(),
         });
         Ok(finish(
             self.tree.root.clone(),

@@ -3,10 +3,43 @@
 //! session state. Owns paths and locking; it does not know what a harness is.
 
 pub mod lock;
+pub mod session;
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// Per-tree receipt, written by `materialize`: which harnesses this tree selected, and what
+/// `dispatch` needs from the `.spec` tree (so the hot path never walks `.spec`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    pub schema: u32,
+    pub tree: PathBuf,
+    pub harnesses: Vec<String>,
+    #[serde(default)]
+    pub hooks: Vec<HookNode>,
+    #[serde(default)]
+    pub governance: Vec<Governed>,
+}
+
+/// A `surface: hook` spec node: its handler runs after the built-in handlers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookNode {
+    pub spec: String,
+    pub handler: PathBuf,
+    pub events: Vec<String>,
+    pub order: i64,
+    pub block: bool,
+}
+
+/// A spec node that governs files (`code` globs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Governed {
+    pub spec: String,
+    pub title: String,
+    pub code: Vec<String>,
+}
 
 /// Short stable hash of a path, used to name per-project and per-tree entries.
 pub fn path_key(path: &Path) -> String {
@@ -42,6 +75,10 @@ impl ProjectStore {
                 .join("projects")
                 .join(format!("{name}-{}", path_key(main_checkout))),
         }
+    }
+
+    pub fn receipt(&self, tree: &Path) -> Option<Receipt> {
+        serde_json::from_slice(&std::fs::read(self.receipt_file(tree)).ok()?).ok()
     }
 
     pub fn receipt_file(&self, tree: &Path) -> PathBuf {

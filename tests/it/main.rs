@@ -3,4 +3,5 @@
 mod common;
 mod materialize;
 mod peers_smoke;
+mod real_peers;
 mod support;

@@ -1,0 +1,83 @@
+//! The normalized hook event every adapter decodes its wire payload into, and the answer the
+//! dispatcher hands back for the adapter to encode. Harness-neutral by construction.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    SessionStart,
+    PromptSubmitted,
+    ToolStarted,
+    ToolCompleted,
+    ToolFailed,
+    /// The harness is asking the human to allow something.
+    PermissionRequest,
+    /// A harness notification that the session waits for the human (permission dialog).
+    AttentionNotice,
+    /// A harness notification that the session sits idle at its prompt.
+    IdleNotice,
+    TurnCompleted,
+    TurnFailed,
+    TurnInterrupted,
+    SubagentStopped,
+    SessionEnded,
+    /// An event spex binds nothing to (unknown or not handled).
+    Other,
+}
+
+/// One hook invocation, harness-neutral.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HookEvent {
+    pub kind: Option<Kind>,
+    /// The harness's own session id (Claude session UUID, Codex thread id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Files the tool edits (as the payload spells them: absolute or cwd-relative).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub edits: Vec<String>,
+    /// The question or command text when the agent needs the human.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention: Option<(String, String)>,
+    /// The call comes from a subagent: it must not move the parent session.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub subagent: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The harness re-entered Stop after a Stop hook blocked.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stop_hook_active: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What spex answers: context to add and, from a policy, a block.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Answer {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<String>,
+}
+
+impl Answer {
+    pub fn is_empty(&self) -> bool {
+        self.context.is_empty() && self.block.is_none()
+    }
+}
+
+/// The bytes and exit code the harness gets.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct Reply {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: i32,
+}

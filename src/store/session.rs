@@ -1,0 +1,361 @@
+//! Session records: `sessions/<id>/session.json` (the current state, schema-versioned) and
+//! `sessions/<id>/events.jsonl` (append-only), plus the alias index that maps a harness's own
+//! session id to a spex id in O(1) (one file per alias). Every read-modify-write of a record
+//! holds the session's lock.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ProjectStore;
+use crate::fsutil;
+
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    #[default]
+    Starting,
+    Working,
+    Idle,
+    NeedsAttention,
+    Exited,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Starting => "starting",
+            Status::Working => "working",
+            Status::Idle => "idle",
+            Status::NeedsAttention => "needs_attention",
+            Status::Exited => "exited",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnState {
+    Running,
+    Completed,
+    Failed,
+    Interrupted,
+    TimedOut,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attention {
+    /// `permission`, `question`, `turn_failed`, ...
+    pub reason: String,
+    pub text: String,
+    pub since: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    pub id: Option<String>,
+    pub state: TurnState,
+    pub prompt: Option<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeclaredState {
+    Done,
+    Parked,
+    Asking,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Declared {
+    pub state: DeclaredState,
+    pub note: String,
+    pub at: String,
+}
+
+/// Bookkeeping the dispatcher keeps per session (once-per-session policies).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flags {
+    /// Spec files already named to the agent in this session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub specs_announced: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spec_first_done: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_gate_asked: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub schema: u32,
+    pub id: String,
+    pub harness: String,
+    pub harness_session_id: Option<String>,
+    pub project: PathBuf,
+    pub tree: PathBuf,
+    pub branch: Option<String>,
+    /// `spex` or `self`.
+    pub launched_by: String,
+    pub status: Status,
+    pub attention: Option<Attention>,
+    pub turn: Option<Turn>,
+    pub declared: Option<Declared>,
+    /// Repo-relative paths edited in this session.
+    pub touched: Vec<String>,
+    pub headline: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Last event sequence number written to `events.jsonl`.
+    #[serde(default)]
+    pub seq: u64,
+    #[serde(default)]
+    pub flags: Flags,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no session matches `{0}`\nhint: list sessions with `spex sessions --all`")]
+    NotFound(String),
+    #[error("`{prefix}` matches several sessions: {matches}\nhint: give more characters of the id")]
+    Ambiguous { prefix: String, matches: String },
+    #[error("`{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "`{path}` is not a valid session record: {message}\nhint: the store may be from a newer spex; it was left unchanged"
+    )]
+    Corrupt { path: PathBuf, message: String },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// One event line of `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub time: String,
+    pub kind: String,
+    /// The hook (or command) that produced it.
+    pub source: String,
+    #[serde(flatten)]
+    pub fields: serde_json::Map<String, Value>,
+}
+
+impl ProjectStore {
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.dir.join("sessions")
+    }
+
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        self.sessions_dir().join(id)
+    }
+
+    fn alias_file(&self, harness: &str, harness_id: &str) -> PathBuf {
+        self.dir
+            .join("aliases")
+            .join(format!("{harness}-{}", sanitize(harness_id)))
+    }
+
+    /// The spex id a harness session id maps to.
+    pub fn alias(&self, harness: &str, harness_id: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.alias_file(harness, harness_id)).ok()?;
+        let id = text.trim();
+        (!id.is_empty()).then(|| id.to_owned())
+    }
+
+    pub fn set_alias(&self, harness: &str, harness_id: &str, id: &str) -> Result<(), StoreError> {
+        let path = self.alias_file(harness, harness_id);
+        fsutil::write_atomic(&path, id.as_bytes())
+            .map_err(io(&path))
+            .map(drop)
+    }
+
+    pub fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
+        let path = self.session_dir(id).join("session.json");
+        match fsutil::read_opt(&path).map_err(io(&path))? {
+            None => Ok(None),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| StoreError::Corrupt {
+                        path,
+                        message: e.to_string(),
+                    })
+            }
+        }
+    }
+
+    fn save(&self, s: &Session) -> Result<(), StoreError> {
+        let path = self.session_dir(&s.id).join("session.json");
+        let mut bytes = serde_json::to_vec_pretty(s).expect("a session serializes");
+        bytes.push(b'\n');
+        fsutil::write_atomic(&path, &bytes)
+            .map_err(io(&path))
+            .map(drop)
+    }
+
+    /// Read-modify-write of one session under its lock: `f` gets the current record (or
+    /// `None`) and returns the record to store plus events to append (numbered here).
+    pub fn update<R>(
+        &self,
+        id: &str,
+        f: impl FnOnce(
+            Option<Session>,
+        ) -> (
+            Option<Session>,
+            Vec<(String, String, serde_json::Map<String, Value>)>,
+            R,
+        ),
+    ) -> Result<R, StoreError> {
+        let dir = self.session_dir(id);
+        let lock = dir.join("lock");
+        super::lock::with(&lock, || -> Result<R, StoreError> {
+            let current = self.load(id)?;
+            let (next, events, out) = f(current);
+            let Some(mut next) = next else { return Ok(out) };
+            if !events.is_empty() {
+                let path = dir.join("events.jsonl");
+                let mut lines = String::new();
+                for (kind, source, fields) in events {
+                    next.seq += 1;
+                    let ev = Event {
+                        seq: next.seq,
+                        time: next.updated_at.clone(),
+                        kind,
+                        source,
+                        fields,
+                    };
+                    lines.push_str(&serde_json::to_string(&ev).expect("an event serializes"));
+                    lines.push('\n');
+                }
+                // Events first: a crash between the two leaves the record one step behind
+                // its log, never a record claiming events that were not written.
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(io(&path))?;
+                f.write_all(lines.as_bytes()).map_err(io(&path))?;
+            }
+            self.save(&next)?;
+            Ok(out)
+        })
+        .map_err(io(&lock))?
+    }
+
+    /// The last `n` events of a session (all when `n` is `None`).
+    pub fn events(&self, id: &str, n: Option<usize>) -> Result<Vec<Event>, StoreError> {
+        let path = self.session_dir(id).join("events.jsonl");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let all: Vec<Event> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let skip = n.map_or(0, |n| all.len().saturating_sub(n));
+        Ok(all.into_iter().skip(skip).collect())
+    }
+
+    /// Every session id of the project.
+    pub fn session_ids(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.sessions_dir()) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Every readable session record.
+    pub fn sessions(&self) -> Vec<Session> {
+        self.session_ids()
+            .iter()
+            .filter_map(|id| self.load(id).ok().flatten())
+            .collect()
+    }
+
+    /// Resolves a full id or a unique prefix.
+    pub fn resolve(&self, prefix: &str) -> Result<String, StoreError> {
+        if self.session_dir(prefix).join("session.json").is_file() {
+            return Ok(prefix.to_owned());
+        }
+        let matches: Vec<String> = self
+            .session_ids()
+            .into_iter()
+            .filter(|id| id.starts_with(prefix))
+            .collect();
+        match matches.len() {
+            0 => Err(StoreError::NotFound(prefix.to_owned())),
+            1 => Ok(matches.into_iter().next().expect("one match")),
+            _ => Err(StoreError::Ambiguous {
+                prefix: prefix.to_owned(),
+                matches: matches.join(", "),
+            }),
+        }
+    }
+
+    fn touched_file(&self, rel: &str) -> PathBuf {
+        self.dir
+            .join("touched")
+            .join(super::path_key(Path::new(rel)))
+    }
+
+    /// Sessions that recorded an edit of `rel` (repo-relative), in first-touch order.
+    pub fn touched_by(&self, rel: &str) -> Vec<String> {
+        let Ok(text) = std::fs::read_to_string(self.touched_file(rel)) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = Vec::new();
+        for id in text.lines() {
+            if !out.iter().any(|o| o == id) {
+                out.push(id.to_owned());
+            }
+        }
+        out
+    }
+
+    /// Notes that session `id` edited `rel` (one appended line; lines never interleave).
+    pub fn note_touched(&self, rel: &str, id: &str) {
+        if !self.touched_by(rel).iter().any(|o| o == id) {
+            crate::dispatch::append_line(&self.touched_file(rel), id);
+        }
+    }
+}
+
+/// File-name-safe form of a harness id (they are UUID-like, but never trust input).
+fn sanitize(s: &str) -> String {
+    let clean: String = s
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(128)
+        .collect();
+    if clean.is_empty() {
+        "_".to_owned()
+    } else {
+        clean
+    }
+}
+
+/// A valid spex session id: what `sanitize` keeps, non-empty.
+pub fn is_valid_id(s: &str) -> bool {
+    !s.is_empty() && sanitize(s) == s
+}
