@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod init;
 pub mod materialize;
 pub mod output;
+pub mod sessions;
 pub mod slash;
 
 use std::path::PathBuf;
@@ -32,6 +33,10 @@ pub enum Command {
     Dispatch(dispatch::Args),
     Slash(slash::Args),
     Doctor(doctor::Args),
+    Sessions(sessions::ListArgs),
+    Show(sessions::ShowArgs),
+    Wait(sessions::WaitArgs),
+    Session(sessions::DeclareArgs),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -60,6 +65,10 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Dispatch(a) => Ok(dispatch::run(&a)),
         Command::Slash(a) => slash::run(&a, env),
         Command::Doctor(a) => doctor::run(&a, env),
+        Command::Sessions(a) => sessions::list(&a, env),
+        Command::Show(a) => sessions::show(&a, env),
+        Command::Wait(a) => sessions::wait(&a, env),
+        Command::Session(a) => sessions::declare(&a, env),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "spex", &mut buf);

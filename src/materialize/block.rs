@@ -163,14 +163,6 @@ pub fn validate(text: &str, syn: Syntax) -> Result<(), BlockError> {
     scan(text, syn).map(drop)
 }
 
-/// The current body of block `id`, if present.
-pub fn body<'a>(text: &'a str, syn: Syntax, id: &str) -> Result<Option<&'a str>, BlockError> {
-    Ok(scan(text, syn)?
-        .into_iter()
-        .find(|f| f.id == id)
-        .map(|f| &text[f.body]))
-}
-
 /// Returns `text` with block `id` holding `body` (lines without line endings; the file's own
 /// line ending is used), or with the block removed when `body` is `None`.
 pub fn reconcile(

@@ -87,20 +87,12 @@ impl ProjectStore {
             .join(format!("{}.json", path_key(tree)))
     }
 
-    pub fn receipts_dir(&self) -> PathBuf {
-        self.dir.join("trees")
-    }
-
     pub fn owned_file(&self) -> PathBuf {
         self.dir.join("owned.json")
     }
 
     pub fn dispatch_log(&self) -> PathBuf {
         self.dir.join("dispatch.log")
-    }
-
-    pub fn lock_file(&self) -> PathBuf {
-        self.dir.join("project.lock")
     }
 }
 
