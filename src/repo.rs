@@ -130,10 +130,10 @@ impl Tree {
             let Some(root) = dot_git.parent() else {
                 continue;
             };
-            if let Ok(tree) = Tree::at(root, &dot_git, false) {
-                if tree.common_dir == self.common_dir {
-                    out.push(tree);
-                }
+            if let Ok(tree) = Tree::at(root, &dot_git, false)
+                && tree.common_dir == self.common_dir
+            {
+                out.push(tree);
             }
         }
         out

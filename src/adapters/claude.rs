@@ -329,7 +329,12 @@ impl Claude {
             "PostToolUse" => Kind::ToolCompleted,
             "PostToolUseFailure" => {
                 ev.error = s(p, "error");
-                Kind::ToolFailed
+                // Esc during a tool interrupts the turn, and no Stop follows (facts/claude.md §7.4).
+                if p.get("is_interrupt").and_then(Value::as_bool) == Some(true) {
+                    Kind::TurnInterrupted
+                } else {
+                    Kind::ToolFailed
+                }
             }
             "PermissionRequest" => {
                 let text = if asks {

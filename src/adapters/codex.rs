@@ -98,7 +98,7 @@ fn config_file(env: &Env) -> PathBuf {
     env.codex_home().join("config.toml")
 }
 
-/// Codex's snake_case label of an event (the trust key and hash use it).
+/// Codex's `snake_case` label of an event (the trust key and hash use it).
 fn event_label(event: &str) -> String {
     let mut out = String::new();
     for (i, c) in event.chars().enumerate() {
@@ -114,7 +114,7 @@ fn event_label(event: &str) -> String {
     out
 }
 
-/// SessionEnd and Interrupt hooks are clamped to 1..=3 s by Codex; others default to 600.
+/// `SessionEnd` and `Interrupt` hooks are clamped to 1..=3 s by Codex; others default to 600.
 fn timeout_for(event: &str) -> u64 {
     if matches!(event, "SessionEnd" | "Interrupt") {
         3
@@ -207,8 +207,10 @@ pub fn trust_hash(event: &str, matcher: Option<&str>, handler: &Value) -> String
     if let Some(acl) = handler
         .get("additionalContextLimit")
         .and_then(Value::as_u64)
+        && acl != 2500
+        && EVENTS_WITH_CONTEXT.contains(&event)
     {
-        if acl != 2500 && EVENTS_WITH_CONTEXT.contains(&event) {
+        {
             h.insert("additionalContextLimit".into(), json!(acl));
         }
     }
@@ -263,7 +265,6 @@ impl Codex {
     /// The trust block for `config.toml`: project trust unless the user already set it, and
     /// one `[hooks.state]` table per spex handler not already trusted by the user.
     fn trust_lines(
-        &self,
         ctx: &ShimCtx,
         user: &toml_edit::DocumentMut,
         hooks_doc: &Value,
@@ -366,8 +367,7 @@ impl Harness for Codex {
         };
         let hooks_doc = ws
             .hook_groups(&hooks_path, &wanted, &super::is_spex_group)?
-            .map(|d| d.value())
-            .unwrap_or(Value::Null);
+            .map_or(Value::Null, |d| d.value());
         if ctx.here && ctx.anywhere && ctx.tree.root != ctx.tree.main {
             // Codex reads a worktree's hooks from the main checkout only if the worktree has
             // a `.codex/` folder of its own (facts/codex.md §1).
@@ -387,7 +387,7 @@ impl Harness for Codex {
             .parse()
             .map_err(|e| toml_error(&config, &user_text, &e))?;
         let lines = if ctx.anywhere {
-            self.trust_lines(ctx, &user, &hooks_doc, ws)
+            Self::trust_lines(ctx, &user, &hooks_doc, ws)
         } else {
             Vec::new()
         };
@@ -395,7 +395,7 @@ impl Harness for Codex {
             &config,
             block::HASH,
             TRUST_BLOCK,
-            (!lines.is_empty()).then_some(lines),
+            (!lines.is_empty()).then_some(lines.as_slice()),
         )?;
         if let Some(after) = ws.read_text(&config)? {
             after.parse::<toml_edit::DocumentMut>().map_err(|e| MaterializeError::Toml {
@@ -461,7 +461,13 @@ impl Harness for Codex {
     fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check> {
         let mut checks = vec![super::check_binary(self, ctx)];
         let hooks_path = hooks_file(&ctx.tree.main);
-        checks.push(super::check_shims(self, ctx, &hooks_path, ctx.selected));
+        // The hooks file is shared by every checkout: wanted while any checkout selects Codex.
+        checks.push(super::check_shims(
+            self,
+            ctx,
+            &hooks_path,
+            ctx.selected_anywhere,
+        ));
         if ctx.selected && !ctx.tree.is_main() && !ctx.tree.root.join(".codex").is_dir() {
             checks.push(Check::new("worktree anchor", Status::Fail, format!("{} has no `.codex/` folder, so Codex loads no project hooks here\nhint: run `spex materialize`", ctx.tree.root.display())));
         }

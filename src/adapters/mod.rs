@@ -78,6 +78,8 @@ pub struct DoctorCtx<'a> {
     pub tree: &'a Tree,
     /// This tree's receipt selects the harness.
     pub selected: bool,
+    /// Some checkout of the project selects the harness (shared shims are wanted).
+    pub selected_anywhere: bool,
     /// The hook command prefix this spex writes (`<spex> dispatch`).
     pub spex: &'a str,
     /// The harness binary to run (config `harness.<id>.command`, else the default name).
@@ -385,7 +387,7 @@ mod tests {
         for id in ids {
             assert!(lookup(id).is_some());
         }
-        assert_eq!(lookup("plugin").map(|h| h.id()), Some("claude"));
+        assert_eq!(lookup("plugin").map(Harness::id), Some("claude"));
         assert!(lookup("vim").is_none());
     }
 
@@ -395,7 +397,7 @@ mod tests {
             let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("tests/fixtures/payloads")
                 .join(h.id());
-            let n = std::fs::read_dir(&dir).map(Iterator::count).unwrap_or(0);
+            let n = std::fs::read_dir(&dir).map_or(0, Iterator::count);
             assert!(n > 0, "no payload fixtures in {}", dir.display());
         }
     }

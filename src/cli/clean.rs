@@ -44,7 +44,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                 .collect::<String>(),
         );
     } else {
-        report(&plans, "cleaned", !args.dry_run, args.json, env);
+        report(&plans, ("clean", "cleaned"), !args.dry_run, args.json, env);
     }
     Ok(Outcome::Ok)
 }

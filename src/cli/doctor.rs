@@ -26,6 +26,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let cfg = config::load(&env.user_config_file(), &tree.root)?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
     let receipt = store.receipt(&tree.root);
+    let others: Vec<_> = tree
+        .all_trees()
+        .into_iter()
+        .filter_map(|t| store.receipt(&t.root))
+        .collect();
     let spex = shell_quote(&super::spex_binary()?.to_string_lossy());
     let mut report = serde_json::Map::new();
     let mut failed = false;
@@ -40,7 +45,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         let selected = receipt
             .as_ref()
             .is_some_and(|r| r.harnesses.iter().any(|id| id == h.id()));
+        let selected_anywhere = others
+            .iter()
+            .any(|r| r.harnesses.iter().any(|id| id == h.id()));
         let ctx = DoctorCtx {
+            selected_anywhere,
             env,
             tree: &tree,
             selected,

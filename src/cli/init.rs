@@ -55,7 +55,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let plan = plan_and_apply(env, tree, Mode::Materialize, true)?;
     report(
         std::slice::from_ref(&plan),
-        "materialized",
+        ("materialize", "materialized"),
         true,
         args.json,
         env,

@@ -53,7 +53,7 @@ fn rel(path: &Path, tree: &Path) -> String {
 }
 
 /// Prints a plan the way `materialize` and `clean` report it.
-pub fn report(plans: &[Plan], verb: &str, written: bool, json: bool, env: &Env) {
+pub fn report(plans: &[Plan], verb: (&str, &str), written: bool, json: bool, env: &Env) {
     if json {
         let items: Vec<_> = plans
             .iter()
@@ -86,14 +86,15 @@ pub fn report(plans: &[Plan], verb: &str, written: bool, json: bool, env: &Env) 
             continue;
         }
         let head = if written {
-            verb.to_owned()
+            verb.1.to_owned()
         } else {
-            format!("would {verb}")
+            format!("would {}", verb.0)
         };
+        let n = p.changes.len();
         text.push_str(&format!(
-            "{}: {head} ({} changes)\n",
+            "{}: {head} ({n} change{})\n",
             p.tree.display(),
-            p.changes.len()
+            if n == 1 { "" } else { "s" }
         ));
         let rows: Vec<Vec<String>> = p
             .changes
@@ -125,7 +126,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     } else {
         report(
             std::slice::from_ref(&plan),
-            "materialized",
+            ("materialize", "materialized"),
             write,
             args.json,
             env,

@@ -1,11 +1,6 @@
 //! The only writer of stdout. stdout is a protocol (`dispatch` output, `--json`), so every
 //! command prints through here; diagnostics go to stderr.
 
-#![expect(
-    clippy::print_stdout,
-    reason = "this module is the one place that owns stdout"
-)]
-
 use std::io::{IsTerminal, Write};
 
 /// Prints text to stdout as is.

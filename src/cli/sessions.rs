@@ -85,8 +85,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
             status_cell(style, s.status),
             s.turn
                 .as_ref()
-                .map(|t| format!("{:?}", t.state).to_lowercase())
-                .unwrap_or_else(|| "-".into()),
+                .map_or_else(|| "-".into(), |t| format!("{:?}", t.state).to_lowercase()),
             s.branch.clone().unwrap_or_else(|| "-".into()),
             s.updated_at.get(11..19).unwrap_or_default().to_owned(),
             note(s).chars().take(60).collect(),

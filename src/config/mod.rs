@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use jsonc_parser::ast::{ObjectPropName, Value as Ast};
 use jsonc_parser::common::Ranged;
 
-use crate::adapters;
+use crate::adapters::{self, Harness};
 
 pub const PROJECT_FILE: &str = "spex.jsonc";
 pub const LOCAL_FILE: &str = "spex.local.jsonc";
@@ -123,7 +123,7 @@ fn harness_id(layer: &Layer, v: &Ast, key: &str) -> Result<&'static str, ConfigE
             format!("use one of {}", known_ids()),
         ));
     };
-    adapters::lookup(&s.value).map(|h| h.id()).ok_or_else(|| {
+    adapters::lookup(&s.value).map(Harness::id).ok_or_else(|| {
         layer.err(
             v.start(),
             format!("`{key}`: unknown harness `{}`", s.value),
@@ -200,7 +200,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
                 };
                 for p in &per.properties {
                     let id_name = name_of(&p.name);
-                    let id = adapters::lookup(&id_name).map(|h| h.id()).ok_or_else(|| {
+                    let id = adapters::lookup(&id_name).map(Harness::id).ok_or_else(|| {
                         layer.err(
                             p.start(),
                             format!("`harness.{id_name}`: unknown harness"),
@@ -223,7 +223,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
                                     layer,
                                     &f.value,
                                     &format!("harness.{id_name}.command"),
-                                )?)
+                                )?);
                             }
                             "args" => {
                                 let Ast::Array(a) = &f.value else {

@@ -74,7 +74,12 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
                 json!({ "harness_session_id": ev.session_id }),
             )
         }
-        Kind::PromptSubmitted if sub => None,
+        // A subagent's own turn and prompt never move the parent session.
+        Kind::PromptSubmitted | Kind::TurnCompleted | Kind::TurnInterrupted | Kind::IdleNotice
+            if sub =>
+        {
+            None
+        }
         Kind::PromptSubmitted => {
             let prompt = ev.prompt.clone().unwrap_or_default();
             if s.headline.is_none() && !prompt.trim().is_empty() {
@@ -153,7 +158,6 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
                 )
             }
         }
-        Kind::TurnCompleted if sub => None,
         Kind::TurnCompleted => {
             if stop_gate(ctx, s, &mut answer) {
                 None
@@ -198,7 +202,28 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
             s.status = Status::Exited;
             event("session.exited", json!({ "reason": ev.reason }))
         }
-        Kind::SubagentStopped | Kind::IdleNotice | Kind::Other => None,
+        Kind::IdleNotice => {
+            // Claude waits at its prompt. A turn still running here was interrupted (Esc fires
+            // no Stop), and a declared question keeps the session waiting for its answer.
+            let interrupted = s
+                .turn
+                .as_ref()
+                .is_some_and(|t| t.state == TurnState::Running);
+            let turn_id = end_turn(s, TurnState::Interrupted, ctx.now);
+            if s.declared
+                .as_ref()
+                .is_none_or(|d| d.state != DeclaredState::Asking)
+            {
+                s.status = Status::Idle;
+                s.attention = None;
+            }
+            if interrupted {
+                event("turn.interrupted", json!({ "turn_id": turn_id }))
+            } else {
+                None
+            }
+        }
+        Kind::SubagentStopped | Kind::Other => None,
     };
     (out, answer)
 }

@@ -35,7 +35,7 @@ pub fn run(nodes: &[&HookNode], payload: &[u8], session: &str, event: &str, answ
             match child.try_wait() {
                 Ok(Some(st)) => break Some(st),
                 Ok(None) if start.elapsed() < TIMEOUT => {
-                    std::thread::sleep(Duration::from_millis(5))
+                    std::thread::sleep(Duration::from_millis(5));
                 }
                 _ => {
                     let _ = child.kill();

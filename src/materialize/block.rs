@@ -14,7 +14,7 @@ use std::ops::Range;
 pub struct Syntax {
     /// Text every sentinel line starts with, e.g. `<!-- spex:` or `# spex:`.
     pub lead: &'static str,
-    /// Text every sentinel line ends with, e.g. ` -->` or ``.
+    /// Text every sentinel line ends with, e.g. ` -->`, or nothing.
     pub tail: &'static str,
 }
 

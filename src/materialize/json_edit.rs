@@ -74,9 +74,8 @@ impl JsonDoc {
             None => (false, bytes),
         };
         let text = String::from_utf8(body.to_vec()).map_err(|e| JsonError::Syntax {
-            line: 1 + body[..e.utf8_error().valid_up_to()]
-                .iter()
-                .filter(|b| **b == b'\n')
+            line: 1 + String::from_utf8_lossy(&body[..e.utf8_error().valid_up_to()])
+                .matches('\n')
                 .count(),
             column: 1,
             message: "the file is not valid UTF-8".into(),
@@ -372,10 +371,10 @@ impl JsonDoc {
         arr: &str,
         idx: usize,
     ) -> Result<(), JsonError> {
-        if let Some(c) = self.locate(path, Some(arr))? {
-            if idx < c.children.len() {
-                self.remove_child(&c, idx);
-            }
+        if let Some(c) = self.locate(path, Some(arr))?
+            && idx < c.children.len()
+        {
+            self.remove_child(&c, idx);
         }
         Ok(())
     }

@@ -219,6 +219,7 @@ impl Inputs<'_> {
         });
         Ok(finish(
             self.tree.root.clone(),
+            &other_roots(&self.tree),
             cfg.harnesses,
             ws,
             store,
@@ -259,7 +260,7 @@ fn plan_contract(
     } else {
         None
     };
-    ws.block(&path, block::MARKDOWN, "contract", body)
+    ws.block(&path, block::MARKDOWN, "contract", body.as_deref())
 }
 
 /// Skills, agents and commands: render the wanted ones, delete stamped leftovers.
@@ -289,6 +290,23 @@ fn plan_generated(
     Ok(())
 }
 
+/// Roots of the repository's other checkouts.
+fn other_roots(tree: &Tree) -> Vec<PathBuf> {
+    tree.all_trees()
+        .into_iter()
+        .map(|t| t.root)
+        .filter(|r| *r != tree.root)
+        .collect()
+}
+
+/// Whether `p` (under `root`) belongs to this checkout rather than to a checkout nested in it
+/// (e.g. a worktree under `.claude/worktrees/`).
+fn in_tree_scope(p: &Path, root: &Path, others: &[PathBuf]) -> bool {
+    !others
+        .iter()
+        .any(|r| r.starts_with(root) && p.starts_with(r))
+}
+
 /// Lists the files spex created in this tree in the repository's `info/exclude`.
 fn plan_exclude(tree: &Tree, ws: &mut Workspace) -> Result<(), MaterializeError> {
     let mut created: BTreeSet<PathBuf> = ws.owned.files.clone();
@@ -303,19 +321,10 @@ fn plan_exclude(tree: &Tree, ws: &mut Workspace) -> Result<(), MaterializeError>
             _ => {}
         }
     }
-    let other_roots: Vec<PathBuf> = tree
-        .all_trees()
-        .into_iter()
-        .map(|t| t.root)
-        .filter(|r| *r != tree.root)
-        .collect();
+    let other_roots = other_roots(tree);
     let mut lines: Vec<String> = created
         .iter()
-        .filter(|p| {
-            !other_roots
-                .iter()
-                .any(|r| p.starts_with(r) && r.starts_with(&tree.root))
-        })
+        .filter(|p| p.starts_with(&tree.root) && in_tree_scope(p, &tree.root, &other_roots))
         .filter(|p| !p.starts_with(&tree.common_dir) && !p.starts_with(&tree.git_dir))
         .filter_map(|p| p.strip_prefix(&tree.root).ok())
         .map(|rel| format!("/{}", rel.to_string_lossy()))
@@ -330,7 +339,7 @@ fn plan_exclude(tree: &Tree, ws: &mut Workspace) -> Result<(), MaterializeError>
         0,
         format!("# files spex generated in {}", tree.root.display()),
     );
-    ws.block(&path, block::HASH, &id, Some(lines))
+    ws.block(&path, block::HASH, &id, Some(&lines))
 }
 
 fn missing_ancestors(path: &Path, stop_at_existing: &mut BTreeSet<PathBuf>) {
@@ -346,6 +355,7 @@ fn missing_ancestors(path: &Path, stop_at_existing: &mut BTreeSet<PathBuf>) {
 
 fn finish(
     tree: PathBuf,
+    others: &[PathBuf],
     harnesses: Vec<&'static str>,
     ws: Workspace,
     store: ProjectStore,
@@ -404,10 +414,28 @@ fn finish(
     owned.dirs.extend(new_dirs.iter().cloned());
     // Owned folders that end up empty (and are not wanted) are removed, deepest first.
     let mut removed: BTreeSet<PathBuf> = BTreeSet::new();
+    // Candidates: folders of files this plan deletes, and this checkout's own folders (never
+    // another checkout's, e.g. its `.codex/` anchor).
+    let mut deleted_parents: BTreeSet<&Path> = BTreeSet::new();
+    for p in &deleted {
+        deleted_parents.extend(p.ancestors().skip(1));
+    }
+    let mut needed: BTreeSet<&Path> = BTreeSet::new();
+    for (p, e) in &files {
+        if e.after.is_some() {
+            needed.extend(p.ancestors().skip(1));
+        }
+    }
     let mut candidates: Vec<PathBuf> = owned
         .dirs
         .iter()
-        .filter(|d| !new_dirs.contains(*d) && !wanted_dirs.contains(*d))
+        .filter(|d| {
+            !new_dirs.contains(*d) && !wanted_dirs.contains(*d) && !needed.contains(d.as_path())
+        })
+        .filter(|d| {
+            deleted_parents.contains(d.as_path())
+                || (d.starts_with(&tree) && in_tree_scope(d, &tree, others))
+        })
         .cloned()
         .collect();
     candidates.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
@@ -420,10 +448,7 @@ fn finish(
             let p = e.path();
             deleted.contains(&p) || removed.contains(&p)
         });
-        let still_needed = files
-            .iter()
-            .any(|(p, e)| e.after.is_some() && p.starts_with(&d));
-        if empty_after && !still_needed {
+        if empty_after {
             removed.insert(d.clone());
             owned.dirs.remove(&d);
             changes.push(Change {

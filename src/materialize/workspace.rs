@@ -89,19 +89,18 @@ impl Workspace {
         path: &Path,
         syn: Syntax,
         id: &str,
-        body: Option<Vec<String>>,
+        body: Option<&[String]>,
     ) -> Result<(), MaterializeError> {
         let current = self.read_text(path)?;
         if current.is_none() && body.is_none() {
             return Ok(());
         }
         let text = current.unwrap_or_default();
-        let new = block::reconcile(&text, syn, id, body.as_deref()).map_err(|source| {
-            MaterializeError::Block {
+        let new =
+            block::reconcile(&text, syn, id, body).map_err(|source| MaterializeError::Block {
                 path: path.to_owned(),
                 source,
-            }
-        })?;
+            })?;
         if new.is_empty() && self.created_by_spex(path) {
             return self.set(path, None);
         }
@@ -236,44 +235,41 @@ impl Workspace {
         {
             owned.root_created = true;
         }
-        match value {
-            Some(v) => {
-                let missing = (1..=key.len()).find(|&i| doc.get(&key[..i]).is_none());
-                if let Some(i) = missing {
-                    let nested = key[i..]
-                        .iter()
-                        .rev()
-                        .fold(v.clone(), |acc, k| serde_json::json!({ k.clone(): acc }));
-                    let nested = nested.get(&key[i - 1]).cloned().unwrap_or(nested);
-                    doc.expect_object(&key[..i - 1]).map_err(jerr)?;
-                    doc.insert_member(&key[..i - 1], &key[i - 1], &nested)
-                        .map_err(jerr)?;
-                    for j in i..=key.len() {
-                        owned.members.push(key[..j].to_vec());
-                    }
-                } else if doc.get(key).as_ref() != Some(v) {
-                    if !owned.replaced.iter().any(|(k, _)| k == key)
-                        && !owned.members.iter().any(|m| m == key)
-                    {
-                        owned
-                            .replaced
-                            .push((key.to_vec(), doc.get(key).unwrap_or(Value::Null)));
-                    }
-                    let (last, parent) = key.split_last().expect("key paths are non-empty");
-                    doc.replace_member(parent, last, v).map_err(jerr)?;
+        if let Some(v) = value {
+            let missing = (1..=key.len()).find(|&i| doc.get(&key[..i]).is_none());
+            if let Some(i) = missing {
+                let nested = key[i..]
+                    .iter()
+                    .rev()
+                    .fold(v.clone(), |acc, k| serde_json::json!({ k.clone(): acc }));
+                let nested = nested.get(&key[i - 1]).cloned().unwrap_or(nested);
+                doc.expect_object(&key[..i - 1]).map_err(jerr)?;
+                doc.insert_member(&key[..i - 1], &key[i - 1], &nested)
+                    .map_err(jerr)?;
+                for j in i..=key.len() {
+                    owned.members.push(key[..j].to_vec());
                 }
+            } else if doc.get(key).as_ref() != Some(v) {
+                if !owned.replaced.iter().any(|(k, _)| k == key)
+                    && !owned.members.iter().any(|m| m == key)
+                {
+                    owned
+                        .replaced
+                        .push((key.to_vec(), doc.get(key).unwrap_or(Value::Null)));
+                }
+                let (last, parent) = key.split_last().expect("key paths are non-empty");
+                doc.replace_member(parent, last, v).map_err(jerr)?;
             }
-            None => {
-                if let Some(pos) = owned.replaced.iter().position(|(k, _)| k == key) {
-                    let (k, old) = owned.replaced.remove(pos);
-                    let (last, parent) = k.split_last().expect("key paths are non-empty");
-                    doc.replace_member(parent, last, &old).map_err(jerr)?;
-                }
-                if let Some(pos) = owned.members.iter().position(|m| m == key) {
-                    owned.members.remove(pos);
-                    let (last, parent) = key.split_last().expect("key paths are non-empty");
-                    doc.remove_member(parent, last).map_err(jerr)?;
-                }
+        } else {
+            if let Some(pos) = owned.replaced.iter().position(|(k, _)| k == key) {
+                let (k, old) = owned.replaced.remove(pos);
+                let (last, parent) = k.split_last().expect("key paths are non-empty");
+                doc.replace_member(parent, last, &old).map_err(jerr)?;
+            }
+            if let Some(pos) = owned.members.iter().position(|m| m == key) {
+                owned.members.remove(pos);
+                let (last, parent) = key.split_last().expect("key paths are non-empty");
+                doc.remove_member(parent, last).map_err(jerr)?;
             }
         }
         self.store_json(path, Some(doc), owned)
@@ -363,13 +359,13 @@ impl Workspace {
         content: Option<String>,
     ) -> Result<(), MaterializeError> {
         let current = self.read(path)?;
-        if let Some(cur) = &current {
-            if !String::from_utf8_lossy(cur).contains(STAMP) {
-                if content.is_some() {
-                    return Err(MaterializeError::Foreign(path.to_owned()));
-                }
-                return Ok(());
+        if let Some(cur) = &current
+            && !String::from_utf8_lossy(cur).contains(STAMP)
+        {
+            if content.is_some() {
+                return Err(MaterializeError::Foreign(path.to_owned()));
             }
+            return Ok(());
         }
         if current.is_none() && content.is_none() {
             return Ok(());

@@ -1,4 +1,4 @@
-//! A hermetic world for running the real `spex` binary: temp HOME, CODEX_HOME, SPEX_HOME and
+//! A hermetic world for running the real `spex` binary: temp `HOME`, `CODEX_HOME`, `SPEX_HOME` and
 //! XDG dirs, git repositories with linked worktrees, and snapshots of every file spex may touch.
 
 use std::collections::BTreeMap;
@@ -113,7 +113,7 @@ impl World {
     }
 
     /// Every file and folder spex may touch, with bytes and mtime: the trees (without `.git`),
-    /// the repository's `info/exclude`, HOME and CODEX_HOME.
+    /// the repository's `info/exclude`, `HOME` and `CODEX_HOME`.
     pub fn snapshot(&self, extra_roots: &[&Path]) -> Snapshot {
         let mut entries = BTreeMap::new();
         let mut roots: Vec<&Path> = vec![&self.repo, &self.home, &self.codex_home];

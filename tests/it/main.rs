@@ -1,7 +1,9 @@
 //! Integration tests: one binary (see Cargo.toml `[[test]] name = "it"`).
 
 mod common;
+mod dispatch;
 mod materialize;
 mod peers_smoke;
 mod real_peers;
+mod real_sessions;
 mod support;

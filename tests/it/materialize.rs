@@ -416,6 +416,11 @@ fn worktree_shares_codex_hooks_of_main_until_last_tree_cleans() {
     w.ok(&w.repo, &["materialize"]);
     w.ok(&wt, &["materialize"]);
     assert!(wt.join(".codex").is_dir(), "worktree anchor");
+    w.ok(&w.repo, &["materialize"]);
+    assert!(
+        wt.join(".codex").is_dir(),
+        "materialize in another checkout keeps this one's anchor"
+    );
     assert!(
         !wt.join(".codex/hooks.json").exists(),
         "hooks live in the main checkout only"

@@ -16,7 +16,7 @@ use tungstenite::{Message, WebSocket};
 
 use crate::common::{World, read, write};
 use crate::support::claude_home::claude_command;
-use crate::support::codex_home::codex_command;
+use crate::support::codex_home::{codex_command, trust_project};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
 use crate::support::peers::{GroupChild, peers_bin_dir};
 
@@ -157,7 +157,7 @@ impl Rpc {
     }
 }
 
-/// A real `codex app-server` on a Unix socket with the world's HOME and CODEX_HOME, and one
+/// A real `codex app-server` on a Unix socket with the world's `HOME` and `CODEX_HOME`, and one
 /// initialized client. Stopped (with its whole process group) on Drop.
 struct AppServer {
     rpc: Rpc,
@@ -171,6 +171,8 @@ impl AppServer {
         let sock = w.dir.path().join(format!("{tag}.sock"));
         let log_path = w.dir.path().join(format!("{tag}.log"));
         let log_file = File::create(&log_path).unwrap();
+        // Codex refuses a CODEX_HOME that does not exist (before materialize it may not).
+        fs::create_dir_all(&w.codex_home).unwrap();
         let mut cmd = codex_command(&w.codex_home, &w.home);
         cmd.arg("app-server")
             .arg("--listen")
@@ -257,10 +259,7 @@ fn hooks_of<'a>(list: &'a Value, cwd: &Path) -> &'a [Value] {
         cwd.display(),
         pretty(list)
     );
-    listing["hooks"]
-        .as_array()
-        .map_or(&[], Vec::as_slice)
-        .as_ref()
+    listing["hooks"].as_array().map_or(&[], Vec::as_slice)
 }
 
 fn command_of(hook: &Value) -> &str {
@@ -296,11 +295,20 @@ fn user_hook(list: &Value, cwd: &Path) -> Value {
     let h = found[0];
     assert_eq!(h["eventName"], "preToolUse", "{}", pretty(h));
     assert_eq!(h["matcher"], "Bash", "{}", pretty(h));
+    // spex trusts only its own hooks; the user's stays as the user left it.
+    assert_eq!(h["trustStatus"], "untrusted", "{}", pretty(h));
     h.clone()
 }
 
-fn assert_spex_hooks_trusted(list: &Value, cwd: &Path) {
+fn assert_spex_hooks_trusted(list: &Value, cwd: &Path, files: &dyn Fn() -> String) {
     let hooks = hooks_of(list, cwd);
+    assert!(
+        !hooks.is_empty(),
+        "Codex lists no hooks for {}:\n{}\n{}",
+        cwd.display(),
+        pretty(list),
+        files()
+    );
     for event in CODEX_EVENTS {
         let suffix = format!(" dispatch codex {event}");
         let ours: Vec<&Value> = hooks
@@ -310,117 +318,156 @@ fn assert_spex_hooks_trusted(list: &Value, cwd: &Path) {
         assert_eq!(
             ours.len(),
             1,
-            "{}: expected exactly one spex `{event}` hook:\n{}",
+            "{}: expected exactly one spex `{event}` hook:\n{}\n{}",
             cwd.display(),
-            pretty(list)
+            pretty(list),
+            files()
         );
         let h = ours[0];
         assert_eq!(
             h["eventName"],
             camel(event),
-            "{}: {event}\n{}",
+            "{}: {event}\n{}\n{}",
             cwd.display(),
-            pretty(list)
+            pretty(list),
+            files()
         );
         assert_eq!(
             h["trustStatus"],
             "trusted",
-            "{}: {event} not trusted\n{}",
+            "{}: {event} not trusted\n{}\n{}",
             cwd.display(),
-            pretty(list)
+            pretty(list),
+            files()
         );
         assert_eq!(
             h["enabled"],
             true,
-            "{}: {event} not enabled\n{}",
+            "{}: {event} not enabled\n{}\n{}",
             cwd.display(),
-            pretty(list)
+            pretty(list),
+            files()
         );
     }
     let total = hooks.iter().filter(|h| is_spex_hook(h)).count();
     assert_eq!(
         total,
         CODEX_EVENTS.len(),
-        "{}: unexpected spex hooks\n{}",
+        "{}: unexpected spex hooks\n{}\n{}",
         cwd.display(),
-        pretty(list)
+        pretty(list),
+        files()
     );
+}
+
+/// The project with the user's own Codex setup: their config trusting the project, their
+/// hook in the main checkout's `.codex/hooks.json`, and two linked worktrees. Returns
+/// `(wt, wt_tracked, the user's config.toml)`.
+fn seed_user_codex(w: &World) -> (PathBuf, PathBuf, String) {
+    seed_project(w);
+    // The user already trusts the project in Codex (their own config, with a comment), so
+    // Codex lists their hook before, during and after spex; spex adds only hook trust.
+    trust_project(&w.codex_home, &w.repo);
+    let user_config = format!(
+        "# the user's own Codex config\n{}",
+        read(&w.codex_home.join("config.toml"))
+    );
+    write(&w.codex_home.join("config.toml"), &user_config);
+    // `wt` is checked out before the user's hooks.json is committed: it has no `.codex/` of
+    // its own, so Codex loads project hooks there only through the anchor folder spex creates.
+    let wt = w.add_worktree("wt");
+    write(&w.repo.join(".codex/hooks.json"), USER_HOOKS_JSON);
+    // `wt-tracked` checks out the user's (tracked) `.codex/hooks.json`. Both worktrees exist
+    // before materialize, so no commit holds spex's output.
+    let wt_tracked = w.add_worktree("wt-tracked");
+    assert!(!wt.join(".codex").exists() && wt_tracked.join(".codex/hooks.json").is_file());
+    (wt, wt_tracked, user_config)
 }
 
 #[test]
 fn codex_hooks_list_trusts_every_spex_hook_in_main_and_worktree() {
     let started = Instant::now();
     let w = World::new();
-    seed_project(&w);
-    write(&w.repo.join(".codex/hooks.json"), USER_HOOKS_JSON);
-    // The worktree is added before materialize: its checkout holds the user's own (tracked)
-    // `.codex/hooks.json`, not a commit of spex's output.
-    let wt = w.add_worktree("wt");
+    let (wt, wt_tracked, user_config) = seed_user_codex(&w);
+    let trees = [w.repo.as_path(), wt.as_path(), wt_tracked.as_path()];
 
-    // Baseline: what Codex makes of the user's hook before spex touches anything. The project
-    // is not trusted yet, so the listing may be empty; it is recorded for the diagnostics.
-    let before = AppServer::start(&w, "h0").hooks_list(&[&w.repo, &wt]);
+    let before = AppServer::start(&w, "h0").hooks_list(&trees);
+    // Codex attributes the hook to the main checkout's hooks.json in every tree that sees it.
+    let user = user_hook(&before, &w.repo);
+    assert_eq!(user_hook(&before, &wt_tracked), user, "{}", pretty(&before));
+    for cwd in trees {
+        assert!(
+            !hooks_of(&before, cwd).iter().any(is_spex_hook),
+            "spex hooks before materialize in {}:\n{}",
+            cwd.display(),
+            pretty(&before)
+        );
+    }
 
+    // `wt` goes last (and is cleaned first): a materialize or clean in another tree removes
+    // its anchor folder, see `codex_worktree_anchor_survives_materialize_in_main`.
     w.ok(&w.repo, &["materialize"]);
+    w.ok(&wt_tracked, &["materialize"]);
     w.ok(&wt, &["materialize"]);
+    assert!(
+        wt.join(".codex").is_dir(),
+        "materialize made no `.codex/` anchor in {}",
+        wt.display()
+    );
 
     let mut app = AppServer::start(&w, "h1");
-    let list = app.hooks_list(&[&w.repo, &wt]);
-    eprintln!("BEFORE {}\nDURING {}", pretty(&before), pretty(&list));
-    let ctx = || {
+    let during = app.hooks_list(&trees);
+    let files = || {
         format!(
-            "before materialize:\n{}\nhooks.json:\n{}\nconfig.toml:\n{}",
+            "listing before materialize:\n{}\nhooks.json:\n{}\nconfig.toml:\n{}\n{}",
             pretty(&before),
             read_or_empty(&w.repo.join(".codex/hooks.json")),
-            read_or_empty(&w.codex_home.join("config.toml"))
+            read_or_empty(&w.codex_home.join("config.toml")),
+            app.log()
         )
     };
-    for cwd in [&w.repo, &wt] {
-        let hooks = hooks_of(&list, cwd);
-        assert!(
-            !hooks.is_empty(),
-            "Codex lists no hooks for {}:\n{}\n{}\n{}",
+    for cwd in trees {
+        assert_spex_hooks_trusted(&during, cwd, &files);
+        assert_eq!(
+            user_hook(&during, cwd),
+            user,
+            "materialize changed how Codex sees the user's hook in {}\n{}",
             cwd.display(),
-            pretty(&list),
-            ctx(),
-            app.log()
+            pretty(&during)
         );
-        assert_spex_hooks_trusted(&list, cwd);
     }
-    let user_main = user_hook(&list, &w.repo);
-    let user_wt = user_hook(&list, &wt);
     drop(app);
 
-    let (code, report, text) = doctor(&w, &w.repo);
-    assert_eq!(
-        check(&report, "codex", "codex hooks/list")["status"],
-        "ok",
-        "{text}"
-    );
-    assert_eq!(code, Some(0), "doctor in the main checkout: {text}");
+    for cwd in [&w.repo, &wt] {
+        let (code, report, text) = doctor(&w, cwd);
+        assert_eq!(
+            check(&report, "codex", "codex hooks/list")["status"],
+            "ok",
+            "doctor in {}: {text}",
+            cwd.display()
+        );
+        assert_eq!(code, Some(0), "doctor in {}: {text}", cwd.display());
+    }
 
     w.ok(&wt, &["clean"]);
+    w.ok(&wt_tracked, &["clean"]);
     w.ok(&w.repo, &["clean"]);
     assert_eq!(
         read(&w.repo.join(".codex/hooks.json")),
         USER_HOOKS_JSON,
         "clean did not restore the user's hooks.json byte for byte"
     );
+    assert_eq!(
+        read(&w.codex_home.join("config.toml")),
+        user_config,
+        "clean did not restore the user's config.toml byte for byte"
+    );
 
     let mut app = AppServer::start(&w, "h2");
-    let after = app.hooks_list(&[&w.repo, &wt]);
-    eprintln!("AFTER {}", pretty(&after));
-    for cwd in [&w.repo, &wt] {
-        let listing = after["data"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|l| l["cwd"].as_str().map(Path::new) == Some(cwd.as_path()))
-            .unwrap_or_else(|| panic!("no listing for {}:\n{}", cwd.display(), pretty(&after)));
-        let leftovers: Vec<&Value> = listing["hooks"]
-            .as_array()
-            .into_iter()
-            .flatten()
+    let after = app.hooks_list(&trees);
+    for cwd in trees {
+        let leftovers: Vec<&Value> = hooks_of(&after, cwd)
+            .iter()
             .filter(|h| is_spex_hook(h))
             .collect();
         assert!(
@@ -430,11 +477,244 @@ fn codex_hooks_list_trusts_every_spex_hook_in_main_and_worktree() {
             pretty(&after),
             app.log()
         );
+        // Codex sees exactly what it saw before spex: in `wt` that is nothing again (its
+        // anchor folder is gone), elsewhere the user's hook, unchanged.
+        assert_eq!(
+            hooks_of(&after, cwd),
+            hooks_of(&before, cwd),
+            "after clean Codex sees {} differently than before materialize\nbefore:\n{}\nafter:\n{}",
+            cwd.display(),
+            pretty(&before),
+            pretty(&after)
+        );
     }
-    // The user's hook is exactly as it was while spex's hooks were installed, except that its
-    // position among the handlers no longer counts spex's groups (none were before it).
-    assert_eq!(user_hook(&after, &w.repo), user_main, "{}", pretty(&after));
-    assert_eq!(user_hook(&after, &wt), user_wt, "{}", pretty(&after));
+    assert_eq!(user_hook(&after, &w.repo), user, "{}", pretty(&after));
+    assert_eq!(user_hook(&after, &wt_tracked), user, "{}", pretty(&after));
     drop(app);
     eprintln!("codex hooks/list: {:?}", started.elapsed());
+}
+
+/// A linked worktree without a `.codex/` of its own sees the main checkout's hooks only
+/// through the empty anchor folder spex creates there; materializing another tree of the same
+/// repository must not take it away (Codex would then run no spex hook in that worktree).
+#[test]
+fn codex_worktree_anchor_survives_materialize_in_main() {
+    let w = World::new();
+    seed_project(&w);
+    let wt = w.add_worktree("wt");
+    w.ok(&w.repo, &["materialize"]);
+    w.ok(&wt, &["materialize"]);
+    assert!(
+        wt.join(".codex").is_dir(),
+        "no anchor after materialize in {}",
+        wt.display()
+    );
+
+    // Any later materialize elsewhere (here: the main checkout) must leave `wt` as it is.
+    let out = w.ok(&w.repo, &["materialize"]);
+    let check = w.spex(&wt, &["materialize", "--check"]);
+    let mut app = AppServer::start(&w, "a1");
+    let list = app.hooks_list(&[&wt]);
+    let files = || {
+        format!(
+            "second materialize in the main checkout:\n{out}\n`materialize --check` in {}:\n{}\n{}",
+            wt.display(),
+            output_text(&check),
+            app.log()
+        )
+    };
+    assert!(
+        wt.join(".codex").is_dir(),
+        "materialize in the main checkout removed {}/.codex\n{}",
+        wt.display(),
+        files()
+    );
+    assert_spex_hooks_trusted(&list, &wt, &files);
+    assert!(check.status.success(), "{}", files());
+}
+
+/// Runs the real `claude -p` once in `w.repo` against `fake`, with `SPEX_HOME` set so the hook
+/// commands (which inherit claude's env) log into the test's store. Returns diagnostics.
+fn claude_turn(w: &World, fake: &FakeAnthropic, tag: &str) -> String {
+    let out_path = w.dir.path().join(format!("{tag}.stdout.jsonl"));
+    let err_path = w.dir.path().join(format!("{tag}.stderr.txt"));
+    let prompt = format!("Please create the file. TARGET_DIR={}", w.repo.display());
+    let mut cmd = claude_command(&w.home, &fake.base_url());
+    cmd.current_dir(&w.repo)
+        .env("SPEX_HOME", &w.spex_home)
+        .args(["-p", &prompt, "--output-format", "stream-json", "--verbose"])
+        .args(["--permission-mode", "acceptEdits"])
+        .stdin(Stdio::null())
+        .stdout(File::create(&out_path).unwrap())
+        .stderr(File::create(&err_path).unwrap());
+    let mut child = GroupChild::spawn(&mut cmd);
+    let status = child.wait_timeout(TURN_TIMEOUT);
+    let diag = format!(
+        "claude ({tag}) stdout:\n{}\nstderr:\n{}\nrequests answered: {:?}",
+        read_or_empty(&out_path),
+        read_or_empty(&err_path),
+        fake.requests()
+            .iter()
+            .map(|r| format!("{} {} {}", r["method"], r["path"], r["answered"]))
+            .collect::<Vec<_>>()
+    );
+    let status = status.unwrap_or_else(|| panic!("claude did not finish in time\n{diag}"));
+    assert!(status.success(), "claude exited with {status}\n{diag}");
+    diag
+}
+
+/// The one project folder in the store (`<SPEX_HOME>/projects/<name>-<hash>`).
+fn project_dir(w: &World) -> PathBuf {
+    let projects = w.spex_home.join("projects");
+    let dirs: Vec<PathBuf> = fs::read_dir(&projects)
+        .unwrap_or_else(|e| panic!("{}: {e}", projects.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(dirs.len(), 1, "expected one project in the store: {dirs:?}");
+    dirs.into_iter().next().unwrap()
+}
+
+/// The dispatch log's lines (every line must be a JSON object).
+fn dispatch_lines(log: &Path) -> Vec<Value> {
+    read_or_empty(log)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| panic!("dispatch log line is not a JSON object: {l:?}"))
+        })
+        .collect()
+}
+
+#[test]
+fn claude_turn_invokes_spex_dispatch_for_bound_events() {
+    let started = Instant::now();
+    let w = World::new();
+    seed_project(&w);
+    w.ok(&w.repo, &["materialize"]);
+    let settings = w.repo.join(".claude/settings.json");
+    assert!(
+        settings.is_file(),
+        "materialize wrote no {}",
+        settings.display()
+    );
+
+    let fake = FakeAnthropic::start();
+    let diag = claude_turn(&w, &fake, "c1");
+    assert_eq!(
+        read_or_empty(&w.repo.join("hello.txt")),
+        WRITE_CONTENT,
+        "hello.txt not written\n{diag}"
+    );
+    let log = project_dir(&w).join("dispatch.log");
+    let lines = dispatch_lines(&log);
+    let ctx = || {
+        format!(
+            "dispatch log {}:\n{}\nsettings.json:\n{}\n{diag}",
+            log.display(),
+            read_or_empty(&log),
+            read_or_empty(&settings)
+        )
+    };
+    let claude: Vec<&Value> = lines.iter().filter(|l| l["harness"] == "claude").collect();
+    assert_eq!(
+        claude.len(),
+        lines.len(),
+        "dispatch lines from another harness\n{}",
+        ctx()
+    );
+    let mut session: Option<&str> = None;
+    for event in CLAUDE_TURN_EVENTS {
+        let hits: Vec<&&Value> = claude.iter().filter(|l| l["event"] == *event).collect();
+        assert!(!hits.is_empty(), "no dispatch of {event}\n{}", ctx());
+        for l in hits {
+            let id = l["session_id"].as_str().unwrap_or_default();
+            assert!(!id.is_empty(), "{event} without session_id: {l}\n{}", ctx());
+            let first = *session.get_or_insert(id);
+            assert_eq!(id, first, "{event}: session ids differ\n{}", ctx());
+        }
+    }
+    // Every line of the turn belongs to that one session.
+    for l in &claude {
+        assert_eq!(
+            l["session_id"].as_str(),
+            session,
+            "a dispatch from another session: {l}\n{}",
+            ctx()
+        );
+    }
+
+    w.ok(&w.repo, &["clean"]);
+    assert!(
+        !settings.exists(),
+        "clean left {} (spex created it):\n{}",
+        settings.display(),
+        read_or_empty(&settings)
+    );
+    match fs::remove_file(&log) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => panic!("remove {}: {e}", log.display()),
+    }
+    fs::remove_file(w.repo.join("hello.txt")).unwrap();
+
+    let diag = claude_turn(&w, &fake, "c2");
+    assert_eq!(
+        read_or_empty(&w.repo.join("hello.txt")),
+        WRITE_CONTENT,
+        "the second turn did not run\n{diag}"
+    );
+    assert_eq!(
+        read_or_empty(&log),
+        "",
+        "spex dispatch ran after clean\n{diag}"
+    );
+    eprintln!("claude dispatch: {:?}", started.elapsed());
+}
+
+#[test]
+fn doctor_reports_claude_shims_and_trust() {
+    let started = Instant::now();
+    let w = World::new();
+    seed_project(&w);
+    w.ok(&w.repo, &["materialize"]);
+
+    let (code, report, text) = doctor(&w, &w.repo);
+    assert_eq!(check(&report, "claude", "shims")["status"], "ok", "{text}");
+    assert_eq!(
+        check(&report, "claude", "workspace trust")["status"],
+        "ok",
+        "{text}"
+    );
+    assert_eq!(code, Some(0), "doctor after materialize: {text}");
+
+    // The user deletes spex's Stop entry by hand.
+    let settings = w.repo.join(".claude/settings.json");
+    let mut doc: Value = serde_json::from_str(&read(&settings)).unwrap();
+    let removed = doc["hooks"]
+        .as_object_mut()
+        .and_then(|h| h.remove("Stop"))
+        .unwrap_or_else(|| panic!("no Stop entry in {}", read(&settings)));
+    assert!(
+        removed.to_string().contains(" dispatch claude Stop"),
+        "{removed}"
+    );
+    write(&settings, serde_json::to_string_pretty(&doc).unwrap());
+
+    let (code, report, text) = doctor(&w, &w.repo);
+    let shims = check(&report, "claude", "shims");
+    assert_eq!(shims["status"], "fail", "{text}");
+    let detail = shims["detail"].as_str().unwrap_or_default();
+    let missing: Vec<&str> = detail
+        .split_once("missing: ")
+        .map(|(_, rest)| rest.split([';', '\n']).next().unwrap_or_default())
+        .unwrap_or_default()
+        .split(", ")
+        .collect();
+    assert_eq!(missing, ["Stop"], "{text}");
+    assert_eq!(code, Some(1), "doctor with a missing shim: {text}");
+    eprintln!("doctor: {:?}", started.elapsed());
 }

@@ -1,0 +1,159 @@
+//! Benchmark of the hook hot path: `spex dispatch codex PreToolUse` (a Bash tool call of a
+//! known session) in a project whose store holds 1,000 session records, against starting
+//! `/bin/true` with the same stdin in the same run. Run: `cargo bench --bench dispatch`.
+
+#![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SESSIONS: usize = 1000;
+const RUNS: usize = 400;
+
+fn run(program: &Path, args: &[&str], env: &[(&str, &Path)], cwd: &Path, stdin: &[u8]) -> Duration {
+    let start = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write payload");
+    let status = child.wait().expect("wait");
+    let took = start.elapsed();
+    assert!(status.success());
+    took
+}
+
+/// The value at `per_mille` / 1000 of a sorted sample (nearest rank).
+fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
+    sorted[((sorted.len() - 1) * per_mille).div_ceil(1000)]
+}
+
+fn payload(repo: &Path, thread: &str, event: &str) -> Vec<u8> {
+    serde_json::json!({
+        "session_id": thread, "turn_id": "turn-1", "cwd": repo, "hook_event_name": event, "model": "gpt-5.5",
+        "permission_mode": "bypassPermissions", "tool_name": "Bash", "tool_use_id": "call_1",
+        "tool_input": { "command": "cargo test" },
+        "transcript_path": "/tmp/rollout.jsonl",
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn main() {
+    let spex = PathBuf::from(env!("CARGO_BIN_EXE_spex"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    assert!(
+        Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&repo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let store = dir.path().join("store");
+    let env: Vec<(&str, &Path)> = vec![("SPEX_HOME", &store), ("HOME", dir.path())];
+    std::fs::write(repo.join("spex.jsonc"), "{ \"harnesses\": [\"codex\"] }").unwrap();
+    let st = Command::new(&spex)
+        .arg("materialize")
+        .current_dir(&repo)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .env("CODEX_HOME", dir.path().join("codex"))
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    eprintln!("creating {SESSIONS} session records...");
+    for i in 0..SESSIONS {
+        run(
+            &spex,
+            &["dispatch", "codex", "SessionStart"],
+            &env,
+            &repo,
+            &payload(&repo, &format!("thread-{i:04}"), "SessionStart"),
+        );
+    }
+    let sessions = std::fs::read_dir(store.join("projects"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("sessions");
+    assert_eq!(
+        std::fs::read_dir(&sessions).unwrap().count(),
+        SESSIONS,
+        "every session has a record"
+    );
+    let hot = payload(&repo, "thread-0500", "PreToolUse");
+    let truth = PathBuf::from("/bin/true");
+    // Warm the page cache for both.
+    for _ in 0..20 {
+        run(
+            &spex,
+            &["dispatch", "codex", "PreToolUse"],
+            &env,
+            &repo,
+            &hot,
+        );
+        run(&truth, &[], &env, &repo, &hot);
+    }
+    let (mut s, mut t) = (Vec::with_capacity(RUNS), Vec::with_capacity(RUNS));
+    for _ in 0..RUNS {
+        // Interleaved, so both see the same machine load.
+        s.push(run(
+            &spex,
+            &["dispatch", "codex", "PreToolUse"],
+            &env,
+            &repo,
+            &hot,
+        ));
+        t.push(run(&truth, &[], &env, &repo, &hot));
+    }
+    s.sort();
+    t.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let (sp50, sp99, tp50, tp99) = (
+        percentile(&s, 500),
+        percentile(&s, 990),
+        percentile(&t, 500),
+        percentile(&t, 990),
+    );
+    println!(
+        "dispatch codex PreToolUse ({SESSIONS} sessions in store, {RUNS} runs each, interleaved)"
+    );
+    println!(
+        "  spex dispatch: p50 {:7.0} us   p99 {:7.0} us",
+        us(sp50),
+        us(sp99)
+    );
+    println!(
+        "  /bin/true:     p50 {:7.0} us   p99 {:7.0} us",
+        us(tp50),
+        us(tp99)
+    );
+    println!(
+        "  ratio p50: {:.2}x   ratio p99: {:.2}x   (goal: p50 <= 3x)",
+        us(sp50) / us(tp50),
+        us(sp99) / us(tp99)
+    );
+    let events = std::fs::read_to_string(sessions.join("thread-0500/events.jsonl")).unwrap();
+    assert_eq!(
+        events.lines().count(),
+        1 + 20 + RUNS,
+        "every dispatch appended its event"
+    );
+}

@@ -1,0 +1,1209 @@
+//! `spex dispatch`, end to end through the real binary: every captured payload of both
+//! harnesses (snapshotted), garbage that must never break the agent, concurrent hooks of one
+//! session, session resolution (Codex thread ids through the alias index, Claude's
+//! `SPEX_SESSION_ID`), the spec-first and stop-gate policies in each harness's protocol, the
+//! touched-file warning, and the project's hook nodes.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common::{World, read, write};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/payloads");
+
+// ---------------------------------------------------------------------------------------------
+// Running the dispatcher
+
+/// Feeds `payload` to a spawned child (from a thread, so a child that stops reading early
+/// cannot deadlock the test) and collects its output.
+fn finish(mut child: Child, payload: Vec<u8>) -> Output {
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let writer = std::thread::spawn(move || {
+        // A child that stops reading (payload cap) closes the pipe: EPIPE is expected.
+        let _ = stdin.write_all(&payload);
+    });
+    let out = child.wait_with_output().expect("spex runs");
+    writer.join().expect("writer thread");
+    out
+}
+
+/// Spawns spex with piped stdio, extra environment and `args`, in `cwd`.
+fn spawn(w: &World, cwd: &Path, args: &[&str], envs: &[(&str, &str)]) -> Child {
+    let mut c = w.cmd(cwd, args);
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.spawn().expect("spex starts")
+}
+
+/// `spex dispatch <args...>` in `cwd` with raw stdin bytes and extra environment.
+fn dispatch_raw(
+    w: &World,
+    cwd: &Path,
+    args: &[&str],
+    payload: &[u8],
+    envs: &[(&str, &str)],
+) -> Output {
+    let mut full = vec!["dispatch"];
+    full.extend_from_slice(args);
+    finish(spawn(w, cwd, &full, envs), payload.to_vec())
+}
+
+/// `spex dispatch <harness> <event>` in the repo with a JSON payload.
+fn dispatch(w: &World, harness: &str, event: &str, payload: &Value) -> Output {
+    dispatch_env(w, harness, event, payload, &[])
+}
+
+fn dispatch_env(
+    w: &World,
+    harness: &str,
+    event: &str,
+    payload: &Value,
+    envs: &[(&str, &str)],
+) -> Output {
+    dispatch_raw(
+        w,
+        &w.repo,
+        &[harness, event],
+        payload.to_string().as_bytes(),
+        envs,
+    )
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts a dispatch exited 0 and returns its stdout.
+fn passed(out: &Output, what: &str) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        stdout(out),
+        stderr(out)
+    );
+    assert_eq!(stderr(out), "", "{what}: stderr");
+    stdout(out)
+}
+
+/// Parses a dispatch's stdout as JSON.
+fn json_out(out: &Output, what: &str) -> Value {
+    let text = passed(out, what);
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e}): {text:?}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the store
+
+/// The one project folder under `$SPEX_HOME/projects`.
+fn project_dir(w: &World) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(w.spex_home.join("projects"))
+        .map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert_eq!(dirs.len(), 1, "expected one project store: {dirs:?}");
+    dirs.into_iter().next().expect("one project")
+}
+
+/// Session ids with a folder in the store, sorted (empty when there is no store yet).
+fn session_ids(w: &World) -> Vec<String> {
+    let Ok(projects) = std::fs::read_dir(w.spex_home.join("projects")) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = projects
+        .filter_map(Result::ok)
+        .filter_map(|p| std::fs::read_dir(p.path().join("sessions")).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn session_dir(w: &World, id: &str) -> PathBuf {
+    project_dir(w).join("sessions").join(id)
+}
+
+fn record(w: &World, id: &str) -> Value {
+    let path = session_dir(w, id).join("session.json");
+    serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn events(w: &World, id: &str) -> Vec<Value> {
+    let path = session_dir(w, id).join("events.jsonl");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", path.display())))
+        .collect()
+}
+
+fn errors_log(w: &World) -> String {
+    std::fs::read_to_string(w.spex_home.join("dispatch-errors.log")).unwrap_or_default()
+}
+
+/// Every file under `root` with its bytes.
+fn files_under(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            (
+                e.path().to_owned(),
+                std::fs::read(e.path()).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The store is valid, or (file by file) unchanged since `before`: every `session.json`
+/// parses as a record, every `events.jsonl` line parses, `seq` values are contiguous.
+fn assert_store_sane(w: &World, before: &[(PathBuf, Vec<u8>)], what: &str) {
+    for (path, bytes) in files_under(&w.spex_home) {
+        let unchanged = before.iter().any(|(p, b)| *p == path && *b == bytes);
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        match name {
+            "session.json" if !unchanged => {
+                let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+                    panic!("{what}: {} is not JSON ({e}): {text}", path.display())
+                });
+                assert!(v["id"].is_string(), "{what}: {} has no id", path.display());
+            }
+            "events.jsonl" if !unchanged => {
+                for (i, line) in text.lines().enumerate() {
+                    let v: Value = serde_json::from_str(line).unwrap_or_else(|e| {
+                        panic!("{what}: {} line {}: {e}: {line}", path.display(), i + 1)
+                    });
+                    assert_eq!(v["seq"], json!(i + 1), "{what}: {}", path.display());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Captured payloads
+
+/// `(file stem, event name, path)` of every captured payload of a harness, sorted.
+fn fixture_files(harness: &str) -> Vec<(String, String, PathBuf)> {
+    let mut out: Vec<(String, String, PathBuf)> =
+        std::fs::read_dir(Path::new(FIXTURES).join(harness))
+            .expect("fixture folder")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                let stem = name.trim_end_matches(".json").to_owned();
+                let event = name.split('.').next().unwrap().to_owned();
+                (stem, event, p)
+            })
+            .collect();
+    out.sort();
+    assert!(!out.is_empty(), "no {harness} fixtures");
+    out
+}
+
+fn replace_strings(v: &mut Value, from: &str, to: &str) {
+    match v {
+        Value::String(s) => *s = s.replace(from, to),
+        Value::Array(a) => a.iter_mut().for_each(|x| replace_strings(x, from, to)),
+        Value::Object(m) => m.values_mut().for_each(|x| replace_strings(x, from, to)),
+        _ => {}
+    }
+}
+
+/// A captured payload moved into `w`: its cwd (and every path under it) becomes the repo,
+/// the rest of `/home/dev` becomes the world's HOME.
+fn localize(w: &World, mut v: Value) -> Value {
+    if let Some(cwd) = v["cwd"].as_str().map(str::to_owned) {
+        replace_strings(&mut v, &cwd, w.repo.to_str().unwrap());
+    }
+    replace_strings(&mut v, "/home/dev", w.home.to_str().unwrap());
+    v
+}
+
+fn load_fixture(w: &World, harness: &str, stem: &str) -> Value {
+    let path = Path::new(FIXTURES)
+        .join(harness)
+        .join(format!("{stem}.json"));
+    let v: Value = serde_json::from_str(&read(&path)).expect("fixture is JSON");
+    localize(w, v)
+}
+
+/// The state a payload's session is put in before the payload is dispatched.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Prime {
+    /// No record yet.
+    Fresh,
+    /// Started, one prompt submitted: status working, turn running.
+    Working,
+    /// Started, one prompt submitted and stopped: status idle, turn completed.
+    Idle,
+}
+
+impl Prime {
+    fn label(self) -> &'static str {
+        match self {
+            Prime::Fresh => "fresh store",
+            Prime::Working => "primed working",
+            Prime::Idle => "primed idle",
+        }
+    }
+}
+
+/// Puts the payload's session into `prime`. The primed turn carries the payload's turn id,
+/// except for a subagent's payload (whose turn id is the child's): there it is `parent-turn`.
+fn prime(w: &World, harness: &str, payload: &Value, prime: Prime) {
+    if prime == Prime::Fresh {
+        return;
+    }
+    let sid = &payload["session_id"];
+    let cwd = &payload["cwd"];
+    let start = json!({ "session_id": sid, "cwd": cwd, "hook_event_name": "SessionStart", "source": "startup" });
+    passed(
+        &dispatch(w, harness, "SessionStart", &start),
+        "prime SessionStart",
+    );
+    let (prompt_id, turn_id) = if payload.get("agent_id").is_some() {
+        (json!("parent-turn"), json!("parent-turn"))
+    } else {
+        (payload["prompt_id"].clone(), payload["turn_id"].clone())
+    };
+    let prompt = json!({
+        "session_id": sid, "cwd": cwd, "hook_event_name": "UserPromptSubmit",
+        "prompt": "prime the session", "prompt_id": prompt_id, "turn_id": turn_id,
+    });
+    passed(
+        &dispatch(w, harness, "UserPromptSubmit", &prompt),
+        "prime UserPromptSubmit",
+    );
+    if prime == Prime::Idle {
+        let stop = json!({ "session_id": sid, "cwd": cwd, "hook_event_name": "Stop", "stop_hook_active": false,
+            "prompt_id": prompt_id, "turn_id": turn_id });
+        passed(&dispatch(w, harness, "Stop", &stop), "prime Stop");
+    }
+}
+
+/// Replaces the world's temp folder with `[tmp]`.
+fn norm(w: &World, s: &str) -> String {
+    let base = w.repo.parent().unwrap().to_str().unwrap();
+    s.replace(base, "[tmp]")
+}
+
+fn or_dash(v: &Value) -> String {
+    match v {
+        Value::Null => "-".to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// One readable line for a record's state.
+fn describe_record(w: &World, r: &Value) -> String {
+    let turn = if r["turn"].is_null() {
+        "-".to_owned()
+    } else {
+        format!(
+            "{} (id {})",
+            or_dash(&r["turn"]["state"]),
+            or_dash(&r["turn"]["id"])
+        )
+    };
+    let attention = if r["attention"].is_null() {
+        "-".to_owned()
+    } else {
+        format!(
+            "{} {:?}",
+            or_dash(&r["attention"]["reason"]),
+            or_dash(&r["attention"]["text"])
+        )
+    };
+    norm(
+        w,
+        &format!(
+            "  status: {}\n  turn: {turn}\n  attention: {attention}\n  touched: {}\n  launched_by: {}\n  harness_session_id: {}\n",
+            or_dash(&r["status"]),
+            r["touched"],
+            or_dash(&r["launched_by"]),
+            or_dash(&r["harness_session_id"]),
+        ),
+    )
+}
+
+/// One readable line for an appended event (sequence number and time left out).
+fn describe_event(w: &World, e: &Value) -> String {
+    let mut fields = e.as_object().cloned().unwrap_or_default();
+    let kind = or_dash(&fields.remove("kind").unwrap_or_default());
+    let source = or_dash(&fields.remove("source").unwrap_or_default());
+    fields.remove("seq");
+    fields.remove("time");
+    norm(
+        w,
+        &format!("{kind} (from {source}) {}", Value::Object(fields)),
+    )
+}
+
+/// Dispatches one payload (built in the fresh world by `make`) into a session in state
+/// `state`, and describes everything it did.
+fn run_case(
+    title: &str,
+    harness: &str,
+    event: &str,
+    state: Prime,
+    make: impl FnOnce(&World) -> Value,
+) -> String {
+    let w = World::new();
+    let payload = make(&w);
+    let sid = payload["session_id"]
+        .as_str()
+        .expect("session_id")
+        .to_owned();
+    prime(&w, harness, &payload, state);
+    let before = if state == Prime::Fresh {
+        0
+    } else {
+        events(&w, &sid).len()
+    };
+    let out = dispatch(&w, harness, event, &payload);
+    let mut s = String::new();
+    let show = |b: &[u8]| {
+        let t = String::from_utf8_lossy(b);
+        if t.is_empty() {
+            "(empty)".to_owned()
+        } else {
+            norm(&w, &t)
+        }
+    };
+    writeln!(
+        s,
+        "### {title}  (spex dispatch {harness} {event}; {})",
+        state.label()
+    )
+    .unwrap();
+    writeln!(
+        s,
+        "exit: {}",
+        out.status
+            .code()
+            .map_or("signal".to_owned(), |c| c.to_string())
+    )
+    .unwrap();
+    writeln!(s, "stdout: {}", show(&out.stdout)).unwrap();
+    writeln!(s, "stderr: {}", show(&out.stderr)).unwrap();
+    let ids = session_ids(&w);
+    if ids.contains(&sid) {
+        writeln!(s, "record {sid}:").unwrap();
+        s.push_str(&describe_record(&w, &record(&w, &sid)));
+        let evs = events(&w, &sid);
+        let new = &evs[before.min(evs.len())..];
+        if new.is_empty() {
+            writeln!(s, "  appended: none").unwrap();
+        }
+        for e in new {
+            writeln!(s, "  appended: {}", describe_event(&w, e)).unwrap();
+        }
+    } else {
+        writeln!(s, "record {sid}: none").unwrap();
+    }
+    let others: Vec<&String> = ids.iter().filter(|i| **i != sid).collect();
+    if !others.is_empty() {
+        writeln!(s, "other records: {others:?}").unwrap();
+    }
+    let errors = errors_log(&w);
+    if !errors.is_empty() {
+        writeln!(s, "dispatch-errors.log: {}", norm(&w, errors.trim_end())).unwrap();
+    }
+    s
+}
+
+/// What a reviewer of the snapshot should know about a stanza whose state is not obvious.
+fn review_note(harness: &str, stem: &str) -> Option<&'static str> {
+    match (harness, stem) {
+        ("claude", "Notification.idle_prompt") => Some(
+            "Claude fires no Stop for an interrupted turn (facts/claude.md, t10): this notice is the only sign \
+             the session sits at its prompt, so a running turn ends interrupted and the session goes idle.",
+        ),
+        ("codex", "PostToolUse.Bash_failed") => Some(
+            "Codex's Bash tool_response carries no exit code, so this failed command is recorded ok:true.",
+        ),
+        _ => None,
+    }
+}
+
+/// One stanza of a harness's fixture report: a captured payload as is, or (`subagent`) with an
+/// `agent_id` added, dispatched into a session in state `state`.
+struct Case {
+    stem: String,
+    event: String,
+    state: Prime,
+    subagent: bool,
+}
+
+impl Case {
+    fn run(&self, harness: &str) -> String {
+        let mut out = if self.subagent {
+            run_case(
+                &format!("{} + agent_id", self.stem),
+                harness,
+                &self.event,
+                self.state,
+                |w| {
+                    let mut v = load_fixture(w, harness, &self.stem);
+                    v["agent_id"] = json!("a0a0a0a0a0a0a0a0a");
+                    v["agent_type"] = json!("general-purpose");
+                    v
+                },
+            )
+        } else {
+            run_case(&self.stem, harness, &self.event, self.state, |w| {
+                load_fixture(w, harness, &self.stem)
+            })
+        };
+        if let Some(note) = review_note(harness, &self.stem).filter(|_| !self.subagent) {
+            writeln!(out, "review: {note}").unwrap();
+        }
+        out
+    }
+}
+
+fn fixture_report(harness: &str) -> String {
+    let mut cases: Vec<Case> = fixture_files(harness)
+        .into_iter()
+        .map(|(stem, event, _)| Case {
+            state: if event == "SessionStart" {
+                Prime::Fresh
+            } else {
+                Prime::Working
+            },
+            stem,
+            event,
+            subagent: false,
+        })
+        .collect();
+    let subagent_cases: &[&str] = match harness {
+        "claude" => &[
+            "PreToolUse.Bash",
+            "PostToolUse.Write",
+            "PostToolUseFailure.Bash",
+            "UserPromptSubmit",
+        ],
+        _ => &[
+            "PreToolUse.apply_patch",
+            "PostToolUse.apply_patch",
+            "UserPromptSubmit",
+        ],
+    };
+    let first_synthetic = cases.len();
+    cases.extend(subagent_cases.iter().map(|stem| Case {
+        stem: (*stem).to_owned(),
+        event: stem.split('.').next().unwrap().to_owned(),
+        state: Prime::Idle,
+        subagent: true,
+    }));
+    // Every case has its own world: run them side by side, report them in order.
+    let stanzas: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = cases
+            .iter()
+            .map(|c| scope.spawn(move || c.run(harness)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("case thread"))
+            .collect()
+    });
+    let mut report = format!(
+        "Every captured {harness} payload, each in a fresh store. SessionStart payloads run on an empty store;\n\
+         the others on a session primed to `working` (SessionStart + UserPromptSubmit: turn running).\n\n"
+    );
+    for (i, stanza) in stanzas.iter().enumerate() {
+        if i == first_synthetic {
+            report.push_str(
+                "Synthetic: the same tool payloads with an `agent_id` (a subagent's call), on an IDLE parent.\n\
+                 The parent must stay idle with its turn completed.\n\n",
+            );
+        }
+        report.push_str(stanza);
+        report.push('\n');
+    }
+    report
+}
+
+#[test]
+fn every_fixture_payload_dispatches_to_a_snapshot() {
+    for harness in ["claude", "codex"] {
+        let report = fixture_report(harness);
+        insta::assert_snapshot!(format!("fixtures_{harness}"), report);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Garbage
+
+/// Asserts the dispatcher stayed invisible: exit 0, nothing on stdout or stderr.
+fn assert_silent(out: &Output, what: &str) {
+    assert_eq!(
+        (
+            out.status.code(),
+            stdout(out).as_str(),
+            stderr(out).as_str()
+        ),
+        (Some(0), "", ""),
+        "{what}"
+    );
+}
+
+fn garbage_payloads() -> Vec<(&'static str, Vec<u8>)> {
+    let binary: Vec<u8> = (0..=255u8).cycle().take(256 * 16).collect();
+    vec![
+        ("empty", Vec::new()),
+        ("not json", b"not json".to_vec()),
+        ("binary", binary),
+        ("json array", b"[1, 2, {\"session_id\": \"x\"}]".to_vec()),
+        ("empty object", b"{}".to_vec()),
+        ("numeric session_id", b"{\"session_id\": 5}".to_vec()),
+        (
+            "truncated object",
+            b"{\"session_id\": \"abc\", \"cwd\": ".to_vec(),
+        ),
+    ]
+}
+
+#[test]
+fn garbage_never_breaks_the_agent() {
+    let w = World::new();
+    let sid = "5f0c1f5e-0000-4000-8000-000000000001";
+    let repo = w.repo.to_str().unwrap();
+    let start = json!({ "session_id": sid, "cwd": repo, "hook_event_name": "SessionStart", "source": "startup" });
+    passed(
+        &dispatch(&w, "claude", "SessionStart", &start),
+        "SessionStart",
+    );
+    let before = files_under(&w.spex_home);
+    for (what, bytes) in garbage_payloads() {
+        for harness in ["claude", "codex", "plugin"] {
+            for event in [
+                "PreToolUse",
+                "PostToolUse",
+                "Stop",
+                "SessionStart",
+                "PermissionRequest",
+            ] {
+                let label = format!("{what} -> {harness} {event}");
+                assert_silent(
+                    &dispatch_raw(&w, &w.repo, &[harness, event], &bytes, &[]),
+                    &label,
+                );
+                assert_store_sane(&w, &before, &label);
+            }
+        }
+    }
+    // 9 MB: above the payload cap, the rest of stdin is never read.
+    let mut huge = Vec::with_capacity(9 * 1024 * 1024 + 2);
+    huge.push(b'"');
+    huge.resize(9 * 1024 * 1024 + 1, b'a');
+    huge.push(b'"');
+    for harness in ["claude", "codex"] {
+        let label = format!("9 MB string -> {harness}");
+        assert_silent(
+            &dispatch_raw(&w, &w.repo, &[harness, "PreToolUse"], &huge, &[]),
+            &label,
+        );
+    }
+    // A valid payload with an unknown event, an unknown harness, missing arguments.
+    let valid = json!({ "session_id": sid, "cwd": repo, "tool_name": "Bash", "tool_input": {"command": "ls"} })
+        .to_string();
+    for args in [
+        &["claude", "NoSuchEvent"][..],
+        &["codex", "NoSuchEvent"],
+        &["vim", "PreToolUse"],
+        &[],
+        &["claude"],
+    ] {
+        let label = format!("args {args:?}");
+        assert_silent(
+            &dispatch_raw(&w, &w.repo, args, valid.as_bytes(), &[]),
+            &label,
+        );
+        assert_store_sane(&w, &before, &label);
+    }
+    // Ids that are not file names: never a path outside the store.
+    let escape = json!({ "session_id": "../../../escaped", "cwd": repo, "tool_name": "Bash", "tool_input": {"command": "ls"} })
+        .to_string();
+    for envs in [&[][..], &[("SPEX_SESSION_ID", "../../../escaped")]] {
+        let label = format!("path-like ids {envs:?}");
+        assert_silent(
+            &dispatch_raw(
+                &w,
+                &w.repo,
+                &["claude", "PreToolUse"],
+                escape.as_bytes(),
+                envs,
+            ),
+            &label,
+        );
+        assert_store_sane(&w, &before, &label);
+    }
+    let escaped: Vec<PathBuf> = walkdir::WalkDir::new(w.repo.parent().unwrap())
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name() == "escaped")
+        .map(|e| e.path().to_owned())
+        .collect();
+    assert!(escaped.is_empty(), "a path-like id escaped: {escaped:?}");
+    assert_eq!(
+        session_ids(&w),
+        vec![sid.to_owned()],
+        "garbage created records"
+    );
+    assert_eq!(events(&w, sid).len(), 1, "garbage appended events");
+    garbage_outside_a_repo_and_store(&w);
+    corrupted_record_is_left_alone();
+}
+
+/// A cwd outside any git repository, and a store that cannot be created.
+fn garbage_outside_a_repo_and_store(w: &World) {
+    let plain = w.repo.parent().unwrap().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let payload = json!({ "session_id": "abc", "cwd": plain, "tool_name": "Write", "tool_input": {"file_path": plain.join("f.txt")} });
+    for harness in ["claude", "codex"] {
+        let out = dispatch_raw(
+            w,
+            &plain,
+            &[harness, "PreToolUse"],
+            payload.to_string().as_bytes(),
+            &[],
+        );
+        assert_silent(&out, &format!("not a git repo -> {harness}"));
+    }
+    // SPEX_HOME under a regular file: nothing can be created there (even as root).
+    let afile = w.repo.parent().unwrap().join("afile");
+    write(&afile, "a file, not a folder");
+    let home = afile.join("store");
+    let home = home.to_str().unwrap();
+    let repo = w.repo.to_str().unwrap();
+    for (harness, event) in [
+        ("claude", "SessionStart"),
+        ("claude", "PreToolUse"),
+        ("codex", "Stop"),
+    ] {
+        let p = json!({ "session_id": "u1", "cwd": repo, "tool_name": "Bash", "tool_input": {"command": "ls"} });
+        let out = dispatch_raw(
+            w,
+            &w.repo,
+            &[harness, event],
+            p.to_string().as_bytes(),
+            &[("SPEX_HOME", home)],
+        );
+        assert_silent(&out, &format!("unwritable SPEX_HOME -> {harness} {event}"));
+    }
+    assert_eq!(read(&afile), "a file, not a folder");
+}
+
+/// A broken `session.json`: the next hook still exits 0 silently and the store stays sane.
+fn corrupted_record_is_left_alone() {
+    let w = World::new();
+    let sid = "c0ffee00-0000-4000-8000-000000000002";
+    let repo = w.repo.to_str().unwrap();
+    let start = json!({ "session_id": sid, "cwd": repo, "hook_event_name": "SessionStart", "source": "startup" });
+    passed(
+        &dispatch(&w, "claude", "SessionStart", &start),
+        "SessionStart",
+    );
+    let path = session_dir(&w, sid).join("session.json");
+    write(&path, "{broken");
+    let before = files_under(&w.spex_home);
+    let post = json!({ "session_id": sid, "cwd": repo, "hook_event_name": "PostToolUse", "tool_name": "Write",
+        "tool_input": {"file_path": w.repo.join("a.txt")}, "tool_response": {} });
+    for event in [
+        "PostToolUse",
+        "PreToolUse",
+        "Stop",
+        "UserPromptSubmit",
+        "SessionEnd",
+    ] {
+        let label = format!("corrupted record -> {event}");
+        assert_silent(&dispatch(&w, "claude", event, &post), &label);
+        assert_store_sane(&w, &before, &label);
+    }
+    let text = read(&path);
+    assert!(
+        text == "{broken" || serde_json::from_str::<Value>(&text).is_ok(),
+        "session.json is neither left alone nor valid: {text}"
+    );
+    assert!(
+        errors_log(&w).contains(sid),
+        "the corrupt record is not logged in dispatch-errors.log: {}",
+        errors_log(&w)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency
+
+#[test]
+fn concurrent_dispatches_lose_no_event() {
+    let w = World::new();
+    let start = load_fixture(&w, "claude", "SessionStart.startup");
+    let sid = start["session_id"].as_str().unwrap().to_owned();
+    passed(
+        &dispatch(&w, "claude", "SessionStart", &start),
+        "SessionStart",
+    );
+    let mut post = load_fixture(&w, "claude", "PostToolUse.Write");
+    post["session_id"] = json!(sid);
+    let payload = post.to_string().into_bytes();
+    let children: Vec<Child> = (0..16)
+        .map(|_| spawn(&w, &w.repo, &["dispatch", "claude", "PostToolUse"], &[]))
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| finish(c, payload.clone()))
+        .collect();
+    for (i, out) in outs.iter().enumerate() {
+        assert_silent(out, &format!("PostToolUse #{i}"));
+    }
+    let evs = events(&w, &sid);
+    assert_eq!(evs.len(), 17, "events.jsonl lines");
+    let mut seqs: Vec<u64> = evs
+        .iter()
+        .map(|e| e["seq"].as_u64().expect("seq"))
+        .collect();
+    assert_eq!(seqs, (1..=17).collect::<Vec<u64>>(), "seq in file order");
+    seqs.sort_unstable();
+    seqs.dedup();
+    assert_eq!(seqs.len(), 17, "duplicate seq");
+    assert_eq!(
+        evs.iter().filter(|e| e["kind"] == "tool.completed").count(),
+        16
+    );
+    let r = record(&w, &sid);
+    assert_eq!(r["seq"], json!(17));
+    assert_eq!(r["touched"], json!(["hello.txt"]));
+    assert_eq!(errors_log(&w), "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session resolution
+
+#[test]
+fn codex_thread_id_resolves_through_alias_without_env() {
+    let w = World::new();
+    let t = "01a200f4-b914-7451-94a0-c9e888c3da14";
+    let env = [("SPEX_SESSION_ID", "someone-else")];
+    let start = load_fixture(&w, "codex", "SessionStart.startup");
+    assert_eq!(start["session_id"], json!(t));
+    passed(
+        &dispatch_env(&w, "codex", "SessionStart", &start, &env),
+        "SessionStart",
+    );
+    let pre = load_fixture(&w, "codex", "PreToolUse.Bash");
+    assert_eq!(pre["session_id"], json!(t));
+    passed(
+        &dispatch_env(&w, "codex", "PreToolUse", &pre, &env),
+        "PreToolUse",
+    );
+    let ids = session_ids(&w);
+    assert_eq!(ids.len(), 1, "exactly one record: {ids:?}");
+    let id = &ids[0];
+    assert_ne!(
+        id, "someone-else",
+        "codex hook took the id from SPEX_SESSION_ID"
+    );
+    let r = record(&w, id);
+    assert_eq!(r["harness_session_id"], json!(t));
+    assert_eq!(r["harness"], json!("codex"));
+    assert_eq!(r["status"], json!("working"));
+    let alias = project_dir(&w).join("aliases").join(format!("codex-{t}"));
+    assert_eq!(read(&alias).trim(), id.as_str(), "alias file");
+    let kinds: Vec<Value> = events(&w, id).iter().map(|e| e["kind"].clone()).collect();
+    assert_eq!(kinds, vec![json!("session.started"), json!("tool.started")]);
+}
+
+#[test]
+fn claude_spex_session_id_names_the_record() {
+    let w = World::new();
+    let start = load_fixture(&w, "claude", "SessionStart.startup");
+    let u = start["session_id"].as_str().unwrap().to_owned();
+    passed(
+        &dispatch_env(
+            &w,
+            "claude",
+            "SessionStart",
+            &start,
+            &[("SPEX_SESSION_ID", "myid")],
+        ),
+        "SessionStart",
+    );
+    assert_eq!(session_ids(&w), vec!["myid".to_owned()]);
+    let r = record(&w, "myid");
+    assert_eq!(r["id"], json!("myid"));
+    assert_eq!(r["launched_by"], json!("spex"));
+    assert_eq!(r["harness_session_id"], json!(u));
+    assert_eq!(r["status"], json!("idle"));
+    let alias = project_dir(&w).join("aliases").join(format!("claude-{u}"));
+    assert_eq!(read(&alias).trim(), "myid");
+    // A later hook of the same session (env still set) lands on the same record.
+    let prompt = load_fixture(&w, "claude", "UserPromptSubmit");
+    assert_eq!(prompt["session_id"], json!(u));
+    passed(
+        &dispatch_env(
+            &w,
+            "claude",
+            "UserPromptSubmit",
+            &prompt,
+            &[("SPEX_SESSION_ID", "myid")],
+        ),
+        "UserPromptSubmit",
+    );
+    assert_eq!(session_ids(&w), vec!["myid".to_owned()]);
+    assert_eq!(record(&w, "myid")["status"], json!("working"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policies
+
+const API_SPEC: &str = "---\ntitle: API\nsurface: system\ncode: [\"src/api/**\"]\n---\nThe API.\n";
+
+fn materialized(w: &World, config: &str) {
+    write(&w.repo.join("spex.jsonc"), config);
+    if !w.repo.join(".spec/api/spec.md").is_file() {
+        write(&w.repo.join(".spec/api/spec.md"), API_SPEC);
+    }
+    w.ok(&w.repo, &["materialize"]);
+}
+
+fn claude_tool(w: &World, sid: &str, tool: &str, rel: &str, extra: &Value) -> Value {
+    let mut input = json!({ "file_path": w.repo.join(rel), "content": "x\n" });
+    if let (Some(i), Some(e)) = (input.as_object_mut(), extra.as_object()) {
+        i.extend(e.clone());
+    }
+    json!({ "session_id": sid, "cwd": w.repo, "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input })
+}
+
+fn context_of(v: &Value) -> String {
+    v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no additionalContext: {v}"))
+        .to_owned()
+}
+
+#[test]
+fn spec_policies_answer_in_harness_protocol() {
+    let w = World::new();
+    materialized(&w, "{ \"harnesses\": [\"claude\", \"codex\"] }\n");
+    // Default policy: a nudge, once per session.
+    let s1 = "a1a1a1a1-0000-4000-8000-000000000001";
+    let first = json_out(
+        &dispatch(
+            &w,
+            "claude",
+            "PreToolUse",
+            &claude_tool(&w, s1, "Write", "src/api/x.rs", &json!({})),
+        ),
+        "first governed Write",
+    );
+    assert_eq!(
+        first["hookSpecificOutput"]["hookEventName"],
+        json!("PreToolUse")
+    );
+    let ctx = context_of(&first);
+    assert!(ctx.contains(".spec/api/spec.md"), "{ctx}");
+    assert!(
+        first["hookSpecificOutput"]
+            .get("permissionDecision")
+            .is_none(),
+        "{first}"
+    );
+    let second = passed(
+        &dispatch(
+            &w,
+            "claude",
+            "PreToolUse",
+            &claude_tool(&w, s1, "Edit", "src/api/other.rs", &json!({})),
+        ),
+        "second governed Edit",
+    );
+    assert!(
+        !second.contains("spec-first"),
+        "spec-first repeated: {second}"
+    );
+    assert!(
+        !second.contains(".spec/api/spec.md"),
+        "spec named again: {second}"
+    );
+
+    // Block: Claude denies through JSON, Codex through exit 2 + stderr.
+    materialized(
+        &w,
+        "{ \"harnesses\": [\"claude\", \"codex\"], \"policies\": { \"specFirst\": \"block\" } }\n",
+    );
+    let s2 = "b2b2b2b2-0000-4000-8000-000000000002";
+    let denied = json_out(
+        &dispatch(
+            &w,
+            "claude",
+            "PreToolUse",
+            &claude_tool(&w, s2, "Write", "src/api/x.rs", &json!({})),
+        ),
+        "blocked Write",
+    );
+    let hso = &denied["hookSpecificOutput"];
+    assert_eq!(hso["hookEventName"], json!("PreToolUse"), "{denied}");
+    assert_eq!(hso["permissionDecision"], json!("deny"), "{denied}");
+    assert!(
+        hso["permissionDecisionReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(".spec/api/spec.md"),
+        "{denied}"
+    );
+    let mut patch = load_fixture(&w, "codex", "PreToolUse.apply_patch");
+    patch["session_id"] = json!("01b0c0d0-0000-7000-8000-000000000003");
+    patch["tool_input"]["command"] =
+        json!("*** Begin Patch\n*** Add File: src/api/y.rs\n+fn y() {}\n*** End Patch\n");
+    let codex = dispatch(&w, "codex", "PreToolUse", &patch);
+    assert_eq!(
+        codex.status.code(),
+        Some(2),
+        "codex block exit code; stderr: {}",
+        stderr(&codex)
+    );
+    assert_eq!(stdout(&codex), "", "codex block stdout");
+    assert!(
+        stderr(&codex).contains(".spec/api/spec.md"),
+        "codex reason: {}",
+        stderr(&codex)
+    );
+
+    stop_gate_asks_once(&w);
+}
+
+/// `stopGate: ask`: an undeclared Stop is blocked once; the re-entered Stop passes.
+fn stop_gate_asks_once(w: &World) {
+    materialized(
+        w,
+        "{ \"harnesses\": [\"claude\", \"codex\"], \"policies\": { \"stopGate\": \"ask\" } }\n",
+    );
+    let s = "c3c3c3c3-0000-4000-8000-000000000004";
+    let base = json!({ "session_id": s, "cwd": w.repo, "prompt_id": "p1" });
+    let with = |extra: Value| {
+        let mut v = base.clone();
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    };
+    passed(
+        &dispatch(
+            w,
+            "claude",
+            "SessionStart",
+            &with(json!({"source": "startup"})),
+        ),
+        "SessionStart",
+    );
+    passed(
+        &dispatch(
+            w,
+            "claude",
+            "UserPromptSubmit",
+            &with(json!({"prompt": "do it"})),
+        ),
+        "prompt",
+    );
+    let blocked = json_out(
+        &dispatch(
+            w,
+            "claude",
+            "Stop",
+            &with(json!({"stop_hook_active": false})),
+        ),
+        "first Stop",
+    );
+    assert_eq!(blocked["decision"], json!("block"), "{blocked}");
+    assert!(
+        blocked["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("spex session")),
+        "{blocked}"
+    );
+    let r = record(w, s);
+    assert_eq!(
+        r["turn"]["state"],
+        json!("running"),
+        "a blocked stop ends no turn"
+    );
+    let again = dispatch(
+        w,
+        "claude",
+        "Stop",
+        &with(json!({"stop_hook_active": true})),
+    );
+    assert_eq!(
+        passed(&again, "second Stop"),
+        "",
+        "re-entered Stop must pass"
+    );
+    let r = record(w, s);
+    assert_eq!(r["turn"]["state"], json!("completed"));
+    assert_eq!(r["status"], json!("idle"));
+}
+
+#[test]
+fn another_live_session_touching_the_same_file_is_warned() {
+    let w = World::new();
+    let (a, b, c) = (
+        "aaaaaaaa-0000-4000-8000-00000000000a",
+        "bbbbbbbb-0000-4000-8000-00000000000b",
+        "cccccccc-0000-4000-8000-00000000000c",
+    );
+    let start = |sid: &str| json!({ "session_id": sid, "cwd": w.repo, "source": "startup" });
+    for sid in [a, b] {
+        passed(
+            &dispatch(&w, "claude", "SessionStart", &start(sid)),
+            "SessionStart",
+        );
+    }
+    let post = json!({ "session_id": a, "cwd": w.repo, "tool_name": "Write",
+        "tool_input": {"file_path": w.repo.join("shared.txt"), "content": "a\n"}, "tool_response": {} });
+    passed(
+        &dispatch(&w, "claude", "PostToolUse", &post),
+        "A PostToolUse",
+    );
+    assert_eq!(record(&w, a)["touched"], json!(["shared.txt"]));
+    let warned = json_out(
+        &dispatch(
+            &w,
+            "claude",
+            "PreToolUse",
+            &claude_tool(&w, b, "Write", "shared.txt", &json!({})),
+        ),
+        "B PreToolUse",
+    );
+    let ctx = context_of(&warned);
+    assert!(ctx.contains("warning") && ctx.contains(a), "{ctx}");
+    assert!(!ctx.contains(b), "B is warned about itself: {ctx}");
+    let end = json!({ "session_id": a, "cwd": w.repo, "reason": "other" });
+    passed(&dispatch(&w, "claude", "SessionEnd", &end), "A SessionEnd");
+    assert_eq!(record(&w, a)["status"], json!("exited"));
+    passed(
+        &dispatch(&w, "claude", "SessionStart", &start(c)),
+        "SessionStart C",
+    );
+    let quiet = passed(
+        &dispatch(
+            &w,
+            "claude",
+            "PreToolUse",
+            &claude_tool(&w, c, "Write", "shared.txt", &json!({})),
+        ),
+        "C PreToolUse",
+    );
+    assert!(
+        !quiet.contains("warning"),
+        "warned about an exited session: {quiet}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hook nodes
+
+fn executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    write(path, text);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn hook_nodes_run_after_builtins() {
+    let w = World::new();
+    write(
+        &w.repo.join(".spec/guard/spec.md"),
+        "---\ntitle: Guard\nsurface: hook\nevents: [PreToolUse]\nblock: true\n---\nRefuses forbidden content.\n",
+    );
+    executable(
+        &w.repo.join(".spec/guard/guard.sh"),
+        "#!/bin/sh\nif grep -q forbidden; then\n  echo 'guard: forbidden content refused' >&2\n  exit 2\nfi\nexit 0\n",
+    );
+    write(
+        &w.repo.join(".spec/hello/spec.md"),
+        "---\ntitle: Hello\nsurface: hook\nevents: [PreToolUse]\n---\nSays hello.\n",
+    );
+    executable(
+        &w.repo.join(".spec/hello/hello.sh"),
+        "#!/bin/sh\ncat >/dev/null\necho 'hello from node'\n",
+    );
+    materialized(&w, "{ \"harnesses\": [\"claude\", \"codex\"] }\n");
+    let s = "d4d4d4d4-0000-4000-8000-000000000005";
+    let bad = claude_tool(
+        &w,
+        s,
+        "Write",
+        "notes.txt",
+        &json!({"content": "this is forbidden\n"}),
+    );
+    let denied = json_out(
+        &dispatch(&w, "claude", "PreToolUse", &bad),
+        "forbidden Write",
+    );
+    let hso = &denied["hookSpecificOutput"];
+    assert_eq!(hso["permissionDecision"], json!("deny"), "{denied}");
+    let reason = hso["permissionDecisionReason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("guard: forbidden content refused"),
+        "{reason}"
+    );
+
+    // Allowed: the non-blocking node's stdout becomes context, after the built-in spec nudge.
+    let ok = claude_tool(
+        &w,
+        s,
+        "Write",
+        "src/api/x.rs",
+        &json!({"content": "fine\n"}),
+    );
+    let answer = json_out(&dispatch(&w, "claude", "PreToolUse", &ok), "allowed Write");
+    assert!(
+        answer["hookSpecificOutput"]
+            .get("permissionDecision")
+            .is_none(),
+        "{answer}"
+    );
+    let ctx = context_of(&answer);
+    let hello = ctx
+        .find("hello from node")
+        .unwrap_or_else(|| panic!("no node context: {ctx}"));
+    let spec = ctx
+        .find(".spec/api/spec.md")
+        .unwrap_or_else(|| panic!("no built-in context: {ctx}"));
+    assert!(
+        spec < hello,
+        "hook node context came before the built-ins: {ctx}"
+    );
+    let plain = claude_tool(&w, s, "Write", "notes.txt", &json!({"content": "fine\n"}));
+    let answer = json_out(&dispatch(&w, "claude", "PreToolUse", &plain), "plain Write");
+    assert_eq!(context_of(&answer), "hello from node");
+}

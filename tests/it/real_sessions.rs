@@ -1,0 +1,1213 @@
+//! Session records written by spex's REAL hook shims while the REAL pinned harnesses run turns
+//! against the fake model APIs: `spex materialize` installs `<spex> dispatch <harness> <Event>`
+//! into `.claude/settings.json` and `.codex/hooks.json`, the harness calls it, and the tests read
+//! back `session.json` and `events.jsonl` from `$SPEX_HOME`. Needs `scripts/install-peers.sh`;
+//! fails, never skips.
+
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tungstenite::{Message, WebSocket};
+
+use crate::common::{World, write};
+use crate::support::claude_home::claude_command;
+use crate::support::codex_home::{codex_command, write_codex_config};
+use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
+use crate::support::fake_responses::FakeResponses;
+use crate::support::http::random_hex;
+use crate::support::peers::GroupChild;
+
+/// One Claude turn (startup, model round trips, hooks) or one Codex turn.
+const TURN_TIMEOUT: Duration = Duration::from_secs(45);
+/// How long a record may lag behind the harness's own report (a hook still running).
+const SETTLE: Duration = Duration::from_secs(10);
+const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn read_or_empty(p: &Path) -> String {
+    fs::read_to_string(p).unwrap_or_default()
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// A fresh random version-4 UUID (for `claude --session-id`).
+fn fresh_uuid() -> String {
+    let h = random_hex(32);
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// `spex.jsonc` selecting both harnesses, then the real `spex materialize` in the repo.
+fn materialize(w: &World) {
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\", \"codex\"] }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let settings = read_or_empty(&w.repo.join(".claude/settings.json"));
+    assert!(
+        settings.contains(" dispatch claude Stop"),
+        "materialize installed no Claude shims:\n{settings}"
+    );
+    let hooks = read_or_empty(&w.repo.join(".codex/hooks.json"));
+    assert!(
+        hooks.contains(" dispatch codex Stop"),
+        "materialize installed no Codex shims:\n{hooks}"
+    );
+}
+
+/// Read-only view of the world's one project store: `$SPEX_HOME/projects/<name>-<hash>/`.
+struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    fn of(w: &World) -> Store {
+        let projects = w.spex_home.join("projects");
+        let dirs: Vec<PathBuf> = fs::read_dir(&projects)
+            .unwrap_or_else(|e| panic!("{}: {e}", projects.display()))
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        assert_eq!(
+            dirs.len(),
+            1,
+            "expected one project store in {}: {dirs:?}",
+            projects.display()
+        );
+        Store {
+            dir: dirs.into_iter().next().expect("one project"),
+        }
+    }
+
+    fn session_dir(&self, id: &str) -> PathBuf {
+        self.dir.join("sessions").join(id)
+    }
+
+    fn record(&self, id: &str) -> Option<Value> {
+        let text = fs::read_to_string(self.session_dir(id).join("session.json")).ok()?;
+        Some(
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("session.json of {id} is not JSON ({e}):\n{text}")),
+        )
+    }
+
+    fn events(&self, id: &str) -> Vec<Value> {
+        read_or_empty(&self.session_dir(id).join("events.jsonl"))
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("events.jsonl of {id}: bad line ({e}): {l}"))
+            })
+            .collect()
+    }
+
+    /// The spex id `aliases/<harness>-<harness id>` names.
+    fn alias(&self, harness: &str, harness_id: &str) -> Option<String> {
+        let text = fs::read_to_string(
+            self.dir
+                .join("aliases")
+                .join(format!("{harness}-{harness_id}")),
+        )
+        .ok()?;
+        Some(text.trim().to_owned())
+    }
+
+    fn session_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = fs::read_dir(self.dir.join("sessions"))
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Record, events and the dispatch error log, for failure messages.
+    fn dump(&self, id: &str) -> String {
+        let events: Vec<String> = self.events(id).iter().map(Value::to_string).collect();
+        let errors = self
+            .dir
+            .parent()
+            .and_then(Path::parent)
+            .map(|home| read_or_empty(&home.join("dispatch-errors.log")))
+            .unwrap_or_default();
+        let log = read_or_empty(&self.dir.join("dispatch.log"));
+        let tail: Vec<&str> = log.lines().rev().take(30).collect();
+        format!(
+            "--- session {id}:\n{}\n--- events:\n{}\n--- all sessions: {:?}\n--- dispatch.log (last 30, newest first):\n{}\n--- dispatch-errors.log:\n{errors}",
+            self.record(id)
+                .map_or_else(|| "(no record)".to_owned(), |r| pretty(&r)),
+            events.join("\n"),
+            self.session_ids(),
+            tail.join("\n"),
+        )
+    }
+
+    /// Polls until `pred(record, events)` holds; the record and events at that point.
+    fn wait_until(
+        &self,
+        id: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value, &[Value]) -> bool,
+    ) -> Result<(Value, Vec<Value>), String> {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(rec) = self.record(id) {
+                let events = self.events(id);
+                if pred(&rec, &events) {
+                    return Ok((rec, events));
+                }
+            }
+            if Instant::now() >= end {
+                return Err(self.dump(id));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or("?"))
+        .collect()
+}
+
+fn turn_state(rec: &Value) -> &str {
+    rec["turn"]["state"].as_str().unwrap_or("(no turn)")
+}
+
+fn touched(rec: &Value) -> Vec<&str> {
+    rec["touched"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// `seq` runs 1..=n without gaps or repeats, and the record's `seq` is the last one.
+fn assert_contiguous(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) {
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap_or(0))
+        .collect();
+    let want: Vec<u64> = (1..=events.len() as u64).collect();
+    assert_eq!(seqs, want, "events.jsonl seq is not contiguous\n{}", diag());
+    assert_eq!(
+        rec["seq"].as_u64(),
+        Some(events.len() as u64),
+        "record seq disagrees with events.jsonl\n{}",
+        diag()
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// Claude Code: one `claude -p` process per session, kept open on stream-json input so the
+// record can be read between the end of the turn (Stop / StopFailure) and the end of the
+// session (SessionEnd, when its stdin closes).
+// ------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy)]
+enum Perm {
+    /// `--permission-mode acceptEdits`: file tools run, Bash would be denied.
+    AcceptEdits,
+    /// `IS_SANDBOX=1 --dangerously-skip-permissions` (root may bypass only in a "sandbox").
+    Bypass,
+}
+
+/// One Claude session: its stream-json stdout lines arrive on a channel.
+struct ClaudeSession {
+    id: String,
+    child: GroupChild,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stdout: Vec<String>,
+    stderr_path: PathBuf,
+}
+
+impl ClaudeSession {
+    fn start(w: &World, fake: &FakeAnthropic, perm: Perm) -> ClaudeSession {
+        let id = fresh_uuid();
+        let stderr_path = w.dir.path().join(format!("claude-{id}.err"));
+        let mut cmd = claude_command(&w.home, &fake.base_url());
+        cmd.current_dir(&w.repo)
+            .env("SPEX_HOME", &w.spex_home)
+            .env("XDG_CONFIG_HOME", &w.xdg_config)
+            .env("CODEX_HOME", &w.codex_home)
+            .args(["-p", "--session-id", &id, "--verbose"])
+            .args([
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(File::create(&stderr_path).unwrap());
+        match perm {
+            Perm::AcceptEdits => {
+                cmd.args(["--permission-mode", "acceptEdits"]);
+            }
+            Perm::Bypass => {
+                cmd.env("IS_SANDBOX", "1")
+                    .arg("--dangerously-skip-permissions");
+            }
+        }
+        let mut child = GroupChild::spawn(&mut cmd);
+        let stdin = child.child_mut().stdin.take();
+        let stdout = child.child_mut().stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        ClaudeSession {
+            id,
+            child,
+            stdin,
+            lines,
+            stdout: Vec::new(),
+            stderr_path,
+        }
+    }
+
+    fn diag(&self, store: &Store) -> String {
+        format!(
+            "claude session {}\n--- claude stdout:\n{}\n--- claude stderr:\n{}\n{}",
+            self.id,
+            self.stdout.join("\n"),
+            read_or_empty(&self.stderr_path),
+            store.dump(&self.id)
+        )
+    }
+
+    /// Sends one user prompt and waits for the turn's `result` line.
+    fn turn(&mut self, store: &Store, prompt: &str) -> Value {
+        let msg = json!({"type": "user", "message": {"role": "user",
+            "content": [{"type": "text", "text": prompt}]}});
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        writeln!(stdin, "{msg}")
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("write prompt: {e}\n{}", self.diag(store)));
+        let end = Instant::now() + TURN_TIMEOUT;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let v: Option<Value> = serde_json::from_str(&line).ok();
+                    self.stdout.push(line);
+                    if let Some(v) = v.filter(|v| v["type"] == "result") {
+                        return v;
+                    }
+                }
+                Err(e) => panic!(
+                    "no `result` from claude within {TURN_TIMEOUT:?} ({e})\n{}",
+                    self.diag(store)
+                ),
+            }
+        }
+    }
+
+    /// Closes stdin (ends the session: `SessionEnd`) and waits for the process to exit; print
+    /// mode exits 1 when its last turn failed.
+    fn end(&mut self, store: &Store, turn_ok: bool) {
+        drop(self.stdin.take());
+        let status = self.child.wait_timeout(TURN_TIMEOUT);
+        let status = status.unwrap_or_else(|| {
+            panic!(
+                "claude did not exit after stdin closed\n{}",
+                self.diag(store)
+            )
+        });
+        // Drain what it printed last, for diagnostics.
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.stdout.push(line);
+        }
+        assert_eq!(
+            status.success(),
+            turn_ok,
+            "claude exited with {status}\n{}",
+            self.diag(store)
+        );
+    }
+}
+
+/// What a check sees right after a turn, before the session ends.
+struct Seen<'a> {
+    rec: &'a Value,
+    events: &'a [Value],
+    repo: &'a Path,
+    diag: &'a dyn Fn() -> String,
+}
+
+/// Case-specific assertions on a settled turn.
+type Check = fn(&Seen);
+
+/// One Claude session with one prompt, and what it must leave behind.
+struct ClaudeCase {
+    name: &'static str,
+    prompt: &'static str,
+    perm: Perm,
+    /// The turn's terminal state: `completed` or `failed`.
+    turn: &'static str,
+    /// `(tool, repo-relative file)`: an ok `tool.completed` of that tool names exactly the
+    /// file, and the file is in `touched`.
+    edit: Option<(&'static str, &'static str)>,
+    check: Check,
+}
+
+/// In order: the Edit case edits the file the Write case created.
+const CLAUDE_CASES: &[ClaudeCase] = &[
+    ClaudeCase {
+        name: "write",
+        prompt: "Please create the file.",
+        perm: Perm::AcceptEdits,
+        turn: "completed",
+        edit: Some(("Write", "hello.txt")),
+        check: check_write,
+    },
+    ClaudeCase {
+        name: "edit",
+        prompt: "Please edit the file. USE_EDIT",
+        perm: Perm::AcceptEdits,
+        turn: "completed",
+        edit: Some(("Edit", "hello.txt")),
+        check: check_edit,
+    },
+    ClaudeCase {
+        name: "notebook",
+        prompt: "Please edit the notebook. USE_NOTEBOOK",
+        perm: Perm::AcceptEdits,
+        turn: "completed",
+        edit: Some(("NotebookEdit", "nb.ipynb")),
+        check: check_notebook,
+    },
+    ClaudeCase {
+        name: "bash",
+        prompt: "Please run a command. USE_BASH",
+        perm: Perm::Bypass,
+        turn: "completed",
+        edit: None,
+        check: check_bash_ok,
+    },
+    ClaudeCase {
+        name: "bash-fail",
+        prompt: "Please run a failing command. USE_BASHFAIL",
+        perm: Perm::Bypass,
+        turn: "completed",
+        edit: None,
+        check: check_bash_failed,
+    },
+    ClaudeCase {
+        name: "agent",
+        prompt: "Please delegate. USE_AGENT",
+        perm: Perm::Bypass,
+        turn: "completed",
+        edit: None,
+        check: check_agent,
+    },
+    ClaudeCase {
+        name: "fail-400",
+        prompt: "Please create the file. FAIL=400",
+        perm: Perm::AcceptEdits,
+        turn: "failed",
+        edit: None,
+        check: check_failed_turn,
+    },
+];
+
+fn event_of<'e>(events: &'e [Value], kind: &str, tool: &str) -> Vec<&'e Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == kind && e["tool"] == tool)
+        .collect()
+}
+
+fn check_write(s: &Seen) {
+    assert_eq!(
+        read_or_empty(&s.repo.join("hello.txt")),
+        WRITE_CONTENT,
+        "{}",
+        (s.diag)()
+    );
+}
+
+fn check_edit(s: &Seen) {
+    assert_eq!(
+        read_or_empty(&s.repo.join("hello.txt")),
+        WRITE_CONTENT.replace("hello", "goodbye"),
+        "{}",
+        (s.diag)()
+    );
+    // The fake reads before it edits: the Read is activity, not an edit.
+    let reads = event_of(s.events, "tool.completed", "Read");
+    assert!(
+        reads.len() == 1 && reads[0].get("files").is_none(),
+        "one Read that touches nothing\n{}",
+        (s.diag)()
+    );
+}
+
+fn check_notebook(s: &Seen) {
+    assert!(
+        read_or_empty(&s.repo.join("nb.ipynb")).contains("print(2)"),
+        "the notebook cell was not edited\n{}",
+        (s.diag)()
+    );
+}
+
+fn check_bash_ok(s: &Seen) {
+    let done = event_of(s.events, "tool.completed", "Bash");
+    assert!(
+        done.len() == 1 && done[0]["ok"] == true,
+        "one ok tool.completed Bash\n{}",
+        (s.diag)()
+    );
+    assert_eq!(
+        read_or_empty(&s.repo.join("bash_out.txt")),
+        "hi-from-bash\n",
+        "{}",
+        (s.diag)()
+    );
+    assert!(
+        touched(s.rec).is_empty(),
+        "Bash touches nothing\n{}",
+        (s.diag)()
+    );
+}
+
+fn check_bash_failed(s: &Seen) {
+    let done = event_of(s.events, "tool.completed", "Bash");
+    assert!(
+        done.len() == 1 && done[0]["ok"] == false,
+        "one failed tool.completed Bash\n{}",
+        (s.diag)()
+    );
+    let error = done[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("Exit code 3"),
+        "error `{error}`\n{}",
+        (s.diag)()
+    );
+    assert!(
+        s.rec["attention"].is_null(),
+        "a failed tool is not a failed turn\n{}",
+        (s.diag)()
+    );
+}
+
+/// The Agent call is the parent's; whatever the subagent did is marked `subagent`, sits inside
+/// the Agent call and is tool activity only: no turn event and no attention come from it.
+fn check_agent(s: &Seen) {
+    let position = |kind: &str| {
+        s.events
+            .iter()
+            .position(|e| e["kind"] == kind && e["tool"] == "Agent")
+            .unwrap_or_else(|| panic!("no {kind} Agent\n{}", (s.diag)()))
+    };
+    let (spawn, joined) = (position("tool.started"), position("tool.completed"));
+    for i in [spawn, joined] {
+        assert!(
+            s.events[i].get("subagent").is_none(),
+            "the Agent call itself is the parent's\n{}",
+            (s.diag)()
+        );
+    }
+    let mut from_subagent = 0;
+    for (i, e) in s.events.iter().enumerate() {
+        if e.get("subagent").is_some() {
+            from_subagent += 1;
+            let tool_event = e["kind"].as_str().is_some_and(|k| k.starts_with("tool."));
+            assert!(
+                e["subagent"] == true && i > spawn && i < joined && tool_event,
+                "subagent event outside the Agent call: {e}\n{}",
+                (s.diag)()
+            );
+        }
+    }
+    let turn_events: Vec<&str> = kinds(s.events)
+        .into_iter()
+        .filter(|k| k.starts_with("turn.") || *k == "input.required")
+        .collect();
+    assert_eq!(
+        turn_events,
+        ["turn.started", "turn.completed"],
+        "the subagent moved the parent's turn\n{}",
+        (s.diag)()
+    );
+    assert!(s.rec["attention"].is_null(), "{}", (s.diag)());
+    eprintln!("claude agent: {from_subagent} subagent tool events");
+}
+
+fn check_failed_turn(s: &Seen) {
+    assert_eq!(
+        s.rec["attention"]["reason"],
+        "turn_failed",
+        "attention\n{}",
+        (s.diag)()
+    );
+    let text = s.rec["attention"]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("400"),
+        "attention text `{text}`\n{}",
+        (s.diag)()
+    );
+    assert!(s.rec["turn"]["ended_at"].is_string(), "{}", (s.diag)());
+    let failed: Vec<&Value> = s
+        .events
+        .iter()
+        .filter(|e| e["kind"] == "turn.failed")
+        .collect();
+    assert!(
+        failed.len() == 1 && failed[0]["source"] == "StopFailure",
+        "one turn.failed, from StopFailure\n{}",
+        (s.diag)()
+    );
+}
+
+/// The record right after the turn: identity, a terminal turn, `idle`, the case's edits, one
+/// `turn.started` and the terminal turn event last, contiguous events.
+fn assert_settled_turn(store: &Store, id: &str, case: &ClaudeCase, seen: &Seen) {
+    let (rec, events, diag) = (seen.rec, seen.events, seen.diag);
+    assert_eq!(rec["id"], id, "{}", diag());
+    assert_eq!(rec["harness"], "claude", "{}", diag());
+    assert_eq!(rec["harness_session_id"], id, "{}", diag());
+    assert_eq!(rec["launched_by"], "self", "{}", diag());
+    assert_eq!(
+        store.alias("claude", id).as_deref(),
+        Some(id),
+        "alias claude-<id>\n{}",
+        diag()
+    );
+    assert_eq!(turn_state(rec), case.turn, "turn state\n{}", diag());
+    assert_eq!(rec["status"], "idle", "status after the turn\n{}", diag());
+    assert_eq!(rec["turn"]["prompt"], case.prompt, "{}", diag());
+    if let Some((tool, file)) = case.edit {
+        assert!(
+            touched(rec).contains(&file),
+            "`{file}` missing from touched {:?}\n{}",
+            touched(rec),
+            diag()
+        );
+        assert!(
+            event_of(events, "tool.completed", tool)
+                .iter()
+                .any(|e| e["ok"] == true && e["files"] == json!([file])),
+            "no ok tool.completed {tool} naming {file}\n{}",
+            diag()
+        );
+    }
+    let k = kinds(events);
+    assert_eq!(k.first(), Some(&"session.started"), "{}", diag());
+    assert_eq!(
+        k.iter().filter(|k| **k == "turn.started").count(),
+        1,
+        "one prompt, one turn.started\n{}",
+        diag()
+    );
+    let terminal = format!("turn.{}", case.turn);
+    assert_eq!(k.last(), Some(&terminal.as_str()), "last event\n{}", diag());
+    let other = if case.turn == "completed" {
+        "turn.failed"
+    } else {
+        "turn.completed"
+    };
+    assert!(
+        !k.contains(&other),
+        "a turn is completed or failed, never both\n{}",
+        diag()
+    );
+    assert_contiguous(rec, events, diag);
+}
+
+/// Runs one Claude session through `case`: the record after the turn, then after the
+/// session ended.
+fn run_claude_case(w: &World, fake: &FakeAnthropic, case: &ClaudeCase) {
+    let started = Instant::now();
+    let mut session = ClaudeSession::start(w, fake, case.perm);
+    let store = Store::of(w);
+    let result = session.turn(&store, case.prompt);
+    {
+        let diag = || {
+            format!(
+                "case `{}`: result {result}\n{}",
+                case.name,
+                session.diag(&store)
+            )
+        };
+        // The turn is terminal and the session no longer busy: Stop (or StopFailure) ran.
+        let settled = store.wait_until(&session.id, SETTLE, |rec, _| {
+            turn_state(rec) != "running"
+                && rec["status"] != "working"
+                && rec["status"] != "starting"
+        });
+        let (rec, events) = settled.unwrap_or_else(|_| panic!("turn never settled\n{}", diag()));
+        let seen = Seen {
+            rec: &rec,
+            events: &events,
+            repo: &w.repo,
+            diag: &diag,
+        };
+        assert_settled_turn(&store, &session.id, case, &seen);
+        (case.check)(&seen);
+    }
+
+    session.end(&store, case.turn == "completed");
+    let diag = || {
+        format!(
+            "case `{}`: result {result}\n{}",
+            case.name,
+            session.diag(&store)
+        )
+    };
+    let ended = store.wait_until(&session.id, SETTLE, |rec, _| rec["status"] == "exited");
+    let (fin, events) = ended.unwrap_or_else(|_| panic!("never exited\n{}", diag()));
+    assert_eq!(
+        kinds(&events).last(),
+        Some(&"session.exited"),
+        "SessionEnd is the last event\n{}",
+        diag()
+    );
+    assert_eq!(
+        turn_state(&fin),
+        case.turn,
+        "SessionEnd must not rewrite a finished turn\n{}",
+        diag()
+    );
+    if case.turn == "failed" {
+        assert_eq!(
+            fin["attention"]["reason"],
+            "turn_failed",
+            "the failure stays visible after the session ends\n{}",
+            diag()
+        );
+    }
+    assert_contiguous(&fin, &events, &diag);
+    eprintln!("claude {}: {:?}", case.name, started.elapsed());
+}
+
+#[test]
+fn claude_turns_produce_true_records() {
+    let started = Instant::now();
+    let w = World::new();
+    materialize(&w);
+    let fake = FakeAnthropic::start();
+    let nb = json!({"cells": [{"cell_type": "code", "execution_count": null, "id": "c0",
+        "metadata": {}, "outputs": [], "source": ["print(1)"]}],
+        "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5});
+    write(&w.repo.join("nb.ipynb"), pretty(&nb));
+    for case in CLAUDE_CASES {
+        run_claude_case(&w, &fake, case);
+    }
+    let store = Store::of(&w);
+    assert_eq!(
+        store.session_ids().len(),
+        CLAUDE_CASES.len(),
+        "one record per session, keyed by --session-id: {:?}",
+        store.session_ids()
+    );
+    eprintln!("claude_turns_produce_true_records: {:?}", started.elapsed());
+}
+
+// ------------------------------------------------------------------------------------------
+// Codex: one app-server spawned by the test (as spex's runtime would: with SPEX_HOME), driven
+// over JSON-RPC on its Unix socket.
+// ------------------------------------------------------------------------------------------
+
+/// JSON-RPC over WebSocket that keeps every notification and server request it reads.
+struct Rpc {
+    ws: WebSocket<UnixStream>,
+    next_id: u64,
+    inbox: Vec<Value>,
+}
+
+impl Rpc {
+    fn send(&mut self, msg: &Value) {
+        self.ws
+            .send(Message::text(msg.to_string()))
+            .expect("websocket send");
+    }
+
+    fn recv(&mut self, deadline: Instant) -> Option<Value> {
+        while Instant::now() < deadline {
+            match self.ws.read() {
+                Ok(Message::Text(t)) => return Some(serde_json::from_str(t.as_str()).unwrap()),
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e))
+                    if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => panic!("websocket read: {e}"),
+            }
+        }
+        None
+    }
+
+    fn call(&mut self, method: &str, params: &Value) -> Result<Value, String> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + RPC_TIMEOUT;
+        loop {
+            let Some(msg) = self.recv(deadline) else {
+                return Err(format!("no answer to {method} in {RPC_TIMEOUT:?}"));
+            };
+            if msg["id"] == id && msg.get("method").is_none() {
+                return match msg.get("error") {
+                    Some(e) => Err(format!("{method} failed: {e}")),
+                    None => Ok(msg["result"].clone()),
+                };
+            }
+            self.inbox.push(msg);
+        }
+    }
+
+    /// Removes and returns the first message (notification or server request) with `method`
+    /// that satisfies `pred`, reading more until `deadline`.
+    fn take(
+        &mut self,
+        method: &str,
+        pred: impl Fn(&Value) -> bool,
+        deadline: Instant,
+    ) -> Option<Value> {
+        let matches = |m: &Value| m["method"] == method && pred(&m["params"]);
+        loop {
+            if let Some(i) = self.inbox.iter().position(matches) {
+                return Some(self.inbox.remove(i));
+            }
+            let msg = self.recv(deadline)?;
+            self.inbox.push(msg);
+        }
+    }
+}
+
+struct CodexServer {
+    rpc: Rpc,
+    log_path: PathBuf,
+    server: GroupChild,
+}
+
+impl CodexServer {
+    /// `codex app-server` for the world: `HOME`, `CODEX_HOME`, `SPEX_HOME` (hooks inherit it), and a
+    /// stray `SPEX_SESSION_ID` that spex must ignore for Codex (the server is shared).
+    fn start(w: &World) -> CodexServer {
+        let sock = w.dir.path().join("cx.sock");
+        let log_path = w.dir.path().join("cx.log");
+        let log_file = File::create(&log_path).unwrap();
+        let mut cmd = codex_command(&w.codex_home, &w.home);
+        cmd.arg("app-server")
+            .arg("--listen")
+            .arg(format!("unix://{}", sock.display()))
+            .current_dir(&w.repo)
+            .env("SPEX_HOME", &w.spex_home)
+            .env("XDG_CONFIG_HOME", &w.xdg_config)
+            .env("SPEX_SESSION_ID", "not-this")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file);
+        let mut server = GroupChild::spawn(&mut cmd);
+        let deadline = Instant::now() + RPC_TIMEOUT;
+        let stream = loop {
+            if let Ok(s) = UnixStream::connect(&sock) {
+                break s;
+            }
+            if let Some(st) = server.try_wait() {
+                panic!(
+                    "codex app-server exited early ({st})\n{}",
+                    read_or_empty(&log_path)
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "codex app-server never listened\n{}",
+                read_or_empty(&log_path)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let (ws, _) = tungstenite::client("ws://localhost/rpc", stream)
+            .unwrap_or_else(|e| panic!("websocket handshake: {e}\n{}", read_or_empty(&log_path)));
+        let mut cx = CodexServer {
+            rpc: Rpc {
+                ws,
+                next_id: 0,
+                inbox: Vec::new(),
+            },
+            log_path,
+            server,
+        };
+        let init = cx.rpc.call(
+            "initialize",
+            &json!({"clientInfo": {"name": "spex-real-sessions", "version": "0"},
+                "capabilities": {"experimentalApi": true}}),
+        );
+        if let Err(e) = init {
+            panic!("{e}\n{}", cx.log());
+        }
+        cx.rpc
+            .send(&json!({"jsonrpc": "2.0", "method": "initialized"}));
+        cx
+    }
+
+    fn log(&self) -> String {
+        format!("--- app-server log:\n{}", read_or_empty(&self.log_path))
+    }
+
+    fn call(&mut self, method: &str, params: &Value) -> Value {
+        match self.rpc.call(method, params) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}\n{}", self.log()),
+        }
+    }
+
+    fn start_thread(&mut self, params: &Value) -> String {
+        let r = self.call("thread/start", params);
+        r["thread"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no thread id in {r}"))
+            .to_owned()
+    }
+
+    /// Starts a turn; its id.
+    fn start_turn(&mut self, thread: &str, text: &str) -> String {
+        let r = self.call(
+            "turn/start",
+            &json!({"threadId": thread, "input": [{"type": "text", "text": text}]}),
+        );
+        r["turn"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no turn id in {r}"))
+            .to_owned()
+    }
+
+    /// The `turn/completed` params of `turn`, or `None` after [`TURN_TIMEOUT`].
+    fn wait_completed(&mut self, turn: &str) -> Option<Value> {
+        let n = self.rpc.take(
+            "turn/completed",
+            |p| p["turn"]["id"] == turn,
+            Instant::now() + TURN_TIMEOUT,
+        );
+        n.map(|n| n["params"].clone())
+    }
+}
+
+/// A world with a fake Responses API, materialized shims and one app-server.
+struct CodexRig {
+    w: World,
+    store: Store,
+    fake: FakeResponses,
+    cx: CodexServer,
+}
+
+impl CodexRig {
+    fn start() -> CodexRig {
+        let w = World::new();
+        // The hang scenario ends on its own well after the test's interrupt.
+        let fake = FakeResponses::start_with_hang_limit(Duration::from_secs(40));
+        write_codex_config(
+            &w.codex_home,
+            &fake.base_url(),
+            "never",
+            "danger-full-access",
+        );
+        materialize(&w);
+        let store = Store::of(&w);
+        let cx = CodexServer::start(&w);
+        CodexRig { w, store, fake, cx }
+    }
+
+    /// The record of `id`, the fake's requests and the app-server log.
+    fn diag(&self, id: &str) -> String {
+        let requests: Vec<String> = self
+            .fake
+            .requests()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} {}",
+                    r["method"], r["path"], r["scenario"], r["n_tool_outputs"]
+                )
+            })
+            .collect();
+        format!(
+            "{}\n--- fake requests:\n{}\n{}",
+            self.store.dump(id),
+            requests.join("\n"),
+            self.cx.log()
+        )
+    }
+
+    /// Runs a turn to its end; asserts Codex reports `status`. Returns the turn id.
+    fn turn(&mut self, thread: &str, text: &str, status: &str) -> String {
+        let turn = self.cx.start_turn(thread, text);
+        let done = self.cx.wait_completed(&turn);
+        let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", self.diag(thread)));
+        assert_eq!(
+            done["turn"]["status"],
+            status,
+            "{done}\n{}",
+            self.diag(thread)
+        );
+        turn
+    }
+
+    /// The spex id `aliases/codex-<thread>` names; it must be the thread id itself.
+    fn record_id(&self, thread: &str) -> String {
+        let id = self.store.alias("codex", thread);
+        let id = id.unwrap_or_else(|| panic!("no alias codex-{thread}\n{}", self.diag(thread)));
+        assert_eq!(
+            id,
+            thread,
+            "a Codex record is keyed by its thread id\n{}",
+            self.diag(&id)
+        );
+        id
+    }
+
+    fn settled(
+        &self,
+        id: &str,
+        what: &str,
+        pred: impl Fn(&Value, &[Value]) -> bool,
+    ) -> (Value, Vec<Value>) {
+        self.store
+            .wait_until(id, SETTLE, pred)
+            .unwrap_or_else(|_| panic!("{what}\n{}", self.diag(id)))
+    }
+}
+
+/// An edit turn (one `apply_patch` naming two files, then one naming an update and an add)
+/// and a shell turn on a `never` / `danger-full-access` thread. Returns the record id.
+fn codex_edits_and_shell(rig: &mut CodexRig) -> String {
+    let thread = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
+    rig.turn(&thread, "SCENARIO:multipatch", "completed");
+    let shell = rig.turn(&thread, "SCENARIO:shell", "completed");
+    assert_eq!(
+        read_or_empty(&rig.w.repo.join("shell_out.txt")),
+        "shell-ran\n"
+    );
+
+    let id = rig.record_id(&thread);
+    assert!(
+        !rig.store.session_ids().iter().any(|s| s == "not-this"),
+        "the app-server's SPEX_SESSION_ID must be ignored for Codex\n{}",
+        rig.diag(&id)
+    );
+    let (rec, events) = rig.settled(&id, "the shell turn never completed", |rec, _| {
+        rec["turn"]["id"] == shell.as_str() && turn_state(rec) == "completed"
+    });
+    let diag = || rig.diag(&id);
+    assert_eq!(rec["harness"], "codex", "{}", diag());
+    assert_eq!(rec["harness_session_id"], thread.as_str(), "{}", diag());
+    assert_eq!(rec["status"], "idle", "{}", diag());
+    assert!(rec["attention"].is_null(), "{}", diag());
+    assert_eq!(rec["launched_by"], "self", "{}", diag());
+    for file in ["a.txt", "sub/b.txt", "c.txt"] {
+        assert!(
+            touched(&rec).contains(&file),
+            "`{file}` missing from touched {:?}\n{}",
+            touched(&rec),
+            diag()
+        );
+    }
+    let patches = event_of(&events, "tool.completed", "apply_patch");
+    assert!(
+        patches
+            .iter()
+            .any(|e| e["ok"] == true && e["files"] == json!(["a.txt", "sub/b.txt"])),
+        "the first apply_patch names both files\n{}",
+        diag()
+    );
+    let shells = event_of(&events, "tool.completed", "Bash");
+    assert!(
+        shells.len() == 1 && shells[0]["ok"] == true && shells[0].get("files").is_none(),
+        "one ok shell call, touching nothing\n{}",
+        diag()
+    );
+    let all = kinds(&events);
+    assert_eq!(all.first(), Some(&"session.started"), "{}", diag());
+    let turn_events: Vec<&str> = all
+        .iter()
+        .copied()
+        .filter(|k| k.starts_with("turn."))
+        .collect();
+    assert_eq!(
+        turn_events,
+        [
+            "turn.started",
+            "turn.completed",
+            "turn.started",
+            "turn.completed"
+        ],
+        "{}",
+        diag()
+    );
+    assert_eq!(all.last(), Some(&"turn.completed"), "{}", diag());
+    assert_contiguous(&rec, &events, &diag);
+    id
+}
+
+/// An escalated command on a thread with approval `on-request` and `workspace-write`: while
+/// the approval request is unanswered the session needs attention, naming the command.
+/// Returns the record id.
+fn codex_escalation(rig: &mut CodexRig) -> String {
+    let thread = rig.cx.start_thread(&json!({"cwd": rig.w.repo,
+        "approvalPolicy": "on-request", "sandbox": "workspace-write"}));
+    let turn = rig.cx.start_turn(&thread, "SCENARIO:escalate");
+    let req = rig.cx.rpc.take(
+        "item/commandExecution/requestApproval",
+        |p| p["threadId"] == thread.as_str(),
+        Instant::now() + TURN_TIMEOUT,
+    );
+    let req = req.unwrap_or_else(|| panic!("no approval request\n{}", rig.diag(&thread)));
+    let id = rig.record_id(&thread);
+    let (rec, events) = rig.settled(
+        &id,
+        "not needs_attention while the approval is pending",
+        |rec, _| rec["status"] == "needs_attention",
+    );
+    let diag = || format!("approval request: {req}\n{}", rig.diag(&id));
+    assert_eq!(rec["attention"]["reason"], "permission", "{}", diag());
+    let text = rec["attention"]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("echo escalated > escalated.txt"),
+        "attention text `{text}`\n{}",
+        diag()
+    );
+    assert_eq!(turn_state(&rec), "running", "{}", diag());
+    assert_eq!(kinds(&events).last(), Some(&"input.required"), "{}", diag());
+
+    rig.cx
+        .rpc
+        .send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"decision": "accept"}}));
+    let done = rig.cx.wait_completed(&turn);
+    let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&id)));
+    assert_eq!(
+        done["turn"]["status"],
+        "completed",
+        "{done}\n{}",
+        rig.diag(&id)
+    );
+    assert_eq!(
+        read_or_empty(&rig.w.repo.join("escalated.txt")),
+        "escalated\n"
+    );
+    let (rec, events) = rig.settled(&id, "the escalated turn never completed", |rec, _| {
+        turn_state(rec) == "completed"
+    });
+    let diag = || rig.diag(&id);
+    assert_eq!(rec["status"], "idle", "{}", diag());
+    assert!(
+        rec["attention"].is_null(),
+        "answered: no attention left\n{}",
+        diag()
+    );
+    assert_contiguous(&rec, &events, &diag);
+    id
+}
+
+/// A hanging turn on `thread`, interrupted once it is really in progress.
+fn codex_interrupt(rig: &mut CodexRig, thread: &str) {
+    let turn = rig.cx.start_turn(thread, "SCENARIO:hang HANG=40");
+    let started = rig.cx.rpc.take(
+        "turn/started",
+        |p| p["turn"]["id"] == turn.as_str(),
+        Instant::now() + TURN_TIMEOUT,
+    );
+    started.unwrap_or_else(|| panic!("no turn/started\n{}", rig.diag(thread)));
+    // The model request is out, so the prompt hook has run: the turn is in progress.
+    let hang = rig
+        .fake
+        .wait_for_request(|r| r["scenario"] == "hang", TURN_TIMEOUT);
+    hang.unwrap_or_else(|| panic!("the hang request never came\n{}", rig.diag(thread)));
+    let (rec, _) = rig.settled(thread, "the hanging turn is not running", |rec, _| {
+        rec["turn"]["id"] == turn.as_str() && turn_state(rec) == "running"
+    });
+    assert_eq!(rec["status"], "working", "{}", rig.diag(thread));
+
+    rig.cx.call(
+        "turn/interrupt",
+        &json!({"threadId": thread, "turnId": turn}),
+    );
+    let done = rig.cx.wait_completed(&turn);
+    let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(thread)));
+    assert_eq!(
+        done["turn"]["status"],
+        "interrupted",
+        "{done}\n{}",
+        rig.diag(thread)
+    );
+    let (rec, events) = rig.settled(thread, "the turn never became interrupted", |rec, _| {
+        turn_state(rec) == "interrupted"
+    });
+    let diag = || rig.diag(thread);
+    assert_eq!(rec["turn"]["id"], turn.as_str(), "{}", diag());
+    assert_eq!(rec["status"], "idle", "{}", diag());
+    let interrupted: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "turn.interrupted")
+        .collect();
+    assert!(
+        interrupted.len() == 1 && interrupted[0]["turn_id"] == turn.as_str(),
+        "one turn.interrupted for {turn}\n{}",
+        diag()
+    );
+    assert!(
+        !kinds(&events).contains(&"turn.failed"),
+        "an interrupt is not a failure\n{}",
+        diag()
+    );
+    assert_contiguous(&rec, &events, &diag);
+}
+
+#[test]
+fn codex_turns_produce_true_records_keyed_by_thread_id() {
+    let started = Instant::now();
+    let mut rig = CodexRig::start();
+    let first = codex_edits_and_shell(&mut rig);
+    let second = codex_escalation(&mut rig);
+    codex_interrupt(&mut rig, &first);
+
+    // Server shutdown ends every loaded thread (SessionEnd).
+    rig.cx.server.stop(Duration::from_secs(10));
+    for id in [&first, &second] {
+        let (rec, events) = rig.settled(id, "not exited after the server stopped", |rec, _| {
+            rec["status"] == "exited"
+        });
+        let diag = || rig.diag(id);
+        assert_eq!(kinds(&events).last(), Some(&"session.exited"), "{}", diag());
+        assert_contiguous(&rec, &events, &diag);
+    }
+    let mut want = vec![first.clone(), second];
+    want.sort();
+    assert_eq!(
+        rig.store.session_ids(),
+        want,
+        "one record per thread, nothing else\n{}",
+        rig.diag(&first)
+    );
+    eprintln!(
+        "codex_turns_produce_true_records_keyed_by_thread_id: {:?}",
+        started.elapsed()
+    );
+}
