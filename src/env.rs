@@ -15,6 +15,8 @@ pub struct Env {
     pub path: Option<OsString>,
     pub no_color: bool,
     pub spex_session_id: Option<String>,
+    /// `SPEX_TRACE_DISPATCH`: log every hook invocation to the project's `dispatch.log`.
+    pub trace_dispatch: bool,
     /// Session ids a harness exports into its own processes, by variable name.
     pub harness_vars: Vec<(String, String)>,
 }
@@ -45,6 +47,8 @@ impl Env {
                 .ok()
                 .filter(|v| !v.is_empty()),
             harness_vars,
+            trace_dispatch: std::env::var_os("SPEX_TRACE_DISPATCH")
+                .is_some_and(|v| !v.is_empty() && v != "0"),
         }
     }
 

@@ -45,6 +45,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     Ok(true)
 }
 
+/// Replaces `path` with `bytes` by rename, without comparing first and without `fsync`: for
+/// spex's own state on the hook path, where a rename keeps readers from ever seeing a torn
+/// record and an fsync per tool call would cost more than the rest of the hook.
+pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".spex-tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// Removes a file; a missing file is not an error.
 pub fn remove_file(path: &Path) -> io::Result<()> {
     match fs_err::remove_file(path) {

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::adapters::{self, Harness};
-use crate::config;
 use crate::env::Env;
 use crate::repo::Tree;
 use crate::store::session::{self, Flags, Session, Status};
@@ -81,17 +80,20 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
     let tree = Tree::discover(&cwd).map_err(|e| e.to_string())?;
     let project = ProjectStore::new(&env.spex_home(), &tree.main);
     let kind = ev.kind.unwrap_or(Kind::Other);
-    let log = serde_json::json!({
-        "time": store::now_rfc3339(), "harness": h.id(), "event": event, "session_id": ev.session_id, "tree": tree.root,
-    });
-    append_line(&project.dispatch_log(), &log.to_string());
+    if env.trace_dispatch {
+        let log = serde_json::json!({
+            "time": store::now_rfc3339(), "harness": h.id(), "event": event, "session_id": ev.session_id, "tree": tree.root,
+        });
+        append_line(&project.dispatch_log(), &log.to_string());
+    }
     if kind == Kind::Other {
         return Ok(None);
     }
     let Some(id) = resolve(env, h, &project, &ev) else {
         return Ok(None);
     };
-    let cfg = config::load(&env.user_config_file(), &tree.root).unwrap_or_default();
+    // Policies and the spec index come from the receipt `materialize` wrote, so the hot path
+    // reads one small file instead of the config layers and the `.spec` tree.
     let receipt = project.receipt(&tree.root).unwrap_or_default();
     let edits: Vec<String> = ev
         .edits
@@ -104,8 +106,8 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         ev: &ev,
         edits: &edits,
         now: &now,
-        spec_first: cfg.spec_first,
-        stop_gate: cfg.stop_gate,
+        spec_first: receipt.policies.spec_first,
+        stop_gate: receipt.policies.stop_gate,
         governance: &receipt.governance,
         store: &project,
     };

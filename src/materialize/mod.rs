@@ -18,7 +18,7 @@ use crate::env::Env;
 use crate::fsutil;
 use crate::repo::{RepoError, Tree};
 use crate::spec::{self, SpecError, SpecNode};
-use crate::store::{self, Governed, HookNode, ProjectStore, Receipt};
+use crate::store::{self, Governed, HookNode, Policies, ProjectStore, Receipt};
 use owned::Owned;
 use workspace::Workspace;
 
@@ -216,6 +216,10 @@ impl Inputs<'_> {
                     code: n.code.clone(),
                 })
                 .collect(),
+            policies: Policies {
+                spec_first: cfg.spec_first,
+                stop_gate: cfg.stop_gate,
+            },
         });
         Ok(finish(
             self.tree.root.clone(),

@@ -21,6 +21,16 @@ pub struct Receipt {
     pub hooks: Vec<HookNode>,
     #[serde(default)]
     pub governance: Vec<Governed>,
+    #[serde(default)]
+    pub policies: Policies,
+}
+
+/// The dispatch policies of `spex.jsonc`, as of the last `materialize`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Policies {
+    pub spec_first: crate::config::Policy,
+    pub stop_gate: crate::config::StopGate,
 }
 
 /// A `surface: hook` spec node: its handler runs after the built-in handlers.

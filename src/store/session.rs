@@ -202,9 +202,7 @@ impl ProjectStore {
         let path = self.session_dir(&s.id).join("session.json");
         let mut bytes = serde_json::to_vec_pretty(s).expect("a session serializes");
         bytes.push(b'\n');
-        fsutil::write_atomic(&path, &bytes)
-            .map_err(io(&path))
-            .map(drop)
+        fsutil::replace(&path, &bytes).map_err(io(&path))
     }
 
     /// Read-modify-write of one session under its lock: `f` gets the current record (or

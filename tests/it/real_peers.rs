@@ -542,6 +542,8 @@ fn claude_turn(w: &World, fake: &FakeAnthropic, tag: &str) -> String {
     let mut cmd = claude_command(&w.home, &fake.base_url());
     cmd.current_dir(&w.repo)
         .env("SPEX_HOME", &w.spex_home)
+        // The invocation log is opt-in (it costs the hot path a file open).
+        .env("SPEX_TRACE_DISPATCH", "1")
         .args(["-p", &prompt, "--output-format", "stream-json", "--verbose"])
         .args(["--permission-mode", "acceptEdits"])
         .stdin(Stdio::null())

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: installs the pinned real harnesses (Codex, Claude Code) the
+# integration tests drive, then checks formatting and lints, then runs every test.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+scripts/install-peers.sh
+cargo fmt --all -- --check
+cargo clippy --locked --all-targets -- -D warnings
+cargo test --locked
