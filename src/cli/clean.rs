@@ -6,9 +6,10 @@ use super::output;
 use crate::env::Env;
 use crate::materialize::Mode;
 
-/// Remove everything `spex materialize` put into this checkout (and shared files no other
-/// checkout still needs). Removes only what carries spex's stamp; deletes a file or folder
-/// only if spex created it and it is now empty.
+/// Remove everything `spex materialize` put into this checkout.
+///
+/// Shared files go once no other checkout still needs them. Removes only what carries spex's
+/// stamp; deletes a file or folder only if spex created it and it is now empty.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Clean every checkout of the repository (main and linked worktrees).

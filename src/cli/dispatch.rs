@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use super::output;
 
-/// Handle one harness hook (the payload is read from stdin). Harnesses call this; it never
-/// fails: on any internal problem it prints nothing and exits 0.
+/// Handle one harness hook (payload on stdin); harnesses call this.
+///
+/// It never fails the agent: on any internal problem it prints nothing and exits 0.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The harness id baked into the hook command (`claude`, `codex`, `plugin`).

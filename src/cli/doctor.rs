@@ -11,9 +11,10 @@ use crate::env::Env;
 use crate::materialize::shell_quote;
 use crate::store::ProjectStore;
 
-/// Check the installation per harness: binary and version, shims present and pointing at this
-/// spex, Codex hook trust as the real `codex app-server` reports it, Claude workspace trust.
-/// Exits 1 when a check fails.
+/// Check the installation of each harness.
+///
+/// Binary and version, shims present and pointing at this spex, Codex hook trust as the real
+/// `codex app-server` reports it, Claude workspace trust. Exits 1 when a check fails.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print the result as JSON.

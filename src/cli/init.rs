@@ -8,9 +8,11 @@ use crate::env::Env;
 use crate::fsutil;
 use crate::materialize::Mode;
 
-/// Set spex up in this repository: write `spex.jsonc` (selecting the harnesses found on
-/// PATH, else all) and a starter contract node under `.spec/`, then materialize. Existing
-/// files are left alone, so running it twice changes nothing.
+/// Set spex up in this repository, then materialize.
+///
+/// Writes `spex.jsonc` (selecting the harnesses found on PATH, else all) and a starter
+/// contract node under `.spec/`. Existing files are left alone, so running it twice changes
+/// nothing.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print the result as JSON.

@@ -10,8 +10,10 @@ use crate::env::Env;
 use crate::materialize::{Action, Inputs, Mode, Plan};
 use crate::repo::Tree;
 
-/// Render the contract, skills, agents, hook shims and trust for the selected harnesses into
-/// this checkout (main or linked worktree). Writes only what differs.
+/// Render the selected harnesses' artifacts into this checkout.
+///
+/// The contract, skills, agents, hook shims and trust, in the main checkout or a linked
+/// worktree. Writes only what differs.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Change nothing; exit 1 if anything would change.

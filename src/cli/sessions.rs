@@ -202,8 +202,9 @@ impl Until {
     }
 }
 
-/// Block until a session reaches a status (file-change notifications, no polling loop).
-/// Exits 1 on timeout.
+/// Block until a session reaches a status.
+///
+/// Woken by file-change notifications (no polling loop). Exits 1 on timeout.
 #[derive(Debug, clap::Args)]
 pub struct WaitArgs {
     /// Session id or a unique prefix of it.
@@ -295,7 +296,8 @@ pub enum Declare {
     Ask,
 }
 
-/// Declare where your session stands (for agents): `done`, `park` or `ask`, with a note.
+/// Declare where your session stands: done, park or ask (for agents).
+///
 /// The session is found from the harness's own id (`CODEX_THREAD_ID`,
 /// `CLAUDE_CODE_SESSION_ID`) through the alias index, else `SPEX_SESSION_ID`.
 #[derive(Debug, clap::Args)]
@@ -331,8 +333,10 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
         })
         .or_else(|| env.spex_session_id.clone().filter(|id| store.session_dir(id).join("session.json").is_file()))
         .ok_or_else(|| {
+            let vars: Vec<&str> = adapters::all().iter().filter_map(|h| h.session_env_var()).collect();
             anyhow::anyhow!(
-                "cannot tell which session this is: no harness session id (CODEX_THREAD_ID, CLAUDE_CODE_SESSION_ID) maps to a session of this project, and SPEX_SESSION_ID is not set\nhint: run this from inside an agent session, after its first hook fired"
+                "cannot tell which session this is: no harness session id ({}) maps to a session of this project, and SPEX_SESSION_ID is not set\nhint: run this from inside an agent session, after its first hook fired",
+                vars.join(", ")
             )
         })?;
     let state = match args.state {

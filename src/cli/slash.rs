@@ -6,8 +6,9 @@ use super::output;
 use crate::adapters::{self, Harness};
 use crate::env::Env;
 
-/// List the `/` menu of each harness: the pinned version's built-ins, then the project's and
-/// the user's commands and skills.
+/// List each harness's `/` menu.
+///
+/// The pinned version's built-ins, then the project's and the user's commands and skills.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only this harness (`claude`, `codex`, `plugin`).

@@ -1,0 +1,218 @@
+//! The command line as people and scripts see it: help, the `/` menus, cleaning every
+//! checkout, and declaring a session's state from inside a harness.
+
+use crate::common::{World, write};
+
+#[test]
+fn help_lists_every_command() {
+    let w = World::new();
+    let help = w.ok(&w.repo, &["--help"]);
+    insta::assert_snapshot!(help);
+}
+
+#[test]
+fn slash_lists_builtins_project_commands_and_skills() {
+    let w = World::new();
+    write(
+        &w.repo.join(".claude/commands/deploy.md"),
+        "---\ndescription: Ship it\n---\nDeploy $ARGUMENTS\n",
+    );
+    write(&w.repo.join(".claude/commands/sub/bar.md"), "Body\n");
+    write(
+        &w.repo.join(".claude/skills/review/SKILL.md"),
+        "---\nname: review\ndescription: Review code\n---\n",
+    );
+    write(
+        &w.repo.join(".agents/skills/lint/SKILL.md"),
+        "---\nname: lint\ndescription: Lint it\n---\n",
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&w.ok(&w.repo, &["slash", "--json"])).unwrap();
+    let names = |h: &str| -> Vec<(String, String)> {
+        json[h]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_owned(),
+                    e["kind"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let claude = names("claude");
+    assert_eq!(
+        claude
+            .iter()
+            .filter(|(_, k)| k == "built-in" || k == "bundled skill")
+            .count(),
+        73,
+        "pinned Claude menu"
+    );
+    for want in [
+        ("deploy", "project command"),
+        ("sub:bar", "project command"),
+        ("review", "project skill"),
+        ("compact", "built-in"),
+    ] {
+        assert!(
+            claude.contains(&(want.0.to_owned(), want.1.to_owned())),
+            "claude lacks {want:?}: {claude:?}"
+        );
+    }
+    let deploy = json["claude"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "deploy")
+        .unwrap();
+    assert_eq!(deploy["description"], "Ship it");
+    let codex = names("codex");
+    assert_eq!(
+        codex.iter().filter(|(_, k)| k == "built-in").count(),
+        53,
+        "pinned Codex menu"
+    );
+    assert!(
+        codex.contains(&("$lint".to_owned(), "project skill".to_owned())),
+        "{codex:?}"
+    );
+    assert!(
+        !codex.iter().any(|(n, _)| n == "deploy"),
+        "Codex 0.169.0 loads no custom commands"
+    );
+    let only = w.ok(&w.repo, &["slash", "--harness", "plugin"]);
+    assert!(
+        only.starts_with("claude:\n") && only.contains("  /sub:bar"),
+        "{only}"
+    );
+    let bad = w.spex(&w.repo, &["slash", "--harness", "vim"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown harness `vim`"));
+}
+
+#[test]
+fn clean_all_trees_removes_every_checkouts_artifacts() {
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\", \"codex\"] }",
+    );
+    write(
+        &w.repo.join(".spec/rules/spec.md"),
+        "---\nsurface: system\n---\nBe kind.\n",
+    );
+    let wt = w.add_worktree("wt");
+    let before = w.snapshot(&[&wt]);
+    w.ok(&w.repo, &["materialize"]);
+    w.ok(&wt, &["materialize"]);
+    w.ok(&wt, &["clean", "--all-trees"]);
+    let diff = before.content_diff(&w.snapshot(&[&wt]));
+    assert!(
+        diff.is_empty(),
+        "clean --all-trees left:\n{}",
+        diff.join("\n")
+    );
+}
+
+#[test]
+fn an_agent_declares_its_state_through_its_harness_id() {
+    let w = World::new();
+    let payload = serde_json::json!({ "session_id": "thread-1", "cwd": w.repo, "hook_event_name": "SessionStart" });
+    let mut child = w
+        .cmd(&w.repo, &["dispatch", "codex", "SessionStart"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        payload.to_string().as_bytes(),
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    let out = w
+        .cmd(
+            &w.repo,
+            &["session", "ask", "--note", "Which database?", "--json"],
+        )
+        .env("CODEX_THREAD_ID", "thread-1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["status"], "needs_attention");
+    assert_eq!(rec["attention"]["reason"], "question");
+    assert_eq!(rec["declared"]["state"], "asking");
+    let show: serde_json::Value =
+        serde_json::from_str(&w.ok(&w.repo, &["show", "thread", "--json", "--events", "1"]))
+            .unwrap();
+    assert_eq!(show["events"][0]["kind"], "declared");
+    assert_eq!(show["events"][0]["note"], "Which database?");
+    let waited = w.ok(
+        &w.repo,
+        &[
+            "wait",
+            "thr",
+            "--until",
+            "needs-attention",
+            "--timeout",
+            "5",
+        ],
+    );
+    assert!(waited.contains("needs_attention"), "{waited}");
+    let timeout = w.spex(
+        &w.repo,
+        &["wait", "thread-1", "--until", "exited", "--timeout", "0.2"],
+    );
+    assert_eq!(timeout.status.code(), Some(1), "timeout exits 1");
+    let nobody = w.spex(&w.repo, &["session", "done", "--note", "x"]);
+    assert_eq!(nobody.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("cannot tell which session this is"));
+}
+
+#[test]
+fn wait_wakes_when_the_state_changes() {
+    let w = World::new();
+    let feed = |event: &str, extra: serde_json::Value| {
+        let mut p =
+            serde_json::json!({ "session_id": "s-1", "cwd": w.repo, "hook_event_name": event });
+        p.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let mut child = w
+            .cmd(&w.repo, &["dispatch", "claude", event])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), p.to_string().as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    feed("UserPromptSubmit", serde_json::json!({ "prompt": "go" }));
+    let waiter = w
+        .cmd(
+            &w.repo,
+            &["wait", "s-1", "--until", "idle", "--timeout", "20"],
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    feed("Stop", serde_json::json!({ "stop_hook_active": false }));
+    let out = waiter.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "woke promptly: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "s-1 idle");
+    let list = w.ok(&w.repo, &["sessions"]);
+    assert!(list.contains("s-1") && list.contains("idle"), "{list}");
+}
