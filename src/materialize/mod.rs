@@ -162,6 +162,11 @@ impl Inputs<'_> {
         // Which trees select which harness: receipts of trees that still exist, with this
         // tree's new selection in place of its receipt.
         let trees = self.tree.all_trees();
+        let others: Vec<PathBuf> = trees
+            .iter()
+            .map(|t| t.root.clone())
+            .filter(|r| *r != self.tree.root)
+            .collect();
         let mut selected: Vec<(Tree, Vec<String>)> = Vec::new();
         for t in &trees {
             if t.root == self.tree.root {
@@ -190,7 +195,7 @@ impl Inputs<'_> {
             plan_generated(h, &ctx, &mut ws)?;
             h.plan_shims(&ctx, &mut ws)?;
         }
-        plan_exclude(&self.tree, &mut ws)?;
+        plan_exclude(&self.tree, &others, &mut ws)?;
         let receipt = (mode == Mode::Materialize).then(|| Receipt {
             schema: owned::SCHEMA,
             tree: self.tree.root.clone(),
@@ -223,7 +228,7 @@ impl Inputs<'_> {
         });
         Ok(finish(
             self.tree.root.clone(),
-            &other_roots(&self.tree),
+            &others,
             cfg.harnesses,
             ws,
             store,
@@ -281,26 +286,16 @@ fn plan_generated(
             }
         }
     }
+    let keep: std::collections::HashSet<PathBuf> = wanted.iter().map(|(p, _)| p.clone()).collect();
     for dir in h.generated_dirs() {
-        for stale in Workspace::stamped_files(&ctx.tree.root.join(dir)) {
-            if !wanted.iter().any(|(p, _)| *p == stale) {
-                ws.generated(&stale, None)?;
-            }
+        for stale in Workspace::stamped_files(&ctx.tree.root.join(dir), &keep) {
+            ws.generated(&stale, None)?;
         }
     }
     for (path, content) in wanted {
         ws.generated(&path, Some(content))?;
     }
     Ok(())
-}
-
-/// Roots of the repository's other checkouts.
-fn other_roots(tree: &Tree) -> Vec<PathBuf> {
-    tree.all_trees()
-        .into_iter()
-        .map(|t| t.root)
-        .filter(|r| *r != tree.root)
-        .collect()
 }
 
 /// Whether `p` (under `root`) belongs to this checkout rather than to a checkout nested in it
@@ -312,7 +307,11 @@ fn in_tree_scope(p: &Path, root: &Path, others: &[PathBuf]) -> bool {
 }
 
 /// Lists the files spex created in this tree in the repository's `info/exclude`.
-fn plan_exclude(tree: &Tree, ws: &mut Workspace) -> Result<(), MaterializeError> {
+fn plan_exclude(
+    tree: &Tree,
+    other_roots: &[PathBuf],
+    ws: &mut Workspace,
+) -> Result<(), MaterializeError> {
     let mut created: BTreeSet<PathBuf> = ws.owned.files.clone();
     for (path, e) in &ws.files {
         match (&e.before, &e.after) {
@@ -325,10 +324,9 @@ fn plan_exclude(tree: &Tree, ws: &mut Workspace) -> Result<(), MaterializeError>
             _ => {}
         }
     }
-    let other_roots = other_roots(tree);
     let mut lines: Vec<String> = created
         .iter()
-        .filter(|p| p.starts_with(&tree.root) && in_tree_scope(p, &tree.root, &other_roots))
+        .filter(|p| p.starts_with(&tree.root) && in_tree_scope(p, &tree.root, other_roots))
         .filter(|p| !p.starts_with(&tree.common_dir) && !p.starts_with(&tree.git_dir))
         .filter_map(|p| p.strip_prefix(&tree.root).ok())
         .map(|rel| format!("/{}", rel.to_string_lossy()))
@@ -433,12 +431,13 @@ fn finish(
     let mut candidates: Vec<PathBuf> = owned
         .dirs
         .iter()
+        // Cheap prefix tests first: the record holds every checkout's folders.
         .filter(|d| {
-            !new_dirs.contains(*d) && !wanted_dirs.contains(*d) && !needed.contains(d.as_path())
+            (d.starts_with(&tree) && in_tree_scope(d, &tree, others))
+                || deleted_parents.contains(d.as_path())
         })
         .filter(|d| {
-            deleted_parents.contains(d.as_path())
-                || (d.starts_with(&tree) && in_tree_scope(d, &tree, others))
+            !new_dirs.contains(*d) && !wanted_dirs.contains(*d) && !needed.contains(d.as_path())
         })
         .cloned()
         .collect();

@@ -164,7 +164,8 @@ impl Workspace {
                 Some(_) => kept.push(member),
             }
         }
-        kept.reverse();
+        // A canonical order, so an unchanged record serializes to the same bytes.
+        kept.sort();
         owned.members = kept;
         let empty_object = doc
             .value()
@@ -378,12 +379,12 @@ impl Workspace {
         self.wanted_dirs.insert(path.to_owned());
     }
 
-    /// Files in `dir` (recursively) that carry the spex stamp.
-    pub fn stamped_files(dir: &Path) -> Vec<PathBuf> {
+    /// Files in `dir` (recursively) that carry the spex stamp, except those in `skip`.
+    pub fn stamped_files(dir: &Path, skip: &std::collections::HashSet<PathBuf>) -> Vec<PathBuf> {
         walkdir::WalkDir::new(dir)
             .into_iter()
             .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_file())
+            .filter(|e| e.file_type().is_file() && !skip.contains(e.path()))
             .filter(|e| {
                 std::fs::read(e.path()).is_ok_and(|b| String::from_utf8_lossy(&b).contains(STAMP))
             })
