@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use super::Outcome;
 use super::materialize::current_tree;
 use super::output::{self, Style};
-use crate::adapters::{self, DoctorCtx, Status};
+use crate::adapters::{self, Check, DoctorCtx, Status};
 use crate::config;
 use crate::env::Env;
-use crate::materialize::shell_quote;
+use crate::materialize::{Inputs, Mode, shell_quote};
 use crate::store::ProjectStore;
 
 /// Check the installation of each harness.
@@ -20,6 +20,14 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+fn mark(style: Style, status: Status) -> String {
+    match status {
+        Status::Ok => style.green("ok"),
+        Status::Warn => style.yellow("warn"),
+        Status::Fail => style.red("FAIL"),
+    }
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
@@ -67,13 +75,8 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         let rows: Vec<Vec<String>> = checks
             .iter()
             .map(|c| {
-                let mark = match c.status {
-                    Status::Ok => style.green("ok"),
-                    Status::Warn => style.yellow("warn"),
-                    Status::Fail => style.red("FAIL"),
-                };
                 vec![
-                    format!("  {mark}"),
+                    format!("  {}", mark(style, c.status)),
                     c.name.clone(),
                     c.detail.replace('\n', "\n      "),
                 ]
@@ -85,6 +88,43 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             serde_json::json!({ "selected": selected, "checks": checks }),
         );
     }
+    // Pending changes mean the harnesses run with stale shims, contract or policies.
+    let inputs = Inputs {
+        env,
+        tree: tree.clone(),
+        spex_bin: super::spex_binary()?,
+    };
+    let check = match inputs.plan(Mode::Materialize) {
+        Ok(plan) if plan.is_empty() => {
+            Check::new("materialize", Status::Ok, "artifacts up to date")
+        }
+        Ok(plan) => Check::new(
+            "materialize",
+            Status::Warn,
+            format!(
+                "{} pending change(s){}\nhint: run `spex materialize` (`--dry-run` shows the diff)",
+                plan.changes.len(),
+                if plan.receipt_changed {
+                    " and a stale dispatch receipt"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Err(e) => {
+            failed = true;
+            Check::new("materialize", Status::Fail, e.to_string())
+        }
+    };
+    text.push_str(&format!(
+        "project\n  {}  materialize  {}\n",
+        mark(style, check.status),
+        check.detail.replace('\n', "\n      ")
+    ));
+    report.insert(
+        "project".to_owned(),
+        serde_json::json!({ "checks": [check] }),
+    );
     if args.json {
         output::json(&report);
     } else {

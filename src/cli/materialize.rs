@@ -64,6 +64,7 @@ pub fn report(plans: &[Plan], verb: (&str, &str), written: bool, json: bool, env
                     "tree": p.tree,
                     "harnesses": p.harnesses,
                     "changed": !p.is_empty(),
+                    "receipt_changed": p.receipt_changed,
                     "written": written && !p.is_empty(),
                     "changes": p.changes,
                     "warnings": p.warnings,
@@ -92,7 +93,7 @@ pub fn report(plans: &[Plan], verb: (&str, &str), written: bool, json: bool, env
         } else {
             format!("would {}", verb.0)
         };
-        let n = p.changes.len();
+        let n = p.changes.len() + usize::from(p.receipt_changed);
         text.push_str(&format!(
             "{}: {head} ({n} change{})\n",
             p.tree.display(),
@@ -115,6 +116,9 @@ pub fn report(plans: &[Plan], verb: (&str, &str), written: bool, json: bool, env
             })
             .collect();
         text.push_str(&output::table(&rows));
+        if p.receipt_changed {
+            text.push_str("  dispatch receipt (selection, policies, spec index)\n");
+        }
     }
     output::print(&text);
 }

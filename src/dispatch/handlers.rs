@@ -103,6 +103,10 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
         }
         Kind::ToolStarted => {
             policies_before_edit(ctx, s, &mut answer);
+            if answer.block.is_some() {
+                // spex denies the call: the tool never starts, so nothing moves.
+                return (None, answer);
+            }
             if let Some((reason, text)) = &ev.attention {
                 s.status = Status::NeedsAttention;
                 s.attention = Some(Attention {

@@ -94,6 +94,8 @@ pub struct Plan {
     pub harnesses: Vec<&'static str>,
     pub changes: Vec<Change>,
     pub warnings: Vec<String>,
+    /// The receipt (selection, policies, spec index for dispatch) differs from the stored one.
+    pub receipt_changed: bool,
     store: ProjectStore,
     owned: Owned,
     receipt: Option<Receipt>,
@@ -462,11 +464,13 @@ fn finish(
             });
         }
     }
+    let receipt_changed = store.receipt(&tree) != receipt;
     Plan {
         tree,
         harnesses,
         changes,
         warnings,
+        receipt_changed,
         store,
         owned,
         receipt,
@@ -475,7 +479,7 @@ fn finish(
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
-        self.changes.is_empty()
+        self.changes.is_empty() && !self.receipt_changed
     }
 
     /// Unified diffs of every file change, for `--dry-run`.

@@ -58,7 +58,7 @@ fn text_file(line: impl Strategy<Value = String>) -> impl Strategy<Value = Strin
 }
 
 fn json_file(with_hooks_of: &'static str) -> impl Strategy<Value = String> {
-    (0..4usize, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(move |(indent, crlf, user_hooks, stop_hook, final_nl)| {
+    (0..5usize, any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(move |(indent, crlf, user_hooks, stop_hook, final_nl)| {
         let mut v = serde_json::json!({ "model": "x", "ünï": [1, 2] });
         if user_hooks {
             let mut events = serde_json::Map::new();
@@ -77,7 +77,9 @@ fn json_file(with_hooks_of: &'static str) -> impl Strategy<Value = String> {
                 serde::Serialize::serialize(&v, &mut ser).unwrap();
                 String::from_utf8(buf).unwrap()
             }
-            _ => "{}".to_owned(),
+            3 => "{}".to_owned(),
+            // A BOM and a comment: JSON with comments is what users hand-edit.
+            _ => format!("\u{feff}// mine\n{}", serde_json::to_string_pretty(&v).unwrap()),
         };
         if crlf {
             s = s.replace('\n', "\r\n");
@@ -271,6 +273,24 @@ fn check_exits_nonzero_only_when_something_would_change() {
         w.spex(&w.repo, &["materialize", "--check"]).status.code(),
         Some(1),
         "a changed spec is pending"
+    );
+    w.ok(&w.repo, &["materialize"]);
+    // A policy lives only in the dispatch receipt: changing it is pending too, and doctor says so.
+    write(
+        &w.repo.join("spex.local.jsonc"),
+        "{ \"policies\": { \"stopGate\": \"ask\" } }",
+    );
+    let check = w.spex(&w.repo, &["materialize", "--check", "--json"]);
+    assert_eq!(check.status.code(), Some(1), "a changed policy is pending");
+    let json: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(json["receipt_changed"], true);
+    let doctor = w.spex(&w.repo, &["doctor", "--json"]);
+    let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(doctor["project"]["checks"][0]["status"], "warn", "{doctor}");
+    w.ok(&w.repo, &["materialize"]);
+    assert_eq!(
+        w.spex(&w.repo, &["materialize", "--check"]).status.code(),
+        Some(0)
     );
 }
 
