@@ -2,6 +2,7 @@
 //! the bytes differ. Reads that treat "missing" as a value live here too.
 
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// Reads a file, `None` when it does not exist.
@@ -31,10 +32,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<bool> {
             )
         })?;
     tmp.write_all(bytes)?;
-    // Keep the mode of the file we replace (config files may be private).
-    if let Ok(meta) = std::fs::metadata(path) {
-        tmp.as_file().set_permissions(meta.permissions())?;
-    }
+    // Keep the mode of the file we replace (config files may be private); a new file gets the
+    // usual 0644 rather than the temp file's 0600.
+    let mode = std::fs::metadata(path).map_or_else(
+        |_| std::fs::Permissions::from_mode(0o644),
+        |m| m.permissions(),
+    );
+    tmp.as_file().set_permissions(mode)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| {
         io::Error::new(

@@ -548,5 +548,24 @@ fn init_twice_changes_nothing() {
     let snap = w.snapshot(&[]);
     w.ok(&w.repo, &["init"]);
     assert_eq!(snap, w.snapshot(&[]));
-    git(&w.repo, &["status", "--short"]);
+    // Generated files are excluded; only what the user commits shows up, with normal modes.
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain", "-uall"])
+        .current_dir(&w.repo)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    let mut listed: Vec<&str> = status.lines().collect();
+    listed.sort_unstable();
+    assert_eq!(
+        listed,
+        ["?? .spec/contract/spec.md", "?? spex.jsonc"],
+        "git status:\n{status}"
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(w.repo.join("CLAUDE.md"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o644);
 }
