@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-use crate::common::{World, git, read, write};
+use crate::common::{World, read, write};
 
 const SPEC_SYSTEM: &str = "---\ntitle: Rules\nsurface: system\n---\nBe careful.\n";
 const SPEC_SKILL: &str = "---\ntitle: Review\nsurface: [skill, agent, command]\ndesc: Review a change\ntools: [Read, Grep]\n---\nReview it.\n";
