@@ -295,38 +295,25 @@ const CONTEXT_EVENTS: &[&str] = &[
     "SubagentStop",
 ];
 
+/// Claude's spelling of the shared wire format.
+const WIRE: super::Wire = super::Wire {
+    turn_key: "prompt_id",
+    ask_tool: "AskUserQuestion",
+};
+
 impl Claude {
     pub(super) fn decode_payload(event: &str, p: &Value) -> HookEvent {
         use super::str_field as s;
-        let tool = s(p, "tool_name");
         let input = p.get("tool_input").cloned().unwrap_or(Value::Null);
-        let asks = tool.as_deref() == Some("AskUserQuestion");
-        let mut ev = HookEvent {
-            session_id: s(p, "session_id"),
-            cwd: s(p, "cwd"),
-            turn_id: s(p, "prompt_id"),
-            subagent: p.get("agent_id").is_some_and(|a| !a.is_null()),
-            edits: tool
-                .as_deref()
-                .and_then(|t| edited_file(t, &input))
-                .into_iter()
-                .collect(),
-            tool,
-            ..HookEvent::default()
-        };
+        let edits = s(p, "tool_name")
+            .and_then(|t| edited_file(&t, &input))
+            .into_iter()
+            .collect();
+        let mut ev = super::decode_shared(event, p, &WIRE, edits);
+        if ev.kind.is_some() {
+            return ev;
+        }
         ev.kind = Some(match event {
-            "SessionStart" => Kind::SessionStart,
-            "UserPromptSubmit" => {
-                ev.prompt = s(p, "prompt");
-                Kind::PromptSubmitted
-            }
-            "PreToolUse" => {
-                if asks {
-                    ev.attention = Some(("question".into(), super::question_text(&input)));
-                }
-                Kind::ToolStarted
-            }
-            "PostToolUse" => Kind::ToolCompleted,
             "PostToolUseFailure" => {
                 ev.error = s(p, "error");
                 // Esc during a tool interrupts the turn, and no Stop follows (facts/claude.md §7.4).
@@ -337,15 +324,13 @@ impl Claude {
                 }
             }
             "PermissionRequest" => {
-                let text = if asks {
-                    super::question_text(&input)
-                } else {
-                    let what = s(&input, "command")
-                        .or_else(|| s(&input, "file_path"))
+                let tool = ev.tool.clone().unwrap_or_else(|| "tool".into());
+                ev.attention = Some(super::permission_attention(&ev, &WIRE, &input, |input| {
+                    let what = s(input, "command")
+                        .or_else(|| s(input, "file_path"))
                         .unwrap_or_else(|| input.to_string());
-                    format!("{}: {what}", ev.tool.as_deref().unwrap_or("tool"))
-                };
-                ev.attention = Some((if asks { "question" } else { "permission" }.into(), text));
+                    format!("{tool}: {what}")
+                }));
                 Kind::PermissionRequest
             }
             "Notification" => match s(p, "notification_type").as_deref() {
@@ -356,28 +341,13 @@ impl Claude {
                 Some("idle_prompt") => Kind::IdleNotice,
                 _ => Kind::Other,
             },
-            "Stop" => {
-                ev.stop_hook_active = p
-                    .get("stop_hook_active")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                Kind::TurnCompleted
-            }
             "StopFailure" => {
-                let detail = [s(p, "error"), s(p, "last_assistant_message")]
+                let detail: Vec<String> = [s(p, "error"), s(p, "last_assistant_message")]
                     .into_iter()
                     .flatten()
-                    .collect::<Vec<_>>();
+                    .collect();
                 ev.error = Some(detail.join(": "));
                 Kind::TurnFailed
-            }
-            "SubagentStop" => {
-                ev.subagent = true;
-                Kind::SubagentStopped
-            }
-            "SessionEnd" => {
-                ev.reason = s(p, "reason");
-                Kind::SessionEnded
             }
             _ => Kind::Other,
         });
@@ -385,12 +355,7 @@ impl Claude {
     }
 
     pub(super) fn encode_answer(event: &str, answer: &Answer) -> Reply {
-        if let Some(reason) = &answer.block {
-            let mut reason = reason.clone();
-            for c in &answer.context {
-                reason.push_str("\n\n");
-                reason.push_str(c);
-            }
+        if let Some(reason) = super::block_text(answer) {
             let out = match event {
                 "PreToolUse" => json!({ "hookSpecificOutput": {
                     "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason } }),

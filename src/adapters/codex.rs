@@ -596,12 +596,17 @@ fn response_exit_code(resp: &Value) -> Option<i64> {
         .ok()
 }
 
+/// Codex's spelling of the shared wire format.
+const WIRE: super::Wire = super::Wire {
+    turn_key: "turn_id",
+    ask_tool: "request_user_input",
+};
+
 impl Codex {
     fn decode_payload(event: &str, p: &Value) -> HookEvent {
         use super::str_field as s;
-        let tool = s(p, "tool_name");
         let input = p.get("tool_input").cloned().unwrap_or(Value::Null);
-        let edits = match tool.as_deref() {
+        let edits = match s(p, "tool_name").as_deref() {
             Some("apply_patch") => {
                 let patch = s(&input, "command")
                     .or_else(|| s(&input, "input"))
@@ -611,73 +616,36 @@ impl Codex {
             Some("Write" | "Edit") => s(&input, "file_path").into_iter().collect(),
             _ => Vec::new(),
         };
-        let asks = tool.as_deref() == Some("request_user_input");
-        let mut ev = HookEvent {
-            session_id: s(p, "session_id"),
-            cwd: s(p, "cwd"),
-            turn_id: s(p, "turn_id"),
-            subagent: p.get("agent_id").is_some_and(|a| !a.is_null()),
-            edits,
-            tool,
-            ..HookEvent::default()
-        };
-        ev.kind = Some(match event {
-            "SessionStart" => Kind::SessionStart,
-            "UserPromptSubmit" => {
-                ev.prompt = s(p, "prompt");
-                Kind::PromptSubmitted
-            }
-            "PreToolUse" => {
-                if asks {
-                    ev.attention = Some(("question".into(), super::question_text(&input)));
-                }
-                Kind::ToolStarted
-            }
-            "PostToolUse" => match p.get("tool_response").and_then(response_exit_code) {
+        let mut ev = super::decode_shared(event, p, &WIRE, edits);
+        ev.kind = Some(match (event, ev.kind) {
+            // Only an `Exit code: N` line tells a failure apart (apply_patch has it; Bash does not).
+            ("PostToolUse", _) => match p.get("tool_response").and_then(response_exit_code) {
                 Some(code) if code != 0 => {
                     ev.error = Some(format!("exit code {code}"));
                     Kind::ToolFailed
                 }
                 _ => Kind::ToolCompleted,
             },
-            "PermissionRequest" => {
-                let command = s(&input, "command").unwrap_or_else(|| input.to_string());
-                let text = match s(&input, "description") {
-                    Some(d) if !d.is_empty() => format!("{command} ({d})"),
-                    _ => command,
-                };
-                ev.attention = Some((if asks { "question" } else { "permission" }.into(), text));
+            (_, Some(kind)) => kind,
+            ("PermissionRequest", None) => {
+                ev.attention = Some(super::permission_attention(&ev, &WIRE, &input, |input| {
+                    let command = s(input, "command").unwrap_or_else(|| input.to_string());
+                    match s(input, "description") {
+                        Some(d) if !d.is_empty() => format!("{command} ({d})"),
+                        _ => command,
+                    }
+                }));
                 Kind::PermissionRequest
             }
-            "Stop" => {
-                ev.stop_hook_active = p
-                    .get("stop_hook_active")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                Kind::TurnCompleted
-            }
-            "Interrupt" => Kind::TurnInterrupted,
-            "SubagentStop" => {
-                ev.subagent = true;
-                Kind::SubagentStopped
-            }
-            "SessionEnd" => {
-                ev.reason = s(p, "reason");
-                Kind::SessionEnded
-            }
+            ("Interrupt", None) => Kind::TurnInterrupted,
             _ => Kind::Other,
         });
         ev
     }
 
     fn encode_answer(event: &str, answer: &Answer) -> Reply {
-        if let Some(reason) = &answer.block {
+        if let Some(reason) = super::block_text(answer) {
             // Exit 2 + stderr blocks PreToolUse, UserPromptSubmit, PostToolUse and Stop alike.
-            let mut reason = reason.clone();
-            for c in &answer.context {
-                reason.push_str("\n\n");
-                reason.push_str(c);
-            }
             return Reply {
                 stderr: reason,
                 exit_code: 2,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::dispatch::event::{Answer, HookEvent, Reply};
+use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
 use crate::materialize::MaterializeError;
 use crate::materialize::workspace::{STAMP, Workspace};
@@ -123,6 +123,86 @@ pub trait Harness: Sync {
     /// Whether `SPEX_SESSION_ID` in a hook's environment names the session. False where hooks
     /// run in a process shared by many sessions (the Codex app-server).
     fn hook_env_names_session(&self) -> bool;
+}
+
+/// How a harness spells the parts of the hook wire format the harnesses share (Codex's hooks
+/// follow Claude Code's format: same event names, `session_id`, `tool_name`, `tool_input`).
+pub struct Wire {
+    /// Payload key of the id that ties an event to its turn.
+    pub turn_key: &'static str,
+    /// The tool the agent calls to ask the human a question.
+    pub ask_tool: &'static str,
+}
+
+/// Decodes the fields and events the wire formats share. Events the adapter decodes itself
+/// come back with `kind: None`.
+pub fn decode_shared(event: &str, p: &Value, wire: &Wire, edits: Vec<String>) -> HookEvent {
+    let tool = str_field(p, "tool_name");
+    let mut ev = HookEvent {
+        session_id: str_field(p, "session_id"),
+        cwd: str_field(p, "cwd"),
+        turn_id: str_field(p, wire.turn_key),
+        subagent: p.get("agent_id").is_some_and(|a| !a.is_null()),
+        edits,
+        tool,
+        ..HookEvent::default()
+    };
+    let input = p.get("tool_input").unwrap_or(&Value::Null);
+    ev.kind = match event {
+        "SessionStart" => Some(Kind::SessionStart),
+        "UserPromptSubmit" => {
+            ev.prompt = str_field(p, "prompt");
+            Some(Kind::PromptSubmitted)
+        }
+        "PreToolUse" => {
+            if ev.tool.as_deref() == Some(wire.ask_tool) {
+                ev.attention = Some(("question".into(), question_text(input)));
+            }
+            Some(Kind::ToolStarted)
+        }
+        "PostToolUse" => Some(Kind::ToolCompleted),
+        "Stop" => {
+            ev.stop_hook_active = p
+                .get("stop_hook_active")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            Some(Kind::TurnCompleted)
+        }
+        "SubagentStop" => {
+            ev.subagent = true;
+            Some(Kind::SubagentStopped)
+        }
+        "SessionEnd" => {
+            ev.reason = str_field(p, "reason");
+            Some(Kind::SessionEnded)
+        }
+        _ => None,
+    };
+    ev
+}
+
+/// A `PermissionRequest`'s attention: the question of an ask tool, else `describe(input)`.
+pub fn permission_attention(
+    ev: &HookEvent,
+    wire: &Wire,
+    input: &Value,
+    describe: impl FnOnce(&Value) -> String,
+) -> (String, String) {
+    if ev.tool.as_deref() == Some(wire.ask_tool) {
+        ("question".into(), question_text(input))
+    } else {
+        ("permission".into(), describe(input))
+    }
+}
+
+/// The text of a block: the reason, then any context spex also had to say.
+pub fn block_text(answer: &Answer) -> Option<String> {
+    let mut reason = answer.block.clone()?;
+    for c in &answer.context {
+        reason.push_str("\n\n");
+        reason.push_str(c);
+    }
+    Some(reason)
 }
 
 /// A string field of a JSON object.

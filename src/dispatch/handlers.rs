@@ -109,11 +109,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
             }
             if let Some((reason, text)) = &ev.attention {
                 s.status = Status::NeedsAttention;
-                s.attention = Some(Attention {
-                    reason: reason.clone(),
-                    text: text.clone(),
-                    since: ctx.now.to_owned(),
-                });
+                s.attention = Some(attention(reason.clone(), text.clone(), ctx.now));
                 event(
                     "input.required",
                     json!({ "reason": reason, "text": text, "tool": ev.tool }),
@@ -151,11 +147,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
                 None
             } else {
                 s.status = Status::NeedsAttention;
-                s.attention = Some(Attention {
-                    reason: reason.clone(),
-                    text: text.clone(),
-                    since: ctx.now.to_owned(),
-                });
+                s.attention = Some(attention(reason.clone(), text.clone(), ctx.now));
                 event(
                     "input.required",
                     json!({ "reason": reason, "text": text, "tool": ev.tool }),
@@ -173,11 +165,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
                     .filter(|d| d.state == DeclaredState::Asking)
                 {
                     s.status = Status::NeedsAttention;
-                    s.attention = Some(Attention {
-                        reason: "question".into(),
-                        text: d.note.clone(),
-                        since: ctx.now.to_owned(),
-                    });
+                    s.attention = Some(attention("question", d.note.clone(), ctx.now));
                 } else {
                     s.status = Status::Idle;
                     s.attention = None;
@@ -189,11 +177,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
             let turn_id = end_turn(s, TurnState::Failed, ctx.now);
             let error = ev.error.clone().unwrap_or_else(|| "the turn failed".into());
             s.status = Status::Idle;
-            s.attention = Some(Attention {
-                reason: "turn_failed".into(),
-                text: error.clone(),
-                since: ctx.now.to_owned(),
-            });
+            s.attention = Some(attention("turn_failed", error.clone(), ctx.now));
             event("turn.failed", json!({ "turn_id": turn_id, "error": error }))
         }
         Kind::TurnInterrupted => {
@@ -230,6 +214,14 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
         Kind::SubagentStopped | Kind::Other => None,
     };
     (out, answer)
+}
+
+fn attention(reason: impl Into<String>, text: impl Into<String>, now: &str) -> Attention {
+    Attention {
+        reason: reason.into(),
+        text: text.into(),
+        since: now.to_owned(),
+    }
 }
 
 fn nonempty(v: &[String]) -> Option<&[String]> {

@@ -51,6 +51,16 @@ fn collect_opts() -> CollectOptions {
     }
 }
 
+fn parse(text: &str) -> Result<jsonc_parser::ParseResult<'_>, JsonError> {
+    jsonc_parser::parse_to_ast(text, &collect_opts(), &parse_opts()).map_err(|e| {
+        JsonError::Syntax {
+            line: e.line_display(),
+            column: e.column_display(),
+            message: e.kind().to_string(),
+        }
+    })
+}
+
 fn prop_name(name: &ObjectPropName) -> String {
     match name {
         ObjectPropName::String(s) => s.value.to_string(),
@@ -89,12 +99,7 @@ impl JsonDoc {
         if self.text.trim().is_empty() {
             return Ok(());
         }
-        let parsed = jsonc_parser::parse_to_ast(&self.text, &collect_opts(), &parse_opts())
-            .map_err(|e| JsonError::Syntax {
-                line: e.line_display(),
-                column: e.column_display(),
-                message: e.kind().to_string(),
-            })?;
+        let parsed = parse(&self.text)?;
         match parsed.value {
             Some(Ast::Object(_)) | None => Ok(()),
             Some(_) => Err(JsonError::Shape {
@@ -139,12 +144,7 @@ impl JsonDoc {
     /// Finds the container at `path` (objects along the way). `arr` names an array member of
     /// that object to descend into last.
     fn locate(&self, path: &KeyPath, arr: Option<&str>) -> Result<Option<Container>, JsonError> {
-        let parsed = jsonc_parser::parse_to_ast(&self.text, &collect_opts(), &parse_opts())
-            .map_err(|e| JsonError::Syntax {
-                line: e.line_display(),
-                column: e.column_display(),
-                message: e.kind().to_string(),
-            })?;
+        let parsed = parse(&self.text)?;
         let Some(mut node) = parsed.value else {
             return Ok(None);
         };
@@ -311,12 +311,7 @@ impl JsonDoc {
         key: &str,
         value: &Value,
     ) -> Result<(), JsonError> {
-        let parsed = jsonc_parser::parse_to_ast(&self.text, &collect_opts(), &parse_opts())
-            .map_err(|e| JsonError::Syntax {
-                line: e.line_display(),
-                column: e.column_display(),
-                message: e.kind().to_string(),
-            })?;
+        let parsed = parse(&self.text)?;
         let mut node = parsed.value;
         for k in path.iter().map(String::as_str).chain(std::iter::once(key)) {
             let Some(Ast::Object(obj)) = node else {
