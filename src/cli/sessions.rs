@@ -239,11 +239,26 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
     )
     .with_context(|| format!("cannot watch `{}`", dir.display()))?;
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    // On a terminal, show what the session is doing while we wait.
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut shown: Option<Status> = None;
     loop {
         let s = store
             .load(&id)?
             .ok_or_else(|| store::session::StoreError::NotFound(id.clone()))?;
+        if progress && shown != Some(s.status) {
+            eprint!(
+                "\r\x1b[2Kwaiting for {}: {} ({})",
+                id.chars().take(8).collect::<String>(),
+                s.status.as_str(),
+                note(&s)
+            );
+            shown = Some(s.status);
+        }
         if args.until.reached(s.status) {
+            if progress {
+                eprint!("\r\x1b[2K");
+            }
             if args.json {
                 output::json(&s);
             } else {
