@@ -1,7 +1,7 @@
 //! The command line as people and scripts see it: help, the `/` menus, cleaning every
 //! checkout, and declaring a session's state from inside a harness.
 
-use crate::common::{World, write};
+use crate::common::{World, merged, write};
 
 #[test]
 fn help_lists_every_command() {
@@ -120,17 +120,11 @@ fn clean_all_trees_removes_every_checkouts_artifacts() {
 fn an_agent_declares_its_state_through_its_harness_id() {
     let w = World::new();
     let payload = serde_json::json!({ "session_id": "thread-1", "cwd": w.repo, "hook_event_name": "SessionStart" });
-    let mut child = w
-        .cmd(&w.repo, &["dispatch", "codex", "SessionStart"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(
-        &mut child.stdin.take().unwrap(),
-        payload.to_string().as_bytes(),
-    )
-    .unwrap();
-    assert!(child.wait().unwrap().success());
+    assert!(
+        w.dispatch(&w.repo, "codex", "SessionStart", &payload)
+            .status
+            .success()
+    );
     let out = w
         .cmd(
             &w.repo,
@@ -179,19 +173,10 @@ fn an_agent_declares_its_state_through_its_harness_id() {
 fn wait_wakes_when_the_state_changes() {
     let w = World::new();
     let feed = |event: &str, extra: serde_json::Value| {
-        let mut p =
+        let base =
             serde_json::json!({ "session_id": "s-1", "cwd": w.repo, "hook_event_name": event });
-        p.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        let mut child = w
-            .cmd(&w.repo, &["dispatch", "claude", event])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut child.stdin.take().unwrap(), p.to_string().as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success());
+        let out = w.dispatch(&w.repo, "claude", event, &merged(&base, &extra));
+        assert!(out.status.success());
     };
     feed("UserPromptSubmit", serde_json::json!({ "prompt": "go" }));
     let waiter = w

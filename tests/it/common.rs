@@ -2,9 +2,12 @@
 //! XDG dirs, git repositories with linked worktrees, and snapshots of every file spex may touch.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::SystemTime;
+
+use serde_json::Value;
 
 pub struct World {
     pub dir: tempfile::TempDir,
@@ -44,6 +47,51 @@ pub fn write(path: &Path, bytes: impl AsRef<[u8]>) {
 
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The file's text, or `""` when it is missing or unreadable (for diagnostics and polling).
+pub fn read_or_empty(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+pub fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// The object `base` with the fields of the object `extra` added (or replaced).
+pub fn merged(base: &Value, extra: &Value) -> Value {
+    let mut v = base.clone();
+    v.as_object_mut()
+        .expect("base is an object")
+        .extend(extra.as_object().expect("extra is an object").clone());
+    v
+}
+
+/// Spawns `cmd` with every stdio stream piped.
+pub fn spawn_piped(cmd: &mut Command) -> Child {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", Path::new(cmd.get_program()).display()))
+}
+
+/// Feeds `input` to a child spawned by [`spawn_piped`] (from a thread, so a child that stops
+/// reading early cannot deadlock the test) and collects its output.
+pub fn finish(mut child: Child, input: Vec<u8>) -> Output {
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let writer = std::thread::spawn(move || {
+        // A child that stops reading (payload cap) closes the pipe: EPIPE is expected.
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().expect("child runs");
+    writer.join().expect("writer thread");
+    out
+}
+
+/// Runs `cmd` with `input` on stdin; its output.
+pub fn feed(cmd: &mut Command, input: &[u8]) -> Output {
+    finish(spawn_piped(cmd), input.to_vec())
 }
 
 impl World {
@@ -110,6 +158,96 @@ impl World {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `spex dispatch <harness> <event>` in `cwd` with `payload` on stdin, as a harness's hook
+    /// runs it.
+    pub fn dispatch(&self, cwd: &Path, harness: &str, event: &str, payload: &Value) -> Output {
+        feed(
+            &mut self.cmd(cwd, &["dispatch", harness, event]),
+            payload.to_string().as_bytes(),
+        )
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Reading the store (`$SPEX_HOME`)
+
+    /// The one project folder in the store: `$SPEX_HOME/projects/<name>-<hash>`.
+    pub fn project_dir(&self) -> PathBuf {
+        let projects = self.spex_home.join("projects");
+        // Every entry counts: spex keeps nothing but project folders there.
+        let dirs: Vec<PathBuf> = std::fs::read_dir(&projects)
+            .map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            dirs.len(),
+            1,
+            "expected one project store in {}: {dirs:?}",
+            projects.display()
+        );
+        dirs.into_iter().next().expect("one project")
+    }
+
+    /// Session ids with a folder in the project's store, sorted (empty before there is a store).
+    pub fn session_ids(&self) -> Vec<String> {
+        if !self.spex_home.join("projects").exists() {
+            return Vec::new();
+        }
+        let mut ids: Vec<String> = std::fs::read_dir(self.project_dir().join("sessions"))
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        self.project_dir().join("sessions").join(id)
+    }
+
+    /// `session.json` of `id`, or `None` while there is none; panics when it is not JSON.
+    pub fn record_if_any(&self, id: &str) -> Option<Value> {
+        let path = self.session_dir(id).join("session.json");
+        let text = std::fs::read_to_string(&path).ok()?;
+        Some(
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} is not JSON ({e}):\n{text}", path.display())),
+        )
+    }
+
+    /// `session.json` of `id`, which must exist.
+    pub fn record(&self, id: &str) -> Value {
+        self.record_if_any(id)
+            .unwrap_or_else(|| panic!("no session.json for {id}: {:?}", self.session_ids()))
+    }
+
+    /// `events.jsonl` of `id`, line by line (empty while there is none; every line must parse).
+    pub fn events(&self, id: &str) -> Vec<Value> {
+        let path = self.session_dir(id).join("events.jsonl");
+        read_or_empty(&path)
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("{}: bad line ({e}): {l}", path.display()))
+            })
+            .collect()
+    }
+
+    /// The spex id `aliases/<harness>-<harness id>` names.
+    pub fn alias(&self, harness: &str, harness_id: &str) -> Option<String> {
+        let path = self
+            .project_dir()
+            .join("aliases")
+            .join(format!("{harness}-{harness_id}"));
+        let text = std::fs::read_to_string(path).ok()?;
+        Some(text.trim().to_owned())
+    }
+
+    /// `$SPEX_HOME/dispatch-errors.log` (empty when there is none).
+    pub fn errors_log(&self) -> String {
+        read_or_empty(&self.spex_home.join("dispatch-errors.log"))
     }
 
     /// Every file and folder spex may touch, with bytes and mtime: the trees (without `.git`),

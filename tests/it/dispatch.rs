@@ -5,43 +5,17 @@
 //! touched-file warning, and the project's hook nodes.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Output};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, read, write};
+use crate::common::{World, feed, finish, merged, read, spawn_piped, write};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/payloads");
 
 // ---------------------------------------------------------------------------------------------
 // Running the dispatcher
-
-/// Feeds `payload` to a spawned child (from a thread, so a child that stops reading early
-/// cannot deadlock the test) and collects its output.
-fn finish(mut child: Child, payload: Vec<u8>) -> Output {
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let writer = std::thread::spawn(move || {
-        // A child that stops reading (payload cap) closes the pipe: EPIPE is expected.
-        let _ = stdin.write_all(&payload);
-    });
-    let out = child.wait_with_output().expect("spex runs");
-    writer.join().expect("writer thread");
-    out
-}
-
-/// Spawns spex with piped stdio, extra environment and `args`, in `cwd`.
-fn spawn(w: &World, cwd: &Path, args: &[&str], envs: &[(&str, &str)]) -> Child {
-    let mut c = w.cmd(cwd, args);
-    c.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.spawn().expect("spex starts")
-}
 
 /// `spex dispatch <args...>` in `cwd` with raw stdin bytes and extra environment.
 fn dispatch_raw(
@@ -53,14 +27,10 @@ fn dispatch_raw(
 ) -> Output {
     let mut full = vec!["dispatch"];
     full.extend_from_slice(args);
-    finish(spawn(w, cwd, &full, envs), payload.to_vec())
+    feed(w.cmd(cwd, &full).envs(envs.iter().copied()), payload)
 }
 
-/// `spex dispatch <harness> <event>` in the repo with a JSON payload.
-fn dispatch(w: &World, harness: &str, event: &str, payload: &Value) -> Output {
-    dispatch_env(w, harness, event, payload, &[])
-}
-
+/// `spex dispatch <harness> <event>` in the repo with a JSON payload and extra environment.
 fn dispatch_env(
     w: &World,
     harness: &str,
@@ -108,54 +78,6 @@ fn json_out(out: &Output, what: &str) -> Value {
 
 // ---------------------------------------------------------------------------------------------
 // Reading the store
-
-/// The one project folder under `$SPEX_HOME/projects`.
-fn project_dir(w: &World) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(w.spex_home.join("projects"))
-        .map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    assert_eq!(dirs.len(), 1, "expected one project store: {dirs:?}");
-    dirs.into_iter().next().expect("one project")
-}
-
-/// Session ids with a folder in the store, sorted (empty when there is no store yet).
-fn session_ids(w: &World) -> Vec<String> {
-    let Ok(projects) = std::fs::read_dir(w.spex_home.join("projects")) else {
-        return Vec::new();
-    };
-    let mut ids: Vec<String> = projects
-        .filter_map(Result::ok)
-        .filter_map(|p| std::fs::read_dir(p.path().join("sessions")).ok())
-        .flatten()
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    ids.sort();
-    ids
-}
-
-fn session_dir(w: &World, id: &str) -> PathBuf {
-    project_dir(w).join("sessions").join(id)
-}
-
-fn record(w: &World, id: &str) -> Value {
-    let path = session_dir(w, id).join("session.json");
-    serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn events(w: &World, id: &str) -> Vec<Value> {
-    let path = session_dir(w, id).join("events.jsonl");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Vec::new();
-    };
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", path.display())))
-        .collect()
-}
-
-fn errors_log(w: &World) -> String {
-    std::fs::read_to_string(w.spex_home.join("dispatch-errors.log")).unwrap_or_default()
-}
 
 /// Every file under `root` with its bytes.
 fn files_under(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
@@ -284,7 +206,7 @@ fn prime(w: &World, harness: &str, payload: &Value, prime: Prime) {
     let cwd = &payload["cwd"];
     let start = json!({ "session_id": sid, "cwd": cwd, "hook_event_name": "SessionStart", "source": "startup" });
     passed(
-        &dispatch(w, harness, "SessionStart", &start),
+        &w.dispatch(&w.repo, harness, "SessionStart", &start),
         "prime SessionStart",
     );
     let (prompt_id, turn_id) = if payload.get("agent_id").is_some() {
@@ -297,13 +219,13 @@ fn prime(w: &World, harness: &str, payload: &Value, prime: Prime) {
         "prompt": "prime the session", "prompt_id": prompt_id, "turn_id": turn_id,
     });
     passed(
-        &dispatch(w, harness, "UserPromptSubmit", &prompt),
+        &w.dispatch(&w.repo, harness, "UserPromptSubmit", &prompt),
         "prime UserPromptSubmit",
     );
     if prime == Prime::Idle {
         let stop = json!({ "session_id": sid, "cwd": cwd, "hook_event_name": "Stop", "stop_hook_active": false,
             "prompt_id": prompt_id, "turn_id": turn_id });
-        passed(&dispatch(w, harness, "Stop", &stop), "prime Stop");
+        passed(&w.dispatch(&w.repo, harness, "Stop", &stop), "prime Stop");
     }
 }
 
@@ -385,9 +307,9 @@ fn run_case(
     let before = if state == Prime::Fresh {
         0
     } else {
-        events(&w, &sid).len()
+        w.events(&sid).len()
     };
-    let out = dispatch(&w, harness, event, &payload);
+    let out = w.dispatch(&w.repo, harness, event, &payload);
     let mut s = String::new();
     let show = |b: &[u8]| {
         let t = String::from_utf8_lossy(b);
@@ -413,11 +335,11 @@ fn run_case(
     .unwrap();
     writeln!(s, "stdout: {}", show(&out.stdout)).unwrap();
     writeln!(s, "stderr: {}", show(&out.stderr)).unwrap();
-    let ids = session_ids(&w);
+    let ids = w.session_ids();
     if ids.contains(&sid) {
         writeln!(s, "record {sid}:").unwrap();
-        s.push_str(&describe_record(&w, &record(&w, &sid)));
-        let evs = events(&w, &sid);
+        s.push_str(&describe_record(&w, &w.record(&sid)));
+        let evs = w.events(&sid);
         let new = &evs[before.min(evs.len())..];
         if new.is_empty() {
             writeln!(s, "  appended: none").unwrap();
@@ -432,7 +354,7 @@ fn run_case(
     if !others.is_empty() {
         writeln!(s, "other records: {others:?}").unwrap();
     }
-    let errors = errors_log(&w);
+    let errors = w.errors_log();
     if !errors.is_empty() {
         writeln!(s, "dispatch-errors.log: {}", norm(&w, errors.trim_end())).unwrap();
     }
@@ -591,16 +513,22 @@ fn garbage_payloads() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-#[test]
-fn garbage_never_breaks_the_agent() {
+/// A world in which Claude session `sid` has started.
+fn world_with_session(sid: &str) -> World {
     let w = World::new();
-    let sid = "5f0c1f5e-0000-4000-8000-000000000001";
-    let repo = w.repo.to_str().unwrap();
-    let start = json!({ "session_id": sid, "cwd": repo, "hook_event_name": "SessionStart", "source": "startup" });
+    let start = json!({ "session_id": sid, "cwd": w.repo, "hook_event_name": "SessionStart", "source": "startup" });
     passed(
-        &dispatch(&w, "claude", "SessionStart", &start),
+        &w.dispatch(&w.repo, "claude", "SessionStart", &start),
         "SessionStart",
     );
+    w
+}
+
+#[test]
+fn garbage_never_breaks_the_agent() {
+    let sid = "5f0c1f5e-0000-4000-8000-000000000001";
+    let w = world_with_session(sid);
+    let repo = w.repo.to_str().unwrap();
     let before = files_under(&w.spex_home);
     for (what, bytes) in garbage_payloads() {
         for harness in ["claude", "codex", "plugin"] {
@@ -674,11 +602,11 @@ fn garbage_never_breaks_the_agent() {
         .collect();
     assert!(escaped.is_empty(), "a path-like id escaped: {escaped:?}");
     assert_eq!(
-        session_ids(&w),
+        w.session_ids(),
         vec![sid.to_owned()],
         "garbage created records"
     );
-    assert_eq!(events(&w, sid).len(), 1, "garbage appended events");
+    assert_eq!(w.events(sid).len(), 1, "garbage appended events");
     garbage_outside_a_repo_and_store(&w);
     corrupted_record_is_left_alone();
 }
@@ -724,15 +652,10 @@ fn garbage_outside_a_repo_and_store(w: &World) {
 
 /// A broken `session.json`: the next hook still exits 0 silently and the store stays sane.
 fn corrupted_record_is_left_alone() {
-    let w = World::new();
     let sid = "c0ffee00-0000-4000-8000-000000000002";
+    let w = world_with_session(sid);
     let repo = w.repo.to_str().unwrap();
-    let start = json!({ "session_id": sid, "cwd": repo, "hook_event_name": "SessionStart", "source": "startup" });
-    passed(
-        &dispatch(&w, "claude", "SessionStart", &start),
-        "SessionStart",
-    );
-    let path = session_dir(&w, sid).join("session.json");
+    let path = w.session_dir(sid).join("session.json");
     write(&path, "{broken");
     let before = files_under(&w.spex_home);
     let post = json!({ "session_id": sid, "cwd": repo, "hook_event_name": "PostToolUse", "tool_name": "Write",
@@ -745,7 +668,7 @@ fn corrupted_record_is_left_alone() {
         "SessionEnd",
     ] {
         let label = format!("corrupted record -> {event}");
-        assert_silent(&dispatch(&w, "claude", event, &post), &label);
+        assert_silent(&w.dispatch(&w.repo, "claude", event, &post), &label);
         assert_store_sane(&w, &before, &label);
     }
     let text = read(&path);
@@ -754,9 +677,9 @@ fn corrupted_record_is_left_alone() {
         "session.json is neither left alone nor valid: {text}"
     );
     assert!(
-        errors_log(&w).contains(sid),
+        w.errors_log().contains(sid),
         "the corrupt record is not logged in dispatch-errors.log: {}",
-        errors_log(&w)
+        w.errors_log()
     );
 }
 
@@ -769,14 +692,14 @@ fn concurrent_dispatches_lose_no_event() {
     let start = load_fixture(&w, "claude", "SessionStart.startup");
     let sid = start["session_id"].as_str().unwrap().to_owned();
     passed(
-        &dispatch(&w, "claude", "SessionStart", &start),
+        &w.dispatch(&w.repo, "claude", "SessionStart", &start),
         "SessionStart",
     );
     let mut post = load_fixture(&w, "claude", "PostToolUse.Write");
     post["session_id"] = json!(sid);
     let payload = post.to_string().into_bytes();
     let children: Vec<Child> = (0..16)
-        .map(|_| spawn(&w, &w.repo, &["dispatch", "claude", "PostToolUse"], &[]))
+        .map(|_| spawn_piped(&mut w.cmd(&w.repo, &["dispatch", "claude", "PostToolUse"])))
         .collect();
     let outs: Vec<Output> = children
         .into_iter()
@@ -785,7 +708,7 @@ fn concurrent_dispatches_lose_no_event() {
     for (i, out) in outs.iter().enumerate() {
         assert_silent(out, &format!("PostToolUse #{i}"));
     }
-    let evs = events(&w, &sid);
+    let evs = w.events(&sid);
     assert_eq!(evs.len(), 17, "events.jsonl lines");
     let mut seqs: Vec<u64> = evs
         .iter()
@@ -799,10 +722,10 @@ fn concurrent_dispatches_lose_no_event() {
         evs.iter().filter(|e| e["kind"] == "tool.completed").count(),
         16
     );
-    let r = record(&w, &sid);
+    let r = w.record(&sid);
     assert_eq!(r["seq"], json!(17));
     assert_eq!(r["touched"], json!(["hello.txt"]));
-    assert_eq!(errors_log(&w), "");
+    assert_eq!(w.errors_log(), "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -825,61 +748,52 @@ fn codex_thread_id_resolves_through_alias_without_env() {
         &dispatch_env(&w, "codex", "PreToolUse", &pre, &env),
         "PreToolUse",
     );
-    let ids = session_ids(&w);
+    let ids = w.session_ids();
     assert_eq!(ids.len(), 1, "exactly one record: {ids:?}");
     let id = &ids[0];
     assert_ne!(
         id, "someone-else",
         "codex hook took the id from SPEX_SESSION_ID"
     );
-    let r = record(&w, id);
+    let r = w.record(id);
     assert_eq!(r["harness_session_id"], json!(t));
     assert_eq!(r["harness"], json!("codex"));
     assert_eq!(r["status"], json!("working"));
-    let alias = project_dir(&w).join("aliases").join(format!("codex-{t}"));
-    assert_eq!(read(&alias).trim(), id.as_str(), "alias file");
-    let kinds: Vec<Value> = events(&w, id).iter().map(|e| e["kind"].clone()).collect();
+    assert_eq!(
+        w.alias("codex", t).as_deref(),
+        Some(id.as_str()),
+        "alias file"
+    );
+    let kinds: Vec<Value> = w.events(id).iter().map(|e| e["kind"].clone()).collect();
     assert_eq!(kinds, vec![json!("session.started"), json!("tool.started")]);
 }
 
 #[test]
 fn claude_spex_session_id_names_the_record() {
     let w = World::new();
+    let env = [("SPEX_SESSION_ID", "myid")];
     let start = load_fixture(&w, "claude", "SessionStart.startup");
     let u = start["session_id"].as_str().unwrap().to_owned();
     passed(
-        &dispatch_env(
-            &w,
-            "claude",
-            "SessionStart",
-            &start,
-            &[("SPEX_SESSION_ID", "myid")],
-        ),
+        &dispatch_env(&w, "claude", "SessionStart", &start, &env),
         "SessionStart",
     );
-    assert_eq!(session_ids(&w), vec!["myid".to_owned()]);
-    let r = record(&w, "myid");
+    assert_eq!(w.session_ids(), vec!["myid".to_owned()]);
+    let r = w.record("myid");
     assert_eq!(r["id"], json!("myid"));
     assert_eq!(r["launched_by"], json!("spex"));
     assert_eq!(r["harness_session_id"], json!(u));
     assert_eq!(r["status"], json!("idle"));
-    let alias = project_dir(&w).join("aliases").join(format!("claude-{u}"));
-    assert_eq!(read(&alias).trim(), "myid");
+    assert_eq!(w.alias("claude", &u).as_deref(), Some("myid"));
     // A later hook of the same session (env still set) lands on the same record.
     let prompt = load_fixture(&w, "claude", "UserPromptSubmit");
     assert_eq!(prompt["session_id"], json!(u));
     passed(
-        &dispatch_env(
-            &w,
-            "claude",
-            "UserPromptSubmit",
-            &prompt,
-            &[("SPEX_SESSION_ID", "myid")],
-        ),
+        &dispatch_env(&w, "claude", "UserPromptSubmit", &prompt, &env),
         "UserPromptSubmit",
     );
-    assert_eq!(session_ids(&w), vec!["myid".to_owned()]);
-    assert_eq!(record(&w, "myid")["status"], json!("working"));
+    assert_eq!(w.session_ids(), vec!["myid".to_owned()]);
+    assert_eq!(w.record("myid")["status"], json!("working"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -895,12 +809,11 @@ fn materialized(w: &World, config: &str) {
     w.ok(&w.repo, &["materialize"]);
 }
 
-fn claude_tool(w: &World, sid: &str, tool: &str, rel: &str, extra: &Value) -> Value {
-    let mut input = json!({ "file_path": w.repo.join(rel), "content": "x\n" });
-    if let (Some(i), Some(e)) = (input.as_object_mut(), extra.as_object()) {
-        i.extend(e.clone());
-    }
-    json!({ "session_id": sid, "cwd": w.repo, "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input })
+/// Claude's `PreToolUse` of `tool` writing `content` to the repo file `rel`, dispatched.
+fn claude_pre_tool(w: &World, sid: &str, tool: &str, rel: &str, content: &str) -> Output {
+    let input = json!({ "file_path": w.repo.join(rel), "content": content });
+    let payload = json!({ "session_id": sid, "cwd": w.repo, "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input });
+    w.dispatch(&w.repo, "claude", "PreToolUse", &payload)
 }
 
 fn context_of(v: &Value) -> String {
@@ -917,12 +830,7 @@ fn spec_policies_answer_in_harness_protocol() {
     // Default policy: a nudge, once per session.
     let s1 = "a1a1a1a1-0000-4000-8000-000000000001";
     let first = json_out(
-        &dispatch(
-            &w,
-            "claude",
-            "PreToolUse",
-            &claude_tool(&w, s1, "Write", "src/api/x.rs", &json!({})),
-        ),
+        &claude_pre_tool(&w, s1, "Write", "src/api/x.rs", "x\n"),
         "first governed Write",
     );
     assert_eq!(
@@ -938,12 +846,7 @@ fn spec_policies_answer_in_harness_protocol() {
         "{first}"
     );
     let second = passed(
-        &dispatch(
-            &w,
-            "claude",
-            "PreToolUse",
-            &claude_tool(&w, s1, "Edit", "src/api/other.rs", &json!({})),
-        ),
+        &claude_pre_tool(&w, s1, "Edit", "src/api/other.rs", "x\n"),
         "second governed Edit",
     );
     assert!(
@@ -962,12 +865,7 @@ fn spec_policies_answer_in_harness_protocol() {
     );
     let s2 = "b2b2b2b2-0000-4000-8000-000000000002";
     let denied = json_out(
-        &dispatch(
-            &w,
-            "claude",
-            "PreToolUse",
-            &claude_tool(&w, s2, "Write", "src/api/x.rs", &json!({})),
-        ),
+        &claude_pre_tool(&w, s2, "Write", "src/api/x.rs", "x\n"),
         "blocked Write",
     );
     let hso = &denied["hookSpecificOutput"];
@@ -984,7 +882,7 @@ fn spec_policies_answer_in_harness_protocol() {
     patch["session_id"] = json!("01b0c0d0-0000-7000-8000-000000000003");
     patch["tool_input"]["command"] =
         json!("*** Begin Patch\n*** Add File: src/api/y.rs\n+fn y() {}\n*** End Patch\n");
-    let codex = dispatch(&w, "codex", "PreToolUse", &patch);
+    let codex = w.dispatch(&w.repo, "codex", "PreToolUse", &patch);
     assert_eq!(
         codex.status.code(),
         Some(2),
@@ -1009,38 +907,18 @@ fn stop_gate_asks_once(w: &World) {
     );
     let s = "c3c3c3c3-0000-4000-8000-000000000004";
     let base = json!({ "session_id": s, "cwd": w.repo, "prompt_id": "p1" });
-    let with = |extra: Value| {
-        let mut v = base.clone();
-        v.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        v
-    };
+    let hook =
+        |event: &str, extra: Value| w.dispatch(&w.repo, "claude", event, &merged(&base, &extra));
     passed(
-        &dispatch(
-            w,
-            "claude",
-            "SessionStart",
-            &with(json!({"source": "startup"})),
-        ),
+        &hook("SessionStart", json!({"source": "startup"})),
         "SessionStart",
     );
     passed(
-        &dispatch(
-            w,
-            "claude",
-            "UserPromptSubmit",
-            &with(json!({"prompt": "do it"})),
-        ),
+        &hook("UserPromptSubmit", json!({"prompt": "do it"})),
         "prompt",
     );
     let blocked = json_out(
-        &dispatch(
-            w,
-            "claude",
-            "Stop",
-            &with(json!({"stop_hook_active": false})),
-        ),
+        &hook("Stop", json!({"stop_hook_active": false})),
         "first Stop",
     );
     assert_eq!(blocked["decision"], json!("block"), "{blocked}");
@@ -1050,24 +928,19 @@ fn stop_gate_asks_once(w: &World) {
             .is_some_and(|r| r.contains("spex session")),
         "{blocked}"
     );
-    let r = record(w, s);
+    let r = w.record(s);
     assert_eq!(
         r["turn"]["state"],
         json!("running"),
         "a blocked stop ends no turn"
     );
-    let again = dispatch(
-        w,
-        "claude",
-        "Stop",
-        &with(json!({"stop_hook_active": true})),
-    );
+    let again = hook("Stop", json!({"stop_hook_active": true}));
     assert_eq!(
         passed(&again, "second Stop"),
         "",
         "re-entered Stop must pass"
     );
-    let r = record(w, s);
+    let r = w.record(s);
     assert_eq!(r["turn"]["state"], json!("completed"));
     assert_eq!(r["status"], json!("idle"));
 }
@@ -1083,43 +956,36 @@ fn another_live_session_touching_the_same_file_is_warned() {
     let start = |sid: &str| json!({ "session_id": sid, "cwd": w.repo, "source": "startup" });
     for sid in [a, b] {
         passed(
-            &dispatch(&w, "claude", "SessionStart", &start(sid)),
+            &w.dispatch(&w.repo, "claude", "SessionStart", &start(sid)),
             "SessionStart",
         );
     }
     let post = json!({ "session_id": a, "cwd": w.repo, "tool_name": "Write",
         "tool_input": {"file_path": w.repo.join("shared.txt"), "content": "a\n"}, "tool_response": {} });
     passed(
-        &dispatch(&w, "claude", "PostToolUse", &post),
+        &w.dispatch(&w.repo, "claude", "PostToolUse", &post),
         "A PostToolUse",
     );
-    assert_eq!(record(&w, a)["touched"], json!(["shared.txt"]));
+    assert_eq!(w.record(a)["touched"], json!(["shared.txt"]));
     let warned = json_out(
-        &dispatch(
-            &w,
-            "claude",
-            "PreToolUse",
-            &claude_tool(&w, b, "Write", "shared.txt", &json!({})),
-        ),
+        &claude_pre_tool(&w, b, "Write", "shared.txt", "x\n"),
         "B PreToolUse",
     );
     let ctx = context_of(&warned);
     assert!(ctx.contains("warning") && ctx.contains(a), "{ctx}");
     assert!(!ctx.contains(b), "B is warned about itself: {ctx}");
     let end = json!({ "session_id": a, "cwd": w.repo, "reason": "other" });
-    passed(&dispatch(&w, "claude", "SessionEnd", &end), "A SessionEnd");
-    assert_eq!(record(&w, a)["status"], json!("exited"));
     passed(
-        &dispatch(&w, "claude", "SessionStart", &start(c)),
+        &w.dispatch(&w.repo, "claude", "SessionEnd", &end),
+        "A SessionEnd",
+    );
+    assert_eq!(w.record(a)["status"], json!("exited"));
+    passed(
+        &w.dispatch(&w.repo, "claude", "SessionStart", &start(c)),
         "SessionStart C",
     );
     let quiet = passed(
-        &dispatch(
-            &w,
-            "claude",
-            "PreToolUse",
-            &claude_tool(&w, c, "Write", "shared.txt", &json!({})),
-        ),
+        &claude_pre_tool(&w, c, "Write", "shared.txt", "x\n"),
         "C PreToolUse",
     );
     assert!(
@@ -1158,15 +1024,8 @@ fn hook_nodes_run_after_builtins() {
     );
     materialized(&w, "{ \"harnesses\": [\"claude\", \"codex\"] }\n");
     let s = "d4d4d4d4-0000-4000-8000-000000000005";
-    let bad = claude_tool(
-        &w,
-        s,
-        "Write",
-        "notes.txt",
-        &json!({"content": "this is forbidden\n"}),
-    );
     let denied = json_out(
-        &dispatch(&w, "claude", "PreToolUse", &bad),
+        &claude_pre_tool(&w, s, "Write", "notes.txt", "this is forbidden\n"),
         "forbidden Write",
     );
     let hso = &denied["hookSpecificOutput"];
@@ -1178,14 +1037,10 @@ fn hook_nodes_run_after_builtins() {
     );
 
     // Allowed: the non-blocking node's stdout becomes context, after the built-in spec nudge.
-    let ok = claude_tool(
-        &w,
-        s,
-        "Write",
-        "src/api/x.rs",
-        &json!({"content": "fine\n"}),
+    let answer = json_out(
+        &claude_pre_tool(&w, s, "Write", "src/api/x.rs", "fine\n"),
+        "allowed Write",
     );
-    let answer = json_out(&dispatch(&w, "claude", "PreToolUse", &ok), "allowed Write");
     assert!(
         answer["hookSpecificOutput"]
             .get("permissionDecision")
@@ -1203,7 +1058,9 @@ fn hook_nodes_run_after_builtins() {
         spec < hello,
         "hook node context came before the built-ins: {ctx}"
     );
-    let plain = claude_tool(&w, s, "Write", "notes.txt", &json!({"content": "fine\n"}));
-    let answer = json_out(&dispatch(&w, "claude", "PreToolUse", &plain), "plain Write");
+    let answer = json_out(
+        &claude_pre_tool(&w, s, "Write", "notes.txt", "fine\n"),
+        "plain Write",
+    );
     assert_eq!(context_of(&answer), "hello from node");
 }

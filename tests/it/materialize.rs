@@ -206,10 +206,10 @@ fn round_trip(w: &World, tree: &Path, extra: &[&Path]) {
     );
 }
 
-#[test]
-fn clean_of_materialize_is_identity_in_main_checkout() {
+/// Runs `test` on `cases` generated [`UserContent`]s, each in a fresh seeded project.
+fn for_user_content(cases: u32, test: impl Fn(&World, &UserContent)) {
     let mut runner = TestRunner::new(Config {
-        cases: 24,
+        cases,
         failure_persistence: None,
         ..Config::default()
     });
@@ -217,30 +217,27 @@ fn clean_of_materialize_is_identity_in_main_checkout() {
         .run(&user_content(), |x| {
             let w = World::new();
             seed_project(&w);
-            place(&w, &w.repo.clone(), &x);
-            round_trip(&w, &w.repo, &[]);
+            test(&w, &x);
             Ok(())
         })
         .unwrap();
 }
 
 #[test]
-fn clean_of_materialize_is_identity_in_linked_worktree() {
-    let mut runner = TestRunner::new(Config {
-        cases: 12,
-        failure_persistence: None,
-        ..Config::default()
+fn clean_of_materialize_is_identity_in_main_checkout() {
+    for_user_content(24, |w, x| {
+        place(w, &w.repo, x);
+        round_trip(w, &w.repo, &[]);
     });
-    runner
-        .run(&user_content(), |x| {
-            let w = World::new();
-            seed_project(&w);
-            let wt = w.add_worktree("wt");
-            place(&w, &wt, &x);
-            round_trip(&w, &wt, &[&wt]);
-            Ok(())
-        })
-        .unwrap();
+}
+
+#[test]
+fn clean_of_materialize_is_identity_in_linked_worktree() {
+    for_user_content(12, |w, x| {
+        let wt = w.add_worktree("wt");
+        place(w, &wt, x);
+        round_trip(w, &wt, &[&wt]);
+    });
 }
 
 #[test]

@@ -4,21 +4,20 @@
 //! tell a broken shim apart from a good one. Needs `scripts/install-peers.sh`; fails, never skips.
 
 use std::ffi::OsString;
-use std::fs::{self, File};
+use std::fs;
 use std::io::ErrorKind;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tungstenite::{Message, WebSocket};
 
-use crate::common::{World, read, write};
-use crate::support::claude_home::claude_command;
+use crate::common::{World, pretty, read, read_or_empty, write};
+use crate::support::claude_home::{claude_command, print_turn};
 use crate::support::codex_home::{codex_command, trust_project};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
-use crate::support::peers::{GroupChild, peers_bin_dir};
+use crate::support::peers::peers_bin_dir;
+use crate::support::rpc::AppServer;
 
 /// The events spex binds for Codex (`src/adapters/codex.rs`).
 const CODEX_EVENTS: &[&str] = &[
@@ -52,16 +51,7 @@ const USER_HOOKS_JSON: &str = r#"{
 }
 "#;
 
-const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 const TURN_TIMEOUT: Duration = Duration::from_secs(90);
-
-fn read_or_empty(p: &Path) -> String {
-    fs::read_to_string(p).unwrap_or_default()
-}
-
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-}
 
 fn output_text(out: &Output) -> String {
     format!(
@@ -111,136 +101,20 @@ fn check<'a>(report: &'a Value, harness: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {harness} check `{name}` in\n{}", pretty(report)))
 }
 
-/// Just enough JSON-RPC over WebSocket for `initialize` and `hooks/list`.
-struct Rpc {
-    ws: WebSocket<UnixStream>,
-    next_id: u64,
+/// A real `codex app-server` with the world's `HOME` and `CODEX_HOME`, its socket and log named
+/// after `tag`.
+fn app_server(w: &World, tag: &str) -> AppServer {
+    // Codex refuses a CODEX_HOME that does not exist (before materialize it may not).
+    fs::create_dir_all(&w.codex_home).unwrap();
+    let mut cmd = codex_command(&w.codex_home, &w.home);
+    cmd.current_dir(&w.home);
+    // The world's base dir is a short `/tmp/spx*` path: well inside `sun_path`.
+    AppServer::start(&mut cmd, w.dir.path(), tag, "spex-real-peers")
 }
 
-impl Rpc {
-    fn send(&mut self, msg: &Value) {
-        self.ws
-            .send(Message::text(msg.to_string()))
-            .expect("websocket send");
-    }
-
-    fn recv(&mut self, deadline: Instant) -> Option<Value> {
-        while Instant::now() < deadline {
-            match self.ws.read() {
-                Ok(Message::Text(t)) => return Some(serde_json::from_str(t.as_str()).unwrap()),
-                Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) => panic!("websocket read: {e}"),
-            }
-        }
-        None
-    }
-
-    /// The response to one request; notifications in between are dropped.
-    fn call(&mut self, method: &str, params: &Value) -> Result<Value, String> {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let deadline = Instant::now() + RPC_TIMEOUT;
-        loop {
-            let Some(msg) = self.recv(deadline) else {
-                return Err(format!("no answer to {method} in {RPC_TIMEOUT:?}"));
-            };
-            if msg["id"] == id && msg.get("method").is_none() {
-                return match msg.get("error") {
-                    Some(e) => Err(format!("{method} failed: {e}")),
-                    None => Ok(msg["result"].clone()),
-                };
-            }
-        }
-    }
-}
-
-/// A real `codex app-server` on a Unix socket with the world's `HOME` and `CODEX_HOME`, and one
-/// initialized client. Stopped (with its whole process group) on Drop.
-struct AppServer {
-    rpc: Rpc,
-    log_path: PathBuf,
-    server: GroupChild,
-}
-
-impl AppServer {
-    fn start(w: &World, tag: &str) -> AppServer {
-        // The world's base dir is a short `/tmp/spx*` path: well inside `sun_path`.
-        let sock = w.dir.path().join(format!("{tag}.sock"));
-        let log_path = w.dir.path().join(format!("{tag}.log"));
-        let log_file = File::create(&log_path).unwrap();
-        // Codex refuses a CODEX_HOME that does not exist (before materialize it may not).
-        fs::create_dir_all(&w.codex_home).unwrap();
-        let mut cmd = codex_command(&w.codex_home, &w.home);
-        cmd.arg("app-server")
-            .arg("--listen")
-            .arg(format!("unix://{}", sock.display()))
-            .current_dir(&w.home)
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file);
-        let mut server = GroupChild::spawn(&mut cmd);
-        let deadline = Instant::now() + RPC_TIMEOUT;
-        let stream = loop {
-            if let Ok(s) = UnixStream::connect(&sock) {
-                break s;
-            }
-            if let Some(st) = server.try_wait() {
-                panic!(
-                    "codex app-server exited early ({st})\n{}",
-                    read_or_empty(&log_path)
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "codex app-server never listened on {}\n{}",
-                sock.display(),
-                read_or_empty(&log_path)
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        stream
-            .set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        let (ws, _) = tungstenite::client("ws://localhost/rpc", stream)
-            .unwrap_or_else(|e| panic!("websocket handshake: {e}\n{}", read_or_empty(&log_path)));
-        let mut app = AppServer {
-            rpc: Rpc { ws, next_id: 0 },
-            log_path,
-            server,
-        };
-        let init = app.rpc.call(
-            "initialize",
-            &json!({"clientInfo": {"name": "spex-real-peers", "version": "0"},
-                "capabilities": {"experimentalApi": true}}),
-        );
-        if let Err(e) = init {
-            panic!("{e}\n{}", app.log());
-        }
-        app.rpc
-            .send(&json!({"jsonrpc": "2.0", "method": "initialized"}));
-        app
-    }
-
-    fn log(&self) -> String {
-        format!("app-server log:\n{}", read_or_empty(&self.log_path))
-    }
-
-    /// The raw `hooks/list` result for `cwds`.
-    fn hooks_list(&mut self, cwds: &[&Path]) -> Value {
-        match self.rpc.call("hooks/list", &json!({ "cwds": cwds })) {
-            Ok(v) => v,
-            Err(e) => panic!("{e}\n{}", self.log()),
-        }
-    }
-}
-
-impl Drop for AppServer {
-    fn drop(&mut self) {
-        self.server.stop(Duration::from_secs(5));
-    }
+/// The raw `hooks/list` result for `cwds`.
+fn hooks_list(app: &mut AppServer, cwds: &[&Path]) -> Value {
+    app.call("hooks/list", &json!({ "cwds": cwds }))
 }
 
 /// The hooks `hooks/list` reported for `cwd` (the listing must exist and be error-free).
@@ -391,7 +265,7 @@ fn codex_hooks_list_trusts_every_spex_hook_in_main_and_worktree() {
     let (wt, wt_tracked, user_config) = seed_user_codex(&w);
     let trees = [w.repo.as_path(), wt.as_path(), wt_tracked.as_path()];
 
-    let before = AppServer::start(&w, "h0").hooks_list(&trees);
+    let before = hooks_list(&mut app_server(&w, "h0"), &trees);
     // Codex attributes the hook to the main checkout's hooks.json in every tree that sees it.
     let user = user_hook(&before, &w.repo);
     assert_eq!(user_hook(&before, &wt_tracked), user, "{}", pretty(&before));
@@ -415,8 +289,8 @@ fn codex_hooks_list_trusts_every_spex_hook_in_main_and_worktree() {
         wt.display()
     );
 
-    let mut app = AppServer::start(&w, "h1");
-    let during = app.hooks_list(&trees);
+    let mut app = app_server(&w, "h1");
+    let during = hooks_list(&mut app, &trees);
     let files = || {
         format!(
             "listing before materialize:\n{}\nhooks.json:\n{}\nconfig.toml:\n{}\n{}",
@@ -463,8 +337,8 @@ fn codex_hooks_list_trusts_every_spex_hook_in_main_and_worktree() {
         "clean did not restore the user's config.toml byte for byte"
     );
 
-    let mut app = AppServer::start(&w, "h2");
-    let after = app.hooks_list(&trees);
+    let mut app = app_server(&w, "h2");
+    let after = hooks_list(&mut app, &trees);
     for cwd in trees {
         let leftovers: Vec<&Value> = hooks_of(&after, cwd)
             .iter()
@@ -513,8 +387,8 @@ fn codex_worktree_anchor_survives_materialize_in_main() {
     // Any later materialize elsewhere (here: the main checkout) must leave `wt` as it is.
     let out = w.ok(&w.repo, &["materialize"]);
     let check = w.spex(&wt, &["materialize", "--check"]);
-    let mut app = AppServer::start(&w, "a1");
-    let list = app.hooks_list(&[&wt]);
+    let mut app = app_server(&w, "a1");
+    let list = hooks_list(&mut app, &[&wt]);
     let files = || {
         format!(
             "second materialize in the main checkout:\n{out}\n`materialize --check` in {}:\n{}\n{}",
@@ -536,46 +410,11 @@ fn codex_worktree_anchor_survives_materialize_in_main() {
 /// Runs the real `claude -p` once in `w.repo` against `fake`, with `SPEX_HOME` set so the hook
 /// commands (which inherit claude's env) log into the test's store. Returns diagnostics.
 fn claude_turn(w: &World, fake: &FakeAnthropic, tag: &str) -> String {
-    let out_path = w.dir.path().join(format!("{tag}.stdout.jsonl"));
-    let err_path = w.dir.path().join(format!("{tag}.stderr.txt"));
-    let prompt = format!("Please create the file. TARGET_DIR={}", w.repo.display());
     let mut cmd = claude_command(&w.home, &fake.base_url());
-    cmd.current_dir(&w.repo)
-        .env("SPEX_HOME", &w.spex_home)
+    cmd.env("SPEX_HOME", &w.spex_home)
         // The invocation log is opt-in (it costs the hot path a file open).
-        .env("SPEX_TRACE_DISPATCH", "1")
-        .args(["-p", &prompt, "--output-format", "stream-json", "--verbose"])
-        .args(["--permission-mode", "acceptEdits"])
-        .stdin(Stdio::null())
-        .stdout(File::create(&out_path).unwrap())
-        .stderr(File::create(&err_path).unwrap());
-    let mut child = GroupChild::spawn(&mut cmd);
-    let status = child.wait_timeout(TURN_TIMEOUT);
-    let diag = format!(
-        "claude ({tag}) stdout:\n{}\nstderr:\n{}\nrequests answered: {:?}",
-        read_or_empty(&out_path),
-        read_or_empty(&err_path),
-        fake.requests()
-            .iter()
-            .map(|r| format!("{} {} {}", r["method"], r["path"], r["answered"]))
-            .collect::<Vec<_>>()
-    );
-    let status = status.unwrap_or_else(|| panic!("claude did not finish in time\n{diag}"));
-    assert!(status.success(), "claude exited with {status}\n{diag}");
-    diag
-}
-
-/// The one project folder in the store (`<SPEX_HOME>/projects/<name>-<hash>`).
-fn project_dir(w: &World) -> PathBuf {
-    let projects = w.spex_home.join("projects");
-    let dirs: Vec<PathBuf> = fs::read_dir(&projects)
-        .unwrap_or_else(|e| panic!("{}: {e}", projects.display()))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    assert_eq!(dirs.len(), 1, "expected one project in the store: {dirs:?}");
-    dirs.into_iter().next().unwrap()
+        .env("SPEX_TRACE_DISPATCH", "1");
+    print_turn(&mut cmd, fake, &w.repo, w.dir.path(), tag, TURN_TIMEOUT).diag
 }
 
 /// The dispatch log's lines (every line must be a JSON object).
@@ -611,7 +450,7 @@ fn claude_turn_invokes_spex_dispatch_for_bound_events() {
         WRITE_CONTENT,
         "hello.txt not written\n{diag}"
     );
-    let log = project_dir(&w).join("dispatch.log");
+    let log = w.project_dir().join("dispatch.log");
     let lines = dispatch_lines(&log);
     let ctx = || {
         format!(

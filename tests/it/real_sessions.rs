@@ -4,38 +4,28 @@
 //! back `session.json` and `events.jsonl` from `$SPEX_HOME`. Needs `scripts/install-peers.sh`;
 //! fails, never skips.
 
-use std::fs::{self, File};
-use std::io::{BufRead, BufReader, ErrorKind, Write};
-use std::os::unix::net::UnixStream;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tungstenite::{Message, WebSocket};
 
-use crate::common::{World, write};
+use crate::common::{World, pretty, read_or_empty, write};
 use crate::support::claude_home::claude_command;
 use crate::support::codex_home::{codex_command, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
 use crate::support::fake_responses::FakeResponses;
 use crate::support::http::random_hex;
 use crate::support::peers::GroupChild;
+use crate::support::rpc::AppServer;
 
 /// One Claude turn (startup, model round trips, hooks) or one Codex turn.
 const TURN_TIMEOUT: Duration = Duration::from_secs(45);
 /// How long a record may lag behind the harness's own report (a hook still running).
 const SETTLE: Duration = Duration::from_secs(10);
-const RPC_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn read_or_empty(p: &Path) -> String {
-    fs::read_to_string(p).unwrap_or_default()
-}
-
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-}
 
 /// A fresh random version-4 UUID (for `claude --session-id`).
 fn fresh_uuid() -> String {
@@ -69,116 +59,41 @@ fn materialize(w: &World) {
     );
 }
 
-/// Read-only view of the world's one project store: `$SPEX_HOME/projects/<name>-<hash>/`.
-struct Store {
-    dir: PathBuf,
+/// Record, events and the dispatch logs of `id` in the world's store, for failure messages.
+fn dump(w: &World, id: &str) -> String {
+    let events: Vec<String> = w.events(id).iter().map(Value::to_string).collect();
+    let log = read_or_empty(&w.project_dir().join("dispatch.log"));
+    let tail: Vec<&str> = log.lines().rev().take(30).collect();
+    format!(
+        "--- session {id}:\n{}\n--- events:\n{}\n--- all sessions: {:?}\n--- dispatch.log (last 30, newest first):\n{}\n--- dispatch-errors.log:\n{}",
+        w.record_if_any(id)
+            .map_or_else(|| "(no record)".to_owned(), |r| pretty(&r)),
+        events.join("\n"),
+        w.session_ids(),
+        tail.join("\n"),
+        w.errors_log(),
+    )
 }
 
-impl Store {
-    fn of(w: &World) -> Store {
-        let projects = w.spex_home.join("projects");
-        let dirs: Vec<PathBuf> = fs::read_dir(&projects)
-            .unwrap_or_else(|e| panic!("{}: {e}", projects.display()))
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect();
-        assert_eq!(
-            dirs.len(),
-            1,
-            "expected one project store in {}: {dirs:?}",
-            projects.display()
-        );
-        Store {
-            dir: dirs.into_iter().next().expect("one project"),
-        }
-    }
-
-    fn session_dir(&self, id: &str) -> PathBuf {
-        self.dir.join("sessions").join(id)
-    }
-
-    fn record(&self, id: &str) -> Option<Value> {
-        let text = fs::read_to_string(self.session_dir(id).join("session.json")).ok()?;
-        Some(
-            serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("session.json of {id} is not JSON ({e}):\n{text}")),
-        )
-    }
-
-    fn events(&self, id: &str) -> Vec<Value> {
-        read_or_empty(&self.session_dir(id).join("events.jsonl"))
-            .lines()
-            .map(|l| {
-                serde_json::from_str(l)
-                    .unwrap_or_else(|e| panic!("events.jsonl of {id}: bad line ({e}): {l}"))
-            })
-            .collect()
-    }
-
-    /// The spex id `aliases/<harness>-<harness id>` names.
-    fn alias(&self, harness: &str, harness_id: &str) -> Option<String> {
-        let text = fs::read_to_string(
-            self.dir
-                .join("aliases")
-                .join(format!("{harness}-{harness_id}")),
-        )
-        .ok()?;
-        Some(text.trim().to_owned())
-    }
-
-    fn session_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = fs::read_dir(self.dir.join("sessions"))
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
-        ids.sort();
-        ids
-    }
-
-    /// Record, events and the dispatch error log, for failure messages.
-    fn dump(&self, id: &str) -> String {
-        let events: Vec<String> = self.events(id).iter().map(Value::to_string).collect();
-        let errors = self
-            .dir
-            .parent()
-            .and_then(Path::parent)
-            .map(|home| read_or_empty(&home.join("dispatch-errors.log")))
-            .unwrap_or_default();
-        let log = read_or_empty(&self.dir.join("dispatch.log"));
-        let tail: Vec<&str> = log.lines().rev().take(30).collect();
-        format!(
-            "--- session {id}:\n{}\n--- events:\n{}\n--- all sessions: {:?}\n--- dispatch.log (last 30, newest first):\n{}\n--- dispatch-errors.log:\n{errors}",
-            self.record(id)
-                .map_or_else(|| "(no record)".to_owned(), |r| pretty(&r)),
-            events.join("\n"),
-            self.session_ids(),
-            tail.join("\n"),
-        )
-    }
-
-    /// Polls until `pred(record, events)` holds; the record and events at that point.
-    fn wait_until(
-        &self,
-        id: &str,
-        timeout: Duration,
-        pred: impl Fn(&Value, &[Value]) -> bool,
-    ) -> Result<(Value, Vec<Value>), String> {
-        let end = Instant::now() + timeout;
-        loop {
-            if let Some(rec) = self.record(id) {
-                let events = self.events(id);
-                if pred(&rec, &events) {
-                    return Ok((rec, events));
-                }
+/// Polls until `pred(record, events)` holds for `id`; the record and events at that point.
+fn wait_until(
+    w: &World,
+    id: &str,
+    timeout: Duration,
+    pred: impl Fn(&Value, &[Value]) -> bool,
+) -> Result<(Value, Vec<Value>), String> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(rec) = w.record_if_any(id) {
+            let events = w.events(id);
+            if pred(&rec, &events) {
+                return Ok((rec, events));
             }
-            if Instant::now() >= end {
-                return Err(self.dump(id));
-            }
-            std::thread::sleep(Duration::from_millis(50));
         }
+        if Instant::now() >= end {
+            return Err(dump(w, id));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -291,24 +206,24 @@ impl ClaudeSession {
         }
     }
 
-    fn diag(&self, store: &Store) -> String {
+    fn diag(&self, w: &World) -> String {
         format!(
             "claude session {}\n--- claude stdout:\n{}\n--- claude stderr:\n{}\n{}",
             self.id,
             self.stdout.join("\n"),
             read_or_empty(&self.stderr_path),
-            store.dump(&self.id)
+            dump(w, &self.id)
         )
     }
 
     /// Sends one user prompt and waits for the turn's `result` line.
-    fn turn(&mut self, store: &Store, prompt: &str) -> Value {
+    fn turn(&mut self, w: &World, prompt: &str) -> Value {
         let msg = json!({"type": "user", "message": {"role": "user",
             "content": [{"type": "text", "text": prompt}]}});
         let stdin = self.stdin.as_mut().expect("stdin still open");
         writeln!(stdin, "{msg}")
             .and_then(|()| stdin.flush())
-            .unwrap_or_else(|e| panic!("write prompt: {e}\n{}", self.diag(store)));
+            .unwrap_or_else(|e| panic!("write prompt: {e}\n{}", self.diag(w)));
         let end = Instant::now() + TURN_TIMEOUT;
         loop {
             let left = end.saturating_duration_since(Instant::now());
@@ -322,7 +237,7 @@ impl ClaudeSession {
                 }
                 Err(e) => panic!(
                     "no `result` from claude within {TURN_TIMEOUT:?} ({e})\n{}",
-                    self.diag(store)
+                    self.diag(w)
                 ),
             }
         }
@@ -330,15 +245,11 @@ impl ClaudeSession {
 
     /// Closes stdin (ends the session: `SessionEnd`) and waits for the process to exit; print
     /// mode exits 1 when its last turn failed.
-    fn end(&mut self, store: &Store, turn_ok: bool) {
+    fn end(&mut self, w: &World, turn_ok: bool) {
         drop(self.stdin.take());
         let status = self.child.wait_timeout(TURN_TIMEOUT);
-        let status = status.unwrap_or_else(|| {
-            panic!(
-                "claude did not exit after stdin closed\n{}",
-                self.diag(store)
-            )
-        });
+        let status = status
+            .unwrap_or_else(|| panic!("claude did not exit after stdin closed\n{}", self.diag(w)));
         // Drain what it printed last, for diagnostics.
         while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
             self.stdout.push(line);
@@ -347,7 +258,7 @@ impl ClaudeSession {
             status.success(),
             turn_ok,
             "claude exited with {status}\n{}",
-            self.diag(store)
+            self.diag(w)
         );
     }
 }
@@ -587,14 +498,14 @@ fn check_failed_turn(s: &Seen) {
 
 /// The record right after the turn: identity, a terminal turn, `idle`, the case's edits, one
 /// `turn.started` and the terminal turn event last, contiguous events.
-fn assert_settled_turn(store: &Store, id: &str, case: &ClaudeCase, seen: &Seen) {
+fn assert_settled_turn(w: &World, id: &str, case: &ClaudeCase, seen: &Seen) {
     let (rec, events, diag) = (seen.rec, seen.events, seen.diag);
     assert_eq!(rec["id"], id, "{}", diag());
     assert_eq!(rec["harness"], "claude", "{}", diag());
     assert_eq!(rec["harness_session_id"], id, "{}", diag());
     assert_eq!(rec["launched_by"], "self", "{}", diag());
     assert_eq!(
-        store.alias("claude", id).as_deref(),
+        w.alias("claude", id).as_deref(),
         Some(id),
         "alias claude-<id>\n{}",
         diag()
@@ -645,18 +556,11 @@ fn assert_settled_turn(store: &Store, id: &str, case: &ClaudeCase, seen: &Seen) 
 fn run_claude_case(w: &World, fake: &FakeAnthropic, case: &ClaudeCase) {
     let started = Instant::now();
     let mut session = ClaudeSession::start(w, fake, case.perm);
-    let store = Store::of(w);
-    let result = session.turn(&store, case.prompt);
+    let result = session.turn(w, case.prompt);
     {
-        let diag = || {
-            format!(
-                "case `{}`: result {result}\n{}",
-                case.name,
-                session.diag(&store)
-            )
-        };
+        let diag = || format!("case `{}`: result {result}\n{}", case.name, session.diag(w));
         // The turn is terminal and the session no longer busy: Stop (or StopFailure) ran.
-        let settled = store.wait_until(&session.id, SETTLE, |rec, _| {
+        let settled = wait_until(w, &session.id, SETTLE, |rec, _| {
             turn_state(rec) != "running"
                 && rec["status"] != "working"
                 && rec["status"] != "starting"
@@ -668,19 +572,13 @@ fn run_claude_case(w: &World, fake: &FakeAnthropic, case: &ClaudeCase) {
             repo: &w.repo,
             diag: &diag,
         };
-        assert_settled_turn(&store, &session.id, case, &seen);
+        assert_settled_turn(w, &session.id, case, &seen);
         (case.check)(&seen);
     }
 
-    session.end(&store, case.turn == "completed");
-    let diag = || {
-        format!(
-            "case `{}`: result {result}\n{}",
-            case.name,
-            session.diag(&store)
-        )
-    };
-    let ended = store.wait_until(&session.id, SETTLE, |rec, _| rec["status"] == "exited");
+    session.end(w, case.turn == "completed");
+    let diag = || format!("case `{}`: result {result}\n{}", case.name, session.diag(w));
+    let ended = wait_until(w, &session.id, SETTLE, |rec, _| rec["status"] == "exited");
     let (fin, events) = ended.unwrap_or_else(|_| panic!("never exited\n{}", diag()));
     assert_eq!(
         kinds(&events).last(),
@@ -719,12 +617,11 @@ fn claude_turns_produce_true_records() {
     for case in CLAUDE_CASES {
         run_claude_case(&w, &fake, case);
     }
-    let store = Store::of(&w);
+    let ids = w.session_ids();
     assert_eq!(
-        store.session_ids().len(),
+        ids.len(),
         CLAUDE_CASES.len(),
-        "one record per session, keyed by --session-id: {:?}",
-        store.session_ids()
+        "one record per session, keyed by --session-id: {ids:?}"
     );
     eprintln!("claude_turns_produce_true_records: {:?}", started.elapsed());
 }
@@ -734,189 +631,22 @@ fn claude_turns_produce_true_records() {
 // over JSON-RPC on its Unix socket.
 // ------------------------------------------------------------------------------------------
 
-/// JSON-RPC over WebSocket that keeps every notification and server request it reads.
-struct Rpc {
-    ws: WebSocket<UnixStream>,
-    next_id: u64,
-    inbox: Vec<Value>,
-}
-
-impl Rpc {
-    fn send(&mut self, msg: &Value) {
-        self.ws
-            .send(Message::text(msg.to_string()))
-            .expect("websocket send");
-    }
-
-    fn recv(&mut self, deadline: Instant) -> Option<Value> {
-        while Instant::now() < deadline {
-            match self.ws.read() {
-                Ok(Message::Text(t)) => return Some(serde_json::from_str(t.as_str()).unwrap()),
-                Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) => panic!("websocket read: {e}"),
-            }
-        }
-        None
-    }
-
-    fn call(&mut self, method: &str, params: &Value) -> Result<Value, String> {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let deadline = Instant::now() + RPC_TIMEOUT;
-        loop {
-            let Some(msg) = self.recv(deadline) else {
-                return Err(format!("no answer to {method} in {RPC_TIMEOUT:?}"));
-            };
-            if msg["id"] == id && msg.get("method").is_none() {
-                return match msg.get("error") {
-                    Some(e) => Err(format!("{method} failed: {e}")),
-                    None => Ok(msg["result"].clone()),
-                };
-            }
-            self.inbox.push(msg);
-        }
-    }
-
-    /// Removes and returns the first message (notification or server request) with `method`
-    /// that satisfies `pred`, reading more until `deadline`.
-    fn take(
-        &mut self,
-        method: &str,
-        pred: impl Fn(&Value) -> bool,
-        deadline: Instant,
-    ) -> Option<Value> {
-        let matches = |m: &Value| m["method"] == method && pred(&m["params"]);
-        loop {
-            if let Some(i) = self.inbox.iter().position(matches) {
-                return Some(self.inbox.remove(i));
-            }
-            let msg = self.recv(deadline)?;
-            self.inbox.push(msg);
-        }
-    }
-}
-
-struct CodexServer {
-    rpc: Rpc,
-    log_path: PathBuf,
-    server: GroupChild,
-}
-
-impl CodexServer {
-    /// `codex app-server` for the world: `HOME`, `CODEX_HOME`, `SPEX_HOME` (hooks inherit it), and a
-    /// stray `SPEX_SESSION_ID` that spex must ignore for Codex (the server is shared).
-    fn start(w: &World) -> CodexServer {
-        let sock = w.dir.path().join("cx.sock");
-        let log_path = w.dir.path().join("cx.log");
-        let log_file = File::create(&log_path).unwrap();
-        let mut cmd = codex_command(&w.codex_home, &w.home);
-        cmd.arg("app-server")
-            .arg("--listen")
-            .arg(format!("unix://{}", sock.display()))
-            .current_dir(&w.repo)
-            .env("SPEX_HOME", &w.spex_home)
-            .env("XDG_CONFIG_HOME", &w.xdg_config)
-            .env("SPEX_SESSION_ID", "not-this")
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file);
-        let mut server = GroupChild::spawn(&mut cmd);
-        let deadline = Instant::now() + RPC_TIMEOUT;
-        let stream = loop {
-            if let Ok(s) = UnixStream::connect(&sock) {
-                break s;
-            }
-            if let Some(st) = server.try_wait() {
-                panic!(
-                    "codex app-server exited early ({st})\n{}",
-                    read_or_empty(&log_path)
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "codex app-server never listened\n{}",
-                read_or_empty(&log_path)
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        stream
-            .set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        let (ws, _) = tungstenite::client("ws://localhost/rpc", stream)
-            .unwrap_or_else(|e| panic!("websocket handshake: {e}\n{}", read_or_empty(&log_path)));
-        let mut cx = CodexServer {
-            rpc: Rpc {
-                ws,
-                next_id: 0,
-                inbox: Vec::new(),
-            },
-            log_path,
-            server,
-        };
-        let init = cx.rpc.call(
-            "initialize",
-            &json!({"clientInfo": {"name": "spex-real-sessions", "version": "0"},
-                "capabilities": {"experimentalApi": true}}),
-        );
-        if let Err(e) = init {
-            panic!("{e}\n{}", cx.log());
-        }
-        cx.rpc
-            .send(&json!({"jsonrpc": "2.0", "method": "initialized"}));
-        cx
-    }
-
-    fn log(&self) -> String {
-        format!("--- app-server log:\n{}", read_or_empty(&self.log_path))
-    }
-
-    fn call(&mut self, method: &str, params: &Value) -> Value {
-        match self.rpc.call(method, params) {
-            Ok(v) => v,
-            Err(e) => panic!("{e}\n{}", self.log()),
-        }
-    }
-
-    fn start_thread(&mut self, params: &Value) -> String {
-        let r = self.call("thread/start", params);
-        r["thread"]["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no thread id in {r}"))
-            .to_owned()
-    }
-
-    /// Starts a turn; its id.
-    fn start_turn(&mut self, thread: &str, text: &str) -> String {
-        let r = self.call(
-            "turn/start",
-            &json!({"threadId": thread, "input": [{"type": "text", "text": text}]}),
-        );
-        r["turn"]["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no turn id in {r}"))
-            .to_owned()
-    }
-
-    /// The `turn/completed` params of `turn`, or `None` after [`TURN_TIMEOUT`].
-    fn wait_completed(&mut self, turn: &str) -> Option<Value> {
-        let n = self.rpc.take(
-            "turn/completed",
-            |p| p["turn"]["id"] == turn,
-            Instant::now() + TURN_TIMEOUT,
-        );
-        n.map(|n| n["params"].clone())
-    }
+/// `codex app-server` for the world: `HOME`, `CODEX_HOME`, `SPEX_HOME` (hooks inherit it), and a
+/// stray `SPEX_SESSION_ID` that spex must ignore for Codex (the server is shared).
+fn codex_server(w: &World) -> AppServer {
+    let mut cmd = codex_command(&w.codex_home, &w.home);
+    cmd.current_dir(&w.repo)
+        .env("SPEX_HOME", &w.spex_home)
+        .env("XDG_CONFIG_HOME", &w.xdg_config)
+        .env("SPEX_SESSION_ID", "not-this");
+    AppServer::start(&mut cmd, w.dir.path(), "cx", "spex-real-sessions")
 }
 
 /// A world with a fake Responses API, materialized shims and one app-server.
 struct CodexRig {
     w: World,
-    store: Store,
     fake: FakeResponses,
-    cx: CodexServer,
+    cx: AppServer,
 }
 
 impl CodexRig {
@@ -931,28 +661,16 @@ impl CodexRig {
             "danger-full-access",
         );
         materialize(&w);
-        let store = Store::of(&w);
-        let cx = CodexServer::start(&w);
-        CodexRig { w, store, fake, cx }
+        let cx = codex_server(&w);
+        CodexRig { w, fake, cx }
     }
 
     /// The record of `id`, the fake's requests and the app-server log.
     fn diag(&self, id: &str) -> String {
-        let requests: Vec<String> = self
-            .fake
-            .requests()
-            .iter()
-            .map(|r| {
-                format!(
-                    "{} {} {} {}",
-                    r["method"], r["path"], r["scenario"], r["n_tool_outputs"]
-                )
-            })
-            .collect();
         format!(
             "{}\n--- fake requests:\n{}\n{}",
-            self.store.dump(id),
-            requests.join("\n"),
+            dump(&self.w, id),
+            self.fake.request_lines().join("\n"),
             self.cx.log()
         )
     }
@@ -960,7 +678,7 @@ impl CodexRig {
     /// Runs a turn to its end; asserts Codex reports `status`. Returns the turn id.
     fn turn(&mut self, thread: &str, text: &str, status: &str) -> String {
         let turn = self.cx.start_turn(thread, text);
-        let done = self.cx.wait_completed(&turn);
+        let done = self.cx.wait_completed(&turn, TURN_TIMEOUT);
         let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", self.diag(thread)));
         assert_eq!(
             done["turn"]["status"],
@@ -973,7 +691,7 @@ impl CodexRig {
 
     /// The spex id `aliases/codex-<thread>` names; it must be the thread id itself.
     fn record_id(&self, thread: &str) -> String {
-        let id = self.store.alias("codex", thread);
+        let id = self.w.alias("codex", thread);
         let id = id.unwrap_or_else(|| panic!("no alias codex-{thread}\n{}", self.diag(thread)));
         assert_eq!(
             id,
@@ -990,8 +708,7 @@ impl CodexRig {
         what: &str,
         pred: impl Fn(&Value, &[Value]) -> bool,
     ) -> (Value, Vec<Value>) {
-        self.store
-            .wait_until(id, SETTLE, pred)
+        wait_until(&self.w, id, SETTLE, pred)
             .unwrap_or_else(|_| panic!("{what}\n{}", self.diag(id)))
     }
 }
@@ -1009,7 +726,7 @@ fn codex_edits_and_shell(rig: &mut CodexRig) -> String {
 
     let id = rig.record_id(&thread);
     assert!(
-        !rig.store.session_ids().iter().any(|s| s == "not-this"),
+        !rig.w.session_ids().iter().any(|s| s == "not-this"),
         "the app-server's SPEX_SESSION_ID must be ignored for Codex\n{}",
         rig.diag(&id)
     );
@@ -1099,8 +816,8 @@ fn codex_escalation(rig: &mut CodexRig) -> String {
 
     rig.cx
         .rpc
-        .send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"decision": "accept"}}));
-    let done = rig.cx.wait_completed(&turn);
+        .respond(&req["id"], &json!({"decision": "accept"}));
+    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&id)));
     assert_eq!(
         done["turn"]["status"],
@@ -1149,7 +866,7 @@ fn codex_interrupt(rig: &mut CodexRig, thread: &str) {
         "turn/interrupt",
         &json!({"threadId": thread, "turnId": turn}),
     );
-    let done = rig.cx.wait_completed(&turn);
+    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(thread)));
     assert_eq!(
         done["turn"]["status"],
@@ -1189,7 +906,7 @@ fn codex_turns_produce_true_records_keyed_by_thread_id() {
     codex_interrupt(&mut rig, &first);
 
     // Server shutdown ends every loaded thread (SessionEnd).
-    rig.cx.server.stop(Duration::from_secs(10));
+    rig.cx.stop(Duration::from_secs(10));
     for id in [&first, &second] {
         let (rec, events) = rig.settled(id, "not exited after the server stopped", |rec, _| {
             rec["status"] == "exited"
@@ -1201,7 +918,7 @@ fn codex_turns_produce_true_records_keyed_by_thread_id() {
     let mut want = vec![first.clone(), second];
     want.sort();
     assert_eq!(
-        rig.store.session_ids(),
+        rig.w.session_ids(),
         want,
         "one record per thread, nothing else\n{}",
         rig.diag(&first)

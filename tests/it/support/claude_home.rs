@@ -1,15 +1,18 @@
-//! `HOME` seeding for the real Claude Code (port of facts/claude-seed-home.py).
+//! `HOME` seeding for the real Claude Code (port of facts/claude-seed-home.py), and running it.
 //!
 //! Print mode (`-p`) needs no seeding; the interactive TUI does, or it stops at onboarding (which
 //! contacts api.anthropic.com directly), the workspace-trust dialog and the API-key approval.
 
-use std::fs;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::peers::{claude_bin, hermetic};
+use super::fake_anthropic::FakeAnthropic;
+use super::peers::{GroupChild, claude_bin, hermetic};
+use crate::common::read_or_empty;
 
 /// The API key the tests give Claude; the fake accepts anything.
 pub const DUMMY_API_KEY: &str = "sk-ant-dummy-key-for-spex-tests-0000";
@@ -90,4 +93,46 @@ pub fn claude_command(home: &Path, fake_base_url: &str) -> Command {
         .env("DISABLE_AUTOUPDATER", "1")
         .env("TERM", "xterm-256color");
     cmd
+}
+
+/// What one print-mode turn left behind.
+pub struct PrintTurn {
+    /// Its stream-json stdout.
+    pub stdout: String,
+    /// Its stdout, stderr and the fake's answers, for failure messages.
+    pub diag: String,
+}
+
+/// Runs `cmd` (a [`claude_command`] aimed at `fake`, with its env set) in `repo` as one
+/// print-mode turn, `claude -p "Please create the file. TARGET_DIR=<repo>"` with stream-json
+/// output and `acceptEdits`; its output streams go to `<dir>/<tag>.stdout.jsonl` and
+/// `<dir>/<tag>.stderr.txt`. Panics unless it exits 0 within `timeout`.
+pub fn print_turn(
+    cmd: &mut Command,
+    fake: &FakeAnthropic,
+    repo: &Path,
+    dir: &Path,
+    tag: &str,
+    timeout: Duration,
+) -> PrintTurn {
+    let out_path = dir.join(format!("{tag}.stdout.jsonl"));
+    let err_path = dir.join(format!("{tag}.stderr.txt"));
+    let prompt = format!("Please create the file. TARGET_DIR={}", repo.display());
+    cmd.current_dir(repo)
+        .args(["-p", &prompt, "--output-format", "stream-json", "--verbose"])
+        .args(["--permission-mode", "acceptEdits"])
+        .stdin(Stdio::null())
+        .stdout(File::create(&out_path).unwrap())
+        .stderr(File::create(&err_path).unwrap());
+    let mut child = GroupChild::spawn(cmd);
+    let status = child.wait_timeout(timeout);
+    let stdout = read_or_empty(&out_path);
+    let diag = format!(
+        "claude ({tag}) stdout:\n{stdout}\nstderr:\n{}\nrequests answered: {:?}",
+        read_or_empty(&err_path),
+        fake.request_lines()
+    );
+    let status = status.unwrap_or_else(|| panic!("claude did not finish in time\n{diag}"));
+    assert!(status.success(), "claude exited with {status}\n{diag}");
+    PrintTurn { stdout, diag }
 }

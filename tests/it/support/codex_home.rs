@@ -28,6 +28,18 @@ fn edit_config(codex_home: &Path, edit: impl FnOnce(&mut DocumentMut)) {
     fs::write(&path, doc.to_string()).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
+/// The root table `key`, created without a header of its own (only its subtables get one).
+fn implicit_table<'d>(doc: &'d mut DocumentMut, key: &str) -> &'d mut Table {
+    doc.entry(key)
+        .or_insert_with(|| {
+            let mut t = Table::new();
+            t.set_implicit(true);
+            Item::Table(t)
+        })
+        .as_table_mut()
+        .unwrap_or_else(|| panic!("{key} is a table"))
+}
+
 /// Adds the fake provider (facts/codex.md §4(b)) to `<codex_home>/config.toml`, keeping whatever
 /// is already there (e.g. spex's trust block).
 ///
@@ -43,16 +55,8 @@ pub fn write_codex_config(codex_home: &Path, fake_base_url: &str, approval: &str
         doc["model_provider"] = value("fake");
         doc["approval_policy"] = value(approval);
         doc["sandbox_mode"] = value(sandbox);
-        let providers = doc
-            .entry("model_providers")
-            .or_insert_with(|| {
-                let mut t = Table::new();
-                // No bare `[model_providers]` header, just `[model_providers.fake]`.
-                t.set_implicit(true);
-                Item::Table(t)
-            })
-            .as_table_mut()
-            .expect("model_providers is a table");
+        // No bare `[model_providers]` header, just `[model_providers.fake]`.
+        let providers = implicit_table(doc, "model_providers");
         let mut fake = Table::new();
         fake["name"] = value("fake");
         fake["base_url"] = value(fake_base_url);
@@ -74,15 +78,7 @@ pub fn trust_project(codex_home: &Path, project: &Path) {
         .to_string_lossy()
         .into_owned();
     edit_config(codex_home, |doc| {
-        let projects = doc
-            .entry("projects")
-            .or_insert_with(|| {
-                let mut t = Table::new();
-                t.set_implicit(true);
-                Item::Table(t)
-            })
-            .as_table_mut()
-            .expect("projects is a table");
+        let projects = implicit_table(doc, "projects");
         let mut t = Table::new();
         t["trust_level"] = value("trusted");
         projects[key.as_str()] = Item::Table(t);

@@ -37,13 +37,13 @@
 //! one process, so process env is shared); the log lives in memory.
 
 use std::io;
+use std::ops::Deref;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::http::{Conn, HttpServer, Request, RequestLog, random_hex};
+use super::http::{Conn, LoggingServer, Request, RequestLog, random_hex};
 
 /// Text of the answer after a script's last tool call.
 pub const FINAL_ANSWER: &str = "Done: the tool ran. FINAL_ANSWER_OK";
@@ -54,41 +54,35 @@ pub const WRITE_CONTENT: &str = "hello from fake model\n";
 /// Title returned to the title-generation side request.
 pub const FAKE_TITLE: &str = "Fake title from model";
 
-/// A running fake; stops on Drop.
-pub struct FakeAnthropic {
-    server: HttpServer,
-    log: RequestLog,
-}
+/// A running fake; stops on Drop. Its [`LoggingServer::requests`] are
+/// `{method, path, headers, body, answered}` where `answered` names what the fake replied
+/// (`Write`, `Bash`, `final`, `title`, `side`, `fail529`, ...; absent for non-messages requests).
+pub struct FakeAnthropic(LoggingServer);
 
 impl FakeAnthropic {
     pub fn start() -> FakeAnthropic {
-        let log = RequestLog::default();
-        let l = log.clone();
-        let server = HttpServer::start(Arc::new(move |req: &Request, conn: &mut Conn<'_>| {
-            handle(req, conn, &l)
-        }));
-        FakeAnthropic { server, log }
+        FakeAnthropic(LoggingServer::start(handle))
     }
 
     /// The value for `ANTHROPIC_BASE_URL` (no trailing slash, no `/v1`).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.server.addr())
+        format!("http://{}", self.addr())
     }
 
-    /// Every request so far, oldest first: `{method, path, headers, body, answered}` where
-    /// `answered` names what the fake replied (`Write`, `Bash`, `final`, `title`, `side`,
-    /// `fail529`, ...; absent for non-messages requests).
-    pub fn requests(&self) -> Vec<Value> {
-        self.log.all()
+    /// One line per request so far: method, path and what the fake answered.
+    pub fn request_lines(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .map(|r| format!("{} {} {}", r["method"], r["path"], r["answered"]))
+            .collect()
     }
+}
 
-    /// The first request matching `pred`, waiting up to `timeout` for it.
-    pub fn wait_for_request(
-        &self,
-        pred: impl Fn(&Value) -> bool,
-        timeout: Duration,
-    ) -> Option<Value> {
-        self.log.wait_for(pred, timeout)
+impl Deref for FakeAnthropic {
+    type Target = LoggingServer;
+
+    fn deref(&self) -> &LoggingServer {
+        &self.0
     }
 }
 

@@ -31,13 +31,13 @@
 //! `SCENARIO:` prompt in the same thread runs its script again.
 
 use std::io;
-use std::sync::Arc;
+use std::ops::Deref;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
 use super::fake_anthropic::token_after;
-use super::http::{Conn, HttpServer, Request, RequestLog, random_hex};
+use super::http::{Conn, LoggingServer, Request, RequestLog, random_hex};
 
 /// The patch of scenarios `patch` and `both`.
 pub const PATCH: &str =
@@ -57,11 +57,10 @@ pub const SHELL_CMD: &str = "echo shell-ran > shell_out.txt; env | grep -E '^COD
 
 const DEFAULT_HANG: Duration = Duration::from_mins(2);
 
-/// A running fake; stops on Drop (which also ends any `hang` stream).
-pub struct FakeResponses {
-    server: HttpServer,
-    log: RequestLog,
-}
+/// A running fake; stops on Drop (which also ends any `hang` stream). Its
+/// [`LoggingServer::requests`] are `{method, path, headers, body}` plus, for POSTs, `scenario`,
+/// `tools` (name -> type) and `n_tool_outputs`.
+pub struct FakeResponses(LoggingServer);
 
 impl FakeResponses {
     pub fn start() -> FakeResponses {
@@ -70,32 +69,35 @@ impl FakeResponses {
 
     /// Like [`FakeResponses::start`], with the default duration of the `hang` scenario.
     pub fn start_with_hang_limit(hang: Duration) -> FakeResponses {
-        let log = RequestLog::default();
-        let l = log.clone();
-        let server = HttpServer::start(Arc::new(move |req: &Request, conn: &mut Conn<'_>| {
-            handle(req, conn, &l, hang)
-        }));
-        FakeResponses { server, log }
+        FakeResponses(LoggingServer::start(move |req, conn, log| {
+            handle(req, conn, log, hang)
+        }))
     }
 
     /// The provider `base_url` for Codex's config (ends in `/v1`).
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.server.addr())
+        format!("http://{}/v1", self.addr())
     }
 
-    /// Every request so far, oldest first: `{method, path, headers, body}` plus, for POSTs,
-    /// `scenario`, `tools` (name -> type) and `n_tool_outputs`.
-    pub fn requests(&self) -> Vec<Value> {
-        self.log.all()
+    /// One line per request so far: method, path, scenario and tool outputs seen.
+    pub fn request_lines(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} {}",
+                    r["method"], r["path"], r["scenario"], r["n_tool_outputs"]
+                )
+            })
+            .collect()
     }
+}
 
-    /// The first request matching `pred`, waiting up to `timeout` for it.
-    pub fn wait_for_request(
-        &self,
-        pred: impl Fn(&Value) -> bool,
-        timeout: Duration,
-    ) -> Option<Value> {
-        self.log.wait_for(pred, timeout)
+impl Deref for FakeResponses {
+    type Target = LoggingServer;
+
+    fn deref(&self) -> &LoggingServer {
+        &self.0
     }
 }
 

@@ -417,6 +417,44 @@ impl RequestLog {
     }
 }
 
+/// An [`HttpServer`] whose handler logs every request into a [`RequestLog`]: what the fake
+/// model APIs share. Stops on Drop.
+pub struct LoggingServer {
+    server: HttpServer,
+    log: RequestLog,
+}
+
+impl LoggingServer {
+    pub fn start(
+        handle: impl Fn(&Request, &mut Conn<'_>, &RequestLog) -> io::Result<()> + Send + Sync + 'static,
+    ) -> LoggingServer {
+        let log = RequestLog::default();
+        let l = log.clone();
+        let server = HttpServer::start(Arc::new(move |req: &Request, conn: &mut Conn<'_>| {
+            handle(req, conn, &l)
+        }));
+        LoggingServer { server, log }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// Every request so far, oldest first (see the fake for the fields of an entry).
+    pub fn requests(&self) -> Vec<Value> {
+        self.log.all()
+    }
+
+    /// The first request matching `pred`, waiting up to `timeout` for it.
+    pub fn wait_for_request(
+        &self,
+        pred: impl Fn(&Value) -> bool,
+        timeout: Duration,
+    ) -> Option<Value> {
+        self.log.wait_for(pred, timeout)
+    }
+}
+
 /// `n` random lower-case hex digits for message / call ids (no uuid crate needed).
 pub fn random_hex(n: usize) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -10,3 +10,4 @@ pub mod fake_anthropic;
 pub mod fake_responses;
 pub mod http;
 pub mod peers;
+pub mod rpc;
