@@ -467,7 +467,12 @@ fn check_agent(s: &Seen) {
         (s.diag)()
     );
     assert!(s.rec["attention"].is_null(), "{}", (s.diag)());
-    eprintln!("claude agent: {from_subagent} subagent tool events");
+    // The subagent really ran a tool: its Pre/PostToolUse reached spex marked as the subagent's.
+    assert!(
+        from_subagent >= 2 && s.events.iter().any(|e| e["subagent"] == true && e["tool"] == "Bash"),
+        "expected the subagent's Bash call as subagent tool events\n{}",
+        (s.diag)()
+    );
 }
 
 fn check_failed_turn(s: &Seen) {

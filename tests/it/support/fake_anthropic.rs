@@ -20,7 +20,7 @@
 //! | `USE_EDIT` | Read `<dir>/<file>`, then Edit `hello` -> `goodbye` | final |
 //! | `USE_NOTEBOOK` | Read `<dir>/nb.ipynb`, then `NotebookEdit` cell `c0` | final |
 //! | `USE_READ` | Read `<dir>/<file>` | final |
-//! | `USE_AGENT` | Agent (`general-purpose`, prompt `USE_NONE`) | final |
+//! | `USE_AGENT` | Agent (`general-purpose`, prompt `USE_BASH`: the subagent runs one Bash call) | final |
 //! | `USE_ASK` | `AskUserQuestion` (Red / Blue) | final |
 //! | `USE_MULTI` | two parallel Writes `<dir>/m1.txt`, `<dir>/m2.txt` | final |
 //! | (default) | Write `<dir>/<file>` = `hello from fake model\n` | final |
@@ -375,7 +375,7 @@ fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str
     } else if user_text.contains("USE_AGENT") {
         vec![(
             "Agent",
-            json!({"description": "Sub task", "prompt": "Reply in text only. USE_NONE",
+            json!({"description": "Sub task", "prompt": "Run one command. USE_BASH",
                 "subagent_type": "general-purpose"}),
         )]
     } else if user_text.contains("USE_ASK") {
