@@ -86,15 +86,33 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         });
         append_line(&project.dispatch_log(), &log.to_string());
     }
-    if kind == Kind::Other {
-        return Ok(None);
-    }
-    let Some(id) = resolve(env, h, &project, &ev) else {
-        return Ok(None);
-    };
-    // Policies and the spec index come from the receipt `materialize` wrote, so the hot path
-    // reads one small file instead of the config layers and the `.spec` tree.
+    // Policies, the spec index and hook nodes come from the receipt `materialize` wrote, so
+    // the hot path reads one small file instead of the config layers and the `.spec` tree.
     let receipt = project.receipt(&tree.root).unwrap_or_default();
+    let nodes: Vec<&store::HookNode> = receipt
+        .hooks
+        .iter()
+        .filter(|n| n.events.iter().any(|e| e == event))
+        .collect();
+    let resolved = if kind == Kind::Other {
+        None
+    } else {
+        resolve(env, h, &project, &ev)
+    };
+    let Some(id) = resolved else {
+        // Nothing to record (an event spex does not track, or no session id): the project's
+        // hook nodes still get their say.
+        let mut answer = Answer::default();
+        if !nodes.is_empty() {
+            let session = env
+                .spex_session_id
+                .clone()
+                .or_else(|| ev.session_id.clone())
+                .unwrap_or_default();
+            hooknodes::run(&nodes, raw, &session, event, &mut answer);
+        }
+        return Ok(Some(h.encode(event, &answer)).filter(|_| !answer.is_empty()));
+    };
     let edits: Vec<String> = ev
         .edits
         .iter()
@@ -125,11 +143,6 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
             (Some(s), event.into_iter().collect(), answer)
         })
         .map_err(|e| e.to_string())?;
-    let nodes: Vec<&store::HookNode> = receipt
-        .hooks
-        .iter()
-        .filter(|n| n.events.iter().any(|e| e == event))
-        .collect();
     if !nodes.is_empty() {
         hooknodes::run(&nodes, raw, &id, event, &mut answer);
     }

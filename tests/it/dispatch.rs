@@ -1063,4 +1063,21 @@ fn hook_nodes_run_after_builtins() {
         "plain Write",
     );
     assert_eq!(context_of(&answer), "hello from node");
+
+    // A node bound to an event spex tracks no state for still runs.
+    write(
+        &w.repo.join(".spec/notify/spec.md"),
+        "---\ntitle: Notify\nsurface: hook\nevents: [Notification]\n---\nEchoes.\n",
+    );
+    executable(
+        &w.repo.join(".spec/notify/notify.sh"),
+        "#!/bin/sh\ncat >/dev/null\necho 'noted'\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let payload = json!({ "session_id": s, "cwd": w.repo, "hook_event_name": "Notification", "notification_type": "auth_success", "message": "ok" });
+    let out = w.dispatch(&w.repo, "claude", "Notification", &payload);
+    assert_eq!(
+        context_of(&json_out(&out, "untracked Notification")),
+        "noted"
+    );
 }

@@ -469,7 +469,10 @@ fn check_agent(s: &Seen) {
     assert!(s.rec["attention"].is_null(), "{}", (s.diag)());
     // The subagent really ran a tool: its Pre/PostToolUse reached spex marked as the subagent's.
     assert!(
-        from_subagent >= 2 && s.events.iter().any(|e| e["subagent"] == true && e["tool"] == "Bash"),
+        from_subagent >= 2
+            && s.events
+                .iter()
+                .any(|e| e["subagent"] == true && e["tool"] == "Bash"),
         "expected the subagent's Bash call as subagent tool events\n{}",
         (s.diag)()
     );
