@@ -20,6 +20,8 @@ pub struct Ctx<'a> {
     pub stop_gate: StopGate,
     pub governance: &'a [Governed],
     pub store: &'a ProjectStore,
+    /// A project hook node blocks this call.
+    pub denied: bool,
 }
 
 /// One event to append: (kind, source hook, fields).
@@ -64,6 +66,10 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
     let mut answer = Answer::default();
     let event = |kind: &str, f: Value| Some((kind.to_owned(), ctx.hook.to_owned(), fields(f)));
     let sub = ev.subagent;
+    if ctx.denied && matches!(ev.kind, Some(Kind::PromptSubmitted | Kind::TurnCompleted)) {
+        // A hook node blocked it: the prompt is dropped, or the turn goes on.
+        return (None, answer);
+    }
     let out = match ev.kind.unwrap_or(Kind::Other) {
         Kind::SessionStart => {
             if matches!(s.status, Status::Starting | Status::Exited) {
@@ -103,7 +109,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
         }
         Kind::ToolStarted => {
             policies_before_edit(ctx, s, &mut answer);
-            if answer.block.is_some() {
+            if answer.block.is_some() || ctx.denied {
                 // spex denies the call: the tool never starts, so nothing moves.
                 return (None, answer);
             }

@@ -128,9 +128,21 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         stop_gate: receipt.policies.stop_gate,
         governance: &receipt.governance,
         store: &project,
+        denied: false,
     };
     let launched_by_spex =
         h.hook_env_names_session() && env.spex_session_id.as_deref() == Some(id.as_str());
+    // Hook nodes run outside the record lock (they may take seconds); their verdict is known
+    // before the transition, so a call a node denies never shows as started. Their context
+    // still follows the built-ins' in the answer.
+    let mut from_nodes = Answer::default();
+    if !nodes.is_empty() {
+        hooknodes::run(&nodes, raw, &id, event, &mut from_nodes);
+    }
+    let ctx = handlers::Ctx {
+        denied: from_nodes.block.is_some(),
+        ..ctx
+    };
     let mut answer = project
         .update(&id, |current| {
             let mut s =
@@ -143,8 +155,9 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
             (Some(s), event.into_iter().collect(), answer)
         })
         .map_err(|e| e.to_string())?;
-    if !nodes.is_empty() {
-        hooknodes::run(&nodes, raw, &id, event, &mut answer);
+    answer.context.extend(from_nodes.context);
+    if answer.block.is_none() {
+        answer.block = from_nodes.block;
     }
     Ok(Some(h.encode(event, &answer)).filter(|_| !answer.is_empty()))
 }

@@ -1035,6 +1035,11 @@ fn hook_nodes_run_after_builtins() {
         reason.starts_with("guard: forbidden content refused"),
         "{reason}"
     );
+    let denied_events = w.events(s);
+    assert!(
+        !denied_events.iter().any(|e| e["kind"] == "tool.started"),
+        "a call a hook node denies never shows as started: {denied_events:?}"
+    );
 
     // Allowed: the non-blocking node's stdout becomes context, after the built-in spec nudge.
     let answer = json_out(
