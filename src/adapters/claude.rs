@@ -64,42 +64,10 @@ fn commands_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
         out.push(SlashEntry {
             name,
             kind: kind.to_owned(),
-            description: front_matter_field(p, "description"),
+            description: super::front_matter_field(p, "description"),
         });
     }
     out
-}
-
-fn skills_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<SlashEntry> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().join("SKILL.md").is_file())
-        .map(|e| SlashEntry {
-            name: e.file_name().to_string_lossy().into_owned(),
-            kind: kind.to_owned(),
-            description: front_matter_field(&e.path().join("SKILL.md"), "description"),
-        })
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
-}
-
-/// One scalar field of a Markdown file's front matter (empty when absent).
-pub(super) fn front_matter_field(path: &Path, key: &str) -> String {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return String::new();
-    };
-    let Some(rest) = text.strip_prefix("---\n") else {
-        return String::new();
-    };
-    let fm = rest.split("\n---").next().unwrap_or_default();
-    serde_yaml_ng::from_str::<serde_yaml_ng::Mapping>(fm)
-        .ok()
-        .and_then(|m| m.get(key).and_then(|v| v.as_str().map(str::to_owned)))
-        .unwrap_or_default()
 }
 
 impl Harness for Claude {
@@ -226,14 +194,17 @@ impl Harness for Claude {
             &tree.join(".claude/commands"),
             "project command",
         ));
-        out.extend(skills_in(&tree.join(".claude/skills"), "project skill"));
+        out.extend(super::skills_in(
+            &tree.join(".claude/skills"),
+            "project skill",
+        ));
         if let Some(home) = &env.home {
             let user = env
                 .claude_config_dir
                 .clone()
                 .unwrap_or_else(|| home.join(".claude"));
             out.extend(commands_in(&user.join("commands"), "user command"));
-            out.extend(skills_in(&user.join("skills"), "user skill"));
+            out.extend(super::skills_in(&user.join("skills"), "user skill"));
         }
         out
     }

@@ -423,25 +423,14 @@ impl Harness for Codex {
             (env.codex_home().join("skills"), "user skill"),
         ];
         for (dir, kind) in roots {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            let mut names: Vec<PathBuf> = entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.join("SKILL.md").is_file())
-                .collect();
-            names.sort();
-            for p in names {
-                out.push(SlashEntry {
-                    name: format!("${}", p.file_name().unwrap_or_default().to_string_lossy()),
-                    kind: kind.into(),
-                    description: super::claude::front_matter_field(
-                        &p.join("SKILL.md"),
-                        "description",
-                    ),
-                });
-            }
+            out.extend(
+                super::skills_in(&dir, kind)
+                    .into_iter()
+                    .map(|e| SlashEntry {
+                        name: format!("${}", e.name),
+                        ..e
+                    }),
+            );
         }
         out
     }

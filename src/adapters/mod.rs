@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
 use crate::materialize::MaterializeError;
+use crate::materialize::json_edit::JsonDoc;
 use crate::materialize::workspace::{STAMP, Workspace};
 use crate::repo::Tree;
 use crate::spec::SpecNode;
@@ -341,6 +342,35 @@ pub fn render_markdown(node: &SpecNode, fields: &[(&str, String)]) -> String {
     out
 }
 
+/// Skills in `dir` (`<name>/SKILL.md`), by name.
+pub fn skills_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<SlashEntry> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("SKILL.md").is_file())
+        .map(|e| SlashEntry {
+            name: e.file_name().to_string_lossy().into_owned(),
+            kind: kind.to_owned(),
+            description: front_matter_field(&e.path().join("SKILL.md"), "description"),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// One scalar field of a Markdown file's front matter (empty when absent).
+pub fn front_matter_field(path: &Path, key: &str) -> String {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return String::new();
+    };
+    crate::spec::split_front_matter(&text)
+        .and_then(|(yaml, _)| serde_yaml_ng::from_str::<serde_yaml_ng::Mapping>(yaml).ok())
+        .and_then(|m| m.get(key).and_then(|v| v.as_str().map(str::to_owned)))
+        .unwrap_or_default()
+}
+
 /// Runs `<binary> --version` and returns its first line.
 pub fn version_output(binary: &Path) -> Option<String> {
     let out = std::process::Command::new(binary)
@@ -385,16 +415,10 @@ pub fn check_binary(h: &dyn Harness, ctx: &DoctorCtx) -> Check {
 /// Shim checks shared by both adapters: every bound event has a spex handler pointing at
 /// this spex; handlers pointing at another spex are reported as stale.
 pub fn check_shims(h: &dyn Harness, ctx: &DoctorCtx, file: &Path, wanted: bool) -> Check {
-    let doc: Value = std::fs::read(file)
+    let doc = std::fs::read(file)
         .ok()
-        .and_then(|b| {
-            jsonc_parser::parse_to_serde_value(
-                &String::from_utf8_lossy(&b),
-                &jsonc_parser::ParseOptions::default(),
-            )
-            .ok()
-        })
-        .unwrap_or(Value::Null);
+        .and_then(|b| JsonDoc::parse(&b).ok())
+        .map_or(Value::Null, |d| d.value());
     let found = spex_commands(&doc);
     let prefix = format!("{} dispatch {} ", ctx.spex, h.id());
     let stale: Vec<&String> = found

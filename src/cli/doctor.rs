@@ -34,12 +34,9 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
     let cfg = config::load(&env.user_config_file(), &tree.root)?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
-    let receipt = store.receipt(&tree.root);
-    let others: Vec<_> = tree
-        .all_trees()
-        .into_iter()
-        .filter_map(|t| store.receipt(&t.root))
-        .collect();
+    let here = store.selected_by([tree.root.as_path()]);
+    let roots: Vec<PathBuf> = tree.all_trees().into_iter().map(|t| t.root).collect();
+    let anywhere = store.selected_by(roots.iter().map(PathBuf::as_path));
     let spex = shell_quote(&super::spex_binary()?.to_string_lossy());
     let mut report = serde_json::Map::new();
     let mut failed = false;
@@ -51,14 +48,9 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                 Some(cmd) => env.which(cmd),
                 None => env.which(h.binary_name()),
             };
-        let selected = receipt
-            .as_ref()
-            .is_some_and(|r| r.harnesses.iter().any(|id| id == h.id()));
-        let selected_anywhere = others
-            .iter()
-            .any(|r| r.harnesses.iter().any(|id| id == h.id()));
+        let selected = here.contains(h.id());
         let ctx = DoctorCtx {
-            selected_anywhere,
+            selected_anywhere: anywhere.contains(h.id()),
             env,
             tree: &tree,
             selected,

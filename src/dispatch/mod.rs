@@ -8,13 +8,14 @@ pub mod event;
 pub mod handlers;
 mod hooknodes;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::adapters::{self, Harness};
 use crate::env::Env;
+use crate::fsutil;
 use crate::repo::Tree;
 use crate::store::session::{self, Flags, Session, Status};
 use crate::store::{self, ProjectStore};
@@ -58,9 +59,10 @@ pub fn run(harness: &str, event: &str) -> Option<Reply> {
 
 fn log_error(env: &Env, harness: &str, event: &str, error: &str) {
     let line = serde_json::json!({ "time": store::now_rfc3339(), "harness": harness, "event": event, "error": error });
-    append_line(
+    // Nowhere left to report a failure to log: the harness must not hear of it.
+    let _ = fsutil::append(
         &env.spex_home().join("dispatch-errors.log"),
-        &line.to_string(),
+        format!("{line}\n").as_bytes(),
     );
 }
 
@@ -84,7 +86,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         let log = serde_json::json!({
             "time": store::now_rfc3339(), "harness": h.id(), "event": event, "session_id": ev.session_id, "tree": tree.root,
         });
-        append_line(&project.dispatch_log(), &log.to_string());
+        let _ = fsutil::append(&project.dispatch_log(), format!("{log}\n").as_bytes());
     }
     // Policies, the spec index and hook nodes come from the receipt `materialize` wrote, so
     // the hot path reads one small file instead of the config layers and the `.spec` tree.
@@ -94,67 +96,64 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         .iter()
         .filter(|n| n.events.iter().any(|e| e == event))
         .collect();
-    let resolved = if kind == Kind::Other {
+    let id = if kind == Kind::Other {
         None
     } else {
         resolve(env, h, &project, &ev)
     };
-    let Some(id) = resolved else {
-        // Nothing to record (an event spex does not track, or no session id): the project's
-        // hook nodes still get their say.
-        let mut answer = Answer::default();
-        if !nodes.is_empty() {
-            let session = env
-                .spex_session_id
-                .clone()
-                .or_else(|| ev.session_id.clone())
-                .unwrap_or_default();
-            hooknodes::run(&nodes, raw, &session, event, &mut answer);
-        }
-        return Ok(Some(h.encode(event, &answer)).filter(|_| !answer.is_empty()));
-    };
-    let edits: Vec<String> = ev
-        .edits
-        .iter()
-        .filter_map(|p| repo_relative(&tree.root, &cwd, p))
-        .collect();
-    let now = store::now_rfc3339();
-    let ctx = handlers::Ctx {
-        hook: event,
-        ev: &ev,
-        edits: &edits,
-        now: &now,
-        spec_first: receipt.policies.spec_first,
-        stop_gate: receipt.policies.stop_gate,
-        governance: &receipt.governance,
-        store: &project,
-        denied: false,
-    };
-    let launched_by_spex =
-        h.hook_env_names_session() && env.spex_session_id.as_deref() == Some(id.as_str());
-    // Hook nodes run outside the record lock (they may take seconds); their verdict is known
-    // before the transition, so a call a node denies never shows as started. Their context
-    // still follows the built-ins' in the answer.
+    // Hook nodes run first and outside the record lock (they may take seconds), so their
+    // verdict is known before the transition: a call a node denies never shows as started.
+    // They run even when there is nothing to record; their context follows the built-ins'.
     let mut from_nodes = Answer::default();
     if !nodes.is_empty() {
-        hooknodes::run(&nodes, raw, &id, event, &mut from_nodes);
+        let label = id
+            .clone()
+            .or_else(|| env.spex_session_id.clone())
+            .or_else(|| ev.session_id.clone());
+        hooknodes::run(
+            &nodes,
+            raw,
+            &label.unwrap_or_default(),
+            event,
+            &mut from_nodes,
+        );
     }
-    let ctx = handlers::Ctx {
-        denied: from_nodes.block.is_some(),
-        ..ctx
+    let mut answer = match id {
+        Some(id) => {
+            let edits: Vec<String> = ev
+                .edits
+                .iter()
+                .filter_map(|p| repo_relative(&tree.root, &cwd, p))
+                .collect();
+            let now = store::now_rfc3339();
+            let ctx = handlers::Ctx {
+                hook: event,
+                ev: &ev,
+                edits: &edits,
+                now: &now,
+                spec_first: receipt.policies.spec_first,
+                stop_gate: receipt.policies.stop_gate,
+                governance: &receipt.governance,
+                store: &project,
+                denied: from_nodes.block.is_some(),
+            };
+            let launched_by_spex =
+                h.hook_env_names_session() && env.spex_session_id.as_deref() == Some(id.as_str());
+            project
+                .update(&id, |current| {
+                    let mut s = current
+                        .unwrap_or_else(|| new_session(&id, h, &ev, &tree, launched_by_spex, &now));
+                    if s.harness_session_id.is_none() {
+                        s.harness_session_id.clone_from(&ev.session_id);
+                    }
+                    let (event, answer) = handlers::apply(&ctx, &mut s);
+                    s.updated_at.clone_from(&now);
+                    (Some(s), event.into_iter().collect(), answer)
+                })
+                .map_err(|e| e.to_string())?
+        }
+        None => Answer::default(),
     };
-    let mut answer = project
-        .update(&id, |current| {
-            let mut s =
-                current.unwrap_or_else(|| new_session(&id, h, &ev, &tree, launched_by_spex, &now));
-            if s.harness_session_id.is_none() {
-                s.harness_session_id.clone_from(&ev.session_id);
-            }
-            let (event, answer) = handlers::apply(&ctx, &mut s);
-            s.updated_at.clone_from(&now);
-            (Some(s), event.into_iter().collect(), answer)
-        })
-        .map_err(|e| e.to_string())?;
     answer.context.extend(from_nodes.context);
     if answer.block.is_none() {
         answer.block = from_nodes.block;
@@ -241,27 +240,6 @@ fn repo_relative(root: &Path, cwd: &Path, p: &str) -> Option<String> {
         }
     }
     (!parts.is_empty()).then(|| parts.join("/"))
-}
-
-/// Appends one line with a single `write` on an `O_APPEND` file, so concurrent hooks never
-/// interleave within a line.
-pub fn append_line(path: &Path, line: &str) {
-    let open = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-    };
-    let file = open().or_else(|_| {
-        std::fs::create_dir_all(path.parent().unwrap_or(path))?;
-        open()
-    });
-    if let Ok(mut f) = file {
-        let mut buf = String::with_capacity(line.len() + 1);
-        buf.push_str(line);
-        buf.push('\n');
-        let _ = f.write_all(buf.as_bytes());
-    }
 }
 
 /// Merges `extra` context into an answer (used by hook nodes).

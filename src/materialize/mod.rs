@@ -109,12 +109,6 @@ pub struct Inputs<'a> {
     pub spex_bin: PathBuf,
 }
 
-fn to_json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
-    let mut out = serde_json::to_vec_pretty(v).expect("store records serialize");
-    out.push(b'\n');
-    out
-}
-
 /// Quotes `s` for a POSIX shell when it needs quoting.
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
@@ -161,25 +155,18 @@ impl Inputs<'_> {
         );
         let mut ws = Workspace::new(owned);
 
-        // Which trees select which harness: receipts of trees that still exist, with this
-        // tree's new selection in place of its receipt.
-        let trees = self.tree.all_trees();
-        let others: Vec<PathBuf> = trees
-            .iter()
-            .map(|t| t.root.clone())
+        // Which harnesses some checkout selects: the receipts of the other checkouts that still
+        // exist, plus this checkout's new selection.
+        let others: Vec<PathBuf> = self
+            .tree
+            .all_trees()
+            .into_iter()
+            .map(|t| t.root)
             .filter(|r| *r != self.tree.root)
             .collect();
-        let mut selected: Vec<(Tree, Vec<String>)> = Vec::new();
-        for t in &trees {
-            if t.root == self.tree.root {
-                continue;
-            }
-            if let Some(r) = store.receipt(&t.root) {
-                selected.push((t.clone(), r.harnesses));
-            }
-        }
         let here: Vec<String> = cfg.harnesses.iter().map(|s| (*s).to_owned()).collect();
-        selected.push((self.tree.clone(), here.clone()));
+        let mut anywhere = store.selected_by(others.iter().map(PathBuf::as_path));
+        anywhere.extend(here.iter().cloned());
 
         let spex = shell_quote(&self.spex_bin.to_string_lossy());
         for &h in adapters::all() {
@@ -187,9 +174,7 @@ impl Inputs<'_> {
                 env: self.env,
                 tree: &self.tree,
                 here: here.iter().any(|s| s == h.id()),
-                anywhere: selected
-                    .iter()
-                    .any(|(_, hs)| hs.iter().any(|s| s == h.id())),
+                anywhere: anywhere.contains(h.id()),
                 spex: &spex,
                 nodes: &nodes,
             };
@@ -314,18 +299,7 @@ fn plan_exclude(
     other_roots: &[PathBuf],
     ws: &mut Workspace,
 ) -> Result<(), MaterializeError> {
-    let mut created: BTreeSet<PathBuf> = ws.owned.files.clone();
-    for (path, e) in &ws.files {
-        match (&e.before, &e.after) {
-            (None, Some(_)) => {
-                created.insert(path.clone());
-            }
-            (_, None) => {
-                created.remove(path);
-            }
-            _ => {}
-        }
-    }
+    let created = ws.owned_files_after();
     let mut lines: Vec<String> = created
         .iter()
         .filter(|p| p.starts_with(&tree.root) && in_tree_scope(p, &tree.root, other_roots))
@@ -346,14 +320,14 @@ fn plan_exclude(
     ws.block(&path, block::HASH, &id, Some(&lines))
 }
 
-fn missing_ancestors(path: &Path, stop_at_existing: &mut BTreeSet<PathBuf>) {
-    let mut dir = path.parent();
-    while let Some(d) = dir {
-        if d.exists() {
-            break;
-        }
-        stop_at_existing.insert(d.to_owned());
-        dir = d.parent();
+/// Adds `dir` and its ancestors that do not exist yet to `out`.
+fn missing_dirs(dir: Option<&Path>, out: &mut BTreeSet<PathBuf>) {
+    for d in dir
+        .into_iter()
+        .flat_map(Path::ancestors)
+        .take_while(|d| !d.exists())
+    {
+        out.insert(d.to_owned());
     }
 }
 
@@ -365,19 +339,18 @@ fn finish(
     store: ProjectStore,
     receipt: Option<Receipt>,
 ) -> Plan {
+    let owned_files = ws.owned_files_after();
     let Workspace {
         files,
         wanted_dirs,
         mut owned,
         warnings,
     } = ws;
+    owned.files = owned_files;
     let mut changes = Vec::new();
     let mut new_dirs = BTreeSet::new();
     for d in &wanted_dirs {
-        if !d.exists() {
-            new_dirs.insert(d.clone());
-            missing_ancestors(&d.join("x"), &mut new_dirs);
-        }
+        missing_dirs(Some(d), &mut new_dirs);
     }
     let deleted: BTreeSet<&PathBuf> = files
         .iter()
@@ -390,14 +363,10 @@ fn finish(
         }
         let action = match (&e.before, &e.after) {
             (None, Some(_)) => {
-                missing_ancestors(path, &mut new_dirs);
-                owned.files.insert(path.clone());
+                missing_dirs(path.parent(), &mut new_dirs);
                 Action::Create
             }
-            (Some(_), None) => {
-                owned.files.remove(path);
-                Action::Delete
-            }
+            (Some(_), None) => Action::Delete,
             _ => Action::Modify,
         };
         changes.push(Change {
@@ -536,7 +505,7 @@ impl Plan {
         let receipt_path = self.store.receipt_file(&self.tree);
         match &self.receipt {
             Some(r) => {
-                fsutil::write_atomic(&receipt_path, &to_json_bytes(r))
+                fsutil::write_atomic(&receipt_path, &store::json_bytes(r))
                     .map_err(err(&receipt_path))?;
             }
             None => fsutil::remove_file(&receipt_path).map_err(err(&receipt_path))?,

@@ -60,8 +60,6 @@ impl Owned {
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec_pretty(self).expect("ownership record serializes");
-        out.push(b'\n');
-        out
+        crate::store::json_bytes(self)
     }
 }

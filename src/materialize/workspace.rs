@@ -38,6 +38,22 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MaterializeError + '_ {
     }
 }
 
+/// Hook groups as `{Event: [group, ...]}`, in the order given.
+fn by_event<'a>(
+    groups: impl Iterator<Item = &'a (String, Value)>,
+) -> serde_json::Map<String, Value> {
+    let mut events = serde_json::Map::new();
+    for (event, group) in groups {
+        let list = events
+            .entry(event.clone())
+            .or_insert_with(|| Value::Array(Vec::new()));
+        list.as_array_mut()
+            .expect("inserted as array")
+            .push(group.clone());
+    }
+    events
+}
+
 fn text_of(path: &Path, bytes: &[u8]) -> Result<String, MaterializeError> {
     String::from_utf8(bytes.to_vec()).map_err(|_| MaterializeError::NotUtf8(path.to_owned()))
 }
@@ -76,6 +92,24 @@ impl Workspace {
     fn set(&mut self, path: &Path, after: Option<Vec<u8>>) -> Result<(), MaterializeError> {
         self.entry(path)?.after = after;
         Ok(())
+    }
+
+    /// The files spex will have created once the plan is applied: the record's, plus the
+    /// plan's new files, minus the files it deletes.
+    pub fn owned_files_after(&self) -> BTreeSet<PathBuf> {
+        let mut files = self.owned.files.clone();
+        for (path, e) in &self.files {
+            match (&e.before, &e.after) {
+                (None, Some(_)) => {
+                    files.insert(path.clone());
+                }
+                (_, None) => {
+                    files.remove(path);
+                }
+                _ => {}
+            }
+        }
+        files
     }
 
     fn created_by_spex(&self, path: &Path) -> bool {
@@ -153,11 +187,10 @@ impl Workspace {
         for member in std::mem::take(&mut owned.members) {
             match doc.get(&member) {
                 None => {}
-                Some(Value::Object(m)) if m.is_empty() => {
-                    let (last, parent) = member.split_last().expect("member paths are non-empty");
-                    doc.remove_member(parent, last).map_err(jerr)?;
-                }
-                Some(Value::Array(a)) if a.is_empty() => {
+                Some(v)
+                    if v.as_object().is_some_and(serde_json::Map::is_empty)
+                        || v.as_array().is_some_and(Vec::is_empty) =>
+                {
                     let (last, parent) = member.split_last().expect("member paths are non-empty");
                     doc.remove_member(parent, last).map_err(jerr)?;
                 }
@@ -188,6 +221,23 @@ impl Workspace {
         Ok(())
     }
 
+    /// Writes a JSON file spex creates: `whole`, rendered as a whole (not spliced into `{}`),
+    /// with `members` recorded as inserted by spex.
+    fn create_json(
+        &mut self,
+        path: &Path,
+        whole: &Value,
+        members: Vec<Vec<String>>,
+        mut owned: JsonOwned,
+    ) -> Result<(), MaterializeError> {
+        let mut text = serde_json::to_string_pretty(whole).expect("JSON value serializes");
+        text.push('\n');
+        owned.members.extend(members);
+        self.set(path, Some(text.into_bytes()))?;
+        self.owned.json.insert(path.to_owned(), owned);
+        Ok(())
+    }
+
     /// Makes the JSON object member at `key` (a key path) hold `value`, or, with `None`,
     /// takes back whatever spex put there: removes the members it inserted and restores a
     /// value it replaced.
@@ -211,19 +261,12 @@ impl Workspace {
                 return Ok(());
             }
             (None, Some(v)) => {
-                // A new file: render it whole rather than splicing into `{}`.
                 let whole = key
                     .iter()
                     .rev()
                     .fold(v.clone(), |acc, k| serde_json::json!({ k.clone(): acc }));
-                let mut text = serde_json::to_string_pretty(&whole).expect("JSON value serializes");
-                text.push('\n');
-                owned
-                    .members
-                    .extend((1..=key.len()).map(|j| key[..j].to_vec()));
-                self.set(path, Some(text.into_bytes()))?;
-                self.owned.json.insert(path.to_owned(), owned);
-                return Ok(());
+                let members = (1..=key.len()).map(|j| key[..j].to_vec()).collect();
+                return self.create_json(path, &whole, members, owned);
             }
             (Some(d), _) => d,
         };
@@ -290,31 +333,24 @@ impl Workspace {
             source,
         };
         let hooks = vec!["hooks".to_owned()];
-        let mut owned = self.json_owned(path);
+        let event_member = |event: &str| vec!["hooks".to_owned(), event.to_owned()];
+        let owned = self.json_owned(path);
         let Some(mut doc) = self.json_doc(path)? else {
             if wanted.is_empty() {
                 return Ok(None);
             }
-            let mut events = serde_json::Map::new();
-            for (event, group) in wanted {
-                let list = events
-                    .entry(event.clone())
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                list.as_array_mut()
-                    .expect("inserted as array")
-                    .push(group.clone());
-            }
-            let whole = serde_json::json!({ "hooks": events });
-            let mut text = serde_json::to_string_pretty(&whole).expect("JSON value serializes");
-            text.push('\n');
-            owned.members.push(hooks.clone());
-            owned
-                .members
-                .extend(events.keys().map(|e| vec!["hooks".to_owned(), e.clone()]));
-            self.set(path, Some(text.into_bytes()))?;
-            self.owned.json.insert(path.to_owned(), owned);
+            let events = by_event(wanted.iter());
+            let mut members = vec![hooks.clone()];
+            members.extend(events.keys().map(|e| event_member(e)));
+            self.create_json(
+                path,
+                &serde_json::json!({ "hooks": events }),
+                members,
+                owned,
+            )?;
             return self.json_doc(path);
         };
+        let mut owned = owned;
         doc.expect_object(&hooks).map_err(jerr)?;
         let mut pending: Vec<&(String, Value)> = wanted.iter().collect();
         let present: Vec<String> = doc
@@ -334,18 +370,25 @@ impl Workspace {
                 }
             }
         }
-        if !pending.is_empty() && doc.get(&hooks).is_none() {
-            doc.insert_member(&[], "hooks", &Value::Object(serde_json::Map::new()))
-                .map_err(jerr)?;
+        // What is missing goes in as whole subtrees: the `hooks` object, or an event's list.
+        let missing = by_event(pending.into_iter());
+        if !missing.is_empty() && doc.get(&hooks).is_none() {
             owned.members.push(hooks.clone());
-        }
-        for (event, group) in pending {
-            if doc.get(&[hooks[0].clone(), event.clone()]).is_none() {
-                doc.insert_member(&hooks, event, &Value::Array(vec![group.clone()]))
-                    .map_err(jerr)?;
-                owned.members.push(vec!["hooks".to_owned(), event.clone()]);
-            } else {
-                doc.append_element(&hooks, event, group).map_err(jerr)?;
+            owned
+                .members
+                .extend(missing.keys().map(|e| event_member(e)));
+            doc.insert_member(&[], "hooks", &Value::Object(missing))
+                .map_err(jerr)?;
+        } else {
+            for (event, groups) in missing {
+                if doc.get(&event_member(&event)).is_none() {
+                    doc.insert_member(&hooks, &event, &groups).map_err(jerr)?;
+                    owned.members.push(event_member(&event));
+                } else {
+                    for group in groups.as_array().into_iter().flatten() {
+                        doc.append_element(&hooks, &event, group).map_err(jerr)?;
+                    }
+                }
             }
         }
         self.store_json(path, Some(doc), owned)?;

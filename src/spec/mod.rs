@@ -98,8 +98,8 @@ impl SpecNode {
     }
 }
 
-/// Splits `---\n<yaml>\n---\n<body>`; returns (yaml, body, line number where yaml starts).
-fn split_front_matter(text: &str) -> Option<(&str, &str)> {
+/// Splits `---\n<yaml>\n---\n<body>` into (yaml, body).
+pub fn split_front_matter(text: &str) -> Option<(&str, &str)> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let rest = text
         .strip_prefix("---\n")

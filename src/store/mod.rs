@@ -5,6 +5,7 @@
 pub mod lock;
 pub mod session;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -91,6 +92,15 @@ impl ProjectStore {
         serde_json::from_slice(&std::fs::read(self.receipt_file(tree)).ok()?).ok()
     }
 
+    /// Harness ids that the receipts of the checkouts rooted at `roots` select.
+    pub fn selected_by<'a>(&self, roots: impl IntoIterator<Item = &'a Path>) -> BTreeSet<String> {
+        roots
+            .into_iter()
+            .filter_map(|r| self.receipt(r))
+            .flat_map(|r| r.harnesses)
+            .collect()
+    }
+
     pub fn receipt_file(&self, tree: &Path) -> PathBuf {
         self.dir
             .join("trees")
@@ -104,6 +114,13 @@ impl ProjectStore {
     pub fn dispatch_log(&self) -> PathBuf {
         self.dir.join("dispatch.log")
     }
+}
+
+/// A store record as written: pretty JSON and a final newline.
+pub fn json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(value).expect("store records serialize");
+    out.push(b'\n');
+    out
 }
 
 /// Current time as RFC 3339 with millisecond precision (UTC).

@@ -3,7 +3,6 @@
 //! session id to a spex id in O(1) (one file per alias). Every read-modify-write of a record
 //! holds the session's lock.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -200,9 +199,7 @@ impl ProjectStore {
 
     fn save(&self, s: &Session) -> Result<(), StoreError> {
         let path = self.session_dir(&s.id).join("session.json");
-        let mut bytes = serde_json::to_vec_pretty(s).expect("a session serializes");
-        bytes.push(b'\n');
-        fsutil::replace(&path, &bytes).map_err(io(&path))
+        fsutil::replace(&path, &super::json_bytes(s)).map_err(io(&path))
     }
 
     /// Read-modify-write of one session under its lock: `f` gets the current record (or
@@ -241,12 +238,7 @@ impl ProjectStore {
                 }
                 // Events first: a crash between the two leaves the record one step behind
                 // its log, never a record claiming events that were not written.
-                let mut f = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .map_err(io(&path))?;
-                f.write_all(lines.as_bytes()).map_err(io(&path))?;
+                fsutil::append(&path, lines.as_bytes()).map_err(io(&path))?;
             }
             self.save(&next)?;
             Ok(out)
@@ -334,7 +326,7 @@ impl ProjectStore {
     /// Notes that session `id` edited `rel` (one appended line; lines never interleave).
     pub fn note_touched(&self, rel: &str, id: &str) {
         if !self.touched_by(rel).iter().any(|o| o == id) {
-            crate::dispatch::append_line(&self.touched_file(rel), id);
+            let _ = fsutil::append(&self.touched_file(rel), format!("{id}\n").as_bytes());
         }
     }
 }
