@@ -21,16 +21,140 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     if read_opt(path)?.as_deref() == Some(bytes) {
         return Ok(false);
     }
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    fs_err::create_dir_all(dir)?;
-    // Keep the mode of the file we replace (config files may be private); a new file gets the
-    // usual 0644 rather than the temp file's 0600.
-    let mode = std::fs::metadata(path).map_or_else(
+    fs_err::create_dir_all(dir_of(path))?;
+    rename_into(path, bytes, Some(mode_for(path)), true)?;
+    Ok(true)
+}
+
+fn dir_of(path: &Path) -> &Path {
+    path.parent().unwrap_or_else(|| Path::new("."))
+}
+
+/// Keep the mode of the file we replace (config files may be private); a new file gets the
+/// usual 0644 rather than the temp file's 0600.
+fn mode_for(path: &Path) -> std::fs::Permissions {
+    std::fs::metadata(path).map_or_else(
         |_| std::fs::Permissions::from_mode(0o644),
         |m| m.permissions(),
-    );
-    rename_into(path, bytes, Some(mode), true)?;
-    Ok(true)
+    )
+}
+
+/// Replaces `path`, which spex read as `expected` (`None`: absent), with `new` (`None`:
+/// deleted), but only if no other program wrote it in between. The check is made at the rename
+/// itself: the old file is swapped out atomically (`RENAME_EXCHANGE`) and compared, and if it
+/// is not what spex read, the other program's file is swapped back in. Returns false, having
+/// changed nothing, when the file did not hold `expected`.
+pub fn swap_if_unchanged(
+    path: &Path,
+    expected: Option<&[u8]>,
+    new: Option<&[u8]>,
+) -> io::Result<bool> {
+    if read_opt(path)?.as_deref() != expected {
+        return Ok(false);
+    }
+    if expected == new {
+        return Ok(true);
+    }
+    let dir = dir_of(path);
+    match (expected, new) {
+        (None, Some(bytes)) => {
+            fs_err::create_dir_all(dir)?;
+            let tmp = temp_with(dir, bytes, Some(mode_for(path)), true)?;
+            // A file another program created meanwhile is never replaced.
+            match tmp.persist_noclobber(path) {
+                Ok(_) => Ok(true),
+                Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(rename_error(&e.error, path)),
+            }
+        }
+        (Some(old), Some(bytes)) => {
+            let tmp = temp_with(dir, bytes, Some(mode_for(path)), true)?;
+            match exchange(tmp.path(), path) {
+                Ok(()) => {}
+                // No atomic exchange on this file system: the window shrinks to this compare.
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                    if read_opt(path)?.as_deref() != Some(old) {
+                        return Ok(false);
+                    }
+                    tmp.persist(path)
+                        .map_err(|e| rename_error(&e.error, path))?;
+                    return Ok(true);
+                }
+                Err(e) => return Err(e),
+            }
+            // The temp path now holds what was swapped out; dropping `tmp` deletes it.
+            if fs_err::read(tmp.path())? == old {
+                return Ok(true);
+            }
+            exchange(tmp.path(), path)?;
+            Ok(false)
+        }
+        (Some(old), None) => {
+            let aside = dir.join(format!(
+                ".spex-del-{}-{}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos())
+            ));
+            rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                path,
+                rustix::fs::CWD,
+                &aside,
+                rustix::fs::RenameFlags::NOREPLACE,
+            )
+            .map_err(|e| rename_error(&e.into(), path))?;
+            if fs_err::read(&aside)? == old {
+                remove_file(&aside)?;
+                return Ok(true);
+            }
+            rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &aside,
+                rustix::fs::CWD,
+                path,
+                rustix::fs::RenameFlags::NOREPLACE,
+            )
+            .map_err(|e| {
+                io::Error::new(
+                    io::Error::from(e).kind(),
+                    format!(
+                        "`{}` was written while spex removed it; the other version is kept as `{}`",
+                        path.display(),
+                        aside.display()
+                    ),
+                )
+            })?;
+            Ok(false)
+        }
+        (None, None) => Ok(true),
+    }
+}
+
+/// Atomically swaps the files at `a` and `b`; `Unsupported` where the system cannot.
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        a,
+        rustix::fs::CWD,
+        b,
+        rustix::fs::RenameFlags::EXCHANGE,
+    )
+    .map_err(|e| {
+        if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS {
+            io::Error::new(io::ErrorKind::Unsupported, "no RENAME_EXCHANGE")
+        } else {
+            rename_error(&e.into(), b)
+        }
+    })
+}
+
+fn rename_error(e: &io::Error, path: &Path) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!("{e} (renaming into `{}`)", path.display()),
+    )
 }
 
 /// Replaces `path` with `bytes` by rename, without comparing first and without `fsync`: for
@@ -47,7 +171,19 @@ fn rename_into(
     mode: Option<std::fs::Permissions>,
     sync: bool,
 ) -> io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let tmp = temp_with(dir_of(path), bytes, mode, sync)?;
+    tmp.persist(path)
+        .map_err(|e| rename_error(&e.error, path))?;
+    Ok(())
+}
+
+/// A temp file beside the target holding `bytes`.
+fn temp_with(
+    dir: &Path,
+    bytes: &[u8],
+    mode: Option<std::fs::Permissions>,
+    sync: bool,
+) -> io::Result<tempfile::NamedTempFile> {
     let mut tmp = tempfile::Builder::new()
         .prefix(".spex-tmp")
         .tempfile_in(dir)
@@ -64,13 +200,7 @@ fn rename_into(
     if sync {
         tmp.as_file().sync_all()?;
     }
-    tmp.persist(path).map_err(|e| {
-        io::Error::new(
-            e.error.kind(),
-            format!("{} (renaming into `{}`)", e.error, path.display()),
-        )
-    })?;
-    Ok(())
+    Ok(tmp)
 }
 
 /// Appends `bytes` with a single `write` on an `O_APPEND` file (creating it and its folder),

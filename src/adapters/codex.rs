@@ -12,6 +12,8 @@ use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
 use crate::materialize::block;
+use crate::materialize::json_edit::JsonDoc;
+use crate::materialize::toml_entries::{Legacy, Want};
 use crate::materialize::workspace::Workspace;
 use crate::materialize::{MaterializeError, shell_quote};
 use crate::runtime::codex_rpc::TrustStatus;
@@ -88,7 +90,8 @@ const BUILTINS: &[&str] = &[
     "subagents",
 ];
 
-const TRUST_BLOCK: &str = "codex-trust";
+/// The comment fence older versions kept Codex trust in.
+const LEGACY_TRUST_BLOCK: &str = "codex-trust";
 
 fn hooks_file(main: &Path) -> PathBuf {
     main.join(".codex/hooks.json")
@@ -245,64 +248,27 @@ fn spex_trust_entries(path: &Path, doc: &Value) -> Vec<(String, String)> {
     out
 }
 
-fn toml_error(path: &Path, text: &str, e: &toml_edit::TomlError) -> MaterializeError {
-    let line = e.span().map_or(1, |s| {
-        text[..s.start.min(text.len())].matches('\n').count() + 1
-    });
-    MaterializeError::Toml {
-        path: path.to_owned(),
-        message: format!("line {line}: {}", e.message()),
-        hint: "fix the TOML syntax (spex changed nothing)".into(),
+/// `(key path, value)` of every entry spex wants in `config.toml`: trust for the main
+/// checkout and one `trusted_hash` per spex handler (facts/codex.md §2).
+fn trust_wants(main: &Path, hooks_doc: &Value) -> Vec<Want> {
+    let main_key = main.to_string_lossy().into_owned();
+    let mut out = vec![Want {
+        key: vec!["projects".into(), main_key, "trust_level".into()],
+        value: "trusted".into(),
+        if_different: "so Codex will not run this project's hooks".into(),
+    }];
+    for (key, hash) in spex_trust_entries(&hooks_file(main), hooks_doc) {
+        out.push(Want {
+            key: state_key(key),
+            value: hash,
+            if_different: "so Codex reports spex's hook modified and does not run it".into(),
+        });
     }
+    out
 }
 
-fn toml_key(s: &str) -> String {
-    // A TOML basic string is a JSON string for every character spex writes.
-    serde_json::to_string(s).expect("a string serializes")
-}
-
-impl Codex {
-    /// The trust block for `config.toml`: project trust unless the user already set it, and
-    /// one `[hooks.state]` table per spex handler not already trusted by the user.
-    fn trust_lines(
-        ctx: &ShimCtx,
-        user: &toml_edit::DocumentMut,
-        hooks_doc: &Value,
-        ws: &mut Workspace,
-    ) -> Vec<String> {
-        let main = ctx.tree.main.to_string_lossy().into_owned();
-        let mut lines = Vec::new();
-        match user.get("projects").and_then(|p| p.get(&main)).and_then(|t| t.get("trust_level")).and_then(|v| v.as_str()) {
-            Some("trusted") => {}
-            Some(other) => ws.warnings.push(format!(
-                "codex: `{}` marks {main} as `{other}`; spex leaves it, so Codex will not run this project's hooks",
-                config_file(ctx.env).display()
-            )),
-            None if user.get("projects").and_then(|p| p.get(&main)).is_some() => ws.warnings.push(format!(
-                "codex: `{}` has a `[projects.\"{main}\"]` table without `trust_level`; add `trust_level = \"trusted\"` to it",
-                config_file(ctx.env).display()
-            )),
-            None => {
-                lines.push(format!("[projects.{}]", toml_key(&main)));
-                lines.push("trust_level = \"trusted\"".into());
-            }
-        }
-        let state = user.get("hooks").and_then(|h| h.get("state"));
-        for (key, hash) in spex_trust_entries(&hooks_file(&ctx.tree.main), hooks_doc) {
-            if let Some(existing) = state.and_then(|s| s.get(&key)) {
-                if existing.get("trusted_hash").and_then(|v| v.as_str()) != Some(hash.as_str()) {
-                    ws.warnings.push(format!("codex: your own `[hooks.state.\"{key}\"]` differs from the hook spex wrote; Codex will report it modified"));
-                }
-                continue;
-            }
-            if !lines.is_empty() {
-                lines.push(String::new());
-            }
-            lines.push(format!("[hooks.state.{}]", toml_key(&key)));
-            lines.push(format!("trusted_hash = {}", toml_key(&hash)));
-        }
-        lines
-    }
+fn state_key(key: String) -> Vec<String> {
+    vec!["hooks".into(), "state".into(), key, "trusted_hash".into()]
 }
 
 impl Harness for Codex {
@@ -374,37 +340,32 @@ impl Harness for Codex {
             ws.want_dir(&ctx.tree.root.join(".codex"));
         }
         let config = config_file(ctx.env);
-        ws.validate_blocks(&config, block::HASH)?;
-        let text = ws.read_text(&config)?.unwrap_or_default();
-        let user_text =
-            block::reconcile(&text, block::HASH, TRUST_BLOCK, None).map_err(|source| {
-                MaterializeError::Block {
-                    path: config.clone(),
-                    source,
-                }
-            })?;
-        let user: toml_edit::DocumentMut = user_text
-            .parse()
-            .map_err(|e| toml_error(&config, &user_text, &e))?;
-        let lines = if ctx.anywhere {
-            Self::trust_lines(ctx, &user, &hooks_doc, ws)
+        let wanted = if ctx.anywhere {
+            trust_wants(&ctx.tree.main, &hooks_doc)
         } else {
             Vec::new()
         };
-        ws.block(
-            &config,
-            block::HASH,
-            TRUST_BLOCK,
-            (!lines.is_empty()).then_some(lines.as_slice()),
-        )?;
-        if let Some(after) = ws.read_text(&config)? {
-            after.parse::<toml_edit::DocumentMut>().map_err(|e| MaterializeError::Toml {
-                path: config.clone(),
-                message: format!("adding spex's trust entries would make it invalid: {}", e.message()),
-                hint: "an existing table conflicts with `[projects]` or `[hooks.state]`; fix it by hand".into(),
-            })?;
-        }
-        Ok(())
+        // Before entries were owned by key, spex kept its trust in a comment-fenced block; what
+        // it wrote there is recognised by key (the hooks file as it was then names the keys).
+        let before = ws
+            .read_before(&hooks_path)?
+            .and_then(|b| JsonDoc::parse(&b).ok())
+            .map_or(Value::Null, |d| d.value());
+        let mut claims: Vec<Vec<String>> = trust_wants(&ctx.tree.main, &before)
+            .into_iter()
+            .map(|w| w.key)
+            .collect();
+        claims.extend(
+            spex_trust_entries(&hooks_path, &hooks_doc)
+                .into_iter()
+                .map(|(key, _)| state_key(key)),
+        );
+        let legacy = Legacy {
+            syntax: block::HASH,
+            id: LEGACY_TRUST_BLOCK.into(),
+            claims,
+        };
+        ws.toml_entries(&config, wanted, Some(legacy))
     }
 
     fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry> {

@@ -7,7 +7,7 @@ use anyhow::Context;
 use super::Outcome;
 use super::output::{self, Style};
 use crate::env::Env;
-use crate::materialize::{Action, Inputs, Mode, Plan};
+use crate::materialize::{Action, Inputs, MaterializeError, Mode, Plan};
 use crate::repo::Tree;
 
 /// Render the selected harnesses' artifacts into this checkout.
@@ -32,6 +32,10 @@ pub fn current_tree() -> anyhow::Result<Tree> {
     Ok(Tree::discover(&cwd)?)
 }
 
+/// How often a plan is made again when a harness rewrote one of its files between plan and
+/// write.
+const ATTEMPTS: usize = 5;
+
 /// Plans (and unless `write` is false, applies) one tree in `mode`.
 pub fn plan_and_apply(env: &Env, tree: Tree, mode: Mode, write: bool) -> anyhow::Result<Plan> {
     let inputs = Inputs {
@@ -40,11 +44,17 @@ pub fn plan_and_apply(env: &Env, tree: Tree, mode: Mode, write: bool) -> anyhow:
         spex_bin: super::spex_binary()?,
     };
     let plan = inputs.locked(|| -> anyhow::Result<Plan> {
-        let plan = inputs.plan(mode)?;
-        if write {
-            plan.apply()?;
+        let mut attempt = 1;
+        loop {
+            let mut plan = inputs.plan(mode)?;
+            if !write {
+                return Ok(plan);
+            }
+            match plan.apply() {
+                Err(MaterializeError::Changed(_)) if attempt < ATTEMPTS => attempt += 1,
+                other => return other.map(|()| plan).map_err(Into::into),
+            }
         }
-        Ok(plan)
     })??;
     Ok(plan)
 }

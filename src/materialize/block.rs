@@ -49,13 +49,14 @@ pub enum BlockError {
     Duplicate { line: usize, id: String },
 }
 
+/// Where one block sits in a text.
 #[derive(Debug, Clone)]
-struct Found {
-    id: String,
+pub struct Found {
+    pub id: String,
     /// Byte range from the start of the begin line to the end of the end line (with its EOL).
-    whole: Range<usize>,
+    pub whole: Range<usize>,
     /// Byte range of the body (between the sentinel lines).
-    body: Range<usize>,
+    pub body: Range<usize>,
 }
 
 fn begin_line(syn: Syntax, id: &str) -> String {
@@ -161,6 +162,11 @@ fn scan(text: &str, syn: Syntax) -> Result<Vec<Found>, BlockError> {
 /// Checks that every sentinel in `text` is well formed and balanced.
 pub fn validate(text: &str, syn: Syntax) -> Result<(), BlockError> {
     scan(text, syn).map(drop)
+}
+
+/// Where block `id` sits in `text`.
+pub fn find(text: &str, syn: Syntax, id: &str) -> Result<Option<Found>, BlockError> {
+    Ok(scan(text, syn)?.into_iter().find(|f| f.id == id))
 }
 
 /// Returns `text` with block `id` holding `body` (lines without line endings; the file's own

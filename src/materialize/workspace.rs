@@ -11,6 +11,7 @@ use super::MaterializeError;
 use super::block::{self, Syntax};
 use super::json_edit::JsonDoc;
 use super::owned::{JsonOwned, Owned};
+use super::toml_entries::{self, Legacy, Want};
 use crate::fsutil;
 
 /// First line of every file spex generates whole (skills, agents, commands); it is the proof
@@ -29,6 +30,9 @@ pub struct Workspace {
     pub wanted_dirs: BTreeSet<PathBuf>,
     pub owned: Owned,
     pub warnings: Vec<String>,
+    /// Edits by key of files another program rewrites, redone at apply time if the file
+    /// changed after the plan read it.
+    pub toml_jobs: BTreeMap<PathBuf, toml_entries::Job>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MaterializeError + '_ {
@@ -266,6 +270,7 @@ impl Workspace {
                     .rev()
                     .fold(v.clone(), |acc, k| serde_json::json!({ k.clone(): acc }));
                 let members = (1..=key.len()).map(|j| key[..j].to_vec()).collect();
+                owned.written.push((key.to_vec(), v.clone()));
                 return self.create_json(path, &whole, members, owned);
             }
             (Some(d), _) => d,
@@ -304,7 +309,28 @@ impl Workspace {
                 let (last, parent) = key.split_last().expect("key paths are non-empty");
                 doc.replace_member(parent, last, v).map_err(jerr)?;
             }
+            if owned.members.iter().any(|m| m == key)
+                || owned.replaced.iter().any(|(k, _)| k == key)
+            {
+                owned.written.retain(|(k, _)| k != key);
+                owned.written.push((key.to_vec(), v.clone()));
+            }
         } else {
+            let current = doc.get(key);
+            if let Some(pos) = owned.written.iter().position(|(k, _)| k == key) {
+                let (_, wrote) = owned.written.remove(pos);
+                if current.is_some() && current.as_ref() != Some(&wrote) {
+                    // Changed since spex wrote it: the user's (or the harness's) now.
+                    owned.replaced.retain(|(k, _)| k != key);
+                    owned.members.retain(|m| m != key);
+                    self.warnings.push(format!(
+                        "`{}`: `{}` is {} now, not the {wrote} spex wrote; spex leaves it to you",
+                        path.display(),
+                        key.join("."),
+                        current.unwrap_or(Value::Null)
+                    ));
+                }
+            }
             if let Some(pos) = owned.replaced.iter().position(|(k, _)| k == key) {
                 let (k, old) = owned.replaced.remove(pos);
                 let (last, parent) = k.split_last().expect("key paths are non-empty");
@@ -393,6 +419,38 @@ impl Workspace {
         }
         self.store_json(path, Some(doc), owned)?;
         self.json_doc(path)
+    }
+
+    /// Makes spex's entries in the TOML file `path` exactly `wanted`, by key: entries spex
+    /// added before and no longer wants go (while they still hold spex's value), new ones are
+    /// added where the file's own writer would put them, nothing else changes. `legacy` names a
+    /// comment fence an older spex wrote, upgraded on the way.
+    pub fn toml_entries(
+        &mut self,
+        path: &Path,
+        wanted: Vec<Want>,
+        legacy: Option<Legacy>,
+    ) -> Result<(), MaterializeError> {
+        let text = self.read_text(path)?;
+        let job = toml_entries::Job {
+            wanted,
+            owned: self.owned.toml.remove(path).unwrap_or_default(),
+            legacy,
+            created_by_spex: self.created_by_spex(path),
+        };
+        let out = job.run(path, text.as_deref())?;
+        self.warnings.extend(out.warnings);
+        if !out.owned.is_empty() {
+            self.owned.toml.insert(path.to_owned(), out.owned);
+        }
+        self.set(path, out.after.map(String::into_bytes))?;
+        self.toml_jobs.insert(path.to_owned(), job);
+        Ok(())
+    }
+
+    /// The bytes `path` held before the plan (`None`: absent).
+    pub fn read_before(&mut self, path: &Path) -> Result<Option<Vec<u8>>, MaterializeError> {
+        Ok(self.entry(path)?.before.clone())
     }
 
     /// Writes (or with `None` removes) a file spex generates whole. Refuses to overwrite a

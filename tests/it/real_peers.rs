@@ -559,3 +559,96 @@ fn doctor_reports_claude_shims_and_trust() {
     assert_eq!(code, Some(1), "doctor with a missing shim: {text}");
     eprintln!("doctor: {:?}", started.elapsed());
 }
+
+/// What Codex's own writer puts into `config.toml` (`config/batchWrite`, the path its dialogs
+/// and toggles take): new tables, another project's trust, a top-level key.
+const CODEX_WRITES: &str = r#"{"edits": [
+    {"keyPath": "tui.show_tooltips", "value": false, "mergeStrategy": "upsert"},
+    {"keyPath": "notice.hide_full_access_warning", "value": true, "mergeStrategy": "upsert"},
+    {"keyPath": "projects", "value": {"/some/other/repo": {"trust_level": "trusted"}}, "mergeStrategy": "upsert"},
+    {"keyPath": "hide_agent_reasoning", "value": true, "mergeStrategy": "replace"}
+], "reloadUserConfig": true}"#;
+
+/// Codex's values from [`CODEX_WRITES`] and the user's own, read back with a TOML parser.
+fn assert_codex_values_kept(config: &str, when: &str) {
+    let doc: toml_edit::DocumentMut = config
+        .parse()
+        .unwrap_or_else(|e| panic!("{when}: config.toml does not parse ({e}):\n{config}"));
+    let found = [
+        doc.get("tui")
+            .and_then(|t| t.get("show_tooltips"))
+            .and_then(toml_edit::Item::as_bool)
+            == Some(false),
+        doc.get("notice")
+            .and_then(|t| t.get("hide_full_access_warning"))
+            .and_then(toml_edit::Item::as_bool)
+            == Some(true),
+        doc.get("projects")
+            .and_then(|t| t.get("/some/other/repo"))
+            .and_then(|t| t.get("trust_level"))
+            .and_then(toml_edit::Item::as_str)
+            == Some("trusted"),
+        doc.get("hide_agent_reasoning")
+            .and_then(toml_edit::Item::as_bool)
+            == Some(true),
+        doc.get("model").and_then(toml_edit::Item::as_str) == Some("gpt-5.5"),
+    ];
+    assert!(
+        found.iter().all(|f| *f),
+        "{when}: a value Codex or the user wrote is gone {found:?}:\n{config}"
+    );
+}
+
+#[test]
+fn codex_config_writes_survive_materialize_and_clean() {
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"codex\"] }\n",
+    );
+    let config_path = w.codex_home.join("config.toml");
+    write(&config_path, "# the user's own\nmodel = \"gpt-5.5\"\n");
+    w.ok(&w.repo, &["materialize"]);
+    let materialized = read(&config_path);
+
+    let mut app = app_server(&w, "cfg");
+    let params: Value = serde_json::from_str(CODEX_WRITES).unwrap();
+    app.call("config/batchWrite", &params);
+    let written = read(&config_path);
+    assert_ne!(written, materialized, "Codex wrote nothing");
+    assert_codex_values_kept(&written, "after Codex's write");
+
+    let check = w.spex(&w.repo, &["materialize", "--check"]);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "--check after Codex wrote its own settings: {}\n{written}",
+        output_text(&check)
+    );
+    w.ok(&w.repo, &["materialize"]);
+    assert_eq!(
+        read(&config_path),
+        written,
+        "materialize rewrote Codex's file"
+    );
+    w.ok(&w.repo, &["clean"]);
+    let cleaned = read(&config_path);
+    assert_codex_values_kept(&cleaned, "after clean");
+    let repo = w.repo.to_string_lossy().into_owned();
+    assert!(
+        !cleaned.contains(&repo) && !cleaned.contains("trusted_hash"),
+        "clean left spex entries:\n{cleaned}"
+    );
+    assert!(
+        cleaned.starts_with("# the user's own\nmodel = \"gpt-5.5\"\n"),
+        "{cleaned}"
+    );
+
+    w.ok(&w.repo, &["materialize"]);
+    let again = read(&config_path);
+    assert_codex_values_kept(&again, "after materialize again");
+    let list = hooks_list(&mut app, &[w.repo.as_path()]);
+    assert_spex_hooks_trusted(&list, &w.repo, &|| {
+        format!("config.toml:\n{again}\n{}", app.log())
+    });
+}
