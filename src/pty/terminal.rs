@@ -1,0 +1,203 @@
+//! The terminal model: what a screen attached to the program would show (text, cursor, title),
+//! and the replies to the queries a TUI sends at start (device attributes, version, cursor
+//! position, colors), so a program with no terminal attached never stalls waiting for them.
+
+use serde::Serialize;
+
+/// How spex identifies itself to `XTVERSION`.
+const VERSION_REPLY: &str = concat!("\x1bP>|spex(", env!("CARGO_PKG_VERSION"), ")\x1b\\");
+
+#[derive(Debug, Default)]
+struct Callbacks {
+    /// Answer queries (no real terminal is attached to answer them).
+    answering: bool,
+    replies: Vec<u8>,
+    title: String,
+}
+
+fn param(params: &[&[u16]], i: usize) -> Option<u16> {
+    params.get(i).and_then(|p| p.first()).copied()
+}
+
+impl vt100::Callbacks for Callbacks {
+    fn set_window_title(&mut self, _: &mut vt100::Screen, title: &[u8]) {
+        self.title = String::from_utf8_lossy(title).into_owned();
+    }
+
+    fn unhandled_csi(
+        &mut self,
+        screen: &mut vt100::Screen,
+        i1: Option<u8>,
+        i2: Option<u8>,
+        params: &[&[u16]],
+        c: char,
+    ) {
+        if !self.answering {
+            return;
+        }
+        let reply = match (i1, i2, c, param(params, 0)) {
+            // DA1: a VT220 with ANSI color.
+            (None, None, 'c', None | Some(0)) => "\x1b[?62;22c".to_owned(),
+            // DA2
+            (Some(b'>'), None, 'c', None | Some(0)) => "\x1b[>0;0;0c".to_owned(),
+            (Some(b'>'), None, 'q', None | Some(0)) => VERSION_REPLY.to_owned(),
+            (None, None, 'n', Some(5)) => "\x1b[0n".to_owned(),
+            (None | Some(b'?'), None, 'n', Some(6)) => {
+                let (row, col) = screen.cursor_position();
+                let private = if i1.is_some() { "?" } else { "" };
+                format!("\x1b[{private}{};{}R", row + 1, col + 1)
+            }
+            // Kitty keyboard protocol: none of its flags.
+            (Some(b'?'), None, 'u', _) => "\x1b[?0u".to_owned(),
+            // DECRQM: every private mode reads "not recognized".
+            (Some(b'?'), Some(b'$'), 'p', Some(mode)) => format!("\x1b[?{mode};0$y"),
+            _ => return,
+        };
+        self.replies.extend_from_slice(reply.as_bytes());
+    }
+
+    fn unhandled_osc(&mut self, _: &mut vt100::Screen, params: &[&[u8]]) {
+        if !self.answering || params.get(1) != Some(&&b"?"[..]) {
+            return;
+        }
+        // Foreground and background color queries: white on black.
+        let color = match params.first() {
+            Some(&b"10") => "10;rgb:ffff/ffff/ffff",
+            Some(&b"11") => "11;rgb:0000/0000/0000",
+            _ => return,
+        };
+        self.replies
+            .extend_from_slice(format!("\x1b]{color}\x1b\\").as_bytes());
+    }
+}
+
+/// The screen as data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Snapshot {
+    pub rows: u16,
+    pub cols: u16,
+    /// `(row, col)`, zero-based.
+    pub cursor: (u16, u16),
+    pub title: String,
+    /// Each row's text, trailing blanks removed.
+    pub lines: Vec<String>,
+}
+
+pub struct Terminal {
+    parser: vt100::Parser<Callbacks>,
+}
+
+impl Terminal {
+    /// A screen of `rows` x `cols` that answers queries.
+    pub fn new(rows: u16, cols: u16) -> Terminal {
+        Terminal {
+            parser: vt100::Parser::new_with_callbacks(
+                rows,
+                cols,
+                0,
+                Callbacks {
+                    answering: true,
+                    ..Callbacks::default()
+                },
+            ),
+        }
+    }
+
+    /// Feeds program output; returns the replies to write back to the program (none while a
+    /// real terminal answers for itself).
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.parser.process(bytes);
+        std::mem::take(&mut self.parser.callbacks_mut().replies)
+    }
+
+    /// Whether this model answers queries (it should exactly while no terminal is attached).
+    pub fn set_answering(&mut self, answering: bool) {
+        self.parser.callbacks_mut().answering = answering;
+    }
+
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        self.parser.screen_mut().set_size(rows, cols);
+    }
+
+    pub fn title(&self) -> &str {
+        &self.parser.callbacks().title
+    }
+
+    /// Whether the program asked for bracketed paste.
+    pub fn bracketed_paste(&self) -> bool {
+        self.parser.screen().bracketed_paste()
+    }
+
+    /// The screen's text, rows joined by `\n`, trailing blanks removed.
+    pub fn text(&self) -> String {
+        self.snapshot().lines.join("\n").trim_end().to_owned()
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let screen = self.parser.screen();
+        let (rows, cols) = screen.size();
+        Snapshot {
+            rows,
+            cols,
+            cursor: screen.cursor_position(),
+            title: self.title().to_owned(),
+            lines: screen
+                .rows(0, cols)
+                .map(|r| r.trim_end().to_owned())
+                .collect(),
+        }
+    }
+
+    /// Bytes that redraw the current screen on a terminal that attaches now.
+    pub fn redraw(&self) -> Vec<u8> {
+        self.parser.screen().state_formatted()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_the_queries_a_tui_sends_at_start() {
+        let mut t = Terminal::new(24, 80);
+        let cases: [(&[u8], &str); 7] = [
+            (b"\x1b[c", "\x1b[?62;22c"),
+            (b"\x1b[>c", "\x1b[>0;0;0c"),
+            (b"\x1b[>0q", VERSION_REPLY),
+            (b"abc\x1b[6n", "\x1b[1;4R"),
+            (b"\x1b[5n", "\x1b[0n"),
+            (b"\x1b]11;?\x07", "\x1b]11;rgb:0000/0000/0000\x1b\\"),
+            (b"\x1b[?2026$p", "\x1b[?2026;0$y"),
+        ];
+        for (query, reply) in cases {
+            assert_eq!(
+                String::from_utf8(t.feed(query)).unwrap(),
+                reply,
+                "{query:?}"
+            );
+        }
+        t.set_answering(false);
+        assert!(t.feed(b"\x1b[c").is_empty());
+    }
+
+    #[test]
+    fn a_query_split_across_chunks_is_answered_once() {
+        let mut t = Terminal::new(24, 80);
+        assert!(t.feed(b"\x1b[").is_empty());
+        assert_eq!(t.feed(b"c"), b"\x1b[?62;22c");
+    }
+
+    #[test]
+    fn keeps_title_text_and_cursor() {
+        let mut t = Terminal::new(5, 20);
+        t.feed(b"\x1b]0;\xe2\x9c\xb3 Fix the bug\x07hello\r\n  world\x1b[?2004h");
+        let s = t.snapshot();
+        assert_eq!(s.title, "✳ Fix the bug");
+        assert_eq!(s.lines[0], "hello");
+        assert_eq!(s.lines[1], "  world");
+        assert_eq!(s.cursor, (1, 7));
+        assert!(t.bracketed_paste());
+        assert_eq!(t.text(), "hello\n  world");
+    }
+}
