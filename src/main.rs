@@ -10,7 +10,6 @@ mod env;
 mod fsutil;
 mod materialize;
 mod repo;
-mod runtime;
 mod spec;
 mod store;
 

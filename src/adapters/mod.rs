@@ -3,7 +3,6 @@
 //! resolves an adapter through the registry and never compares harness ids itself.
 
 pub mod claude;
-mod claude_slash;
 pub mod codex;
 
 use std::path::{Path, PathBuf};

@@ -2,11 +2,13 @@
 //! `CLAUDE.md`, skills/agents/commands under `.claude/`, workspace trust in `~/.claude.json`.
 //! The `plugin` id (a Claude plugin bundle) routes here.
 
+mod slash;
+
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status, claude_slash};
+use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
 use crate::materialize::MaterializeError;
@@ -182,7 +184,7 @@ impl Harness for Claude {
     }
 
     fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry> {
-        let mut out: Vec<SlashEntry> = claude_slash::BUILTINS
+        let mut out: Vec<SlashEntry> = slash::BUILTINS
             .iter()
             .map(|(name, kind, description)| SlashEntry {
                 name: (*name).to_owned(),

@@ -1,7 +1,11 @@
 //! Codex (0.169.0): hooks in the MAIN checkout's `.codex/hooks.json` (Codex reads a linked
 //! worktree's project hooks from there, provided the worktree has a `.codex/` folder), project
 //! and per-hook trust in `$CODEX_HOME/config.toml`, contract in `AGENTS.md`, skills under
-//! `.agents/skills`. No agent or custom-command files: 0.169.0 loads neither.
+//! `.agents/skills`. No agent or custom-command files: 0.169.0 loads neither. `rpc` speaks to
+//! `codex app-server`; `trust` asks it which hooks it trusts.
+
+pub mod rpc;
+pub mod trust;
 
 use std::path::{Path, PathBuf};
 
@@ -14,8 +18,8 @@ use crate::env::Env;
 use crate::materialize::block;
 use crate::materialize::workspace::Workspace;
 use crate::materialize::{MaterializeError, shell_quote};
-use crate::runtime::codex_rpc::TrustStatus;
 use crate::spec::{SpecNode, Surface};
+use rpc::TrustStatus;
 
 pub struct Codex;
 
@@ -467,8 +471,7 @@ impl Harness for Codex {
             return checks;
         };
         checks.push(
-            match crate::runtime::codex_trust::hooks_for(bin, &ctx.env.codex_home(), &ctx.tree.root)
-            {
+            match trust::hooks_for(bin, &ctx.env.codex_home(), &ctx.tree.root) {
                 Ok(hooks) => {
                     let ours: Vec<_> = hooks
                         .iter()
