@@ -10,6 +10,7 @@ mod env;
 mod fsutil;
 mod materialize;
 mod repo;
+mod seam;
 mod spec;
 mod store;
 

@@ -5,10 +5,12 @@ use std::path::PathBuf;
 use super::Outcome;
 use super::materialize::current_tree;
 use super::output::{self, Style};
-use crate::adapters::{self, Check, DoctorCtx, Status};
+use crate::adapters;
 use crate::config;
 use crate::env::Env;
-use crate::materialize::{Inputs, Mode, shell_quote};
+use crate::materialize::{Inputs, Mode};
+use crate::seam::edit::shell_quote;
+use crate::seam::{Check, DoctorCtx, Status};
 use crate::store::ProjectStore;
 
 /// Check the installation of each harness.

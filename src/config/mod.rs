@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use jsonc_parser::ast::{ObjectPropName, Value as Ast};
 use jsonc_parser::common::Ranged;
 
-use crate::adapters::{self, Harness};
+use crate::adapters;
+use crate::seam::Harness;
 
 pub const PROJECT_FILE: &str = "spex.jsonc";
 pub const LOCAL_FILE: &str = "spex.local.jsonc";

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
-use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
-use crate::materialize::MaterializeError;
-use crate::materialize::workspace::Workspace;
+use crate::seam::edit::MaterializeError;
+use crate::seam::edit::workspace::Workspace;
+use crate::seam::event::{Answer, HookEvent, Kind, Reply};
+use crate::seam::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::spec::{SpecNode, Surface};
 
 pub struct Claude;
@@ -171,7 +171,7 @@ impl Harness for Claude {
         if ctx.anywhere {
             let granted = ws
                 .read(&state)?
-                .and_then(|b| crate::materialize::json_edit::JsonDoc::parse(&b).ok())
+                .and_then(|b| crate::seam::edit::json_edit::JsonDoc::parse(&b).ok())
                 .and_then(|d| d.get(&key))
                 .is_some_and(|v| v == Value::Bool(true));
             if !granted {
@@ -219,7 +219,7 @@ impl Harness for Claude {
         let state = ctx.env.claude_state_file();
         let trusted = std::fs::read(&state)
             .ok()
-            .and_then(|b| crate::materialize::json_edit::JsonDoc::parse(&b).ok())
+            .and_then(|b| crate::seam::edit::json_edit::JsonDoc::parse(&b).ok())
             .and_then(|d| d.get(&trust_key(&ctx.tree.main)))
             .is_some_and(|v| v == Value::Bool(true));
         checks.push(match (trusted, ctx.selected) {

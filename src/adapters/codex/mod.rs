@@ -12,12 +12,11 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
-use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
-use crate::materialize::block;
-use crate::materialize::workspace::Workspace;
-use crate::materialize::{MaterializeError, shell_quote};
+use crate::seam::edit::workspace::Workspace;
+use crate::seam::edit::{MaterializeError, block, shell_quote};
+use crate::seam::event::{Answer, HookEvent, Kind, Reply};
+use crate::seam::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::spec::{SpecNode, Surface};
 use rpc::TrustStatus;
 
