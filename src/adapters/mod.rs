@@ -11,6 +11,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::config::Known;
 use crate::seam::edit::json_edit::JsonDoc;
 use crate::seam::edit::workspace::STAMP;
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
@@ -143,6 +144,24 @@ pub fn lookup(id: &str) -> Option<&'static dyn Harness> {
     ALL.iter()
         .copied()
         .find(|h| h.id() == id || h.aliases().contains(&id))
+}
+
+/// Every environment variable some adapter reads, for `Env::from_process` to read with the
+/// rest of the environment.
+pub fn env_vars() -> impl Iterator<Item = &'static str> {
+    ALL.iter().flat_map(|h| {
+        h.session_env_var()
+            .into_iter()
+            .chain(h.env_vars().iter().copied())
+    })
+}
+
+/// The harness ids a configuration may name, in the default order, with their aliases.
+pub fn known() -> Known {
+    Known {
+        ids: ALL.iter().map(|h| h.id()).collect(),
+        canonical: |id| lookup(id).map(Harness::id),
+    }
 }
 
 /// A hook group whose one handler runs `command`.

@@ -34,7 +34,7 @@ fn mark(style: Style, status: Status) -> String {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
-    let cfg = config::load(&env.user_config_file(), &tree.root)?;
+    let cfg = config::load(&env.user_config_file(), &tree.root, &adapters::known())?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
     let here = store.selected_by([tree.root.as_path()]);
     let roots: Vec<PathBuf> = tree.all_trees().into_iter().map(|t| t.root).collect();

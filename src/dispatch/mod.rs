@@ -33,7 +33,7 @@ pub fn run(harness: &str, event: &str) -> Option<Reply> {
         .lock()
         .take(MAX_PAYLOAD)
         .read_to_end(&mut raw);
-    let env = Env::from_process();
+    let env = Env::from_process(adapters::env_vars());
     let result = std::panic::catch_unwind(|| handle(&env, harness, event, &raw));
     match result {
         Ok(Ok(reply)) => reply.filter(|r| *r != Reply::default()),

@@ -83,11 +83,14 @@ impl Inputs<'_> {
 
     /// Computes the plan for this tree.
     pub fn plan(&self, mode: Mode) -> Result<Plan, MaterializeError> {
+        let known = adapters::known();
         let cfg = match mode {
-            Mode::Materialize => config::load(&self.env.user_config_file(), &self.tree.root)?,
+            Mode::Materialize => {
+                config::load(&self.env.user_config_file(), &self.tree.root, &known)?
+            }
             Mode::Clean => Config {
                 harnesses: Vec::new(),
-                ..Config::default()
+                ..Config::new(&known)
             },
         };
         let nodes = match mode {

@@ -101,6 +101,9 @@ pub trait Harness: Sync {
     fn parse_version(&self, output: &str) -> Option<String>;
     /// Environment variable carrying the harness's own session id inside its processes.
     fn session_env_var(&self) -> Option<&'static str>;
+    /// Other environment variables the adapter reads (e.g. where the harness keeps its state).
+    /// `Env` reads exactly these and the session variables, so the ground names no harness.
+    fn env_vars(&self) -> &'static [&'static str];
     /// Hook events spex binds (all known to the pinned version).
     fn hook_events(&self) -> &'static [&'static str];
     /// Contract file in each tree (`CLAUDE.md`, `AGENTS.md`).

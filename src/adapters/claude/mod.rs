@@ -35,6 +35,17 @@ const EVENTS: &[&str] = &[
 
 const HOOK_TIMEOUT_SECS: u64 = 30;
 
+/// Where Claude Code keeps its user-level state instead of `~` and `~/.claude`.
+const CONFIG_DIR_VAR: &str = "CLAUDE_CONFIG_DIR";
+
+/// Claude's global state file: `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json`.
+fn state_file(env: &Env) -> PathBuf {
+    match env.path_var(CONFIG_DIR_VAR) {
+        Some(p) => p.join(".claude.json"),
+        None => env.home_or_root().join(".claude.json"),
+    }
+}
+
 fn settings_file(tree_root: &Path) -> PathBuf {
     tree_root.join(".claude/settings.json")
 }
@@ -102,6 +113,10 @@ impl Harness for Claude {
         Some("CLAUDE_CODE_SESSION_ID")
     }
 
+    fn env_vars(&self) -> &'static [&'static str] {
+        &[CONFIG_DIR_VAR]
+    }
+
     fn hook_events(&self) -> &'static [&'static str] {
         EVENTS
     }
@@ -166,7 +181,7 @@ impl Harness for Claude {
         )?;
         // Trust for the main checkout covers every worktree (facts/claude.md §1.2); only added
         // when not already granted, and remembered so clean takes back exactly that.
-        let state = ctx.env.claude_state_file();
+        let state = state_file(ctx.env);
         let key = trust_key(&ctx.tree.main);
         if ctx.anywhere {
             let granted = ws
@@ -202,8 +217,7 @@ impl Harness for Claude {
         ));
         if let Some(home) = &env.home {
             let user = env
-                .claude_config_dir
-                .clone()
+                .path_var(CONFIG_DIR_VAR)
                 .unwrap_or_else(|| home.join(".claude"));
             out.extend(commands_in(&user.join("commands"), "user command"));
             out.extend(super::skills_in(&user.join("skills"), "user skill"));
@@ -216,7 +230,7 @@ impl Harness for Claude {
             super::check_binary(self, ctx),
             super::check_shims(self, ctx, &settings_file(&ctx.tree.root), ctx.selected),
         ];
-        let state = ctx.env.claude_state_file();
+        let state = state_file(ctx.env);
         let trusted = std::fs::read(&state)
             .ok()
             .and_then(|b| crate::seam::edit::json_edit::JsonDoc::parse(&b).ok())

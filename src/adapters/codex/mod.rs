@@ -97,8 +97,17 @@ fn hooks_file(main: &Path) -> PathBuf {
     main.join(".codex/hooks.json")
 }
 
+/// Where Codex keeps its user-level state.
+const HOME_VAR: &str = "CODEX_HOME";
+
+/// `$CODEX_HOME`, else `~/.codex`.
+fn codex_home(env: &Env) -> PathBuf {
+    env.path_var(HOME_VAR)
+        .unwrap_or_else(|| env.home_or_root().join(".codex"))
+}
+
 fn config_file(env: &Env) -> PathBuf {
-    env.codex_home().join("config.toml")
+    codex_home(env).join("config.toml")
 }
 
 /// Codex's `snake_case` label of an event (the trust key and hash use it).
@@ -330,6 +339,10 @@ impl Harness for Codex {
         Some("CODEX_THREAD_ID")
     }
 
+    fn env_vars(&self) -> &'static [&'static str] {
+        &[HOME_VAR]
+    }
+
     fn hook_events(&self) -> &'static [&'static str] {
         EVENTS
     }
@@ -423,7 +436,7 @@ impl Harness for Codex {
         let roots = [
             (tree.join(".agents/skills"), "project skill"),
             (tree.join(".codex/skills"), "project skill"),
-            (env.codex_home().join("skills"), "user skill"),
+            (codex_home(env).join("skills"), "user skill"),
         ];
         for (dir, kind) in roots {
             out.extend(
@@ -470,7 +483,7 @@ impl Harness for Codex {
             return checks;
         };
         checks.push(
-            match trust::hooks_for(bin, &ctx.env.codex_home(), &ctx.tree.root) {
+            match trust::hooks_for(bin, &codex_home(ctx.env), &ctx.tree.root) {
                 Ok(hooks) => {
                     let ours: Vec<_> = hooks
                         .iter()
