@@ -1,5 +1,7 @@
 //! The process environment, read once. Everything downstream takes values from `Env`, so tests
-//! inject their own and no module reads `std::env` ad hoc.
+//! inject their own and no module reads `std::env` ad hoc. Env knows the system's variables and
+//! spex's own; the variables a harness reads (its state folder, its session id) are named by
+//! the caller, which asks the adapters, and read here with the rest: env knows no harness.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -10,15 +12,13 @@ pub struct Env {
     pub xdg_config_home: Option<PathBuf>,
     pub xdg_state_home: Option<PathBuf>,
     pub spex_home: Option<PathBuf>,
-    pub codex_home: Option<PathBuf>,
-    pub claude_config_dir: Option<PathBuf>,
     pub path: Option<OsString>,
     pub no_color: bool,
     pub spex_session_id: Option<String>,
     /// `SPEX_TRACE_DISPATCH`: log every hook invocation to the project's `dispatch.log`.
     pub trace_dispatch: bool,
-    /// Session ids a harness exports into its own processes, by variable name.
-    pub harness_vars: Vec<(String, String)>,
+    /// The variables the caller named to `from_process`, each with its value when set.
+    pub vars: Vec<(&'static str, Option<OsString>)>,
 }
 
 fn path_var(name: &str) -> Option<PathBuf> {
@@ -28,31 +28,50 @@ fn path_var(name: &str) -> Option<PathBuf> {
 }
 
 impl Env {
-    pub fn from_process() -> Self {
-        let harness_vars = crate::adapters::all()
-            .iter()
-            .filter_map(|h| h.session_env_var())
-            .filter_map(|name| Some((name.to_owned(), std::env::var(name).ok()?)))
-            .collect();
+    /// Reads the environment, including the variables in `named` (those the adapters read).
+    pub fn from_process(named: impl IntoIterator<Item = &'static str>) -> Self {
         Env {
             home: path_var("HOME"),
             xdg_config_home: path_var("XDG_CONFIG_HOME"),
             xdg_state_home: path_var("XDG_STATE_HOME"),
             spex_home: path_var("SPEX_HOME"),
-            codex_home: path_var("CODEX_HOME"),
-            claude_config_dir: path_var("CLAUDE_CONFIG_DIR"),
             path: std::env::var_os("PATH"),
             no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
             spex_session_id: std::env::var("SPEX_SESSION_ID")
                 .ok()
                 .filter(|v| !v.is_empty()),
-            harness_vars,
+            vars: named
+                .into_iter()
+                .map(|name| (name, std::env::var_os(name)))
+                .collect(),
             trace_dispatch: std::env::var_os("SPEX_TRACE_DISPATCH")
                 .is_some_and(|v| !v.is_empty() && v != "0"),
         }
     }
 
-    fn home_or_root(&self) -> PathBuf {
+    fn named(&self, name: &str) -> Option<&OsString> {
+        let found = self.vars.iter().find(|(k, _)| *k == name);
+        debug_assert!(
+            found.is_some(),
+            "`{name}` was not named to `Env::from_process` (add it to the adapter's `env_vars`)"
+        );
+        found?.1.as_ref()
+    }
+
+    /// A variable named to `from_process`, as text; `None` when unset or not UTF-8.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.named(name)?.to_str()
+    }
+
+    /// A variable named to `from_process`, as a path; `None` when unset or empty.
+    pub fn path_var(&self, name: &str) -> Option<PathBuf> {
+        self.named(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    }
+
+    /// `$HOME`, else `/`.
+    pub fn home_or_root(&self) -> PathBuf {
         self.home.clone().unwrap_or_else(|| PathBuf::from("/"))
     }
 
@@ -73,27 +92,6 @@ impl Env {
             Some(p) => p.join("spex/config.jsonc"),
             None => self.home_or_root().join(".config/spex/config.jsonc"),
         }
-    }
-
-    pub fn codex_home(&self) -> PathBuf {
-        self.codex_home
-            .clone()
-            .unwrap_or_else(|| self.home_or_root().join(".codex"))
-    }
-
-    /// Claude's global state file: `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json`.
-    pub fn claude_state_file(&self) -> PathBuf {
-        match &self.claude_config_dir {
-            Some(p) => p.join(".claude.json"),
-            None => self.home_or_root().join(".claude.json"),
-        }
-    }
-
-    pub fn harness_var(&self, name: &str) -> Option<&str> {
-        self.harness_vars
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
     }
 
     /// Finds an executable on `PATH` (or returns an explicit path as is when it exists).

@@ -15,7 +15,7 @@ mod materialize;
 )]
 mod pty;
 mod repo;
-mod runtime;
+mod seam;
 mod spec;
 mod store;
 
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
         return cli::dispatch::run_raw(&args[2..]);
     }
     let cli = cli::Cli::parse();
-    let env = env::Env::from_process();
+    let env = env::Env::from_process(adapters::env_vars());
     match cli::run(cli, &env) {
         Ok(cli::Outcome::Ok) => ExitCode::SUCCESS,
         Ok(cli::Outcome::Differs) => ExitCode::from(1),

@@ -1,130 +1,22 @@
-//! The one seam between spex and the harnesses it drives. Everything that differs between
-//! Claude Code and Codex is a method of `Harness`, implemented once per harness; product code
-//! resolves an adapter through the registry and never compares harness ids itself.
+//! The harness adapters: one folder per harness implementing `seam::Harness`, and the registry
+//! that maps an id to its adapter. Adding a harness = one folder and one line in `ALL`. Below
+//! the registry, helpers the adapters share (the hook wire format Claude Code and Codex have in
+//! common, hook shims, rendered files, doctor checks). Product code resolves an adapter here
+//! and never compares harness ids itself.
 
 pub mod claude;
-mod claude_slash;
 pub mod codex;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
-use crate::env::Env;
-use crate::materialize::MaterializeError;
-use crate::materialize::json_edit::JsonDoc;
-use crate::materialize::workspace::{STAMP, Workspace};
-use crate::repo::Tree;
+use crate::config::Known;
+use crate::seam::edit::json_edit::JsonDoc;
+use crate::seam::edit::workspace::STAMP;
+use crate::seam::event::{Answer, HookEvent, Kind, Reply};
+use crate::seam::{Check, DoctorCtx, Harness, SlashEntry, Status};
 use crate::spec::SpecNode;
-
-/// What an adapter needs to plan its shims for one tree.
-pub struct ShimCtx<'a> {
-    pub env: &'a Env,
-    pub tree: &'a Tree,
-    /// This tree selected the harness.
-    pub here: bool,
-    /// Some tree of the project (this one included) selected the harness.
-    pub anywhere: bool,
-    /// The spex binary, quoted for a shell.
-    pub spex: &'a str,
-    pub nodes: &'a [SpecNode],
-}
-
-impl ShimCtx<'_> {
-    /// The hook command for one event: identical across runs, so Codex trust stays valid.
-    pub fn hook_command(&self, harness: &str, event: &str) -> String {
-        format!("{} dispatch {harness} {event}", self.spex)
-    }
-}
-
-/// One entry of a harness's `/` menu.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct SlashEntry {
-    pub name: String,
-    /// `built-in`, `bundled skill`, `project command`, `user command`, `project skill`, ...
-    pub kind: String,
-    pub description: String,
-}
-
-/// Outcome of one doctor check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Check {
-    pub name: String,
-    pub status: Status,
-    pub detail: String,
-}
-
-impl Check {
-    pub fn new(name: &str, status: Status, detail: impl Into<String>) -> Check {
-        Check {
-            name: name.to_owned(),
-            status,
-            detail: detail.into(),
-        }
-    }
-}
-
-/// What doctor needs to inspect one harness in one tree.
-pub struct DoctorCtx<'a> {
-    pub env: &'a Env,
-    pub tree: &'a Tree,
-    /// This tree's receipt selects the harness.
-    pub selected: bool,
-    /// Some checkout of the project selects the harness (shared shims are wanted).
-    pub selected_anywhere: bool,
-    /// The hook command prefix this spex writes (`<spex> dispatch`).
-    pub spex: &'a str,
-    /// The harness binary to run (config `harness.<id>.command`, else the default name).
-    pub binary: Option<PathBuf>,
-}
-
-pub trait Harness: Sync {
-    /// Stable id used in hook commands, config and session records.
-    fn id(&self) -> &'static str;
-    /// Other ids that route to this adapter.
-    fn aliases(&self) -> &'static [&'static str] {
-        &[]
-    }
-    /// The harness's executable name.
-    fn binary_name(&self) -> &'static str;
-    /// The version spex's facts were verified against.
-    fn pinned_version(&self) -> &'static str;
-    /// Extracts the version number from `<binary> --version` output.
-    fn parse_version(&self, output: &str) -> Option<String>;
-    /// Environment variable carrying the harness's own session id inside its processes.
-    fn session_env_var(&self) -> Option<&'static str>;
-    /// Hook events spex binds (all known to the pinned version).
-    fn hook_events(&self) -> &'static [&'static str];
-    /// Contract file in each tree (`CLAUDE.md`, `AGENTS.md`).
-    fn contract_file(&self) -> &'static str;
-    /// Folders (relative to a tree) holding files spex generates whole.
-    fn generated_dirs(&self) -> &'static [&'static str];
-    /// Files rendered from one spec node (skills, agents, commands), relative to the tree.
-    fn render_node(&self, node: &SpecNode) -> Vec<(PathBuf, String)>;
-    /// Hook shims and trust for one tree.
-    fn plan_shims(&self, ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError>;
-    /// The `/` menu: built-ins of the pinned version, then project and user entries.
-    fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry>;
-    /// Installation checks for this harness.
-    fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check>;
-
-    /// Decodes one hook payload (tolerantly: unknown events and fields are skipped).
-    fn decode(&self, event: &str, payload: &Value) -> HookEvent;
-    /// Encodes spex's answer in the harness's hook output protocol.
-    fn encode(&self, event: &str, answer: &Answer) -> Reply;
-    /// Whether `SPEX_SESSION_ID` in a hook's environment names the session. False where hooks
-    /// run in a process shared by many sessions (the Codex app-server).
-    fn hook_env_names_session(&self) -> bool;
-}
 
 /// How a harness spells the parts of the hook wire format the harnesses share (Codex's hooks
 /// follow Claude Code's format: same event names, `session_id`, `tool_name`, `tool_input`).
@@ -252,6 +144,24 @@ pub fn lookup(id: &str) -> Option<&'static dyn Harness> {
     ALL.iter()
         .copied()
         .find(|h| h.id() == id || h.aliases().contains(&id))
+}
+
+/// Every environment variable some adapter reads, for `Env::from_process` to read with the
+/// rest of the environment.
+pub fn env_vars() -> impl Iterator<Item = &'static str> {
+    ALL.iter().flat_map(|h| {
+        h.session_env_var()
+            .into_iter()
+            .chain(h.env_vars().iter().copied())
+    })
+}
+
+/// The harness ids a configuration may name, in the default order, with their aliases.
+pub fn known() -> Known {
+    Known {
+        ids: ALL.iter().map(|h| h.id()).collect(),
+        canonical: |id| lookup(id).map(Harness::id),
+    }
 }
 
 /// A hook group whose one handler runs `command`.

@@ -5,10 +5,12 @@ use std::path::PathBuf;
 use super::Outcome;
 use super::materialize::current_tree;
 use super::output::{self, Style};
-use crate::adapters::{self, Check, DoctorCtx, Status};
+use crate::adapters;
 use crate::config;
 use crate::env::Env;
-use crate::materialize::{Inputs, Mode, shell_quote};
+use crate::materialize::{Inputs, Mode};
+use crate::seam::edit::shell_quote;
+use crate::seam::{Check, DoctorCtx, Status};
 use crate::store::ProjectStore;
 
 /// Check the installation of each harness.
@@ -32,7 +34,7 @@ fn mark(style: Style, status: Status) -> String {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
-    let cfg = config::load(&env.user_config_file(), &tree.root)?;
+    let cfg = config::load(&env.user_config_file(), &tree.root, &adapters::known())?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
     let here = store.selected_by([tree.root.as_path()]);
     let roots: Vec<PathBuf> = tree.all_trees().into_iter().map(|t| t.root).collect();

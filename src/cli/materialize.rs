@@ -7,8 +7,9 @@ use anyhow::Context;
 use super::Outcome;
 use super::output::{self, Style};
 use crate::env::Env;
-use crate::materialize::{Action, Inputs, MaterializeError, Mode, Plan};
+use crate::materialize::{Action, Inputs, Mode, Plan};
 use crate::repo::Tree;
+use crate::seam::edit::MaterializeError;
 
 /// Render the selected harnesses' artifacts into this checkout.
 ///

@@ -344,7 +344,7 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
         .iter()
         .find_map(|h| {
             let var = h.session_env_var()?;
-            store.alias(h.id(), env.harness_var(var)?)
+            store.alias(h.id(), env.var(var)?)
         })
         .or_else(|| env.spex_session_id.clone().filter(|id| store.session_dir(id).join("session.json").is_file()))
         .ok_or_else(|| {

@@ -3,8 +3,9 @@
 use super::Outcome;
 use super::materialize::current_tree;
 use super::output;
-use crate::adapters::{self, Harness};
+use crate::adapters;
 use crate::env::Env;
+use crate::seam::Harness;
 
 /// List each harness's `/` menu.
 ///

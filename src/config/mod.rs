@@ -1,14 +1,12 @@
 //! Project configuration: `$XDG_CONFIG_HOME/spex/config.jsonc`, under the repo's `spex.jsonc`,
 //! under the git-excluded `spex.local.jsonc` (later layers win key by key). Validates every key
-//! with its file, line and column; knows harness ids only through the adapter registry.
+//! with its file, line and column. Knows no harness: the ids it accepts are handed in (`Known`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use jsonc_parser::ast::{ObjectPropName, Value as Ast};
 use jsonc_parser::common::Ranged;
-
-use crate::adapters::{self, Harness};
 
 pub const PROJECT_FILE: &str = "spex.jsonc";
 pub const LOCAL_FILE: &str = "spex.local.jsonc";
@@ -66,12 +64,42 @@ pub struct Config {
     pub sources: Vec<PathBuf>,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        let ids: Vec<&'static str> = adapters::all().iter().map(|h| h.id()).collect();
+/// The harness ids a configuration may name, handed in by the caller (from the adapter
+/// registry), so this module validates ids without knowing any.
+#[derive(Debug, Clone)]
+pub struct Known {
+    /// Canonical ids in the default order; the first is the default harness.
+    pub ids: Vec<&'static str>,
+    /// The canonical id of an id or alias, `None` when unknown.
+    pub canonical: fn(&str) -> Option<&'static str>,
+}
+
+impl Known {
+    /// The ids as a hint lists them: `` `a`, `b` ``.
+    fn list(&self) -> String {
+        self.ids
+            .iter()
+            .map(|id| format!("`{id}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The ids as a JSON list's items: `"a", "b"`.
+    fn json_items(&self) -> String {
+        self.ids
+            .iter()
+            .map(|id| format!("\"{id}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl Config {
+    /// The defaults: every known harness selected, the first one the default.
+    pub fn new(known: &Known) -> Self {
         Config {
-            default_harness: ids[0],
-            harnesses: ids,
+            default_harness: known.ids.first().copied().unwrap_or_default(),
+            harnesses: known.ids.clone(),
             harness: BTreeMap::new(),
             spec_first: Policy::default(),
             stop_gate: StopGate::default(),
@@ -107,27 +135,24 @@ fn name_of(n: &ObjectPropName) -> String {
     }
 }
 
-fn known_ids() -> String {
-    adapters::all()
-        .iter()
-        .map(|h| format!("`{}`", h.id()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn harness_id(layer: &Layer, v: &Ast, key: &str) -> Result<&'static str, ConfigError> {
+fn harness_id(
+    layer: &Layer,
+    known: &Known,
+    v: &Ast,
+    key: &str,
+) -> Result<&'static str, ConfigError> {
     let Ast::StringLit(s) = v else {
         return Err(layer.err(
             v.start(),
             format!("`{key}` must be a string"),
-            format!("use one of {}", known_ids()),
+            format!("use one of {}", known.list()),
         ));
     };
-    adapters::lookup(&s.value).map(Harness::id).ok_or_else(|| {
+    (known.canonical)(&s.value).ok_or_else(|| {
         layer.err(
             v.start(),
             format!("`{key}`: unknown harness `{}`", s.value),
-            format!("use one of {}", known_ids()),
+            format!("use one of {}", known.list()),
         )
     })
 }
@@ -143,7 +168,7 @@ fn string(layer: &Layer, v: &Ast, key: &str) -> Result<String, ConfigError> {
     }
 }
 
-fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
+fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), ConfigError> {
     let parsed = jsonc_parser::parse_to_ast(
         layer.text,
         &jsonc_parser::CollectOptions::default(),
@@ -177,34 +202,39 @@ fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
                     return Err(layer.err(
                         v.start(),
                         "`harnesses` must be a list",
-                        format!("e.g. [\"claude\", \"codex\"]; known: {}", known_ids()),
+                        format!("e.g. [{}]; known: {}", known.json_items(), known.list()),
                     ));
                 };
                 let mut ids = Vec::new();
                 for el in &arr.elements {
-                    let id = harness_id(layer, el, "harnesses")?;
+                    let id = harness_id(layer, known, el, "harnesses")?;
                     if !ids.contains(&id) {
                         ids.push(id);
                     }
                 }
                 cfg.harnesses = ids;
             }
-            "defaultHarness" => cfg.default_harness = harness_id(layer, v, "defaultHarness")?,
+            "defaultHarness" => {
+                cfg.default_harness = harness_id(layer, known, v, "defaultHarness")?;
+            }
             "harness" => {
                 let Ast::Object(per) = v else {
                     return Err(layer.err(
                         v.start(),
                         "`harness` must be an object",
-                        "e.g. {\"claude\": {\"command\": \"/opt/bin/claude\"}}",
+                        format!(
+                            "e.g. {{\"{id}\": {{\"command\": \"/opt/bin/{id}\"}}}}",
+                            id = known.ids.first().copied().unwrap_or("<id>")
+                        ),
                     ));
                 };
                 for p in &per.properties {
                     let id_name = name_of(&p.name);
-                    let id = adapters::lookup(&id_name).map(Harness::id).ok_or_else(|| {
+                    let id = (known.canonical)(&id_name).ok_or_else(|| {
                         layer.err(
                             p.start(),
                             format!("`harness.{id_name}`: unknown harness"),
-                            format!("use one of {}", known_ids()),
+                            format!("use one of {}", known.list()),
                         )
                     })?;
                     let Ast::Object(fields) = &p.value else {
@@ -305,9 +335,10 @@ fn apply_layer(cfg: &mut Config, layer: &Layer) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Loads the layered configuration for a checkout rooted at `tree_root`.
-pub fn load(user_file: &Path, tree_root: &Path) -> Result<Config, ConfigError> {
-    let mut cfg = Config::default();
+/// Loads the layered configuration for a checkout rooted at `tree_root`, accepting the
+/// harness ids in `known`.
+pub fn load(user_file: &Path, tree_root: &Path, known: &Known) -> Result<Config, ConfigError> {
+    let mut cfg = Config::new(known);
     for file in [
         user_file.to_owned(),
         tree_root.join(PROJECT_FILE),
@@ -324,6 +355,7 @@ pub fn load(user_file: &Path, tree_root: &Path) -> Result<Config, ConfigError> {
                 file: &file,
                 text: &text,
             },
+            known,
         )?;
         cfg.sources.push(file);
     }
@@ -334,14 +366,28 @@ pub fn load(user_file: &Path, tree_root: &Path) -> Result<Config, ConfigError> {
 mod tests {
     use super::*;
 
+    /// What the adapter registry hands in: two harnesses, one alias.
+    fn known() -> Known {
+        Known {
+            ids: vec!["claude", "codex"],
+            canonical: |id| match id {
+                "claude" | "plugin" => Some("claude"),
+                "codex" => Some("codex"),
+                _ => None,
+            },
+        }
+    }
+
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        let mut cfg = Config::default();
+        let known = known();
+        let mut cfg = Config::new(&known);
         apply_layer(
             &mut cfg,
             &Layer {
                 file: Path::new("spex.jsonc"),
                 text,
             },
+            &known,
         )?;
         Ok(cfg)
     }

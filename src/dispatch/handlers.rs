@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::event::{Answer, HookEvent, Kind};
 use crate::config::{Policy, StopGate};
+use crate::seam::event::{Answer, HookEvent, Kind};
 use crate::store::session::{Attention, DeclaredState, Session, Status, Turn, TurnState};
 use crate::store::{Governed, ProjectStore};
 

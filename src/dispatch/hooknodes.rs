@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::event::Answer;
+use crate::seam::event::Answer;
 use crate::store::HookNode;
 
 const TIMEOUT: Duration = Duration::from_secs(10);

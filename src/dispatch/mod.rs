@@ -4,7 +4,6 @@
 //! protocol. Synchronous, no async runtime, no shell; any internal failure is logged and
 //! swallowed so the agent is never broken by spex.
 
-pub mod event;
 pub mod handlers;
 mod hooknodes;
 
@@ -13,13 +12,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::adapters::{self, Harness};
+use crate::adapters;
 use crate::env::Env;
 use crate::fsutil;
 use crate::repo::Tree;
+use crate::seam::Harness;
+use crate::seam::event::{Answer, HookEvent, Kind, Reply};
 use crate::store::session::{self, Flags, Session, Status};
 use crate::store::{self, ProjectStore};
-use event::{Answer, HookEvent, Kind, Reply};
 
 /// Payloads above this size are not read further (a hook payload is a few KB; a runaway one
 /// must not cost the agent time or memory).
@@ -33,7 +33,7 @@ pub fn run(harness: &str, event: &str) -> Option<Reply> {
         .lock()
         .take(MAX_PAYLOAD)
         .read_to_end(&mut raw);
-    let env = Env::from_process();
+    let env = Env::from_process(adapters::env_vars());
     let result = std::panic::catch_unwind(|| handle(&env, harness, event, &raw));
     match result {
         Ok(Ok(reply)) => reply.filter(|r| *r != Reply::default()),

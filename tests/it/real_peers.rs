@@ -19,7 +19,7 @@ use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
 use crate::support::peers::peers_bin_dir;
 use crate::support::rpc::AppServer;
 
-/// The events spex binds for Codex (`src/adapters/codex.rs`).
+/// The events spex binds for Codex (`src/adapters/codex/mod.rs`).
 const CODEX_EVENTS: &[&str] = &[
     "SessionStart",
     "UserPromptSubmit",

@@ -2,15 +2,17 @@
 //! `CLAUDE.md`, skills/agents/commands under `.claude/`, workspace trust in `~/.claude.json`.
 //! The `plugin` id (a Claude plugin bundle) routes here.
 
+mod slash;
+
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status, claude_slash};
-use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
-use crate::materialize::MaterializeError;
-use crate::materialize::workspace::Workspace;
+use crate::seam::edit::MaterializeError;
+use crate::seam::edit::workspace::Workspace;
+use crate::seam::event::{Answer, HookEvent, Kind, Reply};
+use crate::seam::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::spec::{SpecNode, Surface};
 
 pub struct Claude;
@@ -32,6 +34,17 @@ const EVENTS: &[&str] = &[
 ];
 
 const HOOK_TIMEOUT_SECS: u64 = 30;
+
+/// Where Claude Code keeps its user-level state instead of `~` and `~/.claude`.
+const CONFIG_DIR_VAR: &str = "CLAUDE_CONFIG_DIR";
+
+/// Claude's global state file: `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json`.
+fn state_file(env: &Env) -> PathBuf {
+    match env.path_var(CONFIG_DIR_VAR) {
+        Some(p) => p.join(".claude.json"),
+        None => env.home_or_root().join(".claude.json"),
+    }
+}
 
 fn settings_file(tree_root: &Path) -> PathBuf {
     tree_root.join(".claude/settings.json")
@@ -100,6 +113,10 @@ impl Harness for Claude {
         Some("CLAUDE_CODE_SESSION_ID")
     }
 
+    fn env_vars(&self) -> &'static [&'static str] {
+        &[CONFIG_DIR_VAR]
+    }
+
     fn hook_events(&self) -> &'static [&'static str] {
         EVENTS
     }
@@ -164,12 +181,12 @@ impl Harness for Claude {
         )?;
         // Trust for the main checkout covers every worktree (facts/claude.md §1.2); only added
         // when not already granted, and remembered so clean takes back exactly that.
-        let state = ctx.env.claude_state_file();
+        let state = state_file(ctx.env);
         let key = trust_key(&ctx.tree.main);
         if ctx.anywhere {
             let granted = ws
                 .read(&state)?
-                .and_then(|b| crate::materialize::json_edit::JsonDoc::parse(&b).ok())
+                .and_then(|b| crate::seam::edit::json_edit::JsonDoc::parse(&b).ok())
                 .and_then(|d| d.get(&key))
                 .is_some_and(|v| v == Value::Bool(true));
             if !granted {
@@ -182,7 +199,7 @@ impl Harness for Claude {
     }
 
     fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry> {
-        let mut out: Vec<SlashEntry> = claude_slash::BUILTINS
+        let mut out: Vec<SlashEntry> = slash::BUILTINS
             .iter()
             .map(|(name, kind, description)| SlashEntry {
                 name: (*name).to_owned(),
@@ -200,8 +217,7 @@ impl Harness for Claude {
         ));
         if let Some(home) = &env.home {
             let user = env
-                .claude_config_dir
-                .clone()
+                .path_var(CONFIG_DIR_VAR)
                 .unwrap_or_else(|| home.join(".claude"));
             out.extend(commands_in(&user.join("commands"), "user command"));
             out.extend(super::skills_in(&user.join("skills"), "user skill"));
@@ -214,10 +230,10 @@ impl Harness for Claude {
             super::check_binary(self, ctx),
             super::check_shims(self, ctx, &settings_file(&ctx.tree.root), ctx.selected),
         ];
-        let state = ctx.env.claude_state_file();
+        let state = state_file(ctx.env);
         let trusted = std::fs::read(&state)
             .ok()
-            .and_then(|b| crate::materialize::json_edit::JsonDoc::parse(&b).ok())
+            .and_then(|b| crate::seam::edit::json_edit::JsonDoc::parse(&b).ok())
             .and_then(|d| d.get(&trust_key(&ctx.tree.main)))
             .is_some_and(|v| v == Value::Bool(true));
         checks.push(match (trusted, ctx.selected) {

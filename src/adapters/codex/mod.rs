@@ -1,23 +1,26 @@
 //! Codex (0.169.0): hooks in the MAIN checkout's `.codex/hooks.json` (Codex reads a linked
 //! worktree's project hooks from there, provided the worktree has a `.codex/` folder), project
 //! and per-hook trust in `$CODEX_HOME/config.toml`, contract in `AGENTS.md`, skills under
-//! `.agents/skills`. No agent or custom-command files: 0.169.0 loads neither.
+//! `.agents/skills`. No agent or custom-command files: 0.169.0 loads neither. `rpc` speaks to
+//! `codex app-server`; `trust` asks it which hooks it trusts.
+
+pub mod rpc;
+pub mod trust;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
-use crate::dispatch::event::{Answer, HookEvent, Kind, Reply};
 use crate::env::Env;
-use crate::materialize::block;
-use crate::materialize::json_edit::JsonDoc;
-use crate::materialize::toml_entries::{Legacy, Want};
-use crate::materialize::workspace::Workspace;
-use crate::materialize::{MaterializeError, shell_quote};
-use crate::runtime::codex_rpc::TrustStatus;
+use crate::seam::edit::json_edit::JsonDoc;
+use crate::seam::edit::toml_entries::{Legacy, Want};
+use crate::seam::edit::workspace::Workspace;
+use crate::seam::edit::{MaterializeError, block, shell_quote};
+use crate::seam::event::{Answer, HookEvent, Kind, Reply};
+use crate::seam::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::spec::{SpecNode, Surface};
+use rpc::TrustStatus;
 
 pub struct Codex;
 
@@ -97,8 +100,17 @@ fn hooks_file(main: &Path) -> PathBuf {
     main.join(".codex/hooks.json")
 }
 
+/// Where Codex keeps its user-level state.
+const HOME_VAR: &str = "CODEX_HOME";
+
+/// `$CODEX_HOME`, else `~/.codex`.
+fn codex_home(env: &Env) -> PathBuf {
+    env.path_var(HOME_VAR)
+        .unwrap_or_else(|| env.home_or_root().join(".codex"))
+}
+
 fn config_file(env: &Env) -> PathBuf {
-    env.codex_home().join("config.toml")
+    codex_home(env).join("config.toml")
 }
 
 /// Codex's `snake_case` label of an event (the trust key and hash use it).
@@ -293,6 +305,10 @@ impl Harness for Codex {
         Some("CODEX_THREAD_ID")
     }
 
+    fn env_vars(&self) -> &'static [&'static str] {
+        &[HOME_VAR]
+    }
+
     fn hook_events(&self) -> &'static [&'static str] {
         EVENTS
     }
@@ -381,7 +397,7 @@ impl Harness for Codex {
         let roots = [
             (tree.join(".agents/skills"), "project skill"),
             (tree.join(".codex/skills"), "project skill"),
-            (env.codex_home().join("skills"), "user skill"),
+            (codex_home(env).join("skills"), "user skill"),
         ];
         for (dir, kind) in roots {
             out.extend(
@@ -428,8 +444,7 @@ impl Harness for Codex {
             return checks;
         };
         checks.push(
-            match crate::runtime::codex_trust::hooks_for(bin, &ctx.env.codex_home(), &ctx.tree.root)
-            {
+            match trust::hooks_for(bin, &codex_home(ctx.env), &ctx.tree.root) {
                 Ok(hooks) => {
                     let ours: Vec<_> = hooks
                         .iter()

@@ -1,10 +1,11 @@
 //! Codex app-server JSON-RPC: spawning `codex app-server --listen unix://SOCK`, the synchronous
 //! WebSocket client spoken over that socket, and typed wrappers for the methods spex uses. It
 //! owns no policy (when to start a server, which thread to steer, what to do on a lost race):
-//! the callers in `runtime/` decide that, and nothing here is reachable from `spex dispatch`.
+//! its callers (the Codex adapter's methods, driven by the harness-neutral engines) decide that,
+//! and nothing here is reachable from `spex dispatch`.
 //!
 //! Protocol facts this file relies on (verified against codex 0.169.0, see
-//! `shared/facts/codex.md` section 5): the WebSocket lives at path `/rpc` on the Unix socket;
+//! `../shared/facts/codex.md` section 5): the WebSocket lives at path `/rpc` on the Unix socket;
 //! `--listen unix://P` binds the real socket under `/tmp/codex-daemon-<uid>/` and makes `P` a
 //! symlink to it; a client must send `initialize` then the `initialized` notification before
 //! anything else.
@@ -494,7 +495,7 @@ impl Client {
     }
 }
 
-/// Typed wrappers. Params follow `shared/facts/codex.md` section 5 and the JSON schema that
+/// Typed wrappers. Params follow `../shared/facts/codex.md` section 5 and the JSON schema that
 /// `codex app-server generate-json-schema --experimental` prints for 0.169.0.
 impl Client {
     /// `hooks/list {cwds}`: every hook codex discovers for those working directories, with its

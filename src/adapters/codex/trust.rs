@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::codex_rpc::{AppServer, AppServerConfig, Client, HookEntry};
+use super::rpc::{AppServer, AppServerConfig, Client, HookEntry};
 
 /// Every hook Codex discovers for `cwd`, with its trust status.
 pub fn hooks_for(

@@ -1,0 +1,129 @@
+//! The seam's vocabulary: the `Harness` trait every adapter implements and the types its
+//! methods speak (contexts, checks, `/` menu entries; hook events and answers in `event`; the
+//! byte-exact edit primitives adapters plan with in `edit`). It sits beneath the engines and
+//! the adapters, holds no harness-specific code, and imports only the ground.
+
+pub mod edit;
+pub mod event;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::env::Env;
+use crate::repo::Tree;
+use crate::spec::SpecNode;
+use edit::MaterializeError;
+use edit::workspace::Workspace;
+use event::{Answer, HookEvent, Reply};
+
+/// What an adapter needs to plan its shims for one tree.
+pub struct ShimCtx<'a> {
+    pub env: &'a Env,
+    pub tree: &'a Tree,
+    /// This tree selected the harness.
+    pub here: bool,
+    /// Some tree of the project (this one included) selected the harness.
+    pub anywhere: bool,
+    /// The spex binary, quoted for a shell.
+    pub spex: &'a str,
+    pub nodes: &'a [SpecNode],
+}
+
+impl ShimCtx<'_> {
+    /// The hook command for one event: identical across runs, so Codex trust stays valid.
+    pub fn hook_command(&self, harness: &str, event: &str) -> String {
+        format!("{} dispatch {harness} {event}", self.spex)
+    }
+}
+
+/// One entry of a harness's `/` menu.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SlashEntry {
+    pub name: String,
+    /// `built-in`, `bundled skill`, `project command`, `user command`, `project skill`, ...
+    pub kind: String,
+    pub description: String,
+}
+
+/// Outcome of one doctor check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Check {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+}
+
+impl Check {
+    pub fn new(name: &str, status: Status, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.to_owned(),
+            status,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What doctor needs to inspect one harness in one tree.
+pub struct DoctorCtx<'a> {
+    pub env: &'a Env,
+    pub tree: &'a Tree,
+    /// This tree's receipt selects the harness.
+    pub selected: bool,
+    /// Some checkout of the project selects the harness (shared shims are wanted).
+    pub selected_anywhere: bool,
+    /// The hook command prefix this spex writes (`<spex> dispatch`).
+    pub spex: &'a str,
+    /// The harness binary to run (config `harness.<id>.command`, else the default name).
+    pub binary: Option<PathBuf>,
+}
+
+pub trait Harness: Sync {
+    /// Stable id used in hook commands, config and session records.
+    fn id(&self) -> &'static str;
+    /// Other ids that route to this adapter.
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The harness's executable name.
+    fn binary_name(&self) -> &'static str;
+    /// The version spex's facts were verified against.
+    fn pinned_version(&self) -> &'static str;
+    /// Extracts the version number from `<binary> --version` output.
+    fn parse_version(&self, output: &str) -> Option<String>;
+    /// Environment variable carrying the harness's own session id inside its processes.
+    fn session_env_var(&self) -> Option<&'static str>;
+    /// Other environment variables the adapter reads (e.g. where the harness keeps its state).
+    /// `Env` reads exactly these and the session variables, so the ground names no harness.
+    fn env_vars(&self) -> &'static [&'static str];
+    /// Hook events spex binds (all known to the pinned version).
+    fn hook_events(&self) -> &'static [&'static str];
+    /// Contract file in each tree (`CLAUDE.md`, `AGENTS.md`).
+    fn contract_file(&self) -> &'static str;
+    /// Folders (relative to a tree) holding files spex generates whole.
+    fn generated_dirs(&self) -> &'static [&'static str];
+    /// Files rendered from one spec node (skills, agents, commands), relative to the tree.
+    fn render_node(&self, node: &SpecNode) -> Vec<(PathBuf, String)>;
+    /// Hook shims and trust for one tree.
+    fn plan_shims(&self, ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError>;
+    /// The `/` menu: built-ins of the pinned version, then project and user entries.
+    fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry>;
+    /// Installation checks for this harness.
+    fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check>;
+
+    /// Decodes one hook payload (tolerantly: unknown events and fields are skipped).
+    fn decode(&self, event: &str, payload: &Value) -> HookEvent;
+    /// Encodes spex's answer in the harness's hook output protocol.
+    fn encode(&self, event: &str, answer: &Answer) -> Reply;
+    /// Whether `SPEX_SESSION_ID` in a hook's environment names the session. False where hooks
+    /// run in a process shared by many sessions (the Codex app-server).
+    fn hook_env_names_session(&self) -> bool;
+}
