@@ -11,6 +11,8 @@ pub struct Env {
     pub home: Option<PathBuf>,
     pub xdg_config_home: Option<PathBuf>,
     pub xdg_state_home: Option<PathBuf>,
+    /// `XDG_RUNTIME_DIR`: where the per-session sockets go when set.
+    pub xdg_runtime_dir: Option<PathBuf>,
     pub spex_home: Option<PathBuf>,
     pub path: Option<OsString>,
     pub no_color: bool,
@@ -34,6 +36,7 @@ impl Env {
             home: path_var("HOME"),
             xdg_config_home: path_var("XDG_CONFIG_HOME"),
             xdg_state_home: path_var("XDG_STATE_HOME"),
+            xdg_runtime_dir: path_var("XDG_RUNTIME_DIR"),
             spex_home: path_var("SPEX_HOME"),
             path: std::env::var_os("PATH"),
             no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),

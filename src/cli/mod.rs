@@ -1,14 +1,20 @@
 //! The command line: one file per subcommand, each an `Args` struct (its doc comment is the
 //! help) and a `run` that resolves arguments into settings and calls the module doing the work.
 
+pub mod attach;
 pub mod clean;
+pub mod deliver;
 pub mod dispatch;
 pub mod doctor;
+pub mod host;
 pub mod init;
+pub mod launch;
 pub mod materialize;
 pub mod output;
 pub mod sessions;
 pub mod slash;
+pub mod snapshot;
+pub mod stop;
 
 use std::path::PathBuf;
 
@@ -37,6 +43,13 @@ pub enum Command {
     Show(sessions::ShowArgs),
     Wait(sessions::WaitArgs),
     Session(sessions::DeclareArgs),
+    Launch(launch::Args),
+    Deliver(deliver::Args),
+    Attach(attach::Args),
+    Snapshot(snapshot::Args),
+    Stop(stop::Args),
+    #[command(hide = true)]
+    Host(host::Args),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -69,6 +82,12 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Show(a) => sessions::show(&a, env),
         Command::Wait(a) => sessions::wait(&a, env),
         Command::Session(a) => sessions::declare(&a, env),
+        Command::Launch(a) => launch::run(&a, env),
+        Command::Deliver(a) => deliver::run(&a, env),
+        Command::Attach(a) => attach::run(&a, env),
+        Command::Snapshot(a) => snapshot::run(&a, env),
+        Command::Stop(a) => stop::run(&a, env),
+        Command::Host(a) => host::run(&a, env),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "spex", &mut buf);

@@ -13,7 +13,7 @@ use crate::env::Env;
 use crate::store::session::{Attention, Declared, DeclaredState, Session, Status};
 use crate::store::{self, ProjectStore};
 
-fn project(env: &Env) -> anyhow::Result<ProjectStore> {
+pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
     let tree = current_tree()?;
     Ok(ProjectStore::new(&env.spex_home(), &tree.main))
 }

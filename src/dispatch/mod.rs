@@ -18,7 +18,7 @@ use crate::fsutil;
 use crate::repo::Tree;
 use crate::seam::Harness;
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
-use crate::store::session::{self, Flags, Session, Status};
+use crate::store::session::{self, Session};
 use crate::store::{self, ProjectStore};
 
 /// Payloads above this size are not read further (a hook payload is a few KB; a runaway one
@@ -169,26 +169,8 @@ fn new_session(
     launched_by_spex: bool,
     now: &str,
 ) -> Session {
-    Session {
-        schema: session::SCHEMA,
-        id: id.to_owned(),
-        harness: h.id().to_owned(),
-        harness_session_id: ev.session_id.clone(),
-        project: tree.main.clone(),
-        tree: tree.root.clone(),
-        branch: tree.branch(),
-        launched_by: if launched_by_spex { "spex" } else { "self" }.to_owned(),
-        status: Status::Starting,
-        attention: None,
-        turn: None,
-        declared: None,
-        touched: Vec::new(),
-        headline: None,
-        created_at: now.to_owned(),
-        updated_at: now.to_owned(),
-        seq: 0,
-        flags: Flags::default(),
-    }
+    let by = if launched_by_spex { "spex" } else { "self" };
+    Session::new(id, h.id(), ev.session_id.clone(), tree, by, now)
 }
 
 /// Which record a hook belongs to: the harness's own id through the alias index first; then,

@@ -150,6 +150,13 @@ impl Session {
         })
     }
 
+    /// Hands the output stream to its own reader (a pump thread that blocks on it while others
+    /// write); `read` then reports `Closed`.
+    pub fn take_output(&mut self) -> Receiver<Vec<u8>> {
+        let (_, closed) = mpsc::channel();
+        std::mem::replace(&mut self.output, closed)
+    }
+
     /// The program's pid (also its process group id).
     pub fn pid(&self) -> u32 {
         self.pid

@@ -2,7 +2,7 @@
 //! and the replies to the queries a TUI sends at start (device attributes, version, cursor
 //! position, colors), so a program with no terminal attached never stalls waiting for them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How spex identifies itself to `XTVERSION`.
 const VERSION_REPLY: &str = concat!("\x1bP>|spex(", env!("CARGO_PKG_VERSION"), ")\x1b\\");
@@ -72,7 +72,7 @@ impl vt100::Callbacks for Callbacks {
 }
 
 /// The screen as data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub rows: u16,
     pub cols: u16,

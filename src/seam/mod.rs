@@ -126,4 +126,29 @@ pub trait Harness: Sync {
     /// Whether `SPEX_SESSION_ID` in a hook's environment names the session. False where hooks
     /// run in a process shared by many sessions (the Codex app-server).
     fn hook_env_names_session(&self) -> bool;
+
+    // The terminal runtime: how spex runs the harness's interactive TUI under its own PTY
+    // host. A harness spex does not host that way keeps the defaults (`host_argv` = `None`).
+
+    /// The argv that starts an interactive session whose id is `id` (the harness adopts the
+    /// id spex chose), with the user's configured `args`, or `None` when spex does not host
+    /// this harness in a PTY.
+    fn host_argv(&self, _binary: &Path, _args: &[String], _id: &str) -> Option<Vec<String>> {
+        None
+    }
+    /// Whether `screen` (the terminal's text) shows the harness ready for a prompt.
+    fn ready_for_input(&self, _screen: &str) -> bool {
+        false
+    }
+    /// The pause between a pasted prompt and the Enter that submits it.
+    fn submit_pause(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(200)
+    }
+    /// How to type a prompt: one bracketed paste, the pause, then Enter.
+    fn paste(&self, text: &str) -> (Vec<u8>, std::time::Duration, Vec<u8>) {
+        let mut bytes = b"\x1b[200~".to_vec();
+        bytes.extend_from_slice(text.as_bytes());
+        bytes.extend_from_slice(b"\x1b[201~");
+        (bytes, self.submit_pause(), b"\r".to_vec())
+    }
 }

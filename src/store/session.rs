@@ -63,6 +63,13 @@ pub struct Turn {
     pub ended_at: Option<String>,
 }
 
+/// How the harness process ended (known when spex hosted it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeclaredState {
@@ -115,6 +122,42 @@ pub struct Session {
     pub seq: u64,
     #[serde(default)]
     pub flags: Flags,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<ExitStatus>,
+}
+
+impl Session {
+    /// A new record in state `starting`.
+    pub fn new(
+        id: &str,
+        harness: &str,
+        harness_session_id: Option<String>,
+        tree: &crate::repo::Tree,
+        launched_by: &str,
+        now: &str,
+    ) -> Session {
+        Session {
+            schema: SCHEMA,
+            id: id.to_owned(),
+            harness: harness.to_owned(),
+            harness_session_id,
+            project: tree.main.clone(),
+            tree: tree.root.clone(),
+            branch: tree.branch(),
+            launched_by: launched_by.to_owned(),
+            status: Status::Starting,
+            attention: None,
+            turn: None,
+            declared: None,
+            touched: Vec::new(),
+            headline: None,
+            created_at: now.to_owned(),
+            updated_at: now.to_owned(),
+            seq: 0,
+            flags: Flags::default(),
+            exit_status: None,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

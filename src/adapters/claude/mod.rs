@@ -109,6 +109,27 @@ impl Harness for Claude {
             .map(str::to_owned)
     }
 
+    fn host_argv(&self, binary: &Path, args: &[String], id: &str) -> Option<Vec<String>> {
+        let mut argv = vec![
+            binary.to_string_lossy().into_owned(),
+            "--session-id".to_owned(),
+            id.to_owned(),
+        ];
+        argv.extend(args.iter().cloned());
+        Some(argv)
+    }
+
+    fn ready_for_input(&self, screen: &str) -> bool {
+        // The prompt box's footer; dialogs (trust, API key, theme) show none.
+        screen.contains("? for shortcuts")
+    }
+
+    fn submit_pause(&self) -> std::time::Duration {
+        // Enter as a separate write: the first prompt after start stays unsubmitted with no
+        // gap; 100-300 ms always worked (facts/claude.md §7.4).
+        std::time::Duration::from_millis(250)
+    }
+
     fn session_env_var(&self) -> Option<&'static str> {
         Some("CLAUDE_CODE_SESSION_ID")
     }

@@ -1,0 +1,94 @@
+//! `spex attach`: this terminal becomes the session's terminal until `Ctrl-\` detaches.
+
+use std::io::{Read, Write};
+
+use super::Outcome;
+use crate::env::Env;
+use crate::runtime::protocol::Request;
+use crate::runtime::{Client, RuntimeError};
+
+/// The byte `Ctrl-\` sends: detach, leaving the session running.
+const DETACH: u8 = 0x1c;
+
+/// Attach this terminal to a hosted session; `Ctrl-\` detaches and leaves it running.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Session id or a unique prefix of it.
+    pub id: String,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let store = super::sessions::project(env)?;
+    let id = store.resolve(&args.id)?;
+    attach(env, &id)?;
+    Ok(Outcome::Ok)
+}
+
+/// Streams session `id` to this terminal (raw mode) until the user detaches or it ends.
+pub fn attach(env: &Env, id: &str) -> anyhow::Result<()> {
+    use rustix::termios;
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let size = termios::tcgetwinsize(&stdout).ok();
+    let mut client = Client::connect(env, id)?;
+    let answer = client.call(
+        Request::Attach {
+            rows: size.map_or(0, |s| s.ws_row),
+            cols: size.map_or(0, |s| s.ws_col),
+        },
+        std::time::Duration::from_secs(10),
+    )?;
+    if !answer.ok {
+        return Err(RuntimeError::Refused {
+            id: id.to_owned(),
+            message: answer.error.unwrap_or_default(),
+        }
+        .into());
+    }
+    let (mut reader, mut writer) = client.into_parts();
+    let original = termios::tcgetattr(&stdin).ok();
+    if let Some(orig) = &original {
+        let mut raw = orig.clone();
+        raw.make_raw();
+        let _ = termios::tcsetattr(&stdin, termios::OptionalActions::Now, &raw);
+    }
+    eprint!("[attached to {id}: Ctrl-\\ detaches]\r\n");
+    let restore = original.clone();
+    let id_out = id.to_owned();
+    std::thread::spawn(move || {
+        let mut out = std::io::stdout();
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 || out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
+                break;
+            }
+        }
+        // The session ended (or its host went away): give the terminal back and leave.
+        if let Some(orig) = &restore {
+            let _ = termios::tcsetattr(std::io::stdin(), termios::OptionalActions::Now, orig);
+        }
+        eprint!("\r\n[session {id_out} ended]\r\n");
+        std::process::exit(0);
+    });
+    let mut buf = [0u8; 1024];
+    let mut input = stdin.lock();
+    while let Ok(n) = input.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        let chunk = &buf[..n];
+        let (send, detach) = match chunk.iter().position(|&b| b == DETACH) {
+            Some(i) => (&chunk[..i], true),
+            None => (chunk, false),
+        };
+        if writer.write_all(send).is_err() || detach {
+            break;
+        }
+    }
+    if let Some(orig) = &original {
+        let _ = termios::tcsetattr(&stdin, termios::OptionalActions::Now, orig);
+    }
+    let _ = writer.shutdown(std::net::Shutdown::Both);
+    eprint!("\r\n[detached from {id}; it keeps running]\r\n");
+    Ok(())
+}

@@ -1,0 +1,64 @@
+//! `spex deliver`: type a prompt into a hosted session and confirm the harness accepted it.
+
+use std::time::Duration;
+
+use super::Outcome;
+use super::launch::text_arg;
+use super::output;
+use crate::env::Env;
+use crate::runtime;
+
+/// Deliver a prompt to a running session, confirmed by the session's own prompt hook.
+///
+/// Refused while the session waits for an answer (a permission or question dialog would take
+/// the keystrokes), unless `--force`. A busy session queues the prompt (`mode: queued`).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Session id or a unique prefix of it.
+    pub id: String,
+    /// The prompt (`-` reads it from stdin).
+    pub text: String,
+    /// Type even while the session needs attention.
+    #[arg(long)]
+    pub force: bool,
+    /// For a queued prompt, wait until the harness takes it up.
+    #[arg(long)]
+    pub wait: bool,
+    /// Seconds to wait for the confirmation.
+    #[arg(long, default_value_t = 30)]
+    pub timeout: u64,
+    /// Print `{delivered, mode, turn_id, confirmed, elapsed_ms}` as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let store = super::sessions::project(env)?;
+    let id = store.resolve(&args.id)?;
+    let text = text_arg(&args.text)?;
+    let d = runtime::deliver(
+        env,
+        &store,
+        &id,
+        &text,
+        args.force,
+        args.wait,
+        Duration::from_secs(args.timeout),
+    )?;
+    if args.json {
+        output::json(&d);
+    } else if d.confirmed {
+        output::print(
+            &format!(
+                "delivered to {id} ({:?}, confirmed in {} ms)\n",
+                d.mode, d.elapsed_ms
+            )
+            .to_lowercase(),
+        );
+    } else {
+        output::print(&format!(
+            "queued in {id}: it runs when the current turn ends\n"
+        ));
+    }
+    Ok(Outcome::Ok)
+}

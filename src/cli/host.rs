@@ -1,0 +1,59 @@
+//! `spex host` (hidden): the PTY host process `spex launch` starts for one session.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use super::Outcome;
+use crate::adapters;
+use crate::env::Env;
+use crate::pty::session::{Size, Spawn};
+use crate::repo::Tree;
+use crate::runtime::host::{self, HostSpec};
+use crate::store::ProjectStore;
+
+/// Run one session's PTY host (started by `spex launch`; not for people).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(long)]
+    pub session: String,
+    #[arg(long)]
+    pub harness: String,
+    #[arg(long)]
+    pub tree: PathBuf,
+    #[arg(long)]
+    pub socket: PathBuf,
+    #[arg(long, default_value_t = 40)]
+    pub rows: u16,
+    #[arg(long, default_value_t = 120)]
+    pub cols: u16,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    pub argv: Vec<String>,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let harness = adapters::lookup(&args.harness)
+        .with_context(|| format!("unknown harness `{}`", args.harness))?;
+    let tree = Tree::discover(&args.tree)?;
+    let spec = HostSpec {
+        id: args.session.clone(),
+        harness,
+        store: ProjectStore::new(&env.spex_home(), &tree.main),
+        socket: args.socket.clone(),
+        spawn: Spawn {
+            argv: args.argv.iter().map(Into::into).collect(),
+            cwd: tree.root.clone(),
+            env_clear: false,
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            size: Size {
+                rows: args.rows,
+                cols: args.cols,
+            },
+        },
+    };
+    let exit = host::run(&spec)?;
+    eprintln!("session {} ended: {exit:?}", args.session);
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,121 @@
+//! `spex launch`: start a session under a spex PTY host, optionally with a first prompt.
+
+use std::io::Read;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::Outcome;
+use super::materialize::current_tree;
+use super::output;
+use crate::adapters;
+use crate::config;
+use crate::env::Env;
+use crate::pty::session::Size;
+use crate::runtime::{self, Launch};
+use crate::store::ProjectStore;
+
+/// Start an agent session in this checkout under spex's terminal host, then attach to it.
+///
+/// The session runs detached from this terminal: `Ctrl-\` detaches, `spex attach` comes back,
+/// `spex deliver` sends it prompts, `spex stop` ends it.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The harness (default: the configuration's `defaultHarness`).
+    #[arg(long)]
+    pub harness: Option<String>,
+    /// Do not attach this terminal; print the session id.
+    #[arg(long)]
+    pub detach: bool,
+    /// Print the result as JSON (implies nothing about attaching).
+    #[arg(long)]
+    pub json: bool,
+    /// How long the harness may take to be ready for a prompt.
+    #[arg(long, default_value_t = 60)]
+    pub ready_timeout: u64,
+    /// The first prompt (`-` reads it from stdin).
+    pub prompt: Option<String>,
+}
+
+/// The prompt argument, with `-` read from stdin.
+pub fn text_arg(arg: &str) -> anyhow::Result<String> {
+    if arg != "-" {
+        return Ok(arg.to_owned());
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("cannot read the prompt from stdin")?;
+    Ok(text)
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let tree = current_tree()?;
+    let known = adapters::known();
+    let cfg = config::load(&env.user_config_file(), &tree.root, &known)?;
+    let id = args.harness.as_deref().unwrap_or(cfg.default_harness);
+    let harness = adapters::lookup(id).with_context(|| {
+        format!(
+            "unknown harness `{id}`\nhint: one of {}",
+            known.ids.join(", ")
+        )
+    })?;
+    let configured = cfg.harness.get(harness.id());
+    let program = configured
+        .and_then(|c| c.command.clone())
+        .unwrap_or_else(|| harness.binary_name().to_owned());
+    let binary = env.which(&program).with_context(|| {
+        format!(
+            "`{program}` not found on PATH\nhint: install it, or set `harness.{}.command` in spex.jsonc",
+            harness.id()
+        )
+    })?;
+    let prompt = args.prompt.as_deref().map(text_arg).transpose()?;
+    let size = rustix::termios::tcgetwinsize(std::io::stdout())
+        .ok()
+        .filter(|s| s.ws_row > 0 && s.ws_col > 0)
+        .map_or(
+            Size {
+                rows: 40,
+                cols: 120,
+            },
+            |s| Size {
+                rows: s.ws_row,
+                cols: s.ws_col,
+            },
+        );
+    let launched = runtime::launch(&Launch {
+        env,
+        harness,
+        binary,
+        args: configured.map(|c| c.args.clone()).unwrap_or_default(),
+        tree: tree.clone(),
+        spex_bin: super::spex_binary()?,
+        size,
+        ready_timeout: Duration::from_secs(args.ready_timeout),
+    })?;
+    let delivery = match &prompt {
+        Some(text) => {
+            let store = ProjectStore::new(&env.spex_home(), &tree.main);
+            Some(runtime::deliver(
+                env,
+                &store,
+                &launched.id,
+                text,
+                false,
+                false,
+                Duration::from_secs(30),
+            )?)
+        }
+        None => None,
+    };
+    if args.json {
+        output::json(&serde_json::json!({ "session": launched, "delivery": delivery }));
+    } else if args.detach {
+        output::print(&format!("{}\n", launched.id));
+    }
+    if !args.detach {
+        super::attach::attach(env, &launched.id)?;
+    }
+    Ok(Outcome::Ok)
+}

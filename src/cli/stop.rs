@@ -1,0 +1,41 @@
+//! `spex stop`: end a hosted session's program.
+
+use std::time::Duration;
+
+use super::Outcome;
+use super::output;
+use crate::env::Env;
+use crate::runtime;
+
+/// End a hosted session: SIGTERM to its process group, SIGKILL after the grace period.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Session id or a unique prefix of it.
+    pub id: String,
+    /// Seconds between SIGTERM and SIGKILL.
+    #[arg(long, default_value_t = 5)]
+    pub grace: u64,
+    /// Print the final record as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let store = super::sessions::project(env)?;
+    let id = store.resolve(&args.id)?;
+    let s = runtime::stop(env, &store, &id, Duration::from_secs(args.grace))?;
+    if args.json {
+        output::json(&s);
+    } else {
+        let how = match s.exit_status {
+            Some(e) => match (e.code, e.signal) {
+                (_, Some(sig)) => format!("signal {sig}"),
+                (Some(code), None) => format!("exit code {code}"),
+                (None, None) => "unknown status".to_owned(),
+            },
+            None => "unknown status".to_owned(),
+        };
+        output::print(&format!("{id}: exited ({how})\n"));
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,329 @@
+//! The PTY host: one process per hosted session, detached from the terminal that launched it.
+//! It runs the harness's TUI on a PTY, keeps the terminal model (answering the TUI's queries
+//! while no terminal is attached), serves the session's socket (ping, inject, snapshot, resize,
+//! attach, stop) and writes the program's exit to the record. Its socket answering is the proof
+//! the session is alive. Threads block on reads: nothing wakes while nothing happens.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::protocol::{Envelope, Request, Response, VERSION};
+use crate::pty::session::{Exit, Session, Size, Spawn};
+use crate::pty::terminal::Terminal;
+use crate::seam::Harness;
+use crate::store::ProjectStore;
+use crate::store::session::{ExitStatus, Status, TurnState};
+
+/// Everything the host needs, resolved by the launcher.
+pub struct HostSpec {
+    pub id: String,
+    pub harness: &'static dyn Harness,
+    pub store: ProjectStore,
+    pub socket: PathBuf,
+    pub spawn: Spawn,
+}
+
+struct Shared {
+    session: Mutex<Session>,
+    term: Mutex<Terminal>,
+    /// Attached terminals (by a number of their own), each getting every output chunk.
+    clients: Mutex<Vec<(u64, UnixStream)>>,
+    next_client: std::sync::atomic::AtomicU64,
+    harness: &'static dyn Harness,
+    child_pid: u32,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+        lock(&self.session).write(bytes)
+    }
+
+    /// The terminal model answers queries exactly while no real terminal is attached.
+    fn set_clients(&self, clients: &[(u64, UnixStream)]) {
+        lock(&self.term).set_answering(clients.is_empty());
+    }
+}
+
+/// Runs the host until the program ends. Returns the program's exit.
+pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
+    // Our own session: closing the launching terminal must not take the host down.
+    let _ = rustix::process::setsid();
+    let listener = bind(&spec.socket)?;
+    let mut session = Session::spawn(&spec.spawn, None)?;
+    let output = session.take_output();
+    let child_pid = session.pid();
+    let Size { rows, cols } = spec.spawn.size;
+    let shared = Arc::new(Shared {
+        session: Mutex::new(session),
+        term: Mutex::new(Terminal::new(rows, cols)),
+        clients: Mutex::new(Vec::new()),
+        next_client: std::sync::atomic::AtomicU64::new(0),
+        harness: spec.harness,
+        child_pid,
+    });
+    {
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("host-accept".into())
+            .spawn(move || accept(&listener, &shared))?;
+    }
+    // The pump: every output chunk goes to the model (which may answer a query) and to every
+    // attached terminal; the stream ends when the program has closed the terminal.
+    while let Ok(chunk) = output.recv() {
+        let replies = lock(&shared.term).feed(&chunk);
+        if !replies.is_empty() {
+            let _ = shared.write(&replies);
+        }
+        let mut clients = lock(&shared.clients);
+        clients.retain_mut(|(_, c)| c.write_all(&chunk).is_ok());
+        shared.set_clients(&clients);
+    }
+    let exit = loop {
+        if let Some(exit) = lock(&shared.session).wait_timeout(Duration::from_secs(1))? {
+            break exit;
+        }
+    };
+    record_exit(&spec.store, &spec.id, exit);
+    let _ = std::fs::remove_file(&spec.socket);
+    for (_, c) in lock(&shared.clients).iter() {
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+    Ok(exit)
+}
+
+/// Binds the session's socket, replacing a stale file (one nobody answers on), never a live one.
+fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            anyhow::bail!(
+                "`{}` is served by a running host\nhint: this session already runs; `spex attach` to it",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+fn accept(listener: &UnixListener, shared: &Arc<Shared>) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        // Only the user who owns the session may drive it.
+        let same_user = rustix::net::sockopt::socket_peercred(&stream)
+            .is_ok_and(|cred| cred.uid == rustix::process::getuid());
+        if !same_user {
+            continue;
+        }
+        let shared = Arc::clone(shared);
+        let _ = std::thread::Builder::new()
+            .name("host-client".into())
+            .spawn(move || serve(stream, &shared));
+    }
+}
+
+fn respond(stream: &mut UnixStream, r: &Response) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(r).expect("a response serializes");
+    line.push(b'\n');
+    stream.write_all(&line)
+}
+
+/// One client connection: requests until it closes, or the raw stream after `attach`.
+fn serve(stream: UnixStream, shared: &Shared) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let request = match serde_json::from_str::<Envelope>(&line) {
+            Ok(e) if e.v == VERSION => e.request,
+            Ok(e) => {
+                let _ = respond(
+                    &mut writer,
+                    &Response::fail(format!(
+                        "protocol version {} is not served (this host speaks {VERSION})",
+                        e.v
+                    )),
+                );
+                continue;
+            }
+            Err(e) => {
+                let _ = respond(&mut writer, &Response::fail(format!("bad request: {e}")));
+                continue;
+            }
+        };
+        if let Request::Attach { rows, cols } = request {
+            attach(reader, writer, shared, rows, cols);
+            return;
+        }
+        let response = handle(shared, request);
+        if respond(&mut writer, &response).is_err() {
+            return;
+        }
+    }
+}
+
+fn handle(shared: &Shared, request: Request) -> Response {
+    let ok = Response {
+        ok: true,
+        host_pid: Some(std::process::id()),
+        child_pid: Some(shared.child_pid),
+        ..Response::default()
+    };
+    let result = match request {
+        Request::Ping => Ok(()),
+        Request::Snapshot => {
+            return Response {
+                snapshot: Some(lock(&shared.term).snapshot()),
+                ..ok
+            };
+        }
+        Request::Inject { text, submit } => {
+            let (paste, pause, enter) = shared.harness.paste(&text);
+            let typed = if text.is_empty() {
+                Ok(())
+            } else {
+                shared.write(&paste)
+            };
+            typed.and_then(|()| {
+                if submit {
+                    if !text.is_empty() {
+                        std::thread::sleep(pause);
+                    }
+                    shared.write(&enter)
+                } else {
+                    Ok(())
+                }
+            })
+        }
+        Request::Resize { rows, cols } => resize(shared, rows, cols),
+        Request::Stop { grace_ms } => stop(shared, Duration::from_millis(grace_ms)),
+        Request::Attach { .. } => unreachable!("handled by serve"),
+    };
+    match result {
+        Ok(()) => ok,
+        Err(e) => Response::fail(e.to_string()),
+    }
+}
+
+fn resize(shared: &Shared, rows: u16, cols: u16) -> std::io::Result<()> {
+    lock(&shared.term).resize(rows, cols);
+    lock(&shared.session).resize(Size { rows, cols })
+}
+
+fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
+    lock(&shared.session).signal(rustix::process::Signal::TERM)?;
+    let ended = lock(&shared.session).wait_timeout(grace)?;
+    if ended.is_none() {
+        lock(&shared.session).signal(rustix::process::Signal::KILL)?;
+    }
+    Ok(())
+}
+
+/// Streams the terminal to one client: a redraw of the screen, then every chunk (the pump
+/// writes them); the client's bytes go to the program until it disconnects.
+fn attach(
+    mut reader: BufReader<UnixStream>,
+    mut writer: UnixStream,
+    shared: &Shared,
+    rows: u16,
+    cols: u16,
+) {
+    if respond(
+        &mut writer,
+        &Response {
+            ok: true,
+            ..Response::default()
+        },
+    )
+    .is_err()
+    {
+        return;
+    }
+    // A stalled client must not stall the program: its writes time out and it is dropped.
+    let _ = writer.set_write_timeout(Some(Duration::from_secs(2)));
+    if rows > 0 && cols > 0 {
+        let _ = resize(shared, rows, cols);
+    }
+    let me = shared
+        .next_client
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    {
+        let mut clients = lock(&shared.clients);
+        let redraw = lock(&shared.term).redraw();
+        if writer.write_all(&redraw).is_err() {
+            return;
+        }
+        let Ok(clone) = writer.try_clone() else {
+            return;
+        };
+        clients.push((me, clone));
+        shared.set_clients(&clients);
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if shared.write(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = writer.shutdown(std::net::Shutdown::Both);
+    let mut clients = lock(&shared.clients);
+    clients.retain(|(n, _)| *n != me);
+    shared.set_clients(&clients);
+}
+
+/// The program ended: the record says so, with its exit, and a running turn ends with it.
+fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
+    let now = crate::store::now_rfc3339();
+    let result = store.update(id, |current| {
+        let Some(mut s) = current else {
+            return (None, Vec::new(), ());
+        };
+        let mut events = Vec::new();
+        let source = "host".to_owned();
+        if let Some(turn) = s.turn.as_mut().filter(|t| t.state == TurnState::Running) {
+            turn.state = TurnState::Interrupted;
+            turn.ended_at = Some(now.clone());
+            let mut f = serde_json::Map::new();
+            f.insert("reason".into(), "session exited".into());
+            events.push(("turn.interrupted".to_owned(), source.clone(), f));
+        }
+        s.exit_status = Some(ExitStatus {
+            code: exit.code,
+            signal: exit.signal,
+        });
+        s.attention = None;
+        if s.status != Status::Exited {
+            s.status = Status::Exited;
+            let mut f = serde_json::Map::new();
+            f.insert("reason".into(), "process exited".into());
+            f.insert("code".into(), exit.code.into());
+            f.insert("signal".into(), exit.signal.into());
+            events.push(("session.exited".to_owned(), source, f));
+        }
+        s.updated_at.clone_from(&now);
+        (Some(s), events, ())
+    });
+    if let Err(e) = result {
+        eprintln!("error: recording the exit of session {id}: {e}");
+    }
+}

@@ -1,0 +1,550 @@
+//! Harness-neutral runtime: start a session under a spex PTY host, deliver prompts into it with
+//! a real confirmation (the session's own prompt hook), snapshot, attach and stop it. Every
+//! harness-specific step (argv, readiness, how to type a prompt) is an adapter method; nothing
+//! here names a harness.
+
+pub mod host;
+pub mod protocol;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::adapters;
+use crate::env::Env;
+use crate::pty::session::Size;
+use crate::pty::terminal::Snapshot;
+use crate::repo::Tree;
+use crate::seam::Harness;
+use crate::store::ProjectStore;
+use crate::store::session::{Session, Status};
+use protocol::{Envelope, Request, Response, VERSION};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(
+        "spex does not host `{0}` sessions in a terminal\nhint: start it yourself; spex records it through its hooks"
+    )]
+    NotHosted(String),
+    #[error("`{path}`: {message}\nhint: {hint}")]
+    RuntimeDir {
+        path: PathBuf,
+        message: String,
+        hint: String,
+    },
+    #[error(
+        "session `{id}` has no running host (nothing answers on `{socket}`)\nhint: `spex sessions` shows whether it exited; `spex launch` starts a new one"
+    )]
+    HostGone { id: String, socket: PathBuf },
+    #[error("session `{0}` has exited\nhint: `spex launch` starts a new one")]
+    Exited(String),
+    #[error(
+        "session `{id}` is waiting for an answer ({reason}): {text}\nhint: answer it in the session (`spex attach {id}`), or pass `--force` to type anyway (the text would pick an option)"
+    )]
+    NeedsAttention {
+        id: String,
+        reason: String,
+        text: String,
+    },
+    #[error("the host of session `{id}` refused: {message}")]
+    Refused { id: String, message: String },
+    #[error(
+        "session `{id}` did not become ready for input within {secs} s; its screen:\n{screen}\nhint: answer that screen with `spex attach {id}`, or prepare the harness so it starts straight into its prompt"
+    )]
+    NotReady {
+        id: String,
+        secs: u64,
+        screen: String,
+    },
+    #[error("the host of session `{id}` ended before it was ready; its log `{log}`:\n{text}")]
+    HostFailed {
+        id: String,
+        log: PathBuf,
+        text: String,
+    },
+    #[error(
+        "session `{id}` did not report the prompt within {secs} s\nhint: `spex snapshot {id}` shows its screen"
+    )]
+    NotConfirmed { id: String, secs: u64 },
+    #[error(transparent)]
+    Store(#[from] crate::store::session::StoreError),
+    #[error("`{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
+    move |source| RuntimeError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The per-user folder for session sockets: `$XDG_RUNTIME_DIR/spex`, else `/tmp/spex-<uid>`;
+/// mode 0700 and owned by this user, or refused.
+pub fn runtime_dir(env: &Env) -> Result<PathBuf, RuntimeError> {
+    let uid = rustix::process::getuid().as_raw();
+    let dir = match &env.xdg_runtime_dir {
+        Some(d) => d.join("spex"),
+        None => PathBuf::from(format!("/tmp/spex-{uid}")),
+    };
+    if !dir.exists() {
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io(&dir))?;
+    }
+    let meta = std::fs::symlink_metadata(&dir).map_err(io(&dir))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(RuntimeError::RuntimeDir {
+            path: dir,
+            message: "is not a private folder of this user (want a directory, owner you, mode 0700)".into(),
+            hint: "remove it or fix its owner and mode; spex will not put sockets where others can reach them".into(),
+        });
+    }
+    Ok(dir)
+}
+
+/// The socket of session `id`.
+pub fn socket_path(env: &Env, id: &str) -> Result<PathBuf, RuntimeError> {
+    let path = runtime_dir(env)?.join(format!("{id}.sock"));
+    // `sun_path` holds 108 bytes with its NUL.
+    if path.as_os_str().len() > 100 {
+        return Err(RuntimeError::RuntimeDir {
+            message: "the socket path is too long for a Unix socket".into(),
+            hint: "set XDG_RUNTIME_DIR to a shorter folder".into(),
+            path,
+        });
+    }
+    Ok(path)
+}
+
+/// A connection to a session's host.
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    pub fn connect(env: &Env, id: &str) -> Result<Client, RuntimeError> {
+        let socket = socket_path(env, id)?;
+        let gone = || RuntimeError::HostGone {
+            id: id.to_owned(),
+            socket: socket.clone(),
+        };
+        let stream = UnixStream::connect(&socket).map_err(|_| gone())?;
+        let writer = stream.try_clone().map_err(|_| gone())?;
+        Ok(Client {
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// One request and its response, within `timeout`.
+    pub fn call(&mut self, request: Request, timeout: Duration) -> std::io::Result<Response> {
+        self.writer.set_read_timeout(Some(timeout))?;
+        let mut line = serde_json::to_vec(&Envelope {
+            v: VERSION,
+            request,
+        })
+        .expect("a request serializes");
+        line.push(b'\n');
+        self.writer.write_all(&line)?;
+        let mut answer = String::new();
+        self.reader.get_ref().set_read_timeout(Some(timeout))?;
+        if self.reader.read_line(&mut answer)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the host closed the connection",
+            ));
+        }
+        serde_json::from_str(&answer).map_err(std::io::Error::other)
+    }
+
+    /// The raw stream, after a successful `attach`.
+    pub fn into_parts(self) -> (BufReader<UnixStream>, UnixStream) {
+        (self.reader, self.writer)
+    }
+}
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `request` to the host of `id`; a host that does not answer is `HostGone`.
+pub fn call(env: &Env, id: &str, request: Request) -> Result<Response, RuntimeError> {
+    let mut client = Client::connect(env, id)?;
+    let response = client
+        .call(request, CALL_TIMEOUT)
+        .map_err(|_| RuntimeError::HostGone {
+            id: id.to_owned(),
+            socket: socket_path(env, id).unwrap_or_default(),
+        })?;
+    if response.ok {
+        Ok(response)
+    } else {
+        Err(RuntimeError::Refused {
+            id: id.to_owned(),
+            message: response.error.unwrap_or_default(),
+        })
+    }
+}
+
+/// Blocks until `check` gives an answer or `deadline` passes, waking on every change in the
+/// session's folder (inotify: the record is replaced, the event log appended), never polling.
+pub fn wait_for<T>(
+    dir: &Path,
+    deadline: Instant,
+    mut check: impl FnMut() -> Option<T>,
+) -> Result<Option<T>, RuntimeError> {
+    use rustix::fs::inotify;
+    let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+        .map_err(|e| io(dir)(e.into()))?;
+    inotify::add_watch(
+        &fd,
+        dir,
+        inotify::WatchFlags::MOVED_TO | inotify::WatchFlags::MODIFY | inotify::WatchFlags::CREATE,
+    )
+    .map_err(|e| io(dir)(e.into()))?;
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    loop {
+        if let Some(v) = check() {
+            return Ok(Some(v));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec::try_from(left).ok();
+        let _ = rustix::event::poll(&mut fds, timeout.as_ref());
+        let mut reader = inotify::Reader::new(&fd, &mut buf);
+        while reader.next().is_ok() {}
+    }
+}
+
+/// What `launch` needs, resolved by the command line.
+pub struct Launch<'a> {
+    pub env: &'a Env,
+    pub harness: &'static dyn Harness,
+    /// The harness binary and the user's default arguments for it.
+    pub binary: PathBuf,
+    pub args: Vec<String>,
+    pub tree: Tree,
+    /// The spex binary the host runs as.
+    pub spex_bin: PathBuf,
+    pub size: Size,
+    pub ready_timeout: Duration,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Launched {
+    pub id: String,
+    pub socket: PathBuf,
+    pub host_pid: Option<u32>,
+    pub child_pid: Option<u32>,
+}
+
+/// A new session id (a random UUID, which the harness adopts as its own).
+fn new_id() -> Result<String, RuntimeError> {
+    let path = Path::new("/dev/urandom");
+    let mut b = [0u8; 16];
+    std::io::Read::read_exact(&mut std::fs::File::open(path).map_err(io(path))?, &mut b)
+        .map_err(io(path))?;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex::encode(b);
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    ))
+}
+
+/// The variables that name another session; a hosted session must not inherit them.
+fn identity_vars() -> Vec<&'static str> {
+    let mut vars = vec!["SPEX_SESSION_ID"];
+    vars.extend(adapters::all().iter().filter_map(|h| h.session_env_var()));
+    vars
+}
+
+/// Creates the record, starts the host and waits until the harness is ready for a prompt.
+pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
+    let id = new_id()?;
+    let argv = l
+        .harness
+        .host_argv(&l.binary, &l.args, &id)
+        .ok_or_else(|| RuntimeError::NotHosted(l.harness.id().to_owned()))?;
+    let store = ProjectStore::new(&l.env.spex_home(), &l.tree.main);
+    let now = crate::store::now_rfc3339();
+    store.update(&id, |_| {
+        let record = Session::new(&id, l.harness.id(), None, &l.tree, "spex", &now);
+        let mut f = serde_json::Map::new();
+        f.insert("harness".into(), l.harness.id().into());
+        (
+            Some(record),
+            vec![("session.launched".to_owned(), "launch".to_owned(), f)],
+            (),
+        )
+    })?;
+    let socket = socket_path(l.env, &id)?;
+    let dir = store.session_dir(&id);
+    let log = dir.join("host.log");
+    let log_file = std::fs::File::create(&log).map_err(io(&log))?;
+    let mut cmd = Command::new(&l.spex_bin);
+    cmd.arg("host")
+        .arg("--session")
+        .arg(&id)
+        .arg("--harness")
+        .arg(l.harness.id())
+        .arg("--tree")
+        .arg(&l.tree.root)
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--rows")
+        .arg(l.size.rows.to_string())
+        .arg("--cols")
+        .arg(l.size.cols.to_string())
+        .arg("--")
+        .args(&argv)
+        // The harness reads project settings from its launch folder only.
+        .current_dir(&l.tree.root)
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().map_err(io(&log))?)
+        .stderr(log_file);
+    for var in identity_vars() {
+        cmd.env_remove(var);
+    }
+    cmd.env("SPEX_SESSION_ID", &id);
+    let mut host = cmd.spawn().map_err(io(&l.spex_bin))?;
+    let failed = |host: &mut std::process::Child| {
+        host.try_wait()
+            .ok()
+            .flatten()
+            .map(|_| RuntimeError::HostFailed {
+                id: id.clone(),
+                log: log.clone(),
+                text: std::fs::read_to_string(&log).unwrap_or_default(),
+            })
+    };
+    let deadline = Instant::now() + l.ready_timeout;
+    let mut last_screen = String::new();
+    let ready = loop {
+        if let Some(e) = failed(&mut host) {
+            return Err(e);
+        }
+        if let Ok(r) = call(l.env, &id, Request::Snapshot) {
+            let screen = r
+                .snapshot
+                .as_ref()
+                .map(|s| s.lines.join("\n"))
+                .unwrap_or_default();
+            let started = store
+                .load(&id)?
+                .is_some_and(|s| s.status != Status::Starting);
+            if started && l.harness.ready_for_input(&screen) {
+                break r;
+            }
+            last_screen = screen;
+        }
+        if Instant::now() >= deadline {
+            return Err(RuntimeError::NotReady {
+                id: id.clone(),
+                secs: l.ready_timeout.as_secs(),
+                screen: last_screen.trim_end().to_owned(),
+            });
+        }
+        // Readiness is a screen state, which no file change announces: look ten times a second.
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The host leads its own session and outlives us; reap it if it ends while we still run.
+    std::thread::spawn(move || host.wait());
+    Ok(Launched {
+        id,
+        socket,
+        host_pid: ready.host_pid,
+        child_pid: ready.child_pid,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Typed into an idle prompt.
+    Inject,
+    /// Typed while a turn runs: the harness queues it until the turn ends.
+    Queued,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Delivery {
+    pub delivered: bool,
+    pub mode: Mode,
+    /// The turn the prompt started, once the harness reported it.
+    pub turn_id: Option<String>,
+    pub confirmed: bool,
+    pub elapsed_ms: u64,
+}
+
+/// How a prompt reads once the harness reports it: pasted line breaks arrive as `\n`.
+fn normalized(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\r', "\n")
+}
+
+/// Types `text` into session `id` and waits until the session's prompt hook reports exactly
+/// that text. A queued prompt (the session is busy) is confirmed only with `wait_queued`.
+pub fn deliver(
+    env: &Env,
+    store: &ProjectStore,
+    id: &str,
+    text: &str,
+    force: bool,
+    wait_queued: bool,
+    timeout: Duration,
+) -> Result<Delivery, RuntimeError> {
+    let started = Instant::now();
+    let s = store
+        .load(id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
+    if s.status == Status::Exited {
+        return Err(RuntimeError::Exited(id.to_owned()));
+    }
+    call(env, id, Request::Ping)?;
+    if s.status == Status::NeedsAttention && !force {
+        let (reason, text) = s.attention.map(|a| (a.reason, a.text)).unwrap_or_default();
+        return Err(RuntimeError::NeedsAttention {
+            id: id.to_owned(),
+            reason,
+            text,
+        });
+    }
+    let mode = if s.status == Status::Working {
+        Mode::Queued
+    } else {
+        Mode::Inject
+    };
+    let after = s.seq;
+    call(
+        env,
+        id,
+        Request::Inject {
+            text: text.to_owned(),
+            submit: true,
+        },
+    )?;
+    if mode == Mode::Queued && !wait_queued {
+        return Ok(Delivery {
+            delivered: true,
+            mode,
+            turn_id: None,
+            confirmed: false,
+            elapsed_ms: elapsed_ms(started),
+        });
+    }
+    let want = normalized(text);
+    let dir = store.session_dir(id);
+    let reported = || -> Option<Option<String>> {
+        let events = store.events(id, None).ok()?;
+        events
+            .iter()
+            .filter(|e| e.seq > after && e.kind == "turn.started")
+            .find(|e| {
+                e.fields
+                    .get("prompt")
+                    .and_then(|p| p.as_str())
+                    .map(normalized)
+                    == Some(want.clone())
+            })
+            .map(|e| {
+                e.fields
+                    .get("turn_id")
+                    .and_then(|t| t.as_str())
+                    .map(str::to_owned)
+            })
+    };
+    let deadline = started + timeout;
+    // A first prompt can stay in the input box unsubmitted; one more Enter submits it
+    // (facts: resend once when the hook has not come within ~1.5 s).
+    let mut found = None;
+    if mode == Mode::Inject {
+        let retry_at = (Instant::now() + Duration::from_secs(2)).min(deadline);
+        found = wait_for(&dir, retry_at, reported)?;
+        if found.is_none() && Instant::now() < deadline {
+            call(
+                env,
+                id,
+                Request::Inject {
+                    text: String::new(),
+                    submit: true,
+                },
+            )?;
+        }
+    }
+    if found.is_none() {
+        found = wait_for(&dir, deadline, reported)?;
+    }
+    match found {
+        Some(turn_id) => Ok(Delivery {
+            delivered: true,
+            mode,
+            turn_id,
+            confirmed: true,
+            elapsed_ms: elapsed_ms(started),
+        }),
+        None => Err(RuntimeError::NotConfirmed {
+            id: id.to_owned(),
+            secs: timeout.as_secs(),
+        }),
+    }
+}
+
+fn elapsed_ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+pub fn snapshot(env: &Env, id: &str) -> Result<Snapshot, RuntimeError> {
+    Ok(call(env, id, Request::Snapshot)?
+        .snapshot
+        .unwrap_or_else(|| Snapshot {
+            rows: 0,
+            cols: 0,
+            cursor: (0, 0),
+            title: String::new(),
+            lines: Vec::new(),
+        }))
+}
+
+/// Ends the session's program (TERM, then KILL after `grace`) and waits until the record
+/// says it exited.
+pub fn stop(
+    env: &Env,
+    store: &ProjectStore,
+    id: &str,
+    grace: Duration,
+) -> Result<Session, RuntimeError> {
+    let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    let mut client = Client::connect(env, id)?;
+    // The host answers once the signals are sent; it may already be closing the socket.
+    let _ = client.call(Request::Stop { grace_ms }, grace + CALL_TIMEOUT);
+    let deadline = Instant::now() + grace + Duration::from_secs(5);
+    let exited = wait_for(&store.session_dir(id), deadline, || {
+        store
+            .load(id)
+            .ok()
+            .flatten()
+            .filter(|s| s.status == Status::Exited && s.exit_status.is_some())
+    })?;
+    exited.ok_or_else(|| RuntimeError::HostGone {
+        id: id.to_owned(),
+        socket: socket_path(env, id).unwrap_or_default(),
+    })
+}

@@ -1,0 +1,65 @@
+//! The PTY host's socket protocol, version 1: one JSON request line, one JSON response line.
+//! After a successful `attach` the connection carries raw terminal bytes both ways.
+
+use serde::{Deserialize, Serialize};
+
+use crate::pty::terminal::Snapshot;
+
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    Ping,
+    /// Type `text` as one paste, then (with `submit`) Enter after the harness's pause.
+    Inject {
+        text: String,
+        submit: bool,
+    },
+    Snapshot,
+    Resize {
+        rows: u16,
+        cols: u16,
+    },
+    /// Stream the terminal: the screen is redrawn, then raw output follows; raw input bytes
+    /// sent back go to the program.
+    Attach {
+        rows: u16,
+        cols: u16,
+    },
+    /// End the program: SIGTERM to its process group, SIGKILL after `grace_ms`.
+    Stop {
+        grace_ms: u64,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Envelope {
+    pub v: u32,
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The host's pid and the program's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Snapshot>,
+}
+
+impl Response {
+    pub fn fail(message: impl Into<String>) -> Response {
+        Response {
+            ok: false,
+            error: Some(message.into()),
+            ..Response::default()
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The Claude runtime against the REAL pinned Claude Code TUI (offline, fake Messages API):
+//! `spex launch --detach` under spex's PTY host, `snapshot`, `deliver` confirmed by the
+//! session's own `UserPromptSubmit` hook, refusal while a dialog is open, and `stop` recording
+//! the exit. Needs `scripts/install-peers.sh`; fails, never skips.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{World, pretty, read_or_empty, write};
+use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
+use crate::support::fake_anthropic::{FakeAnthropic, PLAIN_ANSWER};
+use crate::support::peers::peers_bin_dir;
+
+/// `spex` with the world's env plus what the real Claude needs: the pinned peers on PATH, the
+/// fake API, and a short runtime dir for the session sockets.
+fn spex_cmd(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Command {
+    let mut c = w.cmd(&w.repo, args);
+    let mut dirs = vec![peers_bin_dir()];
+    if let Some(p) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    c.env("PATH", std::env::join_paths(dirs).unwrap())
+        .env("ANTHROPIC_BASE_URL", fake.base_url())
+        .env("ANTHROPIC_API_KEY", DUMMY_API_KEY)
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("TERM", "xterm-256color")
+        .env("XDG_RUNTIME_DIR", w.dir.path().join("run"));
+    c
+}
+
+fn run_json(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Result<Value, String> {
+    let out = spex_cmd(w, fake, args).output().expect("spex runs");
+    let text = format!(
+        "spex {args:?}: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(text);
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("{e}\n{text}"))
+}
+
+/// The private runtime dir the tests point `XDG_RUNTIME_DIR` at.
+fn std_dirs(w: &World) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(w.dir.path().join("run")).unwrap();
+    std::fs::set_permissions(
+        w.dir.path().join("run"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+}
+
+/// A project selecting Claude, materialized, in a home that starts straight into the prompt.
+fn claude_world(opts: SeedOptions) -> (World, FakeAnthropic) {
+    let w = World::new();
+    std_dirs(&w);
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"] }\n",
+    );
+    seed_claude_home(&w.home, DUMMY_API_KEY, &[&w.repo], opts);
+    w.ok(&w.repo, &["materialize"]);
+    (w, FakeAnthropic::start())
+}
+
+fn host_log(w: &World, id: &str) -> String {
+    let dir = w.project_dir().join("sessions").join(id);
+    format!(
+        "host.log:\n{}\nevents:\n{}",
+        read_or_empty(&dir.join("host.log")),
+        read_or_empty(&dir.join("events.jsonl"))
+    )
+}
+
+fn screen(w: &World, fake: &FakeAnthropic, id: &str) -> String {
+    run_json(w, fake, &["snapshot", id, "--json"]).map_or_else(
+        |e| e,
+        |s| {
+            s["lines"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+    )
+}
+
+/// Polls the screen of `id` until it contains `needle`.
+fn wait_screen(w: &World, fake: &FakeAnthropic, id: &str, needle: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if screen(w, fake, id).contains(needle) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
+fn stop(w: &World, fake: &FakeAnthropic, id: &str) -> Value {
+    run_json(w, fake, &["stop", id, "--json", "--grace", "5"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)))
+}
+
+#[test]
+fn launch_deliver_stop_a_real_claude_session() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = run_json(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let record = w.record(&id);
+    assert_eq!(record["launched_by"], "spex", "{}", pretty(&record));
+    assert_eq!(record["status"], "idle", "{}", pretty(&record));
+    assert!(screen(&w, &fake, &id).contains("? for shortcuts"));
+
+    let prompt = "USE_NONE please answer\nwith two lines ✓";
+    let d = run_json(&w, &fake, &["deliver", &id, prompt, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(d["confirmed"], true, "{}", pretty(&d));
+    assert_eq!(d["mode"], "inject");
+    let events = w.events(&id);
+    let started: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "turn.started")
+        .collect();
+    assert_eq!(started.len(), 1, "{}", host_log(&w, &id));
+    assert_eq!(started[0]["prompt"], prompt);
+    assert!(
+        wait_screen(&w, &fake, &id, "PLAIN_ANSWER_OK", Duration::from_mins(1)),
+        "the model's answer `{PLAIN_ANSWER}` never showed:\n{}",
+        screen(&w, &fake, &id)
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while w.record(&id)["turn"]["state"] != "completed" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let record = w.record(&id);
+    assert_eq!(record["status"], "idle", "{}", pretty(&record));
+    assert_eq!(record["turn"]["state"], "completed", "{}", pretty(&record));
+
+    let stopped = stop(&w, &fake, &id);
+    assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
+    assert!(stopped["exit_status"].is_object(), "{}", pretty(&stopped));
+    let socket = w.dir.path().join("run/spex").join(format!("{id}.sock"));
+    assert!(!socket.exists(), "the host left its socket behind");
+    let gone = run_json(&w, &fake, &["deliver", &id, "hello?", "--json"]).unwrap_err();
+    assert!(gone.contains("has exited"), "{gone}");
+}
+
+#[test]
+fn killed_claude_is_exited_within_a_second() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = run_json(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let child = launched["session"]["child_pid"].as_i64().unwrap();
+    let killed = Instant::now();
+    Command::new("kill")
+        .args(["-9", &child.to_string()])
+        .status()
+        .unwrap();
+    while w.record(&id)["status"] != "exited" && killed.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = killed.elapsed();
+    let record = w.record(&id);
+    assert_eq!(
+        record["status"],
+        "exited",
+        "{}\n{}",
+        pretty(&record),
+        host_log(&w, &id)
+    );
+    assert_eq!(record["exit_status"]["signal"], 9, "{}", pretty(&record));
+    assert!(took < Duration::from_secs(1), "exited after {took:?}");
+    let exited: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "session.exited")
+        .collect();
+    assert_eq!(exited.len(), 1, "{}", host_log(&w, &id));
+}
+
+#[test]
+fn launch_stops_at_a_screen_it_cannot_answer() {
+    let (w, fake) = claude_world(SeedOptions {
+        approve_key: false,
+        ..SeedOptions::default()
+    });
+    let err = run_json(
+        &w,
+        &fake,
+        &[
+            "launch",
+            "--harness",
+            "claude",
+            "--detach",
+            "--json",
+            "--ready-timeout",
+            "15",
+        ],
+    )
+    .unwrap_err();
+    assert!(err.contains("did not become ready"), "{err}");
+    assert!(
+        err.to_lowercase().contains("api key"),
+        "the dialog's text is shown:\n{err}"
+    );
+    // The session stays for a person to answer the dialog; this test ends it.
+    let ids = w.session_ids();
+    assert_eq!(ids.len(), 1);
+    stop(&w, &fake, &ids[0]);
+}
+
+/// Waits until the record of `id` has `status`.
+fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let r = w.record(id);
+        if r["status"] == status || Instant::now() >= deadline {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn deliver_into_an_open_permission_dialog_is_refused() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = run_json(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    run_json(&w, &fake, &["deliver", &id, "USE_BASH run it", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    let record = wait_status(&w, &id, "needs_attention", Duration::from_mins(1));
+    assert_eq!(
+        record["status"],
+        "needs_attention",
+        "{}\n{}",
+        pretty(&record),
+        screen(&w, &fake, &id)
+    );
+    let before = screen(&w, &fake, &id);
+    let refused =
+        run_json(&w, &fake, &["deliver", &id, "TYPED_INTO_DIALOG", "--json"]).unwrap_err();
+    assert!(
+        refused.contains("waiting for an answer (permission)"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("echo hi-from-bash"),
+        "the question is quoted:\n{refused}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let after = screen(&w, &fake, &id);
+    assert!(!after.contains("TYPED_INTO_DIALOG"), "{after}");
+    // The dialog is exactly as it was (only the spinner above it moves).
+    let dialog = |screen: &str| screen.split("Bash command").nth(1).map(str::to_owned);
+    assert!(
+        dialog(&before).is_some_and(|d| d.contains("Do you want to proceed?")),
+        "{before}"
+    );
+    assert_eq!(
+        dialog(&before),
+        dialog(&after),
+        "the refused delivery changed the dialog"
+    );
+    assert!(
+        !w.repo.join("bash_out.txt").exists(),
+        "the dialog was answered"
+    );
+    stop(&w, &fake, &id);
+}
+
+#[test]
+fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    use std::io::{Read, Write};
+
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = run_json(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let pair = native_pty_system()
+        .openpty(PtySize {
+            rows: 40,
+            cols: 120,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let cmd = spex_cmd(&w, &fake, &["attach", &id]);
+    let mut builder = CommandBuilder::new(cmd.get_program());
+    builder.args(cmd.get_args());
+    builder.env_clear();
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            builder.env(k, v);
+        }
+    }
+    builder.cwd(&w.repo);
+    let mut child = pair.slave.spawn_command(builder).unwrap();
+    drop(pair.slave);
+    let mut reader = pair.master.try_clone_reader().unwrap();
+    let mut writer = pair.master.take_writer().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // The redraw moves the cursor between words: look for one word.
+    while !String::from_utf8_lossy(&seen).contains("shortcuts") && Instant::now() < deadline {
+        if let Ok(chunk) = rx.recv_timeout(Duration::from_millis(100)) {
+            seen.extend(chunk);
+        }
+    }
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert!(text.contains("attached to"), "{text}");
+    assert!(
+        text.contains("shortcuts"),
+        "the screen was not redrawn:\n{text}"
+    );
+    writer.write_all(&[0x1c]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "attach did not detach");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    // Still running, still answering.
+    assert!(screen(&w, &fake, &id).contains("? for shortcuts"));
+    assert_ne!(w.record(&id)["status"], "exited");
+    stop(&w, &fake, &id);
+}
