@@ -49,11 +49,17 @@ pub fn text_arg(arg: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
-pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let tree = current_tree()?;
+/// Resolves the harness (by id, else the configured default), its binary and arguments, and
+/// this terminal's size into what the runtime needs.
+pub fn resolve<'e>(
+    env: &'e Env,
+    tree: &crate::repo::Tree,
+    harness: Option<&str>,
+    ready_timeout: Duration,
+) -> anyhow::Result<Launch<'e>> {
     let known = adapters::known();
     let cfg = config::load(&env.user_config_file(), &tree.root, &known)?;
-    let id = args.harness.as_deref().unwrap_or(cfg.default_harness);
+    let id = harness.unwrap_or(cfg.default_harness);
     let harness = adapters::lookup(id).with_context(|| {
         format!(
             "unknown harness `{id}`\nhint: one of {}",
@@ -70,7 +76,6 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             harness.id()
         )
     })?;
-    let prompt = args.prompt.as_deref().map(text_arg).transpose()?;
     let size = rustix::termios::tcgetwinsize(std::io::stdout())
         .ok()
         .filter(|s| s.ws_row > 0 && s.ws_col > 0)
@@ -84,7 +89,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                 cols: s.ws_col,
             },
         );
-    let launched = runtime::launch(&Launch {
+    Ok(Launch {
         env,
         harness,
         binary,
@@ -92,8 +97,20 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         tree: tree.clone(),
         spex_bin: super::spex_binary()?,
         size,
-        ready_timeout: Duration::from_secs(args.ready_timeout),
-    })?;
+        ready_timeout,
+    })
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let tree = current_tree()?;
+    let launch = resolve(
+        env,
+        &tree,
+        args.harness.as_deref(),
+        Duration::from_secs(args.ready_timeout),
+    )?;
+    let prompt = args.prompt.as_deref().map(text_arg).transpose()?;
+    let launched = runtime::launch(&launch)?;
     let delivery = match &prompt {
         Some(text) => {
             let store = ProjectStore::new(&env.spex_home(), &tree.main);
@@ -109,13 +126,23 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         }
         None => None,
     };
-    if args.json {
-        output::json(&serde_json::json!({ "session": launched, "delivery": delivery }));
-    } else if args.detach {
-        output::print(&format!("{}\n", launched.id));
-    }
+    report(args.json, args.detach, &launched, delivery.as_ref());
     if !args.detach {
         super::attach::attach(env, &launched.id)?;
     }
     Ok(Outcome::Ok)
+}
+
+/// Prints what `launch` and `resume` started.
+pub fn report(
+    json: bool,
+    detach: bool,
+    launched: &runtime::Launched,
+    delivery: Option<&runtime::Delivery>,
+) {
+    if json {
+        output::json(&serde_json::json!({ "session": launched, "delivery": delivery }));
+    } else if detach {
+        output::print(&format!("{}\n", launched.id));
+    }
 }

@@ -8,9 +8,11 @@ pub mod dispatch;
 pub mod doctor;
 pub mod host;
 pub mod init;
+pub mod interrupt;
 pub mod launch;
 pub mod materialize;
 pub mod output;
+pub mod resume;
 pub mod sessions;
 pub mod slash;
 pub mod snapshot;
@@ -48,6 +50,8 @@ pub enum Command {
     Attach(attach::Args),
     Snapshot(snapshot::Args),
     Stop(stop::Args),
+    Interrupt(interrupt::Args),
+    Resume(resume::Args),
     #[command(hide = true)]
     Host(host::Args),
     /// Print shell completions.
@@ -87,6 +91,8 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Attach(a) => attach::run(&a, env),
         Command::Snapshot(a) => snapshot::run(&a, env),
         Command::Stop(a) => stop::run(&a, env),
+        Command::Interrupt(a) => interrupt::run(&a, env),
+        Command::Resume(a) => resume::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Completions { shell } => {
             let mut buf = Vec::new();

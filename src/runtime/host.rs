@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::protocol::{Envelope, Request, Response, VERSION};
 use crate::pty::session::{Exit, Session, Size, Spawn};
 use crate::pty::terminal::Terminal;
-use crate::seam::Harness;
+use crate::seam::{Activity, Harness};
 use crate::store::ProjectStore;
 use crate::store::session::{ExitStatus, Status, TurnState};
 
@@ -35,6 +35,18 @@ struct Shared {
     next_client: std::sync::atomic::AtomicU64,
     harness: &'static dyn Harness,
     child_pid: u32,
+    store: ProjectStore,
+    id: String,
+    watch: Mutex<Watch>,
+}
+
+/// What the host last saw the harness do, to act on transitions only.
+#[derive(Default)]
+struct Watch {
+    activity: Option<Activity>,
+    /// An interrupt key went in while a turn ran: the next idle screen ends that turn.
+    interrupt_pending: bool,
+    summary: Option<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -44,6 +56,78 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Shared {
     fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
         lock(&self.session).write(bytes)
+    }
+
+    /// Input from a person: a lone interrupt key (a keypress arrives as its own chunk) or
+    /// Ctrl-C counts as an interrupt of the running turn.
+    fn write_input(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let interrupt = self.harness.interrupt_keys();
+        if interrupt == Some(bytes) || bytes.contains(&0x03) {
+            let mut watch = lock(&self.watch);
+            // At an idle prompt the key only clears the input.
+            if matches!(watch.activity, Some(Activity::Busy | Activity::Waiting)) {
+                watch.interrupt_pending = true;
+            }
+        }
+        self.write(bytes)
+    }
+
+    /// After new output: acts on what the screen now says (a turn interrupted, a dialog
+    /// answered, a new self-summary), never on a timer.
+    fn observe(&self) {
+        let (activity, summary) = {
+            let term = lock(&self.term);
+            let title = term.title().to_owned();
+            (
+                self.harness.screen_activity(&title, &term.text()),
+                self.harness.title_summary(&title),
+            )
+        };
+        let mut watch = lock(&self.watch);
+        if summary.is_some() && summary != watch.summary {
+            watch.summary.clone_from(&summary);
+            record(&self.store, &self.id, |s, _| {
+                s.headline.clone_from(&summary);
+            });
+        }
+        let Some(activity) = activity else { return };
+        if watch.activity == Some(activity) {
+            return;
+        }
+        let before = watch.activity.replace(activity);
+        eprintln!(
+            "activity {before:?} -> {activity:?} (interrupt pending: {})",
+            watch.interrupt_pending
+        );
+        match activity {
+            Activity::Idle if watch.interrupt_pending => {
+                watch.interrupt_pending = false;
+                record(&self.store, &self.id, |s, events| {
+                    let Some(turn) = s.turn.as_mut().filter(|t| t.state == TurnState::Running)
+                    else {
+                        return;
+                    };
+                    turn.state = TurnState::Interrupted;
+                    turn.ended_at = Some(crate::store::now_rfc3339());
+                    s.status = Status::Idle;
+                    s.attention = None;
+                    events.push(event(
+                        "turn.interrupted",
+                        "interrupt key, then an idle prompt",
+                    ));
+                });
+            }
+            Activity::Busy if before == Some(Activity::Waiting) => {
+                record(&self.store, &self.id, |s, events| {
+                    if s.status == Status::NeedsAttention {
+                        s.status = Status::Working;
+                        s.attention = None;
+                        events.push(event("attention.cleared", "the dialog was answered"));
+                    }
+                });
+            }
+            _ => {}
+        }
     }
 
     /// The terminal model answers queries exactly while no real terminal is attached.
@@ -68,6 +152,9 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         next_client: std::sync::atomic::AtomicU64::new(0),
         harness: spec.harness,
         child_pid,
+        store: spec.store.clone(),
+        id: spec.id.clone(),
+        watch: Mutex::new(Watch::default()),
     });
     {
         let shared = Arc::clone(&shared);
@@ -85,6 +172,8 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         let mut clients = lock(&shared.clients);
         clients.retain_mut(|(_, c)| c.write_all(&chunk).is_ok());
         shared.set_clients(&clients);
+        drop(clients);
+        shared.observe();
     }
     let exit = loop {
         if let Some(exit) = lock(&shared.session).wait_timeout(Duration::from_secs(1))? {
@@ -92,6 +181,8 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         }
     };
     record_exit(&spec.store, &spec.id, exit);
+    // The last screen says why a program ended early (a refused flag, a dialog).
+    eprintln!("final screen:\n{}", lock(&shared.term).text());
     let _ = std::fs::remove_file(&spec.socket);
     for (_, c) in lock(&shared.clients).iter() {
         let _ = c.shutdown(std::net::Shutdown::Both);
@@ -212,6 +303,10 @@ fn handle(shared: &Shared, request: Request) -> Response {
         }
         Request::Resize { rows, cols } => resize(shared, rows, cols),
         Request::Stop { grace_ms } => stop(shared, Duration::from_millis(grace_ms)),
+        Request::Interrupt => match shared.harness.interrupt_keys() {
+            Some(keys) => shared.write_input(keys),
+            None => Err(std::io::Error::other("this harness has no interrupt key")),
+        },
         Request::Attach { .. } => unreachable!("handled by serve"),
     };
     match result {
@@ -279,7 +374,7 @@ fn attach(
         match reader.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if shared.write(&buf[..n]).is_err() {
+                if shared.write_input(&buf[..n]).is_err() {
                     break;
                 }
             }
@@ -291,21 +386,46 @@ fn attach(
     shared.set_clients(&clients);
 }
 
-/// The program ended: the record says so, with its exit, and a running turn ends with it.
-fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
-    let now = crate::store::now_rfc3339();
+fn event(kind: &str, reason: &str) -> (String, String, serde_json::Map<String, serde_json::Value>) {
+    let mut f = serde_json::Map::new();
+    f.insert("reason".into(), reason.into());
+    (kind.to_owned(), "host".to_owned(), f)
+}
+
+/// Read-modify-write of the record under its lock; `f` may change it and add events.
+fn record(
+    store: &ProjectStore,
+    id: &str,
+    f: impl FnOnce(
+        &mut crate::store::session::Session,
+        &mut Vec<(String, String, serde_json::Map<String, serde_json::Value>)>,
+    ),
+) {
     let result = store.update(id, |current| {
         let Some(mut s) = current else {
             return (None, Vec::new(), ());
         };
+        let before = s.clone();
         let mut events = Vec::new();
-        let source = "host".to_owned();
+        f(&mut s, &mut events);
+        if s == before {
+            return (None, Vec::new(), ());
+        }
+        s.updated_at = crate::store::now_rfc3339();
+        (Some(s), events, ())
+    });
+    if let Err(e) = result {
+        eprintln!("error: updating session {id}: {e}");
+    }
+}
+
+/// The program ended: the record says so, with its exit, and a running turn ends with it.
+fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
+    record(store, id, |s, events| {
         if let Some(turn) = s.turn.as_mut().filter(|t| t.state == TurnState::Running) {
             turn.state = TurnState::Interrupted;
-            turn.ended_at = Some(now.clone());
-            let mut f = serde_json::Map::new();
-            f.insert("reason".into(), "session exited".into());
-            events.push(("turn.interrupted".to_owned(), source.clone(), f));
+            turn.ended_at = Some(crate::store::now_rfc3339());
+            events.push(event("turn.interrupted", "session exited"));
         }
         s.exit_status = Some(ExitStatus {
             code: exit.code,
@@ -314,16 +434,10 @@ fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
         s.attention = None;
         if s.status != Status::Exited {
             s.status = Status::Exited;
-            let mut f = serde_json::Map::new();
-            f.insert("reason".into(), "process exited".into());
-            f.insert("code".into(), exit.code.into());
-            f.insert("signal".into(), exit.signal.into());
-            events.push(("session.exited".to_owned(), source, f));
+            let mut e = event("session.exited", "process exited");
+            e.2.insert("code".into(), exit.code.into());
+            e.2.insert("signal".into(), exit.signal.into());
+            events.push(e);
         }
-        s.updated_at.clone_from(&now);
-        (Some(s), events, ())
     });
-    if let Err(e) = result {
-        eprintln!("error: recording the exit of session {id}: {e}");
-    }
 }

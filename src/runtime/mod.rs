@@ -71,6 +71,10 @@ pub enum RuntimeError {
         "session `{id}` did not report the prompt within {secs} s\nhint: `spex snapshot {id}` shows its screen"
     )]
     NotConfirmed { id: String, secs: u64 },
+    #[error(
+        "session `{id}` was still running its turn {secs} s after the interrupt\nhint: `spex snapshot {id}` shows its screen"
+    )]
+    NotInterrupted { id: String, secs: u64 },
     #[error(transparent)]
     Store(#[from] crate::store::session::StoreError),
     #[error("`{path}`: {source}")]
@@ -296,14 +300,63 @@ pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
             (),
         )
     })?;
-    let socket = socket_path(l.env, &id)?;
-    let dir = store.session_dir(&id);
+    start_host(l, &store, &id, &argv)
+}
+
+/// Brings an exited session back under a new host (`resume`): the harness reloads its
+/// conversation; the record is live again from its next session start.
+pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, RuntimeError> {
+    let s = store
+        .load(id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
+    if call(l.env, id, Request::Ping).is_ok() {
+        return Err(RuntimeError::Refused {
+            id: id.to_owned(),
+            message: "it is running; `spex attach` to it".into(),
+        });
+    }
+    let argv = l
+        .harness
+        .resume_argv(
+            &l.binary,
+            &l.args,
+            s.harness_session_id.as_deref().unwrap_or(id),
+        )
+        .ok_or_else(|| RuntimeError::NotHosted(l.harness.id().to_owned()))?;
+    store.update(id, |current| {
+        let Some(mut s) = current else {
+            return (None, Vec::new(), ());
+        };
+        s.status = Status::Starting;
+        s.exit_status = None;
+        s.attention = None;
+        s.updated_at = crate::store::now_rfc3339();
+        let mut f = serde_json::Map::new();
+        f.insert("harness".into(), l.harness.id().into());
+        (
+            Some(s),
+            vec![("session.resumed".to_owned(), "resume".to_owned(), f)],
+            (),
+        )
+    })?;
+    start_host(l, store, id, &argv)
+}
+
+/// Starts the host of session `id` running `argv` and waits until the harness is ready.
+fn start_host(
+    l: &Launch,
+    store: &ProjectStore,
+    id: &str,
+    argv: &[String],
+) -> Result<Launched, RuntimeError> {
+    let socket = socket_path(l.env, id)?;
+    let dir = store.session_dir(id);
     let log = dir.join("host.log");
     let log_file = std::fs::File::create(&log).map_err(io(&log))?;
     let mut cmd = Command::new(&l.spex_bin);
     cmd.arg("host")
         .arg("--session")
-        .arg(&id)
+        .arg(id)
         .arg("--harness")
         .arg(l.harness.id())
         .arg("--tree")
@@ -315,7 +368,7 @@ pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
         .arg("--cols")
         .arg(l.size.cols.to_string())
         .arg("--")
-        .args(&argv)
+        .args(argv)
         // The harness reads project settings from its launch folder only.
         .current_dir(&l.tree.root)
         .stdin(Stdio::null())
@@ -324,14 +377,14 @@ pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
     for var in identity_vars() {
         cmd.env_remove(var);
     }
-    cmd.env("SPEX_SESSION_ID", &id);
+    cmd.env("SPEX_SESSION_ID", id);
     let mut host = cmd.spawn().map_err(io(&l.spex_bin))?;
     let failed = |host: &mut std::process::Child| {
         host.try_wait()
             .ok()
             .flatten()
             .map(|_| RuntimeError::HostFailed {
-                id: id.clone(),
+                id: id.to_owned(),
                 log: log.clone(),
                 text: std::fs::read_to_string(&log).unwrap_or_default(),
             })
@@ -342,14 +395,14 @@ pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
         if let Some(e) = failed(&mut host) {
             return Err(e);
         }
-        if let Ok(r) = call(l.env, &id, Request::Snapshot) {
+        if let Ok(r) = call(l.env, id, Request::Snapshot) {
             let screen = r
                 .snapshot
                 .as_ref()
                 .map(|s| s.lines.join("\n"))
                 .unwrap_or_default();
             let started = store
-                .load(&id)?
+                .load(id)?
                 .is_some_and(|s| s.status != Status::Starting);
             if started && l.harness.ready_for_input(&screen) {
                 break r;
@@ -358,7 +411,7 @@ pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
         }
         if Instant::now() >= deadline {
             return Err(RuntimeError::NotReady {
-                id: id.clone(),
+                id: id.to_owned(),
                 secs: l.ready_timeout.as_secs(),
                 screen: last_screen.trim_end().to_owned(),
             });
@@ -369,10 +422,37 @@ pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
     // The host leads its own session and outlives us; reap it if it ends while we still run.
     std::thread::spawn(move || host.wait());
     Ok(Launched {
-        id,
+        id: id.to_owned(),
         socket,
         host_pid: ready.host_pid,
         child_pid: ready.child_pid,
+    })
+}
+
+/// Sends the harness's interrupt keys to a working session and waits until its turn ended.
+pub fn interrupt(
+    env: &Env,
+    store: &ProjectStore,
+    id: &str,
+    timeout: Duration,
+) -> Result<Session, RuntimeError> {
+    let s = store
+        .load(id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
+    if !matches!(s.status, Status::Working | Status::NeedsAttention) {
+        return Ok(s);
+    }
+    call(env, id, Request::Interrupt)?;
+    let ended = wait_for(&store.session_dir(id), Instant::now() + timeout, || {
+        store
+            .load(id)
+            .ok()
+            .flatten()
+            .filter(|s| !matches!(s.status, Status::Working | Status::NeedsAttention))
+    })?;
+    ended.ok_or_else(|| RuntimeError::NotInterrupted {
+        id: id.to_owned(),
+        secs: timeout.as_secs(),
     })
 }
 

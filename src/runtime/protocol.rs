@@ -27,6 +27,8 @@ pub enum Request {
         rows: u16,
         cols: u16,
     },
+    /// Send the harness's interrupt keys (the turn ends `interrupted` once the screen is idle).
+    Interrupt,
     /// End the program: SIGTERM to its process group, SIGKILL after `grace_ms`.
     Stop {
         grace_ms: u64,

@@ -86,6 +86,17 @@ pub struct DoctorCtx<'a> {
     pub binary: Option<PathBuf>,
 }
 
+/// What a hosted harness's terminal shows it doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// A turn runs.
+    Busy,
+    /// A dialog waits for the person (permission, question).
+    Waiting,
+    /// The prompt waits for input.
+    Idle,
+}
+
 pub trait Harness: Sync {
     /// Stable id used in hook commands, config and session records.
     fn id(&self) -> &'static str;
@@ -139,6 +150,22 @@ pub trait Harness: Sync {
     /// Whether `screen` (the terminal's text) shows the harness ready for a prompt.
     fn ready_for_input(&self, _screen: &str) -> bool {
         false
+    }
+    /// The argv that resumes session `id` (its conversation) in a new terminal.
+    fn resume_argv(&self, _binary: &Path, _args: &[String], _id: &str) -> Option<Vec<String>> {
+        None
+    }
+    /// What the harness's terminal says it is doing, where its screen shows it.
+    fn screen_activity(&self, _title: &str, _screen: &str) -> Option<Activity> {
+        None
+    }
+    /// The live self-summary in the terminal title, where the harness keeps one.
+    fn title_summary(&self, _title: &str) -> Option<String> {
+        None
+    }
+    /// The keys that interrupt a running turn.
+    fn interrupt_keys(&self) -> Option<&'static [u8]> {
+        None
     }
     /// The pause between a pasted prompt and the Enter that submits it.
     fn submit_pause(&self) -> std::time::Duration {

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::common::{World, pretty, read_or_empty, write};
 use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
-use crate::support::fake_anthropic::{FakeAnthropic, PLAIN_ANSWER};
+use crate::support::fake_anthropic::{FAKE_TITLE, FakeAnthropic, PLAIN_ANSWER};
 use crate::support::peers::peers_bin_dir;
 
 /// `spex` with the world's env plus what the real Claude needs: the pinned peers on PATH, the
@@ -259,6 +259,14 @@ fn deliver_into_an_open_permission_dialog_is_refused() {
         pretty(&record),
         screen(&w, &fake, &id)
     );
+    // The hook can come before the dialog is drawn.
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        "Do you want to proceed?",
+        Duration::from_secs(20)
+    ));
     let before = screen(&w, &fake, &id);
     let refused =
         run_json(&w, &fake, &["deliver", &id, "TYPED_INTO_DIALOG", "--json"]).unwrap_err();
@@ -362,5 +370,146 @@ fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
     // Still running, still answering.
     assert!(screen(&w, &fake, &id).contains("? for shortcuts"));
     assert_ne!(w.record(&id)["status"], "exited");
+    stop(&w, &fake, &id);
+}
+
+fn launch(w: &World, fake: &FakeAnthropic) -> String {
+    let launched = run_json(
+        w,
+        fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    launched["session"]["id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn interrupt_ends_the_turn_and_the_title_becomes_the_headline() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    // The model answers after 30 s: the turn is still running when it is interrupted.
+    run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE DELAY=30 take your time", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    let record = wait_status(&w, &id, "working", Duration::from_secs(10));
+    assert_eq!(record["status"], "working", "{}", pretty(&record));
+    std::thread::sleep(Duration::from_secs(2));
+    let sent = Instant::now();
+    let after = run_json(&w, &fake, &["interrupt", &id, "--json"]).unwrap_or_else(|e| {
+        panic!(
+            "{e}\n{}\nscreen:\n{}",
+            host_log(&w, &id),
+            screen(&w, &fake, &id)
+        )
+    });
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(after["status"], "idle", "{}", pretty(&after));
+    assert_eq!(after["turn"]["state"], "interrupted", "{}", pretty(&after));
+    let endings: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn.interrupted")
+        .collect();
+    assert_eq!(endings.len(), 1, "{}", host_log(&w, &id));
+    assert_eq!(endings[0]["source"], "host");
+    // Claude's self-summary title (the fake model names it) is the headline.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while w.record(&id)["headline"] != FAKE_TITLE && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(w.record(&id)["headline"], FAKE_TITLE);
+    stop(&w, &fake, &id);
+}
+
+#[test]
+fn killed_session_resumes_and_takes_a_prompt() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE remember me", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        "PLAIN_ANSWER_OK",
+        Duration::from_mins(1)
+    ));
+    // SIGTERM lets Claude write its transcript; a SIGKILL right after a turn can lose it.
+    let stopped = run_json(&w, &fake, &["stop", &id, "--json", "--grace", "5"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(stopped["status"], "exited");
+
+    let resumed = run_json(&w, &fake, &["resume", &id, "--detach", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(resumed["session"]["id"], id.as_str());
+    assert_eq!(w.record(&id)["status"], "idle", "{}", host_log(&w, &id));
+    assert!(
+        screen(&w, &fake, &id).contains("remember me"),
+        "the conversation came back:\n{}",
+        screen(&w, &fake, &id)
+    );
+    let d = run_json(&w, &fake, &["deliver", &id, "USE_NONE and again", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(d["confirmed"], true);
+    stop(&w, &fake, &id);
+}
+
+#[test]
+fn a_64k_multiline_unicode_prompt_arrives_exactly() {
+    use std::io::Write;
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    let mut prompt = String::from("USE_NONE long prompt\n");
+    let mut i = 0;
+    while prompt.len() < 64 * 1024 {
+        prompt.push_str(&format!(
+            "line {i}: ünïcödé ✓ 日本語 — the quick brown fox\n"
+        ));
+        i += 1;
+    }
+    prompt.push_str("the end");
+    let mut cmd = spex_cmd(
+        &w,
+        &fake,
+        &["deliver", &id, "-", "--json", "--timeout", "60"],
+    );
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(prompt.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        host_log(&w, &id)
+    );
+    let started: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn.started")
+        .collect();
+    assert_eq!(started.len(), 1);
+    assert!(
+        started[0]["prompt"] == prompt.as_str(),
+        "the prompt differs"
+    );
     stop(&w, &fake, &id);
 }

@@ -12,7 +12,7 @@ use crate::env::Env;
 use crate::seam::edit::MaterializeError;
 use crate::seam::edit::workspace::Workspace;
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
-use crate::seam::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
+use crate::seam::{Activity, Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::spec::{SpecNode, Surface};
 
 pub struct Claude;
@@ -122,6 +122,54 @@ impl Harness for Claude {
     fn ready_for_input(&self, screen: &str) -> bool {
         // The prompt box's footer; dialogs (trust, API key, theme) show none.
         screen.contains("? for shortcuts")
+    }
+
+    fn resume_argv(&self, binary: &Path, args: &[String], id: &str) -> Option<Vec<String>> {
+        let mut argv = vec![
+            binary.to_string_lossy().into_owned(),
+            "--resume".to_owned(),
+            id.to_owned(),
+        ];
+        argv.extend(args.iter().cloned());
+        Some(argv)
+    }
+
+    fn screen_activity(&self, title: &str, screen: &str) -> Option<Activity> {
+        // The title's glyph is a braille spinner while a turn runs and `✳` otherwise; a dialog
+        // keeps `✳` but shows its own footer (facts/claude.md "Terminal title", seen live).
+        if title
+            .chars()
+            .next()
+            .is_some_and(|c| ('\u{2800}'..='\u{28ff}').contains(&c))
+        {
+            Some(Activity::Busy)
+        } else if screen.contains("Esc to cancel") {
+            Some(Activity::Waiting)
+        } else if title.starts_with('✳') || screen.contains("? for shortcuts") {
+            // An interrupted first prompt goes back into the input box, which hides the
+            // footer: the title's idle glyph still tells.
+            Some(Activity::Idle)
+        } else {
+            None
+        }
+    }
+
+    fn title_summary(&self, title: &str) -> Option<String> {
+        // `<glyph> <summary>`; the title is `Claude Code` until the first prompt is summarized.
+        let summary = match title.split_once(' ') {
+            Some((glyph, rest))
+                if glyph.chars().count() == 1 && !glyph.chars().all(char::is_alphanumeric) =>
+            {
+                rest
+            }
+            _ => title,
+        }
+        .trim();
+        (!summary.is_empty() && summary != "Claude Code").then(|| summary.to_owned())
+    }
+
+    fn interrupt_keys(&self) -> Option<&'static [u8]> {
+        Some(b"\x1b")
     }
 
     fn submit_pause(&self) -> std::time::Duration {
@@ -387,5 +435,43 @@ impl Claude {
             return Reply::default();
         }
         super::context_reply(event, &answer.context)
+    }
+}
+
+#[cfg(test)]
+mod screen_tests {
+    use super::*;
+
+    #[test]
+    fn reads_activity_and_summary_from_the_terminal() {
+        let c = Claude;
+        let cases = [
+            ("⠂ Fix the bug", "", Some(Activity::Busy)),
+            (
+                "✳ Fix the bug",
+                " Do you want to proceed?\n Esc to cancel",
+                Some(Activity::Waiting),
+            ),
+            ("✳ Fix the bug", "❯ half-typed prompt", Some(Activity::Idle)),
+            ("Claude Code", "? for shortcuts", Some(Activity::Idle)),
+            (
+                "Claude Code",
+                "Do you trust the files in this folder?",
+                None,
+            ),
+        ];
+        for (title, screen, want) in cases {
+            assert_eq!(
+                c.screen_activity(title, screen),
+                want,
+                "{title:?} {screen:?}"
+            );
+        }
+        assert_eq!(
+            c.title_summary("⠐ Fix the bug").as_deref(),
+            Some("Fix the bug")
+        );
+        assert_eq!(c.title_summary("✳ Claude Code"), None);
+        assert_eq!(c.title_summary(""), None);
     }
 }

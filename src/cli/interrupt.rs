@@ -1,0 +1,33 @@
+//! `spex interrupt`: stop the running turn of a hosted session, keeping the session.
+
+use std::time::Duration;
+
+use super::Outcome;
+use super::output;
+use crate::env::Env;
+use crate::runtime;
+
+/// Interrupt a hosted session's running turn (the harness's own interrupt key, e.g. Esc).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Session id or a unique prefix of it.
+    pub id: String,
+    /// Seconds to wait for the turn to end.
+    #[arg(long, default_value_t = 10)]
+    pub timeout: u64,
+    /// Print the record afterwards as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let store = super::sessions::project(env)?;
+    let id = store.resolve(&args.id)?;
+    let s = runtime::interrupt(env, &store, &id, Duration::from_secs(args.timeout))?;
+    if args.json {
+        output::json(&s);
+    } else {
+        output::print(&format!("{id}: {}\n", s.status.as_str()));
+    }
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,45 @@
+//! `spex resume`: bring an exited hosted session back with its conversation.
+
+use std::time::Duration;
+
+use super::Outcome;
+use super::materialize::current_tree;
+use crate::env::Env;
+use crate::runtime;
+
+/// Resume an exited session (its conversation) under a new terminal host, then attach.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Session id or a unique prefix of it.
+    pub id: String,
+    /// Do not attach this terminal.
+    #[arg(long)]
+    pub detach: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// How long the harness may take to be ready for a prompt.
+    #[arg(long, default_value_t = 60)]
+    pub ready_timeout: u64,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let store = super::sessions::project(env)?;
+    let id = store.resolve(&args.id)?;
+    let record = store
+        .load(&id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
+    let launch = super::launch::resolve(
+        env,
+        &tree,
+        Some(&record.harness),
+        Duration::from_secs(args.ready_timeout),
+    )?;
+    let launched = runtime::resume(&launch, &store, &id)?;
+    super::launch::report(args.json, args.detach, &launched, None);
+    if !args.detach {
+        super::attach::attach(env, &launched.id)?;
+    }
+    Ok(Outcome::Ok)
+}
