@@ -10,6 +10,7 @@ use super::materialize::current_tree;
 use super::output::{self, Style};
 use crate::adapters;
 use crate::env::Env;
+use crate::runtime;
 use crate::store::session::{Attention, Declared, DeclaredState, Session, Status};
 use crate::store::{self, ProjectStore};
 
@@ -55,6 +56,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let mut sessions: Vec<Session> = store
         .sessions()
         .into_iter()
+        .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
         .filter(|s| args.all || s.status != Status::Exited)
         .collect();
     sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
@@ -114,6 +116,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let s = store
         .load(&id)?
         .ok_or_else(|| store::session::StoreError::NotFound(id.clone()))?;
+    let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
     let events = store.events(&id, Some(args.events))?;
     if args.json {
         output::json(&serde_json::json!({ "session": s, "events": events }));
@@ -246,6 +249,7 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
         let s = store
             .load(&id)?
             .ok_or_else(|| store::session::StoreError::NotFound(id.clone()))?;
+        let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
         if progress && shown != Some(s.status) {
             eprint!(
                 "\r\x1b[2Kwaiting for {}: {} ({})",

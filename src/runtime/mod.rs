@@ -429,6 +429,58 @@ fn start_host(
     })
 }
 
+/// Folds the host's liveness into a hosted session's record: a host that no longer answers
+/// means the session is gone (`exited`, reason `host gone`), whatever killed it. Sessions not
+/// hosted by spex (no host log) and sessions still starting are left to other evidence.
+pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<Session> {
+    let hosted = store.session_dir(&s.id).join("host.log").is_file();
+    if !hosted || matches!(s.status, Status::Exited | Status::Starting) {
+        return None;
+    }
+    let socket = socket_path(env, &s.id).ok()?;
+    if UnixStream::connect(&socket).is_ok() {
+        return None;
+    }
+    let _ = std::fs::remove_file(&socket);
+    store
+        .update(&s.id, |current| {
+            let Some(mut s) = current.filter(|s| s.status != Status::Exited) else {
+                return (None, Vec::new(), None);
+            };
+            let now = crate::store::now_rfc3339();
+            let mut events = Vec::new();
+            let reason = |r: &str| {
+                let mut f = serde_json::Map::new();
+                f.insert("reason".into(), r.into());
+                f
+            };
+            if let Some(turn) = s
+                .turn
+                .as_mut()
+                .filter(|t| t.state == crate::store::session::TurnState::Running)
+            {
+                turn.state = crate::store::session::TurnState::Interrupted;
+                turn.ended_at = Some(now.clone());
+                events.push((
+                    "turn.interrupted".into(),
+                    "liveness".into(),
+                    reason("host gone"),
+                ));
+            }
+            s.status = Status::Exited;
+            s.attention = None;
+            s.updated_at = now;
+            events.push((
+                "session.exited".into(),
+                "liveness".into(),
+                reason("host gone"),
+            ));
+            (Some(s.clone()), events, Some(s))
+        })
+        .ok()
+        .flatten()
+}
+
 /// Sends the harness's interrupt keys to a working session and waits until its turn ended.
 pub fn interrupt(
     env: &Env,

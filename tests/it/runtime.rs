@@ -513,3 +513,38 @@ fn a_64k_multiline_unicode_prompt_arrives_exactly() {
     );
     stop(&w, &fake, &id);
 }
+
+#[test]
+fn a_killed_host_reads_exited_and_not_live() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = run_json(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let host = launched["session"]["host_pid"].as_i64().unwrap();
+    let child = launched["session"]["child_pid"].as_i64().unwrap();
+    let live = run_json(&w, &fake, &["sessions", "--json"]).unwrap();
+    assert_eq!(live.as_array().unwrap().len(), 1, "{}", pretty(&live));
+    Command::new("kill")
+        .args(["-9", &host.to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let live = run_json(&w, &fake, &["sessions", "--json"]).unwrap();
+    assert!(live.as_array().unwrap().is_empty(), "{}", pretty(&live));
+    let shown = run_json(&w, &fake, &["show", &id, "--json"]).unwrap();
+    assert_eq!(shown["session"]["status"], "exited", "{}", pretty(&shown));
+    let kinds: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "session.exited")
+        .collect();
+    assert_eq!(kinds.len(), 1, "{}", pretty(&Value::Array(kinds.clone())));
+    // Claude lost its terminal with the host; make sure nothing is left running.
+    let _ = Command::new("kill")
+        .args(["-9", &child.to_string()])
+        .status();
+}
