@@ -24,6 +24,31 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
+/// Sends this terminal's new size to the session whenever the window changes (SIGWINCH), on a
+/// connection of its own: the attached one carries raw bytes.
+fn forward_resizes(env: &Env, id: &str) {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGWINCH])
+    else {
+        return;
+    };
+    let (env, id) = (env.clone(), id.to_owned());
+    std::thread::spawn(move || {
+        for _ in signals.forever() {
+            let Ok(size) = rustix::termios::tcgetwinsize(std::io::stdout()) else {
+                continue;
+            };
+            let _ = crate::runtime::call(
+                &env,
+                &id,
+                Request::Resize {
+                    rows: size.ws_row,
+                    cols: size.ws_col,
+                },
+            );
+        }
+    });
+}
+
 /// Streams session `id` to this terminal (raw mode) until the user detaches or it ends.
 pub fn attach(env: &Env, id: &str) -> anyhow::Result<()> {
     use rustix::termios;
@@ -46,6 +71,7 @@ pub fn attach(env: &Env, id: &str) -> anyhow::Result<()> {
         .into());
     }
     let (mut reader, mut writer) = client.into_parts();
+    forward_resizes(env, id);
     let original = termios::tcgetattr(&stdin).ok();
     if let Some(orig) = &original {
         let mut raw = orig.clone();

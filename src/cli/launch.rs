@@ -1,6 +1,7 @@
 //! `spex launch`: start a session under a spex PTY host, optionally with a first prompt.
 
 use std::io::Read;
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -24,6 +25,10 @@ pub struct Args {
     /// The harness (default: the configuration's `defaultHarness`).
     #[arg(long)]
     pub harness: Option<String>,
+    /// Run the session in the linked worktree NAME (branch NAME, created beside the main
+    /// checkout as `<main>-NAME` if missing) with spex materialized into it.
+    #[arg(long, value_name = "NAME")]
+    pub worktree: Option<String>,
     /// Do not attach this terminal; print the session id.
     #[arg(long)]
     pub detach: bool,
@@ -101,8 +106,77 @@ pub fn resolve<'e>(
     })
 }
 
+/// The linked worktree `name` of this project, created (with its branch) when missing, and
+/// materialized.
+fn worktree(env: &Env, tree: &crate::repo::Tree, name: &str) -> anyhow::Result<crate::repo::Tree> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        || name.starts_with('.')
+    {
+        anyhow::bail!(
+            "`{name}` is not a usable worktree name\nhint: use letters, digits, `.`, `_` and `-`"
+        );
+    }
+    let main_name = tree
+        .main
+        .file_name()
+        .map_or_else(|| "repo".into(), |n| n.to_string_lossy().into_owned());
+    let path = tree
+        .main
+        .parent()
+        .unwrap_or(&tree.main)
+        .join(format!("{main_name}-{name}"));
+    if !path.exists() {
+        let has_branch = Command::new("git")
+            .arg("-C")
+            .arg(&tree.main)
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("refs/heads/{name}"))
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let mut git = Command::new("git");
+        git.arg("-C")
+            .arg(&tree.main)
+            .args(["worktree", "add", "-q"]);
+        if has_branch {
+            git.arg(&path).arg(name);
+        } else {
+            git.arg("-b").arg(name).arg(&path);
+        }
+        let out = git.output().context("cannot run `git worktree add`")?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "`git worktree add` for `{}` failed: {}\nhint: fix what git says, or pick another name",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+    let wt = crate::repo::Tree::discover(&path)?;
+    if wt.main != tree.main {
+        anyhow::bail!(
+            "`{}` exists and is not a worktree of `{}`\nhint: move it away, or pick another name",
+            path.display(),
+            tree.main.display()
+        );
+    }
+    super::materialize::plan_and_apply(
+        env,
+        wt.clone(),
+        crate::materialize::Mode::Materialize,
+        true,
+    )?;
+    Ok(wt)
+}
+
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
+    let tree = match &args.worktree {
+        Some(name) => worktree(env, &tree, name)?,
+        None => tree,
+    };
     let launch = resolve(
         env,
         &tree,

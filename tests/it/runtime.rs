@@ -357,6 +357,27 @@ fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
         text.contains("shortcuts"),
         "the screen was not redrawn:\n{text}"
     );
+    // A window change of the attached terminal reaches the session.
+    pair.master
+        .resize(PtySize {
+            rows: 30,
+            cols: 100,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let resized = loop {
+        let s = run_json(&w, &fake, &["snapshot", &id, "--json"]).unwrap();
+        if (s["rows"] == 30 && s["cols"] == 100) || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        (resized["rows"].clone(), resized["cols"].clone()),
+        (30.into(), 100.into())
+    );
     writer.write_all(&[0x1c]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
@@ -547,4 +568,61 @@ fn a_killed_host_reads_exited_and_not_live() {
     let _ = Command::new("kill")
         .args(["-9", &child.to_string()])
         .status();
+}
+
+#[test]
+fn launch_in_a_new_worktree_materializes_it_and_runs_there() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    crate::common::git(&w.repo, &["add", "-A"]);
+    crate::common::git(&w.repo, &["commit", "-q", "-m", "base"]);
+    let wt = w.repo.parent().unwrap().join("repo-feature");
+    // Claude trusts the new folder through the main checkout's trust, which materialize grants.
+    let launched = run_json(
+        &w,
+        &fake,
+        &[
+            "launch",
+            "--harness",
+            "claude",
+            "--worktree",
+            "feature",
+            "--detach",
+            "--json",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let record = w.record(&id);
+    assert_eq!(record["tree"], wt.to_str().unwrap(), "{}", pretty(&record));
+    assert_eq!(record["branch"], "feature", "{}", pretty(&record));
+    assert!(
+        wt.join(".claude/settings.json").is_file(),
+        "not materialized"
+    );
+    let d = run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE in the worktree", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(d["confirmed"], true);
+    stop(&w, &fake, &id);
+    // A second launch reuses the worktree.
+    let again = run_json(
+        &w,
+        &fake,
+        &[
+            "launch",
+            "--harness",
+            "claude",
+            "--worktree",
+            "feature",
+            "--detach",
+            "--json",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id2 = again["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(w.record(&id2)["tree"], wt.to_str().unwrap());
+    stop(&w, &fake, &id2);
 }
