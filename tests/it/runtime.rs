@@ -626,3 +626,52 @@ fn launch_in_a_new_worktree_materializes_it_and_runs_there() {
     assert_eq!(w.record(&id2)["tree"], wt.to_str().unwrap());
     stop(&w, &fake, &id2);
 }
+
+#[test]
+fn a_prompt_delivered_while_busy_is_queued_and_confirmed_when_taken_up() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE DELAY=4 first", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(
+        wait_status(&w, &id, "working", Duration::from_secs(10))["status"],
+        "working"
+    );
+    let queued = run_json(&w, &fake, &["deliver", &id, "USE_NONE second", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(queued["mode"], "queued", "{}", pretty(&queued));
+    assert_eq!(queued["confirmed"], false);
+    let waited = run_json(
+        &w,
+        &fake,
+        &[
+            "deliver",
+            &id,
+            "USE_NONE third",
+            "--wait",
+            "--json",
+            "--timeout",
+            "60",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(waited["mode"], "queued", "{}", pretty(&waited));
+    assert_eq!(waited["confirmed"], true, "{}", pretty(&waited));
+    let prompts: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn.started")
+        .map(|e| e["prompt"].clone())
+        .collect();
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p.as_str().is_some_and(|p| p.contains("third"))),
+        "{prompts:?}"
+    );
+    stop(&w, &fake, &id);
+}
