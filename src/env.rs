@@ -52,6 +52,27 @@ impl Env {
         }
     }
 
+    /// Values of this process's variables that look like secrets (`*API_KEY*`, `*TOKEN*`,
+    /// `*SECRET*`, `*PASSWORD*`), by name, for scrubbing recordings.
+    pub fn secret_values() -> Vec<(String, String)> {
+        std::env::vars()
+            .filter(|(k, v)| {
+                let k = k.to_ascii_uppercase();
+                v.len() >= 8
+                    && ["API_KEY", "TOKEN", "SECRET", "PASSWORD"]
+                        .iter()
+                        .any(|s| k.contains(s))
+            })
+            .collect()
+    }
+
+    /// The names (not values) of this process's variables.
+    pub fn names() -> Vec<String> {
+        std::env::vars_os()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect()
+    }
+
     fn named(&self, name: &str) -> Option<&OsString> {
         let found = self.vars.iter().find(|(k, _)| *k == name);
         debug_assert!(

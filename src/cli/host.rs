@@ -23,6 +23,9 @@ pub struct Args {
     pub tree: PathBuf,
     #[arg(long)]
     pub socket: PathBuf,
+    /// Record a cassette into this folder.
+    #[arg(long)]
+    pub record: Option<PathBuf>,
     #[arg(long, default_value_t = 40)]
     pub rows: u16,
     #[arg(long, default_value_t = 120)]
@@ -37,6 +40,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         .with_context(|| format!("unknown harness `{}`", args.harness))?;
     let tree = Tree::discover(&args.tree)?;
     let spec = HostSpec {
+        record: args.record.clone(),
         id: args.session.clone(),
         harness,
         store: ProjectStore::new(&env.spex_home(), &tree.main),

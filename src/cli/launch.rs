@@ -29,6 +29,9 @@ pub struct Args {
     /// checkout as `<main>-NAME` if missing) with spex materialized into it.
     #[arg(long, value_name = "NAME")]
     pub worktree: Option<String>,
+    /// Record the session as a cassette (`spex replay <id>` plays it).
+    #[arg(long)]
+    pub record: bool,
     /// Do not attach this terminal; print the session id.
     #[arg(long)]
     pub detach: bool,
@@ -61,6 +64,7 @@ pub fn resolve<'e>(
     tree: &crate::repo::Tree,
     harness: Option<&str>,
     ready_timeout: Duration,
+    record: bool,
 ) -> anyhow::Result<Launch<'e>> {
     let known = adapters::known();
     let cfg = config::load(&env.user_config_file(), &tree.root, &known)?;
@@ -103,6 +107,7 @@ pub fn resolve<'e>(
         spex_bin: super::spex_binary()?,
         size,
         ready_timeout,
+        record,
     })
 }
 
@@ -182,6 +187,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         &tree,
         args.harness.as_deref(),
         Duration::from_secs(args.ready_timeout),
+        args.record,
     )?;
     let prompt = args.prompt.as_deref().map(text_arg).transpose()?;
     let launched = runtime::launch(&launch)?;

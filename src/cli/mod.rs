@@ -2,6 +2,7 @@
 //! help) and a `run` that resolves arguments into settings and calls the module doing the work.
 
 pub mod attach;
+pub mod cassette;
 pub mod clean;
 pub mod deliver;
 pub mod dispatch;
@@ -12,6 +13,7 @@ pub mod interrupt;
 pub mod launch;
 pub mod materialize;
 pub mod output;
+pub mod replay;
 pub mod resume;
 pub mod sessions;
 pub mod slash;
@@ -52,6 +54,8 @@ pub enum Command {
     Stop(stop::Args),
     Interrupt(interrupt::Args),
     Resume(resume::Args),
+    Replay(replay::Args),
+    Cassette(cassette::Args),
     #[command(hide = true)]
     Host(host::Args),
     /// Print shell completions.
@@ -93,6 +97,8 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Stop(a) => stop::run(&a, env),
         Command::Interrupt(a) => interrupt::run(&a, env),
         Command::Resume(a) => resume::run(&a, env),
+        Command::Replay(a) => replay::run(&a, env),
+        Command::Cassette(a) => cassette::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Completions { shell } => {
             let mut buf = Vec::new();

@@ -35,6 +35,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         &tree,
         Some(&record.harness),
         Duration::from_secs(args.ready_timeout),
+        false,
     )?;
     let launched = runtime::resume(&launch, &store, &id)?;
     super::launch::report(args.json, args.detach, &launched, None);

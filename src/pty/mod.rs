@@ -1,7 +1,8 @@
 //! Harness-neutral PTY library: the raw session (spawn, size, process group, input, resize,
 //! output, wait, kill), the terminal model (screen, title, replies to terminal queries) and the
-//! observation tee (every event with one `seq`). It knows no harness and no spex state.
+//! observation tee (every event with one `seq`), and the cassettes the tee writes to disk. It knows no harness and no spex state.
 
+pub mod cassette;
 pub mod session;
 pub mod tee;
 pub mod terminal;

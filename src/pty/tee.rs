@@ -27,6 +27,12 @@ pub enum Event {
     Signal {
         signal: i32,
     },
+    /// Something the caller notes in a stream of its own (`frames`: a screen worth keeping;
+    /// `service`: an event of the session's record), numbered with the rest.
+    Mark {
+        stream: String,
+        data: serde_json::Value,
+    },
     /// The program ended: an exit code or the signal that ended it.
     Exit {
         code: Option<i32>,

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::protocol::{Envelope, Request, Response, VERSION};
+use crate::pty::cassette::{self, Manifest, Recorder, Rule, Scrubber};
 use crate::pty::session::{Exit, Session, Size, Spawn};
+use crate::pty::tee::{Event as TeeEvent, Tee};
 use crate::pty::terminal::Terminal;
 use crate::seam::{Activity, Harness};
 use crate::store::ProjectStore;
@@ -20,6 +22,8 @@ use crate::store::session::{ExitStatus, Status, TurnState};
 
 /// Everything the host needs, resolved by the launcher.
 pub struct HostSpec {
+    /// Record the session as a cassette into this folder.
+    pub record: Option<PathBuf>,
     pub id: String,
     pub harness: &'static dyn Harness,
     pub store: ProjectStore,
@@ -38,6 +42,8 @@ struct Shared {
     store: ProjectStore,
     id: String,
     watch: Mutex<Watch>,
+    /// The recording, when the session is recorded.
+    tee: Option<Tee>,
 }
 
 /// What the host last saw the harness do, to act on transitions only.
@@ -72,6 +78,17 @@ impl Shared {
         self.write(bytes)
     }
 
+    /// Notes the screen in the recording (at transitions and at the end).
+    fn frame(&self, reason: &str) {
+        if let Some(tee) = &self.tee {
+            let snapshot = lock(&self.term).snapshot();
+            tee.record(TeeEvent::Mark {
+                stream: "frames".into(),
+                data: serde_json::json!({ "reason": reason, "screen": snapshot }),
+            });
+        }
+    }
+
     /// After new output: acts on what the screen now says (a turn interrupted, a dialog
     /// answered, a new self-summary), never on a timer.
     fn observe(&self) {
@@ -95,6 +112,7 @@ impl Shared {
             return;
         }
         let before = watch.activity.replace(activity);
+        self.frame(&format!("{activity:?}").to_lowercase());
         eprintln!(
             "activity {before:?} -> {activity:?} (interrupt pending: {})",
             watch.interrupt_pending
@@ -141,7 +159,11 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     // Our own session: closing the launching terminal must not take the host down.
     let _ = rustix::process::setsid();
     let listener = bind(&spec.socket)?;
-    let mut session = Session::spawn(&spec.spawn, None)?;
+    let tee = spec.record.as_ref().and_then(|dir| recorder(spec, dir));
+    let mut session = Session::spawn(&spec.spawn, tee.clone())?;
+    if let Some(tee) = &tee {
+        follow_events(&spec.store, &spec.id, tee.clone());
+    }
     let output = session.take_output();
     let child_pid = session.pid();
     let Size { rows, cols } = spec.spawn.size;
@@ -155,6 +177,7 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         store: spec.store.clone(),
         id: spec.id.clone(),
         watch: Mutex::new(Watch::default()),
+        tee,
     });
     {
         let shared = Arc::clone(&shared);
@@ -175,6 +198,7 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         drop(clients);
         shared.observe();
     }
+    shared.frame("end");
     let exit = loop {
         if let Some(exit) = lock(&shared.session).wait_timeout(Duration::from_secs(1))? {
             break exit;
@@ -188,6 +212,97 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         let _ = c.shutdown(std::net::Shutdown::Both);
     }
     Ok(exit)
+}
+
+/// The tee writing the cassette into `dir`, or `None` (logged) when it cannot start: a
+/// recording never stands in the session's way.
+fn recorder(spec: &HostSpec, dir: &std::path::Path) -> Option<Tee> {
+    let env = crate::env::Env::from_process(crate::adapters::env_vars());
+    let rule = |name: &str, find: &std::path::Path, replace: &str| Rule {
+        name: name.to_owned(),
+        find: find.to_string_lossy().into_owned(),
+        replace: replace.to_owned(),
+    };
+    let mut rules = vec![rule("tree path", &spec.spawn.cwd, "$TREE")];
+    if let Some(home) = &env.home {
+        rules.push(rule("home path", home, "$HOME"));
+    }
+    rules.push(rule("spex store", &env.spex_home(), "$SPEX_HOME"));
+    for (name, value) in crate::env::Env::secret_values() {
+        rules.push(Rule {
+            name: format!("${name}"),
+            find: value,
+            replace: format!("${name}"),
+        });
+    }
+    let mut scrubber = Scrubber::new(rules);
+    let argv: Vec<String> = spec
+        .spawn
+        .argv
+        .iter()
+        .map(|a| scrubber.scrub_str(&a.to_string_lossy()))
+        .collect();
+    let binary = spec
+        .spawn
+        .argv
+        .first()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let fingerprint = std::fs::metadata(&binary).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        format!("size {} mtime {}", m.len(), m.mtime())
+    });
+    let manifest = Manifest {
+        version: cassette::VERSION,
+        id: super::new_id().unwrap_or_default(),
+        content_digest: None,
+        harness: serde_json::json!({"id": spec.harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "pinned_version": spec.harness.pinned_version()}),
+        command: serde_json::json!({"argv": argv, "cwd": "$TREE", "env_names": crate::env::Env::names()}),
+        terminal: serde_json::json!({"rows": spec.spawn.size.rows, "cols": spec.spawn.size.cols,
+            "term": std::env::var("TERM").ok(), "locale": std::env::var("LANG").ok(),
+            "model": "vt100", "model_version": "0.16"}),
+        timing: serde_json::json!({"resolution_ms": 100}),
+        provenance: serde_json::json!({"spex_version": env!("CARGO_PKG_VERSION"),
+            "os": std::env::consts::OS, "arch": std::env::consts::ARCH,
+            "recorded_at": crate::store::now_rfc3339()}),
+        capture: "full".into(),
+    };
+    match Recorder::create(dir, manifest, scrubber) {
+        Ok(r) => {
+            let tee = Tee::new();
+            tee.add_sink(Box::new(r));
+            Some(tee)
+        }
+        Err(e) => {
+            eprintln!("error: not recording: {e}");
+            None
+        }
+    }
+}
+
+/// Copies the session's new record events into the recording as they are appended (inotify on
+/// the session folder), so they are numbered in the order they happened.
+fn follow_events(store: &ProjectStore, id: &str, tee: Tee) {
+    let dir = store.session_dir(id);
+    let store = store.clone();
+    let id = id.to_owned();
+    let _ = std::thread::Builder::new()
+        .name("host-events".into())
+        .spawn(move || {
+            let mut seen = store.events(&id, None).map_or(0, |e| e.len());
+            let forever = std::time::Instant::now() + Duration::from_secs(u64::from(u32::MAX));
+            let _ = super::wait_for(&dir, forever, || -> Option<()> {
+                let events = store.events(&id, None).ok()?;
+                for e in events.iter().skip(seen) {
+                    tee.record(TeeEvent::Mark {
+                        stream: "service".into(),
+                        data: serde_json::to_value(e).unwrap_or_default(),
+                    });
+                }
+                seen = seen.max(events.len());
+                None
+            });
+        });
 }
 
 /// Binds the session's socket, replacing a stale file (one nobody answers on), never a live one.

@@ -245,6 +245,8 @@ pub struct Launch<'a> {
     pub spex_bin: PathBuf,
     pub size: Size,
     pub ready_timeout: Duration,
+    /// Record the session as a cassette (in the session's folder of the store).
+    pub record: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -256,7 +258,7 @@ pub struct Launched {
 }
 
 /// A new session id (a random UUID, which the harness adopts as its own).
-fn new_id() -> Result<String, RuntimeError> {
+pub fn new_id() -> Result<String, RuntimeError> {
     let path = Path::new("/dev/urandom");
     let mut b = [0u8; 16];
     std::io::Read::read_exact(&mut std::fs::File::open(path).map_err(io(path))?, &mut b)
@@ -366,8 +368,11 @@ fn start_host(
         .arg("--rows")
         .arg(l.size.rows.to_string())
         .arg("--cols")
-        .arg(l.size.cols.to_string())
-        .arg("--")
+        .arg(l.size.cols.to_string());
+    if l.record {
+        cmd.arg("--record").arg(cassette_dir(store, id));
+    }
+    cmd.arg("--")
         .args(argv)
         // The harness reads project settings from its launch folder only.
         .current_dir(&l.tree.root)
@@ -479,6 +484,11 @@ pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<
         })
         .ok()
         .flatten()
+}
+
+/// Where session `id`'s recording goes.
+pub fn cassette_dir(store: &ProjectStore, id: &str) -> PathBuf {
+    store.session_dir(id).join("cassette")
 }
 
 /// Sends the harness's interrupt keys to a working session and waits until its turn ended.

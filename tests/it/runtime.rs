@@ -675,3 +675,130 @@ fn a_prompt_delivered_while_busy_is_queued_and_confirmed_when_taken_up() {
     );
     stop(&w, &fake, &id);
 }
+
+#[test]
+fn a_recorded_session_checks_replays_and_exports() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = run_json(
+        &w,
+        &fake,
+        &[
+            "launch",
+            "--harness",
+            "claude",
+            "--record",
+            "--detach",
+            "--json",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let prompt = "USE_NONE a recorded prompt";
+    run_json(&w, &fake, &["deliver", &id, prompt, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        "PLAIN_ANSWER_OK",
+        Duration::from_mins(1)
+    ));
+    stop(&w, &fake, &id);
+    let dir = w.project_dir().join("sessions").join(&id).join("cassette");
+
+    let check = spex_cmd(&w, &fake, &["cassette", "check", &id])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let lines = |name: &str| -> Vec<Value> {
+        read_or_empty(&dir.join(name))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let pastes: Vec<Value> = lines("input.jsonl")
+        .into_iter()
+        .filter(|r| r["kind"] == "paste")
+        .collect();
+    assert_eq!(pastes.len(), 1, "{pastes:?}");
+    assert_eq!(pastes[0]["text"], format!("\x1b[200~{prompt}\x1b[201~"));
+    let service = lines("service-events.jsonl");
+    assert!(
+        service
+            .iter()
+            .any(|e| e["kind"] == "turn.started" && e["prompt"] == prompt),
+        "{service:?}"
+    );
+    assert!(!lines("frames.jsonl").is_empty());
+    // Nothing private anywhere in the cassette.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        for secret in [
+            DUMMY_API_KEY,
+            w.home.to_str().unwrap(),
+            w.repo.to_str().unwrap(),
+        ] {
+            assert!(
+                !text.contains(secret),
+                "{} holds `{secret}`",
+                path.display()
+            );
+        }
+    }
+
+    let raw = std::fs::read(dir.join("output.raw")).unwrap();
+    let replay = spex_cmd(&w, &fake, &["replay", &id, "--collapsed"])
+        .output()
+        .unwrap();
+    assert!(replay.status.success());
+    assert!(
+        replay.stdout == raw,
+        "collapsed replay differs from output.raw"
+    );
+    let last_ms = lines("output.jsonl")
+        .last()
+        .and_then(|r| r["t_ms"].as_u64())
+        .unwrap();
+    let started = Instant::now();
+    let scaled = spex_cmd(&w, &fake, &["replay", &id, "--speed", "4"])
+        .output()
+        .unwrap();
+    let took = started.elapsed().as_millis();
+    assert!(scaled.stdout == raw);
+    let want = u128::from(last_ms / 4);
+    assert!(
+        took >= want && took <= want + 1500,
+        "replay took {took} ms, want {want} ms"
+    );
+
+    let cast = w.dir.path().join("session.cast");
+    let cast_arg = cast.to_str().unwrap().to_owned();
+    let export = spex_cmd(&w, &fake, &["cassette", "export", &id, "--cast", &cast_arg])
+        .output()
+        .unwrap();
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    let text = std::fs::read_to_string(&cast).unwrap();
+    let mut rows = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap());
+    let header = rows.next().unwrap();
+    assert_eq!(header["version"], 2);
+    assert!(header["width"].as_u64().unwrap() > 0 && header["height"].as_u64().unwrap() > 0);
+    let events: Vec<Value> = rows.collect();
+    assert!(!events.is_empty());
+    assert!(
+        events
+            .iter()
+            .all(|e| e[0].is_f64() && e[1] == "o" && e[2].is_string())
+    );
+}

@@ -1,0 +1,677 @@
+//! Cassettes, format version 1: what the observation tee saw, on disk, so a session can be
+//! replayed without the program that produced it. A directory of append-only streams:
+//! `manifest.json`, `input.jsonl`, `output.raw` (exact bytes after scrubbing), `output.jsonl`
+//! (offset + length into `output.raw`), `frames.jsonl`, `service-events.jsonl`, `final.json`,
+//! `scrub-report.json`. Every record carries `seq` (one counter over all streams, contiguous) and
+//! `t_ms` (monotonic from the start, quantized to the resolution). Secrets and the user's paths
+//! are scrubbed before anything is written. Knows no harness: the caller names what to scrub.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::tee::{Event, Observation, Sink};
+
+pub const VERSION: u32 = 1;
+pub const STREAMS: [&str; 4] = [
+    "input.jsonl",
+    "output.jsonl",
+    "frames.jsonl",
+    "service-events.jsonl",
+];
+const REQUIRED: [&str; 8] = [
+    "manifest.json",
+    "input.jsonl",
+    "output.raw",
+    "output.jsonl",
+    "frames.jsonl",
+    "service-events.jsonl",
+    "final.json",
+    "scrub-report.json",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum CassetteError {
+    #[error("`{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "`{0}` is not a cassette: `{1}` is missing\nhint: a cassette is the folder spex recorded, with all of its files"
+    )]
+    Missing(PathBuf, &'static str),
+    #[error(
+        "`{path}` is cassette version {found}; this spex reads version {VERSION}\nhint: replay it with a newer spex"
+    )]
+    Version { path: PathBuf, found: u32 },
+    #[error("`{path}` line {line}: {message}")]
+    Bad {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CassetteError + '_ {
+    move |source| CassetteError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// One scrubbing rule: every occurrence of `find` becomes `replace`.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub name: String,
+    pub find: String,
+    pub replace: String,
+}
+
+/// Replaces secrets and paths, counting hits per rule. Besides the literal rules, any token
+/// that looks like an API key (`sk-…`) or follows `Bearer ` is replaced.
+#[derive(Debug, Clone, Default)]
+pub struct Scrubber {
+    rules: Vec<Rule>,
+    pub hits: Vec<(String, u64)>,
+}
+
+const KEY_RULE: &str = "api-key-shaped token";
+const BEARER_RULE: &str = "bearer token";
+
+impl Scrubber {
+    pub fn new(mut rules: Vec<Rule>) -> Scrubber {
+        rules.retain(|r| r.find.len() >= 4);
+        // Longest first: a tree path inside the home folder keeps its own placeholder.
+        rules.sort_by_key(|r| std::cmp::Reverse(r.find.len()));
+        let mut hits: Vec<(String, u64)> = rules.iter().map(|r| (r.name.clone(), 0)).collect();
+        hits.push((KEY_RULE.into(), 0));
+        hits.push((BEARER_RULE.into(), 0));
+        Scrubber { rules, hits }
+    }
+
+    fn hit(&mut self, name: &str, n: u64) {
+        if let Some(h) = self.hits.iter_mut().find(|(k, _)| k == name) {
+            h.1 += n;
+        }
+    }
+
+    /// Longest literal any rule looks for: how much a streaming caller must hold back.
+    pub fn longest(&self) -> usize {
+        self.rules
+            .iter()
+            .map(|r| r.find.len())
+            .max()
+            .unwrap_or(0)
+            .max(64)
+    }
+
+    pub fn scrub(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        for i in 0..self.rules.len() {
+            let (find, replace) = (
+                self.rules[i].find.as_bytes().to_vec(),
+                self.rules[i].replace.as_bytes().to_vec(),
+            );
+            let (next, n) = replace_all(&out, &find, &replace);
+            out = next;
+            let name = self.rules[i].name.clone();
+            self.hit(&name, n);
+        }
+        let (next, n) = replace_tokens(&out, b"sk-", 16, b"sk-<scrubbed>");
+        out = next;
+        self.hit(KEY_RULE, n);
+        let (next, n) = replace_tokens(&out, b"Bearer ", 8, b"Bearer <scrubbed>");
+        self.hit(BEARER_RULE, n);
+        next
+    }
+
+    pub fn scrub_str(&mut self, s: &str) -> String {
+        String::from_utf8_lossy(&self.scrub(s.as_bytes())).into_owned()
+    }
+}
+
+fn replace_all(hay: &[u8], find: &[u8], replace: &[u8]) -> (Vec<u8>, u64) {
+    let mut out = Vec::with_capacity(hay.len());
+    let mut n = 0;
+    let mut i = 0;
+    while i < hay.len() {
+        if hay[i..].starts_with(find) {
+            out.extend_from_slice(replace);
+            i += find.len();
+            n += 1;
+        } else {
+            out.push(hay[i]);
+            i += 1;
+        }
+    }
+    (out, n)
+}
+
+/// Replaces `prefix` + a run of at least `min` token characters.
+fn replace_tokens(hay: &[u8], prefix: &[u8], min: usize, with: &[u8]) -> (Vec<u8>, u64) {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.';
+    let mut out = Vec::with_capacity(hay.len());
+    let mut n = 0;
+    let mut i = 0;
+    while i < hay.len() {
+        if hay[i..].starts_with(prefix) && !hay[i + prefix.len()..].starts_with(b"<scrubbed>") {
+            let rest = &hay[i + prefix.len()..];
+            let len = rest.iter().take_while(|&&b| token(b)).count();
+            if len >= min {
+                out.extend_from_slice(with);
+                i += prefix.len() + len;
+                n += 1;
+                continue;
+            }
+        }
+        out.push(hay[i]);
+        i += 1;
+    }
+    (out, n)
+}
+
+/// Bytes as JSON: text when they are UTF-8, else hex.
+fn bytes_json(bytes: &[u8]) -> (&'static str, Value) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => ("text", Value::String(s.to_owned())),
+        Err(_) => ("hex", Value::String(hex::encode(bytes))),
+    }
+}
+
+/// The fixed facts of a recording, written to `manifest.json` at the start and completed at
+/// the end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub version: u32,
+    pub id: String,
+    /// `sha256:<hex>` of `output.raw`, filled in when the recording ends.
+    pub content_digest: Option<String>,
+    pub harness: Value,
+    pub command: Value,
+    pub terminal: Value,
+    pub timing: Value,
+    pub provenance: Value,
+    /// `full` when every input byte went through the recorder's session, `partial` otherwise.
+    pub capture: String,
+}
+
+/// The tee sink that writes a cassette. Write errors stop the recording (logged), never the
+/// session.
+pub struct Recorder {
+    dir: PathBuf,
+    manifest: Manifest,
+    resolution_ms: u64,
+    input: BufWriter<File>,
+    output_raw: BufWriter<File>,
+    output_index: BufWriter<File>,
+    frames: BufWriter<File>,
+    service: BufWriter<File>,
+    offset: u64,
+    /// Output held back so a secret split across chunks is still found.
+    carry: Vec<u8>,
+    digest: Sha256,
+    scrubber: Scrubber,
+    failed: bool,
+    last_t: u64,
+}
+
+impl Recorder {
+    pub fn create(
+        dir: &Path,
+        manifest: Manifest,
+        scrubber: Scrubber,
+    ) -> Result<Recorder, CassetteError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let open = |name: &str| -> Result<BufWriter<File>, CassetteError> {
+            let p = dir.join(name);
+            File::create(&p).map(BufWriter::new).map_err(io(&p))
+        };
+        let resolution_ms = manifest
+            .timing
+            .get("resolution_ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(100)
+            .max(1);
+        let r = Recorder {
+            dir: dir.to_owned(),
+            input: open("input.jsonl")?,
+            output_raw: open("output.raw")?,
+            output_index: open("output.jsonl")?,
+            frames: open("frames.jsonl")?,
+            service: open("service-events.jsonl")?,
+            manifest,
+            resolution_ms,
+            offset: 0,
+            carry: Vec::new(),
+            digest: Sha256::new(),
+            scrubber,
+            failed: false,
+            last_t: 0,
+        };
+        r.write_json(
+            "manifest.json",
+            &serde_json::to_value(&r.manifest).unwrap_or_default(),
+        )?;
+        Ok(r)
+    }
+
+    fn write_json(&self, name: &str, v: &Value) -> Result<(), CassetteError> {
+        let p = self.dir.join(name);
+        let mut bytes = serde_json::to_vec_pretty(v).expect("JSON serializes");
+        bytes.push(b'\n');
+        std::fs::write(&p, bytes).map_err(io(&p))
+    }
+
+    fn t_ms(&mut self, t_us: u64) -> u64 {
+        let t = t_us / 1000 / self.resolution_ms * self.resolution_ms;
+        // Monotonic even if quantization or a clock oddity says otherwise.
+        self.last_t = self.last_t.max(t);
+        self.last_t
+    }
+
+    fn line(w: &mut BufWriter<File>, v: &Value) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *w, v)?;
+        w.write_all(b"\n")
+    }
+
+    fn output(&mut self, seq: u64, t: u64, bytes: &[u8], flush: bool) -> std::io::Result<()> {
+        self.carry.extend_from_slice(bytes);
+        let keep = if flush { 0 } else { self.scrubber.longest() };
+        let release = self.carry.len().saturating_sub(keep);
+        // Never split a UTF-8 character (or a placeholder) across the release point.
+        let mut cut = release;
+        while cut > 0 && cut < self.carry.len() && (self.carry[cut] & 0xC0) == 0x80 {
+            cut -= 1;
+        }
+        let out: Vec<u8> = self.carry.drain(..cut).collect();
+        let clean = self.scrubber.scrub(&out);
+        self.output_raw.write_all(&clean)?;
+        self.digest.update(&clean);
+        Self::line(
+            &mut self.output_index,
+            &json!({"seq": seq, "t_ms": t, "offset": self.offset, "len": clean.len()}),
+        )?;
+        self.offset += clean.len() as u64;
+        Ok(())
+    }
+
+    fn observe_inner(&mut self, o: &Observation) -> std::io::Result<()> {
+        let t = self.t_ms(o.t_us);
+        let seq = o.seq;
+        match &o.event {
+            Event::Output { bytes } => self.output(seq, t, bytes, false)?,
+            Event::Input { bytes } => {
+                let clean = self.scrubber.scrub(bytes);
+                let kind = if clean.starts_with(b"\x1b[200~") && clean.ends_with(b"\x1b[201~") {
+                    "paste"
+                } else {
+                    "keys"
+                };
+                let (field, data) = bytes_json(&clean);
+                let mut v = json!({"seq": seq, "t_ms": t, "kind": kind});
+                v[field] = data;
+                Self::line(&mut self.input, &v)?;
+            }
+            Event::Resize { rows, cols } => Self::line(
+                &mut self.input,
+                &json!({"seq": seq, "t_ms": t, "kind": "resize", "rows": rows, "cols": cols}),
+            )?,
+            Event::Signal { signal } => Self::line(
+                &mut self.input,
+                &json!({"seq": seq, "t_ms": t, "kind": "signal", "signal": signal}),
+            )?,
+            Event::Mark { stream, data } => {
+                let text = self.scrubber.scrub_str(&data.to_string());
+                let mut v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                if !v.is_object() {
+                    v = json!({ "data": v });
+                }
+                v["seq"] = seq.into();
+                v["t_ms"] = t.into();
+                let w = if stream == "frames" {
+                    &mut self.frames
+                } else {
+                    &mut self.service
+                };
+                Self::line(w, &v)?;
+            }
+            Event::Exit { code, signal } => {
+                // The output still held back goes out under the exit's number.
+                self.output(seq, t, &[], true)?;
+                self.finish(t, *code, *signal)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, t: u64, code: Option<i32>, signal: Option<i32>) -> std::io::Result<()> {
+        for w in [
+            &mut self.input,
+            &mut self.output_raw,
+            &mut self.output_index,
+            &mut self.frames,
+            &mut self.service,
+        ] {
+            w.flush()?;
+        }
+        let digest = format!("sha256:{}", hex::encode(self.digest.clone().finalize()));
+        self.manifest.content_digest = Some(digest);
+        let manifest = serde_json::to_value(&self.manifest).unwrap_or_default();
+        let report: Vec<Value> = self
+            .scrubber
+            .hits
+            .iter()
+            .map(|(rule, hits)| json!({"rule": rule, "hits": hits}))
+            .collect();
+        let done = self
+            .write_json("manifest.json", &manifest)
+            .and_then(|()| self.write_json("scrub-report.json", &json!({ "rules": report })))
+            .and_then(|()| {
+                self.write_json(
+                    "final.json",
+                    &json!({"exit": {"code": code, "signal": signal}, "duration_ms": t}),
+                )
+            });
+        done.map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// Marks the capture partial (input reached the program from elsewhere).
+    pub fn set_partial(&mut self) {
+        self.manifest.capture = "partial".into();
+    }
+}
+
+impl Sink for Recorder {
+    fn observe(&mut self, o: &Observation) {
+        if self.failed {
+            return;
+        }
+        if let Err(e) = self.observe_inner(o) {
+            self.failed = true;
+            eprintln!(
+                "error: recording to `{}` stopped: {e} (the session goes on)",
+                self.dir.display()
+            );
+        }
+    }
+}
+
+/// One line of a stream, with its number and time.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub stream: &'static str,
+    pub seq: u64,
+    pub t_ms: u64,
+    pub value: Value,
+}
+
+/// A cassette read back: every stream's records merged in `seq` order, and `output.raw`.
+#[derive(Debug)]
+pub struct Cassette {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+    pub records: Vec<Record>,
+    pub output: Vec<u8>,
+    pub final_state: Value,
+}
+
+impl Cassette {
+    /// Reads a cassette, refusing a missing file or a newer major version.
+    pub fn open(dir: &Path) -> Result<Cassette, CassetteError> {
+        for name in REQUIRED {
+            if !dir.join(name).is_file() {
+                return Err(CassetteError::Missing(dir.to_owned(), name));
+            }
+        }
+        let read = |name: &str| -> Result<String, CassetteError> {
+            let p = dir.join(name);
+            std::fs::read_to_string(&p).map_err(io(&p))
+        };
+        let mpath = dir.join("manifest.json");
+        let raw: Value =
+            serde_json::from_str(&read("manifest.json")?).map_err(|e| CassetteError::Bad {
+                path: mpath.clone(),
+                line: e.line(),
+                message: e.to_string(),
+            })?;
+        let found = raw.get("version").and_then(Value::as_u64).unwrap_or(0);
+        if found != u64::from(VERSION) {
+            return Err(CassetteError::Version {
+                path: mpath,
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+            });
+        }
+        let manifest: Manifest = serde_json::from_value(raw).map_err(|e| CassetteError::Bad {
+            path: mpath,
+            line: 1,
+            message: e.to_string(),
+        })?;
+        let mut records = Vec::new();
+        for stream in STREAMS {
+            let path = dir.join(stream);
+            for (i, line) in read(stream)?.lines().enumerate() {
+                let bad = |message: String| CassetteError::Bad {
+                    path: path.clone(),
+                    line: i + 1,
+                    message,
+                };
+                let value: Value = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+                let seq = value.get("seq").and_then(Value::as_u64);
+                let t_ms = value.get("t_ms").and_then(Value::as_u64);
+                let (Some(seq), Some(t_ms)) = (seq, t_ms) else {
+                    return Err(bad("a record without `seq` or `t_ms`".into()));
+                };
+                records.push(Record {
+                    stream,
+                    seq,
+                    t_ms,
+                    value,
+                });
+            }
+        }
+        records.sort_by_key(|r| r.seq);
+        let opath = dir.join("output.raw");
+        let output = std::fs::read(&opath).map_err(io(&opath))?;
+        let final_state = serde_json::from_str(&read("final.json")?).unwrap_or(Value::Null);
+        Ok(Cassette {
+            dir: dir.to_owned(),
+            manifest,
+            records,
+            output,
+            final_state,
+        })
+    }
+
+    /// Every problem found: digest, `seq` contiguity, monotonic time, output tiling.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(&self.output)));
+        if self.manifest.content_digest.as_deref() != Some(digest.as_str()) {
+            out.push(format!(
+                "content_digest {:?} does not match output.raw ({digest})",
+                self.manifest.content_digest
+            ));
+        }
+        for (i, r) in self.records.iter().enumerate() {
+            if r.seq != i as u64 {
+                out.push(format!(
+                    "seq {} in {} where {i} was expected (streams must number 0.. without gaps)",
+                    r.seq, r.stream
+                ));
+                break;
+            }
+        }
+        let mut last_t = 0;
+        for r in &self.records {
+            if r.t_ms < last_t {
+                out.push(format!("t_ms goes back at seq {} ({})", r.seq, r.stream));
+                break;
+            }
+            last_t = r.t_ms;
+        }
+        let mut offset = 0u64;
+        for r in self.records.iter().filter(|r| r.stream == "output.jsonl") {
+            let at = r.value.get("offset").and_then(Value::as_u64);
+            let len = r.value.get("len").and_then(Value::as_u64).unwrap_or(0);
+            if at != Some(offset) {
+                out.push(format!(
+                    "output chunk seq {} starts at {at:?}, not at {offset}",
+                    r.seq
+                ));
+                break;
+            }
+            offset += len;
+        }
+        if offset != self.output.len() as u64 {
+            out.push(format!(
+                "output chunks cover {offset} bytes, output.raw holds {}",
+                self.output.len()
+            ));
+        }
+        out
+    }
+
+    /// The output chunks in order, each with its time.
+    pub fn output_chunks(&self) -> Vec<(u64, &[u8])> {
+        self.records
+            .iter()
+            .filter(|r| r.stream == "output.jsonl")
+            .filter_map(|r| {
+                let at = usize::try_from(r.value.get("offset")?.as_u64()?).ok()?;
+                let len = usize::try_from(r.value.get("len")?.as_u64()?).ok()?;
+                Some((r.t_ms, self.output.get(at..at + len)?))
+            })
+            .collect()
+    }
+
+    /// The recording as an asciicast v2 file: a header line, then `[t, "o", data]` events.
+    pub fn asciicast(&self) -> String {
+        let cols = self
+            .manifest
+            .terminal
+            .get("cols")
+            .and_then(Value::as_u64)
+            .unwrap_or(80);
+        let rows = self
+            .manifest
+            .terminal
+            .get("rows")
+            .and_then(Value::as_u64)
+            .unwrap_or(24);
+        let mut out = json!({"version": 2, "width": cols, "height": rows,
+            "env": {"TERM": self.manifest.terminal.get("term").cloned().unwrap_or(Value::Null)}})
+        .to_string();
+        out.push('\n');
+        for (t, bytes) in self.output_chunks() {
+            if bytes.is_empty() {
+                continue;
+            }
+            #[expect(clippy::cast_precision_loss, reason = "milliseconds of a recording")]
+            let secs = t as f64 / 1000.0;
+            out.push_str(&json!([secs, "o", String::from_utf8_lossy(bytes)]).to_string());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pty::tee::Tee;
+
+    fn manifest() -> Manifest {
+        Manifest {
+            version: VERSION,
+            id: "c1".into(),
+            content_digest: None,
+            harness: json!({"id": "test"}),
+            command: json!({"argv": ["sh"]}),
+            terminal: json!({"rows": 24, "cols": 80, "term": "xterm-256color"}),
+            timing: json!({"resolution_ms": 100}),
+            provenance: json!({}),
+            capture: "full".into(),
+        }
+    }
+
+    #[test]
+    fn scrubs_paths_and_keys_even_across_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let scrub = Scrubber::new(vec![Rule {
+            name: "home".into(),
+            find: "/home/dev".into(),
+            replace: "$HOME".into(),
+        }]);
+        let tee = Tee::new();
+        tee.add_sink(Box::new(
+            Recorder::create(dir.path(), manifest(), scrub).unwrap(),
+        ));
+        tee.record(Event::Input {
+            bytes: b"\x1b[200~key sk-ant-0123456789abcdefXYZ\x1b[201~".to_vec(),
+        });
+        tee.record(Event::Output {
+            bytes: b"cd /home/d".to_vec(),
+        });
+        tee.record(Event::Output {
+            bytes: b"ev/x Bearer abcdefgh12345 \xe2\x9c\x93".to_vec(),
+        });
+        tee.record(Event::Mark {
+            stream: "service".into(),
+            data: json!({"kind": "turn.started", "prompt": "in /home/dev"}),
+        });
+        tee.record(Event::Exit {
+            code: Some(0),
+            signal: None,
+        });
+        let c = Cassette::open(dir.path()).unwrap();
+        assert_eq!(c.problems(), Vec::<String>::new());
+        let raw = String::from_utf8(c.output.clone()).unwrap();
+        assert_eq!(raw, "cd $HOME/x Bearer <scrubbed> ✓");
+        let all: String = STREAMS
+            .iter()
+            .map(|s| std::fs::read_to_string(dir.path().join(s)).unwrap())
+            .collect();
+        assert!(
+            !all.contains("/home/dev") && !all.contains("0123456789abcdef"),
+            "{all}"
+        );
+        assert!(all.contains("\"kind\":\"paste\""), "{all}");
+        assert_eq!(c.records.len(), 5);
+        let report = std::fs::read_to_string(dir.path().join("scrub-report.json")).unwrap();
+        assert!(report.contains("\"hits\": 2"), "{report}");
+        assert!(c.asciicast().starts_with("{\"env\""));
+    }
+
+    #[test]
+    fn refuses_newer_versions_and_missing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let tee = Tee::new();
+        tee.add_sink(Box::new(
+            Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap(),
+        ));
+        tee.record(Event::Exit {
+            code: Some(0),
+            signal: None,
+        });
+        assert!(Cassette::open(dir.path()).is_ok());
+        let m = dir.path().join("manifest.json");
+        let text = std::fs::read_to_string(&m)
+            .unwrap()
+            .replace("\"version\": 1", "\"version\": 2");
+        std::fs::write(&m, text).unwrap();
+        assert!(matches!(
+            Cassette::open(dir.path()),
+            Err(CassetteError::Version { found: 2, .. })
+        ));
+        std::fs::remove_file(dir.path().join("final.json")).unwrap();
+        assert!(matches!(
+            Cassette::open(dir.path()),
+            Err(CassetteError::Missing(_, "final.json"))
+        ));
+    }
+}
