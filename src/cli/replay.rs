@@ -8,6 +8,7 @@ use super::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::pty::cassette::Cassette;
+use crate::pty::terminal::Terminal;
 use crate::runtime;
 
 /// Play a recorded session: in real time, scaled, or collapsed (no pauses, same bytes).
@@ -24,6 +25,77 @@ pub struct Args {
     /// Print the recorded frames (screens at moments that mattered) instead.
     #[arg(long)]
     pub frames: bool,
+    /// Print, as JSON, the session at this moment of the recording (milliseconds from its
+    /// start, on the recording's own clock): the screen the terminal model shows and the state
+    /// the session's events had reached.
+    #[arg(long, value_name = "MS", conflicts_with_all = ["frames", "speed", "collapsed"])]
+    pub at: Option<u64>,
+}
+
+/// The session's status after `events` (the record's event kinds, in order): the same
+/// transitions the dispatcher and the host make.
+fn status_after<'a>(events: impl Iterator<Item = &'a str>) -> &'static str {
+    let mut status = "starting";
+    for kind in events {
+        status = match kind {
+            "session.started" | "turn.completed" | "turn.failed" | "turn.interrupted" => "idle",
+            "turn.started" | "tool.started" | "tool.completed" | "attention.cleared" => "working",
+            "input.required" => "needs_attention",
+            "session.exited" => "exited",
+            _ => status,
+        };
+    }
+    status
+}
+
+/// The screen and the session state at `at` ms of the recording.
+fn at(cassette: &Cassette, at: u64) -> serde_json::Value {
+    let rows = cassette
+        .manifest
+        .terminal
+        .get("rows")
+        .and_then(serde_json::Value::as_u64);
+    let cols = cassette
+        .manifest
+        .terminal
+        .get("cols")
+        .and_then(serde_json::Value::as_u64);
+    let mut term = Terminal::new(
+        rows.and_then(|r| u16::try_from(r).ok()).unwrap_or(24),
+        cols.and_then(|c| u16::try_from(c).ok()).unwrap_or(80),
+    );
+    let mut events = Vec::new();
+    for r in cassette.records.iter().filter(|r| r.t_ms <= at) {
+        match r.stream {
+            "output.jsonl" => {
+                let range = r.value["offset"].as_u64().zip(r.value["len"].as_u64());
+                if let Some((o, l)) = range
+                    && let (Ok(o), Ok(l)) = (usize::try_from(o), usize::try_from(l))
+                    && let Some(bytes) = cassette.output.get(o..o + l)
+                {
+                    term.feed(bytes);
+                }
+            }
+            "input.jsonl" if r.value["kind"] == "resize" => {
+                let size = r.value["rows"].as_u64().zip(r.value["cols"].as_u64());
+                if let Some((rows, cols)) = size {
+                    term.resize(
+                        u16::try_from(rows).unwrap_or(24),
+                        u16::try_from(cols).unwrap_or(80),
+                    );
+                }
+            }
+            "service-events.jsonl" => events.push(r.value.clone()),
+            _ => {}
+        }
+    }
+    let status = status_after(events.iter().filter_map(|e| e["kind"].as_str()));
+    serde_json::json!({
+        "t_ms": at,
+        "status": status,
+        "last_event": events.last(),
+        "screen": term.snapshot(),
+    })
 }
 
 /// A cassette folder given directly, else the recording of the session the argument names.
@@ -47,6 +119,10 @@ pub fn cassette_dir(arg: &str, env: &Env) -> anyhow::Result<PathBuf> {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let cassette = Cassette::open(&cassette_dir(&args.cassette, env)?)?;
+    if let Some(t) = args.at {
+        output::json(&at(&cassette, t));
+        return Ok(Outcome::Ok);
+    }
     if args.frames {
         let frames: Vec<&serde_json::Value> = cassette
             .records

@@ -1,6 +1,7 @@
 //! Integration tests: one binary (see Cargo.toml `[[test]] name = "it"`).
 
 mod architecture;
+mod cassettes;
 mod cli;
 mod common;
 mod dispatch;

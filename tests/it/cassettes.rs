@@ -1,0 +1,117 @@
+//! The committed cassettes (`tests/fixtures/cassettes/`, recorded from the real Claude Code
+//! 2.1.197 against the fake Messages API with `spex launch --record`) replay with no harness
+//! binary anywhere: `cassette check` passes, a collapsed replay is `output.raw` exactly, and the
+//! screen and session state at chosen moments of the recording are what happened.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::World;
+
+fn cassette(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/cassettes")
+        .join(name)
+}
+
+/// spex with a PATH that holds no harness.
+fn spex(w: &World, args: &[&str]) -> std::process::Output {
+    w.cmd(&w.repo, args)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("spex runs")
+}
+
+fn service_events(name: &str) -> Vec<Value> {
+    std::fs::read_to_string(cassette(name).join("service-events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The time of the first event of `kind` in cassette `name`.
+fn t_of(name: &str, kind: &str) -> u64 {
+    service_events(name)
+        .iter()
+        .find(|e| e["kind"] == kind)
+        .and_then(|e| e["t_ms"].as_u64())
+        .unwrap_or_else(|| panic!("no {kind} in {name}"))
+}
+
+/// `spex replay <cassette> --at <t>`: `(status, screen text)`.
+fn at(w: &World, name: &str, t: u64) -> (String, String) {
+    let dir = cassette(name);
+    let out = spex(
+        w,
+        &["replay", dir.to_str().unwrap(), "--at", &t.to_string()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let screen = v["screen"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join("\n");
+    (v["status"].as_str().unwrap().to_owned(), screen)
+}
+
+#[test]
+fn committed_cassettes_check_and_replay_byte_exact_without_a_harness() {
+    let w = World::new();
+    for name in ["turn", "permission", "interrupt"] {
+        let dir = cassette(name);
+        let path = dir.to_str().unwrap();
+        let check = spex(&w, &["cassette", "check", path]);
+        assert!(
+            check.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+        let replay = spex(&w, &["replay", path, "--collapsed"]);
+        assert!(replay.status.success());
+        assert!(
+            replay.stdout == std::fs::read(dir.join("output.raw")).unwrap(),
+            "{name}: collapsed replay is not output.raw"
+        );
+    }
+}
+
+#[test]
+fn a_completed_turn_replays_through_the_terminal_model() {
+    let w = World::new();
+    let (status, screen) = at(&w, "turn", t_of("turn", "turn.started"));
+    assert_eq!(status, "working", "{screen}");
+    assert!(!screen.contains("PLAIN_ANSWER_OK"), "{screen}");
+    let before_exit = t_of("turn", "session.exited") - 1;
+    let (status, screen) = at(&w, "turn", before_exit);
+    assert_eq!(status, "idle");
+    assert!(screen.contains("❯ USE_NONE hello"), "{screen}");
+    assert!(screen.contains("PLAIN_ANSWER_OK"), "{screen}");
+}
+
+#[test]
+fn a_permission_dialog_replays_as_needing_attention() {
+    let w = World::new();
+    let (status, _) = at(&w, "permission", t_of("permission", "input.required"));
+    assert_eq!(status, "needs_attention");
+    let (status, screen) = at(&w, "permission", t_of("permission", "session.exited") - 1);
+    assert_eq!(status, "needs_attention");
+    assert!(screen.contains("Do you want to proceed?"), "{screen}");
+}
+
+#[test]
+fn an_interrupted_turn_replays_as_idle() {
+    let w = World::new();
+    let (status, _) = at(&w, "interrupt", t_of("interrupt", "turn.started"));
+    assert_eq!(status, "working");
+    let (status, screen) = at(&w, "interrupt", t_of("interrupt", "turn.interrupted"));
+    assert_eq!(status, "idle", "{screen}");
+}
