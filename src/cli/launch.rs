@@ -107,7 +107,7 @@ pub fn resolve<'e>(
         spex_bin: super::spex_binary()?,
         size,
         ready_timeout,
-        record,
+        record: record || cfg.record,
     })
 }
 

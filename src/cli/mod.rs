@@ -13,6 +13,7 @@ pub mod interrupt;
 pub mod launch;
 pub mod materialize;
 pub mod output;
+pub mod record;
 pub mod replay;
 pub mod resume;
 pub mod sessions;
@@ -54,6 +55,7 @@ pub enum Command {
     Stop(stop::Args),
     Interrupt(interrupt::Args),
     Resume(resume::Args),
+    Record(record::Args),
     Replay(replay::Args),
     Cassette(cassette::Args),
     #[command(hide = true)]
@@ -97,6 +99,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Stop(a) => stop::run(&a, env),
         Command::Interrupt(a) => interrupt::run(&a, env),
         Command::Resume(a) => resume::run(&a, env),
+        Command::Record(a) => record::run(&a, env),
         Command::Replay(a) => replay::run(&a, env),
         Command::Cassette(a) => cassette::run(&a, env),
         Command::Host(a) => host::run(&a, env),

@@ -60,6 +60,8 @@ pub struct Config {
     pub harness: BTreeMap<&'static str, HarnessCommand>,
     pub spec_first: Policy,
     pub stop_gate: StopGate,
+    /// Record every session `spex launch` starts as a cassette.
+    pub record: bool,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -103,6 +105,7 @@ impl Config {
             harness: BTreeMap::new(),
             spec_first: Policy::default(),
             stop_gate: StopGate::default(),
+            record: false,
             sources: Vec::new(),
         }
     }
@@ -323,11 +326,21 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                     }
                 }
             }
+            "record" => {
+                let Ast::BooleanLit(b) = v else {
+                    return Err(layer.err(
+                        v.start(),
+                        "`record` must be `true` or `false`",
+                        "e.g. \"record\": true",
+                    ));
+                };
+                cfg.record = b.value;
+            }
             other => {
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`",
                 ));
             }
         }

@@ -218,6 +218,13 @@ pub struct Recorder {
     scrubber: Scrubber,
     failed: bool,
     last_t: u64,
+    /// Records written so far (the next one's number).
+    written: u64,
+    /// `final.json` is written: nothing more goes in.
+    finished: bool,
+    /// The tee's number and time of the first observation: a recording started mid-session
+    /// still numbers from 0 and times from its own start.
+    base: Option<(u64, u64)>,
 }
 
 impl Recorder {
@@ -252,6 +259,9 @@ impl Recorder {
             scrubber,
             failed: false,
             last_t: 0,
+            written: 0,
+            finished: false,
+            base: None,
         };
         r.write_json(
             "manifest.json",
@@ -301,8 +311,9 @@ impl Recorder {
     }
 
     fn observe_inner(&mut self, o: &Observation) -> std::io::Result<()> {
-        let t = self.t_ms(o.t_us);
-        let seq = o.seq;
+        let (base_seq, base_t) = *self.base.get_or_insert((o.seq, o.t_us));
+        let t = self.t_ms(o.t_us.saturating_sub(base_t));
+        let seq = o.seq - base_seq;
         match &o.event {
             Event::Output { bytes } => self.output(seq, t, bytes, false)?,
             Event::Input { bytes } => {
@@ -350,6 +361,7 @@ impl Recorder {
     }
 
     fn finish(&mut self, t: u64, code: Option<i32>, signal: Option<i32>) -> std::io::Result<()> {
+        self.finished = true;
         for w in [
             &mut self.input,
             &mut self.output_raw,
@@ -380,18 +392,37 @@ impl Recorder {
         done.map_err(|e| std::io::Error::other(e.to_string()))
     }
 
-    /// Marks the capture partial (input reached the program from elsewhere).
+    /// Marks the capture partial: the recording did not see the session from its start.
     pub fn set_partial(&mut self) {
         self.manifest.capture = "partial".into();
     }
 }
 
 impl Sink for Recorder {
-    fn observe(&mut self, o: &Observation) {
-        if self.failed {
+    fn close(&mut self) {
+        if self.failed || self.finished {
             return;
         }
-        if let Err(e) = self.observe_inner(o) {
+        // Stopped before the program ended: what was held back goes out under the next number.
+        let (seq, t) = (self.written, self.last_t);
+        let result = self
+            .output(seq, t, &[], true)
+            .and_then(|()| self.finish(t, None, None));
+        if let Err(e) = result {
+            eprintln!(
+                "error: finishing the recording in `{}`: {e}",
+                self.dir.display()
+            );
+        }
+    }
+
+    fn observe(&mut self, o: &Observation) {
+        if self.failed || self.finished {
+            return;
+        }
+        let result = self.observe_inner(o);
+        self.written += 1;
+        if let Err(e) = result {
             self.failed = true;
             eprintln!(
                 "error: recording to `{}` stopped: {e} (the session goes on)",

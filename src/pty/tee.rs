@@ -53,6 +53,8 @@ pub struct Observation {
 /// Receives observations in `seq` order.
 pub trait Sink: Send {
     fn observe(&mut self, observation: &Observation);
+    /// The sink is removed before the session ends: finish what it writes.
+    fn close(&mut self) {}
 }
 
 struct Inner {
@@ -86,6 +88,18 @@ impl Tee {
 
     pub fn add_sink(&self, sink: Box<dyn Sink>) {
         self.lock().sinks.push(sink);
+    }
+
+    /// Removes every sink, closing each.
+    pub fn close_sinks(&self) {
+        for mut sink in std::mem::take(&mut self.lock().sinks) {
+            sink.close();
+        }
+    }
+
+    /// Whether anything is listening (callers skip costly observations otherwise).
+    pub fn has_sinks(&self) -> bool {
+        !self.lock().sinks.is_empty()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

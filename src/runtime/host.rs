@@ -42,8 +42,10 @@ struct Shared {
     store: ProjectStore,
     id: String,
     watch: Mutex<Watch>,
-    /// The recording, when the session is recorded.
-    tee: Option<Tee>,
+    /// Everything crossing the terminal; a recorder listens while the session is recorded.
+    tee: Tee,
+    spawn: Spawn,
+    following_events: std::sync::atomic::AtomicBool,
 }
 
 /// What the host last saw the harness do, to act on transitions only.
@@ -80,13 +82,47 @@ impl Shared {
 
     /// Notes the screen in the recording (at transitions and at the end).
     fn frame(&self, reason: &str) {
-        if let Some(tee) = &self.tee {
+        if self.tee.has_sinks() {
             let snapshot = lock(&self.term).snapshot();
-            tee.record(TeeEvent::Mark {
+            self.tee.record(TeeEvent::Mark {
                 stream: "frames".into(),
                 data: serde_json::json!({ "reason": reason, "screen": snapshot }),
             });
         }
+    }
+
+    /// Starts recording into `dir`. Mid-session, the recording opens with the current screen
+    /// and says its capture is partial.
+    fn start_recording(&self, dir: &std::path::Path, from_start: bool) -> std::io::Result<()> {
+        if self.tee.has_sinks() {
+            return Err(std::io::Error::other(
+                "the session is already being recorded",
+            ));
+        }
+        let (rows, cols) = {
+            let s = lock(&self.term).snapshot();
+            (s.rows, s.cols)
+        };
+        let mut spawn = self.spawn.clone();
+        spawn.size = Size { rows, cols };
+        let mut recorder = recorder(self.harness, &spawn, dir).ok_or_else(|| {
+            std::io::Error::other("the recording could not start (see the host log)")
+        })?;
+        if !from_start {
+            recorder.set_partial();
+        }
+        self.tee.add_sink(Box::new(recorder));
+        if !from_start {
+            let screen = lock(&self.term).redraw();
+            self.tee.record(TeeEvent::Output { bytes: screen });
+        }
+        if !self
+            .following_events
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            follow_events(&self.store, &self.id, self.tee.clone());
+        }
+        Ok(())
     }
 
     /// After new output: acts on what the screen now says (a turn interrupted, a dialog
@@ -159,11 +195,8 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     // Our own session: closing the launching terminal must not take the host down.
     let _ = rustix::process::setsid();
     let listener = bind(&spec.socket)?;
-    let tee = spec.record.as_ref().and_then(|dir| recorder(spec, dir));
-    let mut session = Session::spawn(&spec.spawn, tee.clone())?;
-    if let Some(tee) = &tee {
-        follow_events(&spec.store, &spec.id, tee.clone());
-    }
+    let tee = Tee::new();
+    let mut session = Session::spawn(&spec.spawn, Some(tee.clone()))?;
     let output = session.take_output();
     let child_pid = session.pid();
     let Size { rows, cols } = spec.spawn.size;
@@ -178,7 +211,14 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         id: spec.id.clone(),
         watch: Mutex::new(Watch::default()),
         tee,
+        spawn: spec.spawn.clone(),
+        following_events: std::sync::atomic::AtomicBool::new(false),
     });
+    if let Some(dir) = &spec.record
+        && let Err(e) = shared.start_recording(dir, true)
+    {
+        eprintln!("error: not recording: {e}");
+    }
     {
         let shared = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -214,16 +254,16 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
-/// The tee writing the cassette into `dir`, or `None` (logged) when it cannot start: a
+/// The recorder writing a cassette into `dir`, or `None` (logged) when it cannot start: a
 /// recording never stands in the session's way.
-fn recorder(spec: &HostSpec, dir: &std::path::Path) -> Option<Tee> {
+fn recorder(harness: &dyn Harness, spawn: &Spawn, dir: &std::path::Path) -> Option<Recorder> {
     let env = crate::env::Env::from_process(crate::adapters::env_vars());
     let rule = |name: &str, find: &std::path::Path, replace: &str| Rule {
         name: name.to_owned(),
         find: find.to_string_lossy().into_owned(),
         replace: replace.to_owned(),
     };
-    let mut rules = vec![rule("tree path", &spec.spawn.cwd, "$TREE")];
+    let mut rules = vec![rule("tree path", &spawn.cwd, "$TREE")];
     if let Some(home) = &env.home {
         rules.push(rule("home path", home, "$HOME"));
     }
@@ -236,18 +276,12 @@ fn recorder(spec: &HostSpec, dir: &std::path::Path) -> Option<Tee> {
         });
     }
     let mut scrubber = Scrubber::new(rules);
-    let argv: Vec<String> = spec
-        .spawn
+    let argv: Vec<String> = spawn
         .argv
         .iter()
         .map(|a| scrubber.scrub_str(&a.to_string_lossy()))
         .collect();
-    let binary = spec
-        .spawn
-        .argv
-        .first()
-        .map(PathBuf::from)
-        .unwrap_or_default();
+    let binary = spawn.argv.first().map(PathBuf::from).unwrap_or_default();
     let fingerprint = std::fs::metadata(&binary).ok().map(|m| {
         use std::os::unix::fs::MetadataExt;
         format!("size {} mtime {}", m.len(), m.mtime())
@@ -256,9 +290,9 @@ fn recorder(spec: &HostSpec, dir: &std::path::Path) -> Option<Tee> {
         version: cassette::VERSION,
         id: super::new_id().unwrap_or_default(),
         content_digest: None,
-        harness: serde_json::json!({"id": spec.harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "pinned_version": spec.harness.pinned_version()}),
+        harness: serde_json::json!({"id": harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "pinned_version": harness.pinned_version()}),
         command: serde_json::json!({"argv": argv, "cwd": "$TREE", "env_names": crate::env::Env::names()}),
-        terminal: serde_json::json!({"rows": spec.spawn.size.rows, "cols": spec.spawn.size.cols,
+        terminal: serde_json::json!({"rows": spawn.size.rows, "cols": spawn.size.cols,
             "term": std::env::var("TERM").ok(), "locale": std::env::var("LANG").ok(),
             "model": "vt100", "model_version": "0.16"}),
         timing: serde_json::json!({"resolution_ms": 100}),
@@ -268,11 +302,7 @@ fn recorder(spec: &HostSpec, dir: &std::path::Path) -> Option<Tee> {
         capture: "full".into(),
     };
     match Recorder::create(dir, manifest, scrubber) {
-        Ok(r) => {
-            let tee = Tee::new();
-            tee.add_sink(Box::new(r));
-            Some(tee)
-        }
+        Ok(r) => Some(r),
         Err(e) => {
             eprintln!("error: not recording: {e}");
             None
@@ -418,6 +448,11 @@ fn handle(shared: &Shared, request: Request) -> Response {
         }
         Request::Resize { rows, cols } => resize(shared, rows, cols),
         Request::Stop { grace_ms } => stop(shared, Duration::from_millis(grace_ms)),
+        Request::Record { dir: Some(dir) } => shared.start_recording(&dir, false),
+        Request::Record { dir: None } => {
+            shared.tee.close_sinks();
+            Ok(())
+        }
         Request::Interrupt => match shared.harness.interrupt_keys() {
             Some(keys) => shared.write_input(keys),
             None => Err(std::io::Error::other("this harness has no interrupt key")),

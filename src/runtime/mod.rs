@@ -491,6 +491,37 @@ pub fn cassette_dir(store: &ProjectStore, id: &str) -> PathBuf {
     store.session_dir(id).join("cassette")
 }
 
+/// Starts (or with `stop`, stops) recording a running hosted session into its cassette folder.
+pub fn record(
+    env: &Env,
+    store: &ProjectStore,
+    id: &str,
+    stop: bool,
+) -> Result<PathBuf, RuntimeError> {
+    let dir = cassette_dir(store, id);
+    if stop {
+        call(env, id, Request::Record { dir: None })?;
+        return Ok(dir);
+    }
+    if dir.exists() {
+        return Err(RuntimeError::Refused {
+            id: id.to_owned(),
+            message: format!(
+                "it already has a recording at `{}`; move that away first",
+                dir.display()
+            ),
+        });
+    }
+    call(
+        env,
+        id,
+        Request::Record {
+            dir: Some(dir.clone()),
+        },
+    )?;
+    Ok(dir)
+}
+
 /// Sends the harness's interrupt keys to a working session and waits until its turn ended.
 pub fn interrupt(
     env: &Env,

@@ -27,6 +27,10 @@ pub enum Request {
         rows: u16,
         cols: u16,
     },
+    /// Start recording into `dir` (from now on), or with `None` stop and finish the recording.
+    Record {
+        dir: Option<std::path::PathBuf>,
+    },
     /// Send the harness's interrupt keys (the turn ends `interrupted` once the screen is idle).
     Interrupt,
     /// End the program: SIGTERM to its process group, SIGKILL after `grace_ms`.

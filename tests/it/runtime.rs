@@ -802,3 +802,67 @@ fn a_recorded_session_checks_replays_and_exports() {
             .all(|e| e[0].is_f64() && e[1] == "o" && e[2].is_string())
     );
 }
+
+#[test]
+fn recording_a_running_session_starts_with_its_screen_and_stops_on_demand() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE before recording", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        "PLAIN_ANSWER_OK",
+        Duration::from_mins(1)
+    ));
+    let start = spex_cmd(&w, &fake, &["record", &id]).output().unwrap();
+    assert!(
+        start.status.success(),
+        "{}",
+        String::from_utf8_lossy(&start.stderr)
+    );
+    let again = spex_cmd(&w, &fake, &["record", &id]).output().unwrap();
+    assert!(!again.status.success(), "a second recording was started");
+    run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE while recording", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_secs(1));
+    let stop_rec = spex_cmd(&w, &fake, &["record", &id, "--stop"])
+        .output()
+        .unwrap();
+    assert!(
+        stop_rec.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop_rec.stderr)
+    );
+    let check = spex_cmd(&w, &fake, &["cassette", "check", &id])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let dir = w.project_dir().join("sessions").join(&id).join("cassette");
+    let manifest: Value = serde_json::from_str(&read_or_empty(&dir.join("manifest.json"))).unwrap();
+    assert_eq!(manifest["capture"], "partial");
+    let raw = String::from_utf8_lossy(&std::fs::read(dir.join("output.raw")).unwrap()).into_owned();
+    assert!(
+        raw.contains("before"),
+        "the recording opens with the screen as it was"
+    );
+    let inputs = read_or_empty(&dir.join("input.jsonl"));
+    assert!(inputs.contains("while recording") && !inputs.contains("before recording"));
+    // The session goes on after the recording stopped.
+    let d = run_json(&w, &fake, &["deliver", &id, "USE_NONE after", "--json"]).unwrap();
+    assert_eq!(d["confirmed"], true);
+    stop(&w, &fake, &id);
+}

@@ -1,0 +1,31 @@
+//! `spex record`: start or stop recording a hosted session that is already running.
+
+use super::Outcome;
+use super::output;
+use crate::env::Env;
+use crate::runtime;
+
+/// Record a running hosted session from now on (`--stop` ends the recording).
+///
+/// A recording started mid-session opens with the current screen and is marked `partial`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Session id or a unique prefix of it.
+    pub id: String,
+    /// Stop recording and finish the cassette.
+    #[arg(long)]
+    pub stop: bool,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let store = super::sessions::project(env)?;
+    let id = store.resolve(&args.id)?;
+    let dir = runtime::record(env, &store, &id, args.stop)?;
+    let what = if args.stop {
+        "stopped recording"
+    } else {
+        "recording"
+    };
+    output::print(&format!("{id}: {what} ({})\n", dir.display()));
+    Ok(Outcome::Ok)
+}
