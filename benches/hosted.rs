@@ -133,19 +133,33 @@ fn wait_idle(w: &World, id: &str) {
     }
 }
 
+/// `DELIVERIES` prompts, each to the end of its turn: the time of each `deliver`, and the
+/// session's wall time.
+fn active(w: &World, id: &str) -> (Vec<Duration>, Duration) {
+    let began = Instant::now();
+    let mut took = Vec::new();
+    for i in 0..DELIVERIES {
+        let start = Instant::now();
+        let d = w.spex(&["deliver", id, &format!("USE_NONE prompt {i}"), "--json"]);
+        took.push(start.elapsed());
+        assert_eq!(d["confirmed"], true, "{d}");
+        wait_idle(w, id);
+    }
+    (took, began.elapsed())
+}
+
+fn per_minute(amount: u64, over: Duration) -> u64 {
+    u64::try_from(u128::from(amount) * 60_000 / over.as_millis().max(1)).unwrap_or(u64::MAX)
+}
+
 fn main() {
     let w = world();
     let launched = w.spex(&["launch", "--harness", "claude", "--detach", "--json"]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let host = launched["session"]["host_pid"].as_i64().unwrap();
-    let mut took = Vec::new();
-    for i in 0..DELIVERIES {
-        let start = Instant::now();
-        let d = w.spex(&["deliver", &id, &format!("USE_NONE prompt {i}"), "--json"]);
-        took.push(start.elapsed());
-        assert_eq!(d["confirmed"], true, "{d}");
-        wait_idle(&w, &id);
-    }
+    let ticks = cpu_ticks(host);
+    let (mut took, wall) = active(&w, &id);
+    let plain_ticks = cpu_ticks(host) - ticks;
     took.sort();
     let p = |q: usize| took[((took.len() - 1) * q).div_ceil(100)];
     println!(
@@ -173,4 +187,32 @@ fn main() {
         proc_field(host, "status", "Threads:")
     );
     w.spex(&["stop", &id, "--json"]);
+
+    // The same work, recorded.
+    let launched = w.spex(&["launch", "--harness", "claude", "--record", "--detach", "--json"]);
+    let rid = launched["session"]["id"].as_str().unwrap().to_owned();
+    let rhost = launched["session"]["host_pid"].as_i64().unwrap();
+    let ticks = cpu_ticks(rhost);
+    let (_, rwall) = active(&w, &rid);
+    let recorded_ticks = cpu_ticks(rhost) - ticks;
+    let dir = std::fs::read_dir(w.base.join("store/projects"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("sessions")
+        .join(&rid)
+        .join("cassette");
+    let bytes: u64 = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    println!(
+        "host CPU per minute of an active session ({DELIVERIES} turns): {} ticks unrecorded, {} ticks recorded; cassette {} KiB per minute",
+        per_minute(plain_ticks, wall),
+        per_minute(recorded_ticks, rwall),
+        per_minute(bytes, rwall) / 1024
+    );
+    w.spex(&["stop", &rid, "--json"]);
 }
