@@ -189,7 +189,14 @@ fn main() {
     w.spex(&["stop", &id, "--json"]);
 
     // The same work, recorded.
-    let launched = w.spex(&["launch", "--harness", "claude", "--record", "--detach", "--json"]);
+    let launched = w.spex(&[
+        "launch",
+        "--harness",
+        "claude",
+        "--record",
+        "--detach",
+        "--json",
+    ]);
     let rid = launched["session"]["id"].as_str().unwrap().to_owned();
     let rhost = launched["session"]["host_pid"].as_i64().unwrap();
     let ticks = cpu_ticks(rhost);

@@ -115,3 +115,25 @@ fn an_interrupted_turn_replays_as_idle() {
     let (status, screen) = at(&w, "interrupt", t_of("interrupt", "turn.interrupted"));
     assert_eq!(status, "idle", "{screen}");
 }
+
+#[test]
+fn real_time_replay_keeps_the_recorded_timing() {
+    let w = World::new();
+    let dir = cassette("turn");
+    let last_ms = std::fs::read_to_string(dir.join("output.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok()?["t_ms"].as_u64())
+        .max()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let out = spex(&w, &["replay", dir.to_str().unwrap()]);
+    let took = started.elapsed().as_millis();
+    assert!(out.status.success());
+    // The last chunk is due at `last_ms`; starting spex and writing take a few ms more.
+    let want = u128::from(last_ms);
+    assert!(
+        took >= want && took < want + 300,
+        "replay took {took} ms, the recording {want} ms"
+    );
+}

@@ -299,6 +299,114 @@ fn deliver_into_an_open_permission_dialog_is_refused() {
     stop(&w, &fake, &id);
 }
 
+/// `spex attach <id>` running in a test PTY of its own, as a person's terminal.
+struct Attached {
+    pair: portable_pty::PtyPair,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    writer: Box<dyn std::io::Write + Send>,
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+fn attach_in_pty(w: &World, fake: &FakeAnthropic, id: &str) -> Attached {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    use std::io::Read;
+    let pair = native_pty_system()
+        .openpty(PtySize {
+            rows: 40,
+            cols: 120,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let cmd = spex_cmd(w, fake, &["attach", id]);
+    let mut builder = CommandBuilder::new(cmd.get_program());
+    builder.args(cmd.get_args());
+    builder.env_clear();
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            builder.env(k, v);
+        }
+    }
+    builder.cwd(&w.repo);
+    let child = pair.slave.spawn_command(builder).unwrap();
+    let mut reader = pair.master.try_clone_reader().unwrap();
+    let writer = pair.master.take_writer().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    Attached {
+        pair,
+        child,
+        writer,
+        rx,
+    }
+}
+
+#[test]
+fn approving_a_dialog_in_an_attached_terminal_clears_the_attention() {
+    use std::io::Write;
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    // The command takes 5 s: no hook reports the approval before it ends.
+    run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_SLOWBASH run it", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        wait_status(&w, &id, "needs_attention", Duration::from_mins(1))["status"],
+        "needs_attention"
+    );
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        "Do you want to proceed?",
+        Duration::from_secs(20)
+    ));
+    let mut a = attach_in_pty(&w, &fake, &id);
+    // Let the attach redraw arrive, then press Enter on "1. Yes".
+    let _ = a.rx.recv_timeout(Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(300));
+    let pressed = Instant::now();
+    a.writer.write_all(b"\r").unwrap();
+    let deadline = pressed + Duration::from_secs(10);
+    let record = loop {
+        let r = w.record(&id);
+        if r["attention"].is_null() || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(record["attention"].is_null(), "{}", pretty(&record));
+    assert_eq!(record["status"], "working", "{}", pretty(&record));
+    assert!(
+        pressed.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        pressed.elapsed()
+    );
+    let cleared: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "attention.cleared")
+        .collect();
+    assert_eq!(cleared.len(), 1, "{}", host_log(&w, &id));
+    assert_eq!(cleared[0]["source"], "host");
+    let done = wait_status(&w, &id, "idle", Duration::from_mins(1));
+    assert_eq!(done["turn"]["state"], "completed", "{}", pretty(&done));
+    a.writer.write_all(&[0x1c]).unwrap();
+    let _ = a.child.wait();
+    drop(a.pair);
+    stop(&w, &fake, &id);
+}
+
 #[test]
 fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
     use portable_pty::{CommandBuilder, PtySize, native_pty_system};
@@ -312,37 +420,12 @@ fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
-    let pair = native_pty_system()
-        .openpty(PtySize {
-            rows: 40,
-            cols: 120,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .unwrap();
-    let cmd = spex_cmd(&w, &fake, &["attach", &id]);
-    let mut builder = CommandBuilder::new(cmd.get_program());
-    builder.args(cmd.get_args());
-    builder.env_clear();
-    for (k, v) in cmd.get_envs() {
-        if let Some(v) = v {
-            builder.env(k, v);
-        }
-    }
-    builder.cwd(&w.repo);
-    let mut child = pair.slave.spawn_command(builder).unwrap();
-    drop(pair.slave);
-    let mut reader = pair.master.try_clone_reader().unwrap();
-    let mut writer = pair.master.take_writer().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
+    let Attached {
+        pair,
+        mut child,
+        mut writer,
+        rx,
+    } = attach_in_pty(&w, &fake, &id);
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     // The redraw moves the cursor between words: look for one word.
