@@ -409,8 +409,8 @@ fn approving_a_dialog_in_an_attached_terminal_clears_the_attention() {
 
 #[test]
 fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
-    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
-    use std::io::{Read, Write};
+    use portable_pty::PtySize;
+    use std::io::Write;
 
     let (w, fake) = claude_world(SeedOptions::default());
     let launched = run_json(
