@@ -13,6 +13,7 @@ pub mod interrupt;
 pub mod launch;
 pub mod materialize;
 pub mod output;
+pub mod prune;
 pub mod record;
 pub mod replay;
 pub mod resume;
@@ -55,6 +56,7 @@ pub enum Command {
     Stop(stop::Args),
     Interrupt(interrupt::Args),
     Resume(resume::Args),
+    Prune(prune::Args),
     Record(record::Args),
     Replay(replay::Args),
     Cassette(cassette::Args),
@@ -99,6 +101,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Stop(a) => stop::run(&a, env),
         Command::Interrupt(a) => interrupt::run(&a, env),
         Command::Resume(a) => resume::run(&a, env),
+        Command::Prune(a) => prune::run(&a, env),
         Command::Record(a) => record::run(&a, env),
         Command::Replay(a) => replay::run(&a, env),
         Command::Cassette(a) => cassette::run(&a, env),

@@ -3,6 +3,7 @@
 //! session state. Owns paths and locking; it does not know what a harness is.
 
 pub mod lock;
+pub mod prune;
 pub mod session;
 
 use std::collections::BTreeSet;

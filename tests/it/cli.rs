@@ -201,3 +201,47 @@ fn wait_wakes_when_the_state_changes() {
     let list = w.ok(&w.repo, &["sessions"]);
     assert!(list.contains("s-1") && list.contains("idle"), "{list}");
 }
+
+#[test]
+fn prune_removes_old_exited_sessions_and_nothing_live() {
+    let w = World::new();
+    for thread in ["thread-old", "thread-live"] {
+        let start = serde_json::json!({ "session_id": thread, "cwd": w.repo, "hook_event_name": "SessionStart" });
+        assert!(
+            w.dispatch(&w.repo, "codex", "SessionStart", &start)
+                .status
+                .success()
+        );
+    }
+    let end = serde_json::json!({ "session_id": "thread-old", "cwd": w.repo, "hook_event_name": "SessionEnd", "reason": "other" });
+    assert!(
+        w.dispatch(&w.repo, "codex", "SessionEnd", &end)
+            .status
+            .success()
+    );
+    // Both records are 40 days old; only one has exited.
+    for id in w.session_ids() {
+        let path = w.session_dir(&id).join("session.json");
+        let mut rec: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        rec["updated_at"] = "2026-10-01T00:00:00.000Z".into();
+        write(&path, rec.to_string());
+    }
+    let dry: serde_json::Value = serde_json::from_str(&w.ok(
+        &w.repo,
+        &["prune", "--older-than", "30d", "--dry-run", "--json"],
+    ))
+    .unwrap();
+    assert_eq!(dry["removed"], serde_json::json!(["thread-old"]));
+    assert_eq!(w.session_ids().len(), 2, "a dry run removed something");
+    let text = w.ok(&w.repo, &["prune", "--older-than", "30d"]);
+    assert!(
+        text.contains("removed 1 exited session") && text.contains("thread-old"),
+        "{text}"
+    );
+    assert_eq!(w.session_ids(), ["thread-live"]);
+    assert_eq!(w.alias("codex", "thread-old"), None);
+    let bad = w.spex(&w.repo, &["prune", "--older-than", "soon"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("is not a duration"));
+}

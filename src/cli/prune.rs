@@ -1,0 +1,69 @@
+//! `spex prune`: remove sessions that exited long ago.
+
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+
+use super::Outcome;
+use super::output;
+use crate::env::Env;
+
+/// Remove exited sessions older than a duration, with their aliases and index entries.
+///
+/// A session that has not exited is never removed.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// How long ago a session must have last changed, e.g. `30d`, `12h`, `90min`.
+    #[arg(long, default_value = "30d")]
+    pub older_than: String,
+    /// Only list what would be removed.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print `{removed: [ids], dry_run}` as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let age: Duration = humantime::parse_duration(&args.older_than).with_context(|| {
+        format!(
+            "`--older-than {}` is not a duration\nhint: e.g. `30d`, `12h`, `90min`",
+            args.older_than
+        )
+    })?;
+    let cutoff = SystemTime::now()
+        .checked_sub(age)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let store = super::sessions::project(env)?;
+    let sessions = if args.dry_run {
+        store.prunable(cutoff)
+    } else {
+        store.prune(cutoff)?
+    };
+    if args.json {
+        let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+        output::json(&serde_json::json!({ "removed": ids, "dry_run": args.dry_run }));
+        return Ok(Outcome::Ok);
+    }
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    let mut text = format!(
+        "{verb} {} exited session{} older than {}\n",
+        sessions.len(),
+        if sessions.len() == 1 { "" } else { "s" },
+        args.older_than
+    );
+    for s in &sessions {
+        text.push_str(&format!(
+            "  {}  {}  {}\n",
+            s.id,
+            s.updated_at,
+            s.headline.as_deref().unwrap_or("")
+        ));
+    }
+    output::print(&text);
+    Ok(Outcome::Ok)
+}
