@@ -42,7 +42,7 @@ impl ProjectStore {
                 let Some(s) = self.load(&candidate.id)? else {
                     return Ok(None);
                 };
-                if s.status != Status::Exited || !last_change(&s).is_some_and(|t| t < cutoff) {
+                if s.status != Status::Exited || last_change(&s).is_none_or(|t| t >= cutoff) {
                     return Ok(None);
                 }
                 std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
@@ -83,10 +83,7 @@ impl ProjectStore {
         };
         for e in entries.filter_map(Result::ok) {
             let path = e.path();
-            loop {
-                let Some(before) = fsutil::read_opt(&path).map_err(io(&path))? else {
-                    break;
-                };
+            while let Some(before) = fsutil::read_opt(&path).map_err(io(&path))? {
                 let text = String::from_utf8_lossy(&before);
                 let kept: String = text
                     .lines()
