@@ -85,11 +85,11 @@ impl ProjectStore {
             let path = e.path();
             while let Some(before) = fsutil::read_opt(&path).map_err(io(&path))? {
                 let text = String::from_utf8_lossy(&before);
-                let kept: String = text
-                    .lines()
-                    .filter(|l| !ids.contains(l))
-                    .map(|l| format!("{l}\n"))
-                    .collect();
+                let mut kept = String::new();
+                for line in text.lines().filter(|l| !ids.contains(l)) {
+                    kept.push_str(line);
+                    kept.push('\n');
+                }
                 let after = (!kept.is_empty()).then(|| kept.into_bytes());
                 if fsutil::swap_if_unchanged(&path, Some(&before), after.as_deref())
                     .map_err(io(&path))?
