@@ -223,6 +223,28 @@ pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.write_all(bytes)
 }
 
+/// Appends like [`append`], keeping the file under `limit` bytes: when the line would cross it,
+/// the file first becomes `<name>.1` (replacing the previous segment) and a new one starts. The
+/// line being appended is never lost; what is kept is this segment and the one before.
+pub fn append_bounded(path: &Path, bytes: &[u8], limit: u64) -> io::Result<()> {
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.len() > 0
+        && meta.len() + bytes.len() as u64 > limit
+    {
+        std::fs::rename(path, previous_segment(path)).map_err(|e| {
+            io::Error::new(e.kind(), format!("{e} (rotating `{}`)", path.display()))
+        })?;
+    }
+    append(path, bytes)
+}
+
+/// `<path>.1`: where [`append_bounded`] keeps the previous segment.
+pub fn previous_segment(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".1");
+    name.into()
+}
+
 /// Removes a file; a missing file is not an error.
 pub fn remove_file(path: &Path) -> io::Result<()> {
     match fs_err::remove_file(path) {

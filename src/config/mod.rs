@@ -62,9 +62,14 @@ pub struct Config {
     pub stop_gate: StopGate,
     /// Record every session `spex launch` starts as a cassette.
     pub record: bool,
+    /// `store.eventLogBytes`: the bound of one session's event log.
+    pub event_log_bytes: u64,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
+
+/// Default bound of one session's event log (`store.eventLogBytes`).
+pub const EVENT_LOG_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The harness ids a configuration may name, handed in by the caller (from the adapter
 /// registry), so this module validates ids without knowing any.
@@ -106,6 +111,7 @@ impl Config {
             spec_first: Policy::default(),
             stop_gate: StopGate::default(),
             record: false,
+            event_log_bytes: EVENT_LOG_BYTES,
             sources: Vec::new(),
         }
     }
@@ -326,6 +332,36 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                     }
                 }
             }
+            "store" => {
+                let Ast::Object(fields) = v else {
+                    return Err(layer.err(
+                        v.start(),
+                        "`store` must be an object",
+                        "keys: `eventLogBytes`",
+                    ));
+                };
+                for f in &fields.properties {
+                    let fk = name_of(&f.name);
+                    let parsed = match (fk.as_str(), &f.value) {
+                        ("eventLogBytes", Ast::NumberLit(n)) => n.value.parse::<u64>().ok(),
+                        ("eventLogBytes", _) => None,
+                        (other, _) => {
+                            return Err(layer.err(
+                                f.start(),
+                                format!("unknown key `store.{other}`"),
+                                "keys: `eventLogBytes`",
+                            ));
+                        }
+                    };
+                    cfg.event_log_bytes = parsed.filter(|b| *b >= 4096).ok_or_else(|| {
+                        layer.err(
+                            f.value.start(),
+                            "`store.eventLogBytes` must be a whole number of bytes, at least 4096",
+                            "e.g. 8388608 (8 MiB, the default)",
+                        )
+                    })?;
+                }
+            }
             "record" => {
                 let Ast::BooleanLit(b) = v else {
                     return Err(layer.err(
@@ -340,7 +376,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `store`",
                 ));
             }
         }

@@ -60,9 +60,10 @@ pub fn run(harness: &str, event: &str) -> Option<Reply> {
 fn log_error(env: &Env, harness: &str, event: &str, error: &str) {
     let line = serde_json::json!({ "time": store::now_rfc3339(), "harness": harness, "event": event, "error": error });
     // Nowhere left to report a failure to log: the harness must not hear of it.
-    let _ = fsutil::append(
+    let _ = fsutil::append_bounded(
         &env.spex_home().join("dispatch-errors.log"),
         format!("{line}\n").as_bytes(),
+        store::LOG_BYTES,
     );
 }
 
@@ -80,17 +81,24 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         .or_else(|| std::env::current_dir().ok())
         .ok_or("no working directory")?;
     let tree = Tree::discover(&cwd).map_err(|e| e.to_string())?;
-    let project = ProjectStore::new(&env.spex_home(), &tree.main);
+    let mut project = ProjectStore::new(&env.spex_home(), &tree.main);
     let kind = ev.kind.unwrap_or(Kind::Other);
     if env.trace_dispatch {
         let log = serde_json::json!({
             "time": store::now_rfc3339(), "harness": h.id(), "event": event, "session_id": ev.session_id, "tree": tree.root,
         });
-        let _ = fsutil::append(&project.dispatch_log(), format!("{log}\n").as_bytes());
+        let _ = fsutil::append_bounded(
+            &project.dispatch_log(),
+            format!("{log}\n").as_bytes(),
+            store::LOG_BYTES,
+        );
     }
     // Policies, the spec index and hook nodes come from the receipt `materialize` wrote, so
     // the hot path reads one small file instead of the config layers and the `.spec` tree.
     let receipt = project.receipt(&tree.root).unwrap_or_default();
+    if let Some(bytes) = receipt.event_log_bytes {
+        project.event_log_bytes = bytes;
+    }
     let nodes: Vec<&store::HookNode> = receipt
         .hooks
         .iter()

@@ -166,6 +166,7 @@ impl Inputs<'_> {
                 spec_first: cfg.spec_first,
                 stop_gate: cfg.stop_gate,
             },
+            event_log_bytes: Some(cfg.event_log_bytes),
         });
         Ok(finish(
             self.tree.root.clone(),

@@ -25,7 +25,13 @@ pub struct Receipt {
     pub governance: Vec<Governed>,
     #[serde(default)]
     pub policies: Policies,
+    /// Config `store.eventLogBytes`: one session's event log is kept under this size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_log_bytes: Option<u64>,
 }
+
+/// Bound of each of spex's own logs (`dispatch-errors.log`, `dispatch.log`).
+pub const LOG_BYTES: u64 = 1024 * 1024;
 
 /// The dispatch policies of `spex.jsonc`, as of the last `materialize`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +69,8 @@ pub fn path_key(path: &Path) -> String {
 #[derive(Debug, Clone)]
 pub struct ProjectStore {
     pub dir: PathBuf,
+    /// Bound of each session's event log (older events rotate into one previous segment).
+    pub event_log_bytes: u64,
 }
 
 impl ProjectStore {
@@ -86,6 +94,7 @@ impl ProjectStore {
             dir: spex_home
                 .join("projects")
                 .join(format!("{name}-{}", path_key(main_checkout))),
+            event_log_bytes: crate::config::EVENT_LOG_BYTES,
         }
     }
 

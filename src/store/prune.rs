@@ -128,6 +128,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ProjectStore {
             dir: dir.path().to_owned(),
+            event_log_bytes: crate::config::EVENT_LOG_BYTES,
         };
         let now = SystemTime::now();
         let old = now - Duration::from_hours(24 * 40);

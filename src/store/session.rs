@@ -281,7 +281,8 @@ impl ProjectStore {
                 }
                 // Events first: a crash between the two leaves the record one step behind
                 // its log, never a record claiming events that were not written.
-                fsutil::append(&path, lines.as_bytes()).map_err(io(&path))?;
+                fsutil::append_bounded(&path, lines.as_bytes(), self.event_log_bytes)
+                    .map_err(io(&path))?;
             }
             self.save(&next)?;
             Ok(out)
@@ -292,11 +293,13 @@ impl ProjectStore {
     /// The last `n` events of a session (all when `n` is `None`).
     pub fn events(&self, id: &str, n: Option<usize>) -> Result<Vec<Event>, StoreError> {
         let path = self.session_dir(id).join("events.jsonl");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(io(&path)(e)),
+        let read = |path: &Path| match std::fs::read_to_string(path) {
+            Ok(t) => Ok(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(e) => Err(io(path)(e)),
         };
+        // The segment rotated out by the size bound comes first.
+        let text = read(&fsutil::previous_segment(&path))? + &read(&path)?;
         let all: Vec<Event> = text
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())

@@ -245,3 +245,60 @@ fn prune_removes_old_exited_sessions_and_nothing_live() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("is not a duration"));
 }
+
+#[test]
+fn the_event_log_stays_bounded_and_readable_across_rotations() {
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"codex\"], \"store\": { \"eventLogBytes\": 4096 } }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let base = serde_json::json!({ "session_id": "thread-big", "cwd": w.repo, "turn_id": "t1" });
+    let start = merged(
+        &base,
+        &serde_json::json!({"hook_event_name": "SessionStart"}),
+    );
+    assert!(
+        w.dispatch(&w.repo, "codex", "SessionStart", &start)
+            .status
+            .success()
+    );
+    for i in 0..120 {
+        let call = merged(
+            &base,
+            &serde_json::json!({"hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": {"command": format!("echo {i}")}, "tool_use_id": format!("c{i}")}),
+        );
+        assert!(
+            w.dispatch(&w.repo, "codex", "PreToolUse", &call)
+                .status
+                .success()
+        );
+    }
+    let id = w.session_ids().pop().unwrap();
+    let dir = w.session_dir(&id);
+    let current = std::fs::metadata(dir.join("events.jsonl")).unwrap().len();
+    let previous = std::fs::metadata(dir.join("events.jsonl.1")).unwrap().len();
+    assert!(
+        current <= 4096 && previous <= 4096,
+        "{current} / {previous} bytes"
+    );
+    let shown: serde_json::Value =
+        serde_json::from_str(&w.ok(&w.repo, &["show", &id, "--events", "1000", "--json"])).unwrap();
+    let seqs: Vec<u64> = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|p| p[1] == p[0] + 1), "{seqs:?}");
+    assert_eq!(
+        *seqs.last().unwrap(),
+        shown["session"]["seq"].as_u64().unwrap()
+    );
+    assert!(
+        seqs.len() > 10 && seqs[0] > 1,
+        "older events rotated out: {seqs:?}"
+    );
+}
