@@ -1,6 +1,6 @@
 //! spex: install a project's contract into AI coding-agent harnesses and watch their sessions.
 //! `main` parses, runs and maps the result to an exit code: 0 ok, 1 "differs" (e.g.
-//! `materialize --check` found changes), 2 error.
+//! `materialize --check` found changes), 2 error, 3 the session waited on has exited.
 
 mod adapters;
 mod cli;
@@ -14,6 +14,7 @@ mod materialize;
     reason = "the PTY host is its first user; until it lands the library is exercised by its own tests"
 )]
 mod pty;
+mod reconcile;
 mod repo;
 mod seam;
 mod spec;
@@ -35,6 +36,7 @@ fn main() -> ExitCode {
     match cli::run(cli, &env) {
         Ok(cli::Outcome::Ok) => ExitCode::SUCCESS,
         Ok(cli::Outcome::Differs) => ExitCode::from(1),
+        Ok(cli::Outcome::Gone) => ExitCode::from(3),
         Err(e) => {
             let top = e.to_string();
             eprintln!("error: {top}");

@@ -5,6 +5,7 @@
 
 pub mod edit;
 pub mod event;
+pub mod evidence;
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use serde_json::Value;
 use crate::env::Env;
 use crate::repo::Tree;
 use crate::spec::SpecNode;
+use crate::store::session::Session;
 use edit::MaterializeError;
 use edit::workspace::Workspace;
 use event::{Answer, HookEvent, Reply};
@@ -126,4 +128,18 @@ pub trait Harness: Sync {
     /// Whether `SPEX_SESSION_ID` in a hook's environment names the session. False where hooks
     /// run in a process shared by many sessions (the Codex app-server).
     fn hook_env_names_session(&self) -> bool;
+
+    /// Evidence beyond hooks for the given live sessions of this harness (its own state files,
+    /// its processes): one entry per session it has something to say about, by index into
+    /// `sessions`. Read once per reader call, so an adapter may scan a folder once for all of
+    /// them. Default: a harness with no such evidence.
+    fn observe(&self, _env: &Env, _sessions: &[&Session]) -> Vec<(usize, evidence::Evidence)> {
+        Vec::new()
+    }
+
+    /// Folders whose changes may change what `observe` says about `session` (`wait` watches
+    /// them besides the record).
+    fn evidence_dirs(&self, _env: &Env, _session: &Session) -> evidence::Watch {
+        Vec::new()
+    }
 }

@@ -8,4 +8,5 @@ mod materialize;
 mod peers_smoke;
 mod real_peers;
 mod real_sessions;
+mod real_tui;
 mod support;

@@ -29,6 +29,8 @@ const CODEX_EVENTS: &[&str] = &[
     "Stop",
     "Interrupt",
     "SessionEnd",
+    "PreModelRequest",
+    "PostModelRequest",
 ];
 
 /// The events a plain print-mode Claude turn with one Write fires, all bound by spex.
@@ -171,7 +173,13 @@ fn user_hook(list: &Value, cwd: &Path) -> Value {
     assert_eq!(h["matcher"], "Bash", "{}", pretty(h));
     // spex trusts only its own hooks; the user's stays as the user left it.
     assert_eq!(h["trustStatus"], "untrusted", "{}", pretty(h));
-    h.clone()
+    // `displayOrder` is the hook's place in Codex's whole listing, which spex's own hooks for
+    // events Codex lists earlier (PreModelRequest, PostModelRequest) move; not how Codex sees it.
+    let mut h = h.clone();
+    h.as_object_mut()
+        .expect("a hook object")
+        .remove("displayOrder");
+    h
 }
 
 fn assert_spex_hooks_trusted(list: &Value, cwd: &Path, files: &dyn Fn() -> String) {

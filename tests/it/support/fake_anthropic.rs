@@ -15,6 +15,7 @@
 //! |---|---|---|
 //! | `USE_NONE` | none | text `PLAIN_ANSWER_OK` |
 //! | `USE_BASH` | Bash `echo hi-from-bash > bash_out.txt && cat bash_out.txt` | final |
+//! | `USE_SLOWBASH` | Bash `sleep 20; echo slow > slow_out.txt` | final |
 //! | `USE_BASHFAIL` | Bash `echo failing >&2; exit 3` | final |
 //! | `USE_ENV` | Bash `env \| sort > tool_env.txt` | final |
 //! | `USE_EDIT` | Read `<dir>/<file>`, then Edit `hello` -> `goodbye` | final |
@@ -339,6 +340,11 @@ fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str
         vec![(
             "Bash",
             json!({"command": "echo failing >&2; exit 3", "description": "Fail on purpose"}),
+        )]
+    } else if user_text.contains("USE_SLOWBASH") {
+        vec![(
+            "Bash",
+            json!({"command": "sleep 20; echo slow > slow_out.txt", "description": "Slow command"}),
         )]
     } else if user_text.contains("USE_BASH") {
         vec![(
