@@ -300,8 +300,31 @@ fn claude_tui_esc_approve_kill_and_headline_are_true_without_hooks() {
     other.prompt("Please run a command. USE_BASH");
     show_until(&w, &oid, HOOKED, |s| s["status"] == "needs_attention")
         .unwrap_or_else(|s| panic!("no permission dialog: {s}\n{}", diag(&other)));
+    // A waiter started before the Esc wakes from Claude's registry alone (no hook, no reader).
+    let waiter = w
+        .cmd(
+            &w.repo,
+            &["wait", &oid, "--until", "idle", "--timeout", "30"],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn spex wait");
+    std::thread::sleep(Duration::from_millis(300));
     other.send(b"\x1b");
     let escaped = Instant::now();
+    let woke = waiter.wait_with_output().expect("spex wait");
+    eprintln!(
+        "esc at the dialog -> wait woke after {:?}",
+        escaped.elapsed()
+    );
+    assert!(woke.status.success(), "{woke:?}\n{}", diag(&other));
+    assert!(
+        escaped.elapsed() < NO_HOOK,
+        "wait woke after {:?}\n{}",
+        escaped.elapsed(),
+        diag(&other)
+    );
     let s = show_until(&w, &oid, NO_HOOK, |s| {
         s["status"] == "idle" && s["turn"]["state"] == "interrupted"
     })
