@@ -422,7 +422,9 @@ fn claude_turn(w: &World, fake: &FakeAnthropic, tag: &str) -> String {
     cmd.env("SPEX_HOME", &w.spex_home)
         // The invocation log is opt-in (it costs the hot path a file open).
         .env("SPEX_TRACE_DISPATCH", "1");
-    print_turn(&mut cmd, fake, &w.repo, w.dir.path(), tag, TURN_TIMEOUT).diag
+    let diag = print_turn(&mut cmd, fake, &w.repo, w.dir.path(), tag, TURN_TIMEOUT).diag;
+    crate::real_tui::assert_store_grammar(w, &|| diag.clone());
+    diag
 }
 
 /// The dispatch log's lines (every line must be a JSON object).

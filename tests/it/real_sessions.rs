@@ -626,6 +626,7 @@ fn claude_turns_produce_true_records() {
     for case in CLAUDE_CASES {
         run_claude_case(&w, &fake, case);
     }
+    crate::real_tui::assert_store_grammar(&w, &|| String::new());
     let ids = w.session_ids();
     assert_eq!(
         ids.len(),

@@ -97,6 +97,18 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
     );
 }
 
+/// [`assert_grammar`] over every session record in `w`'s store.
+pub fn assert_store_grammar(w: &World, diag: &dyn Fn() -> String) {
+    for id in w.session_ids() {
+        let rec = w
+            .record_if_any(&id)
+            .unwrap_or_else(|| panic!("{id} has no record\n{}", diag()));
+        assert_grammar(&rec, &w.events(&id), &|| {
+            format!("session {id}\n{}", diag())
+        });
+    }
+}
+
 /// The TUI under a PTY; its output accumulates for failure messages.
 struct Tui {
     child: Box<dyn portable_pty::Child + Send + Sync>,
