@@ -410,7 +410,16 @@ fn claude_tui_esc_approve_kill_and_headline_are_true_without_hooks() {
     .unwrap_or_else(|s| panic!("approval not seen within {NO_HOOK:?}: {s}\n{}", diag(&tui)));
     eprintln!("approve -> working after {:?}", approved.elapsed());
     assert_eq!(s["turn"]["state"], "running", "{}", diag(&tui));
-    std::thread::sleep(Duration::from_millis(500));
+    // Claude's permission notification comes about 6 s after a dialog opens (none came for
+    // this one, answered at once, with 2.1.197): nothing may raise the answered attention
+    // again while the command runs.
+    std::thread::sleep(Duration::from_secs(8));
+    let s = show(&w, &id);
+    assert!(
+        s["status"] == "working" && s["attention"].is_null(),
+        "a late notification raised answered attention again: {s}\n{}",
+        diag(&tui)
+    );
     tui.send(b"\x1b");
     let escaped = Instant::now();
     show_until(&w, &id, NO_HOOK, |s| {
