@@ -4,7 +4,7 @@
 //! real-harness test checks (`assert_grammar`).
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -509,143 +509,227 @@ fn answer_queries(chunk: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A Codex TUI under a PTY, answering its terminal queries. Its process group is killed on
+/// Drop, and so is every process whose command line names the world's folder (the managed
+/// app-server daemon default mode starts from `$CODEX_HOME/packages` outlives the TUI).
+struct CodexTui {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+    screen: Arc<Mutex<Vec<u8>>>,
+    world: PathBuf,
+}
+
+impl CodexTui {
+    fn start(w: &World, fake_base_url: &str, args: &[&str]) -> CodexTui {
+        use crate::support::codex_home::{FAKE_API_KEY_ENV, write_codex_config};
+        use crate::support::peers::codex_bin;
+
+        write_codex_config(&w.codex_home, fake_base_url, "never", "danger-full-access");
+        // First-run dialogs (facts/codex.md §8).
+        let cfg = w.codex_home.join("config.toml");
+        let mut text = read_or_empty(&cfg);
+        text.push_str("\n[notice.model_migrations]\n\"gpt-5.5\" = \"gpt-6-sol\"\n\n[tui.model_availability_nux]\n\"gpt-6.1-sol\" = 1\n\n[tui]\nscreen_reader_detection_done = true\n");
+        write(&cfg, text);
+        write(
+            &w.repo.join("spex.jsonc"),
+            "{ \"harnesses\": [\"codex\"] }\n",
+        );
+        w.ok(&w.repo, &["materialize"]);
+
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols: 120,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let mut cmd = CommandBuilder::new(codex_bin());
+        cmd.env_clear();
+        for (k, v) in [
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("HOME", w.home.display().to_string()),
+            ("LANG", "C.UTF-8".into()),
+            ("TERM", "xterm-256color".into()),
+            ("CODEX_HOME", w.codex_home.display().to_string()),
+            (FAKE_API_KEY_ENV, "dummy".into()),
+            ("SPEX_HOME", w.spex_home.display().to_string()),
+            ("XDG_CONFIG_HOME", w.xdg_config.display().to_string()),
+            ("RUST_LOG", "warn".into()),
+        ] {
+            cmd.env(k, v);
+        }
+        cmd.args(args);
+        cmd.cwd(&w.repo);
+        let child = pair.slave.spawn_command(cmd).expect("spawn codex");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("pty reader");
+        let writer = Arc::new(Mutex::new(pair.master.take_writer().expect("pty writer")));
+        let screen = Arc::new(Mutex::new(Vec::new()));
+        let (sink, replies) = (Arc::clone(&screen), Arc::clone(&writer));
+        std::thread::spawn(move || {
+            let _keep = pair.master;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let reply = answer_queries(&buf[..n]);
+                if !reply.is_empty() {
+                    let mut wr = replies.lock().unwrap();
+                    let _ = wr.write_all(&reply).and_then(|()| wr.flush());
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let tui = CodexTui {
+            child,
+            writer,
+            screen,
+            world: w.dir.path().to_path_buf(),
+        };
+        // The TUI is ready once it drew its composer.
+        let end = Instant::now() + STARTUP;
+        while !tui.text().contains("? for shortcuts") {
+            assert!(
+                Instant::now() < end,
+                "the Codex TUI never came up:\n{}",
+                tui.text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        tui
+    }
+
+    fn send(&self, bytes: &[u8]) {
+        let mut wr = self.writer.lock().unwrap();
+        wr.write_all(bytes)
+            .and_then(|()| wr.flush())
+            .expect("write to the TUI");
+    }
+
+    /// The rendered screen.
+    fn text(&self) -> String {
+        let mut parser = vt100::Parser::new(40, 120, 0);
+        parser.process(&self.screen.lock().unwrap());
+        parser.screen().contents()
+    }
+
+    /// Pastes a prompt, submits it, and waits for a record whose turn completed: its id.
+    fn turn(&self, w: &World, text: &str) -> String {
+        self.send(format!("\x1b[200~{text}\x1b[201~").as_bytes());
+        std::thread::sleep(Duration::from_millis(300));
+        self.send(b"\r");
+        let end = Instant::now() + HOOKED;
+        loop {
+            let done = w.session_ids().into_iter().find(|id| {
+                w.record_if_any(id)
+                    .is_some_and(|r| r["turn"]["state"] == "completed")
+            });
+            if let Some(id) = done {
+                return id;
+            }
+            assert!(
+                Instant::now() < end,
+                "no completed Codex turn:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `kill -9` of the TUI's whole process group (the launcher and the native TUI: what a
+    /// closed terminal or a killed job does).
+    fn kill(&mut self) {
+        let pid = self.child.process_id().expect("codex pid");
+        let _ = std::process::Command::new("kill")
+            .args(["-9", "--", &format!("-{pid}")])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Pids of the processes whose command line names `dir`.
+fn processes_under(dir: &Path) -> Vec<u32> {
+    let needle = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|p| {
+            let pid: u32 = p.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(p.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .contains(&needle)
+                .then_some(pid)
+        })
+        .collect()
+}
+
+impl Drop for CodexTui {
+    fn drop(&mut self) {
+        self.kill();
+        for pid in processes_under(&self.world) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
 /// The real Codex TUI with `--no-daemon` (its app-server inside the TUI process), started as a
 /// user starts it: a reader records the TUI's process as the thread's holder; `kill -9` of
 /// the TUI fires no hook, and the next reader says `exited` (server gone).
 #[test]
 fn codex_tui_no_daemon_killed_is_exited() {
-    use crate::support::codex_home::{FAKE_API_KEY_ENV, write_codex_config};
-    use crate::support::fake_responses::FakeResponses;
-    use crate::support::peers::codex_bin;
-
     let w = World::new();
-    let fake = FakeResponses::start();
-    write_codex_config(
-        &w.codex_home,
-        &fake.base_url(),
-        "never",
-        "danger-full-access",
-    );
-    // First-run dialogs (facts/codex.md §8).
-    let cfg = w.codex_home.join("config.toml");
-    let mut text = read_or_empty(&cfg);
-    text.push_str("\n[notice.model_migrations]\n\"gpt-5.5\" = \"gpt-6-sol\"\n\n[tui.model_availability_nux]\n\"gpt-6.1-sol\" = 1\n\n[tui]\nscreen_reader_detection_done = true\n");
-    write(&cfg, text);
-    write(
-        &w.repo.join("spex.jsonc"),
-        "{ \"harnesses\": [\"codex\"] }\n",
-    );
-    w.ok(&w.repo, &["materialize"]);
-
-    let pair = native_pty_system()
-        .openpty(PtySize {
-            rows: 40,
-            cols: 120,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .expect("openpty");
-    let mut cmd = CommandBuilder::new(codex_bin());
-    cmd.env_clear();
-    for (k, v) in [
-        ("PATH", std::env::var("PATH").unwrap_or_default()),
-        ("HOME", w.home.display().to_string()),
-        ("LANG", "C.UTF-8".into()),
-        ("TERM", "xterm-256color".into()),
-        ("CODEX_HOME", w.codex_home.display().to_string()),
-        (FAKE_API_KEY_ENV, "dummy".into()),
-        ("SPEX_HOME", w.spex_home.display().to_string()),
-        ("XDG_CONFIG_HOME", w.xdg_config.display().to_string()),
-        ("RUST_LOG", "warn".into()),
-    ] {
-        cmd.env(k, v);
-    }
-    cmd.arg("--no-daemon");
-    cmd.cwd(&w.repo);
-    let mut child = pair.slave.spawn_command(cmd).expect("spawn codex");
-    drop(pair.slave);
-    let mut reader = pair.master.try_clone_reader().expect("pty reader");
-    let writer = Arc::new(Mutex::new(pair.master.take_writer().expect("pty writer")));
-    let screen = Arc::new(Mutex::new(Vec::new()));
-    let (sink, replies) = (Arc::clone(&screen), Arc::clone(&writer));
-    std::thread::spawn(move || {
-        let _keep = pair.master;
-        let mut buf = [0u8; 8192];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            let reply = answer_queries(&buf[..n]);
-            if !reply.is_empty() {
-                let mut wr = replies.lock().unwrap();
-                let _ = wr.write_all(&reply).and_then(|()| wr.flush());
-            }
-            sink.lock().unwrap().extend_from_slice(&buf[..n]);
-        }
-    });
-    let send = |bytes: &[u8]| {
-        let mut wr = writer.lock().unwrap();
-        wr.write_all(bytes)
-            .and_then(|()| wr.flush())
-            .expect("write to the TUI");
-    };
-    let tail = || {
-        let mut parser = vt100::Parser::new(40, 120, 0);
-        parser.process(&screen.lock().unwrap());
-        parser.screen().contents()
-    };
-    // The TUI is ready once it drew its composer.
-    let end = Instant::now() + STARTUP;
-    while !tail().contains("? for shortcuts") {
-        assert!(
-            Instant::now() < end,
-            "the Codex TUI never came up:\n{}",
-            tail()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    send(b"\x1b[200~SCENARIO:shell\x1b[201~");
-    std::thread::sleep(Duration::from_millis(300));
-    send(b"\r");
-    let end = Instant::now() + HOOKED;
-    let id = loop {
-        let done = w.session_ids().into_iter().find(|id| {
-            w.record_if_any(id)
-                .is_some_and(|r| r["turn"]["state"] == "completed")
-        });
-        if let Some(id) = done {
-            break id;
-        }
-        assert!(Instant::now() < end, "no completed Codex turn:\n{}", tail());
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let fake = crate::support::fake_responses::FakeResponses::start();
+    let mut tui = CodexTui::start(&w, &fake.base_url(), &["--no-daemon"]);
+    let id = tui.turn(&w, "SCENARIO:shell");
     let before = show(&w, &id);
-    let pid = child.process_id().expect("codex pid");
-    let holder = before["process"]["pid"].as_u64();
     assert!(
-        holder.is_some(),
+        before["process"]["pid"].is_u64(),
         "no process recorded: {before}\n{}",
-        tail()
+        tui.text()
     );
-    eprintln!("codex TUI pid {pid}, thread held by {holder:?}");
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status()
-            .unwrap()
-            .success()
+    tui.kill();
+    let after = show_until(&w, &id, NO_HOOK, |s| s["status"] == "exited")
+        .unwrap_or_else(|s| panic!("not exited after kill -9: {s}\n{}", tui.text()));
+    assert_eq!(after["exit_reason"], "server gone", "{after}");
+    assert_grammar(&after, &w.events(&id), &|| tui.text());
+}
+
+/// The real Codex TUI in its default mode: the thread lives in the managed app-server daemon
+/// (`$CODEX_HOME/app-server-daemon/daemon.pid`), which a reader records as its holder and
+/// which outlives the TUI. The TUI and its server killed: `exited` (server gone).
+#[test]
+fn codex_tui_default_mode_server_killed_is_exited() {
+    let w = World::new();
+    let fake = crate::support::fake_responses::FakeResponses::start();
+    let mut tui = CodexTui::start(&w, &fake.base_url(), &[]);
+    let id = tui.turn(&w, "SCENARIO:shell");
+    let before = show(&w, &id);
+    let daemon: Value = serde_json::from_str(&read_or_empty(
+        &w.codex_home.join("app-server-daemon/daemon.pid"),
+    ))
+    .unwrap_or_else(|e| panic!("daemon.pid: {e}\n{}", tui.text()));
+    assert_eq!(
+        before["process"]["pid"], daemon["pid"],
+        "the daemon holds the thread: {before}\n{daemon}"
     );
-    let _ = child.wait();
-    // `codex` is a node launcher whose child, the native TUI, holds the thread: a closed
-    // terminal (SIGHUP to the group) ends both; kill the holder too, as that does.
-    if holder != Some(u64::from(pid)) {
+    assert_eq!(
+        before["process"]["start"], daemon["processIdentity"]["startTicks"],
+        "{before}\n{daemon}"
+    );
+    tui.kill();
+    for pid in processes_under(w.dir.path()) {
         let _ = std::process::Command::new("kill")
-            .args(["-9", &holder.unwrap().to_string()])
+            .args(["-9", &pid.to_string()])
             .status();
     }
     let after = show_until(&w, &id, NO_HOOK, |s| s["status"] == "exited")
-        .unwrap_or_else(|s| panic!("not exited after kill -9: {s}\n{}", tail()));
+        .unwrap_or_else(|s| panic!("not exited after the server died: {s}\n{}", tui.text()));
     assert_eq!(after["exit_reason"], "server gone", "{after}");
-    assert_grammar(&after, &w.events(&id), &|| tail());
+    assert_grammar(&after, &w.events(&id), &|| tui.text());
 }
