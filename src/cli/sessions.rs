@@ -47,6 +47,9 @@ fn note(s: &Session) -> String {
         .as_ref()
         .filter(|t| t.state == TurnState::Running)
         .and_then(|t| t.note.as_deref());
+    if s.attended == Some(false) && s.status != Status::Exited {
+        return format!("no client: {}", s.headline.clone().unwrap_or_default());
+    }
     match (&s.attention, &s.declared, retrying) {
         (Some(a), _, _) => format!(
             "{}: {}",
@@ -73,6 +76,8 @@ fn explain(s: &Session) -> String {
     }
     if let Some(reason) = &s.exit_reason {
         out.push_str(&format!(" ({reason})"));
+    } else if s.attended == Some(false) {
+        out.push_str(", no client");
     }
     if let Some(t) = &s.turn {
         out.push_str(&format!(", turn {}", t.state.as_str()));

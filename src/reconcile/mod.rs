@@ -21,6 +21,9 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
         s.process = ev.process;
     }
     s.observed.clone_from(&ev.observed);
+    if ev.attended.is_some() {
+        s.attended = ev.attended;
+    }
     let before = s.state_key();
     let src = ev.source.as_str();
     let why = ev.why.clone();

@@ -32,6 +32,8 @@ pub struct Evidence {
     pub source: String,
     /// Why the finding follows from it, in a person's words.
     pub why: Option<String>,
+    /// Whether a client is attached to the process holding the session (`None`: not known).
+    pub attended: Option<bool>,
 }
 
 /// The start time of process `pid` (clock ticks since boot, `/proc/<pid>/stat` field 22), or

@@ -159,6 +159,11 @@ pub struct Session {
     /// The last state the harness's own evidence reported (opaque to the store).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<String>,
+    /// Whether a client (a terminal UI) is attached to the process holding the session:
+    /// `false` when the harness's server keeps the session loaded with nobody attached (its
+    /// TUI was killed), `null` when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attended: Option<bool>,
     pub created_at: String,
     pub updated_at: String,
     /// Last event sequence number written to `events.jsonl`.

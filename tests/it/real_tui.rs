@@ -702,9 +702,10 @@ fn codex_tui_no_daemon_killed_is_exited() {
 
 /// The real Codex TUI in its default mode: the thread lives in the managed app-server daemon
 /// (`$CODEX_HOME/app-server-daemon/daemon.pid`), which a reader records as its holder and
-/// which outlives the TUI. The TUI and its server killed: `exited` (server gone).
+/// which outlives the TUI. The TUI killed: idle, no client. Its server killed too: `exited`
+/// (server gone).
 #[test]
-fn codex_tui_default_mode_server_killed_is_exited() {
+fn codex_tui_default_mode_tui_killed_is_unattended_and_server_killed_is_exited() {
     let w = World::new();
     let fake = crate::support::fake_responses::FakeResponses::start();
     let mut tui = CodexTui::start(&w, &fake.base_url(), &[]);
@@ -722,7 +723,20 @@ fn codex_tui_default_mode_server_killed_is_exited() {
         before["process"]["start"], daemon["processIdentity"]["startTicks"],
         "{before}\n{daemon}"
     );
+    assert_eq!(before["attended"], true, "its TUI runs: {before}");
+    // The TUI killed, its daemon alive: the thread stays loaded and no hook fires. The record
+    // says so: idle, no client (not live and attended).
     tui.kill();
+    let orphan = show_until(&w, &id, NO_HOOK, |s| s["attended"] == false)
+        .unwrap_or_else(|s| panic!("still attended after the TUI died: {s}\n{}", tui.text()));
+    assert_eq!(orphan["status"], "idle", "{orphan}");
+    let human = w.ok(&w.repo, &["show", &id]);
+    assert!(
+        human.contains("idle since") && human.contains(", no client"),
+        "{human}"
+    );
+    let list = w.ok(&w.repo, &["sessions"]);
+    assert!(list.contains("no client: SCENARIO:shell"), "{list}");
     for pid in processes_under(w.dir.path()) {
         let _ = std::process::Command::new("kill")
             .args(["-9", &pid.to_string()])

@@ -103,6 +103,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
         // that is gone without one died.
         let p = s.process?;
         return (!evidence::alive(p)).then(|| Evidence {
+            attended: None,
             process: None,
             observed: s.observed.clone(),
             finding: Some(Finding::Gone("process gone")),
@@ -120,6 +121,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
     });
     let Some(process) = current else {
         return Some(Evidence {
+            attended: None,
             process: None,
             observed: s.observed.clone(),
             finding: Some(Finding::Gone("process gone")),
@@ -169,6 +171,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
     let observed = e.status.clone();
     let changed = finding.is_some() || s.process != Some(process) || observed != s.observed;
     changed.then_some(Evidence {
+        attended: None,
         process: Some(process),
         observed,
         finding,

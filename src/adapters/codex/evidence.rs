@@ -29,6 +29,7 @@ fn judge(s: &Session, now: SystemTime) -> Option<Evidence> {
             .ok()?;
     let quiet = now.duration_since(failed_at).ok()?;
     (quiet >= RETRY_BOUND).then(|| Evidence {
+        attended: None,
         process: None,
         observed: s.observed.clone(),
         finding: Some(Finding::TurnFailed(t.note.clone().unwrap_or_default())),
@@ -70,31 +71,82 @@ fn holders(wanted: &[&Path]) -> HashMap<PathBuf, ProcessId> {
     out
 }
 
-/// The process evidence of `s`: its holder to record, or its holder gone.
-fn liveness(s: &Session, found: &HashMap<PathBuf, ProcessId>) -> Option<Evidence> {
-    match s.process {
-        Some(p) if !evidence::alive(p) => Some(Evidence {
-            process: None,
-            observed: s.observed.clone(),
-            finding: Some(Finding::Gone("server gone")),
-            source: "liveness check".into(),
-            why: Some(format!(
-                "the Codex process that held this thread (pid {}) is gone and no SessionEnd came",
-                p.pid
-            )),
-        }),
-        Some(_) => None,
-        None => {
-            let p = *found.get(s.transcript.as_deref()?)?;
-            Some(Evidence {
-                process: Some(p),
-                observed: s.observed.clone(),
-                finding: None,
-                source: "liveness check".into(),
-                why: None,
+/// Whether `pid` is Codex's managed app-server daemon (the TUI's default mode starts it as
+/// `codex app-server --listen unix:// --managed-daemon`; it outlives the TUI).
+fn is_managed_daemon(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+        args.contains(&&b"app-server"[..]) && args.contains(&&b"--managed-daemon"[..])
+    })
+}
+
+/// The working directories of the Codex TUIs running (processes of a binary named `codex`
+/// that run no subcommand of a server or of `exec`): one walk over `/proc`.
+fn tui_dirs() -> Vec<PathBuf> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .filter_map(Result::ok)
+        .filter(|p| {
+            p.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .filter(|p| {
+            std::fs::read_link(p.path().join("exe"))
+                .is_ok_and(|exe| exe.file_name().is_some_and(|n| n == "codex"))
+        })
+        .filter(|p| {
+            std::fs::read(p.path().join("cmdline")).is_ok_and(|c| {
+                let sub = c.split(|b| *b == 0).nth(1).unwrap_or_default();
+                !matches!(sub, b"app-server" | b"exec" | b"e" | b"mcp-server")
             })
+        })
+        .filter_map(|p| std::fs::read_link(p.path().join("cwd")).ok())
+        .collect()
+}
+
+/// The process evidence of `s`: its holder to record, its holder gone, or (for a thread the
+/// managed daemon holds) whether a TUI is still attached. `tuis` is computed on first use.
+fn liveness(
+    s: &Session,
+    found: &HashMap<PathBuf, ProcessId>,
+    tuis: &mut Option<Vec<PathBuf>>,
+) -> Option<Evidence> {
+    let (holder, record) = match s.process {
+        Some(p) if !evidence::alive(p) => {
+            return Some(Evidence {
+                attended: None,
+                process: None,
+                observed: s.observed.clone(),
+                finding: Some(Finding::Gone("server gone")),
+                source: "liveness check".into(),
+                why: Some(format!(
+                    "the Codex process that held this thread (pid {}) is gone and no SessionEnd came",
+                    p.pid
+                )),
+            });
         }
-    }
+        Some(p) => (p, false),
+        None => (*found.get(s.transcript.as_deref()?)?, true),
+    };
+    // A TUI in default mode talks to the daemon, which keeps the thread after the TUI is
+    // gone (no SessionEnd; facts/codex.md §8): no TUI running in the session's tree means
+    // nobody is attached. (A TUI there may be on another thread: then this says attended.)
+    let attended = is_managed_daemon(holder.pid).then(|| {
+        tuis.get_or_insert_with(tui_dirs)
+            .iter()
+            .any(|d| d.starts_with(&s.tree))
+    });
+    (record || attended != s.attended).then(|| Evidence {
+        attended,
+        process: Some(holder),
+        observed: s.observed.clone(),
+        finding: None,
+        source: "liveness check".into(),
+        why: None,
+    })
 }
 
 pub fn observe(sessions: &[&Session]) -> Vec<(usize, Evidence)> {
@@ -109,11 +161,12 @@ pub fn observe(sessions: &[&Session]) -> Vec<(usize, Evidence)> {
     } else {
         holders(&unknown)
     };
+    let mut tuis = None;
     sessions
         .iter()
         .enumerate()
         .filter_map(|(i, s)| {
-            let gone = liveness(s, &found);
+            let gone = liveness(s, &found, &mut tuis);
             if gone.as_ref().is_some_and(|e| e.finding.is_some()) {
                 return Some((i, gone?));
             }
