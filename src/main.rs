@@ -1,6 +1,6 @@
 //! spex: install a project's contract into AI coding-agent harnesses and watch their sessions.
 //! `main` parses, runs and maps the result to an exit code: 0 ok, 1 "differs" (e.g.
-//! `materialize --check` found changes), 2 error.
+//! `materialize --check` found changes), 2 error, 3 the session waited on has exited.
 
 mod adapters;
 mod cli;
@@ -14,6 +14,7 @@ mod materialize;
     reason = "a library layer: the observation tee awaits the cassette recorder, and readers like `Session::read` serve callers other than the host"
 )]
 mod pty;
+mod reconcile;
 mod repo;
 mod runtime;
 mod seam;
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
     match cli::run(cli, &env) {
         Ok(cli::Outcome::Ok) => ExitCode::SUCCESS,
         Ok(cli::Outcome::Differs) => ExitCode::from(1),
+        Ok(cli::Outcome::Gone) => ExitCode::from(3),
         Err(e) => {
             let top = e.to_string();
             eprintln!("error: {top}");

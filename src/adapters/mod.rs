@@ -34,6 +34,7 @@ pub fn decode_shared(event: &str, p: &Value, wire: &Wire, edits: Vec<String>) ->
     let mut ev = HookEvent {
         session_id: str_field(p, "session_id"),
         cwd: str_field(p, "cwd"),
+        transcript: str_field(p, "transcript_path"),
         turn_id: str_field(p, wire.turn_key),
         subagent: p.get("agent_id").is_some_and(|a| !a.is_null()),
         edits,

@@ -74,6 +74,8 @@ pub enum Outcome {
     Ok,
     /// Ran fine but reports a negative answer (e.g. `materialize --check` found changes).
     Differs,
+    /// The session waited on has exited (or its process is gone): exit code 3.
+    Gone,
 }
 
 /// The running spex binary, as hook commands should call it.

@@ -10,8 +10,11 @@ use super::materialize::current_tree;
 use super::output::{self, Style};
 use crate::adapters;
 use crate::env::Env;
+use crate::reconcile;
 use crate::runtime;
-use crate::store::session::{Attention, Declared, DeclaredState, Session, Status};
+use crate::store::session::{
+    Attention, Declared, DeclaredState, Session, Status, TurnState, ellipsis,
+};
 use crate::store::{self, ProjectStore};
 
 pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
@@ -22,7 +25,7 @@ pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
 /// List the agent sessions of this project (every harness, launched by spex or not).
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
-    /// Include exited sessions.
+    /// Include exited sessions and sessions that never ran a turn.
     #[arg(long)]
     pub all: bool,
     /// Print the records as JSON (the fields of `session.json`).
@@ -40,24 +43,64 @@ fn status_cell(style: Style, s: Status) -> String {
 }
 
 fn note(s: &Session) -> String {
-    match (&s.attention, &s.declared) {
-        (Some(a), _) => format!(
+    let retrying = s
+        .turn
+        .as_ref()
+        .filter(|t| t.state == TurnState::Running)
+        .and_then(|t| t.note.as_deref());
+    if s.attended == Some(false) && s.status != Status::Exited {
+        return format!("no client: {}", s.headline.clone().unwrap_or_default());
+    }
+    match (&s.attention, &s.declared, retrying) {
+        (Some(a), _, _) => format!(
             "{}: {}",
             a.reason,
             a.text.lines().next().unwrap_or_default()
         ),
-        (None, Some(d)) => format!("{:?}: {}", d.state, d.note).to_lowercase(),
+        (None, Some(d), _) => format!("{:?}: {}", d.state, d.note).to_lowercase(),
+        (None, None, Some(error)) => format!("retrying: {error}"),
         _ => s.headline.clone().unwrap_or_default(),
     }
 }
 
+/// `12:03:41` of an RFC 3339 time.
+fn clock(t: &str) -> &str {
+    t.get(11..19).unwrap_or(t)
+}
+
+/// One line: the state, since when, and what set it ("idle since 12:03:41, turn interrupted:
+/// Claude's registry went busy -> idle with no Stop").
+fn explain(s: &Session) -> String {
+    let mut out = s.status.as_str().to_owned();
+    if let Some(since) = &s.since {
+        out.push_str(&format!(" since {}", clock(since)));
+    }
+    if let Some(reason) = &s.exit_reason {
+        out.push_str(&format!(" ({reason})"));
+    } else if s.attended == Some(false) {
+        out.push_str(", no client");
+    }
+    if let Some(t) = &s.turn {
+        out.push_str(&format!(", turn {}", t.state.as_str()));
+    }
+    match (&s.why, &s.source) {
+        (Some(why), _) => out.push_str(&format!(": {why}")),
+        (None, Some(source)) => out.push_str(&format!(" (from {source})")),
+        _ => {}
+    }
+    out
+}
+
 pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let store = project(env)?;
-    let mut sessions: Vec<Session> = store
-        .sessions()
+    let mut sessions: Vec<Session> = reconcile::sessions(env, &store)?
         .into_iter()
         .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
-        .filter(|s| args.all || s.status != Status::Exited)
+        // Records that never ran a turn say nothing, except a live session spex started.
+        .filter(|s| {
+            args.all
+                || (s.status != Status::Exited && (s.turn.is_some() || s.launched_by == "spex"))
+        })
         .collect();
     sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
     if args.json {
@@ -68,7 +111,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
         output::print(if args.all {
             "no sessions\n"
         } else {
-            "no live sessions (`--all` shows exited ones)\n"
+            "no live sessions that ran a turn (`--all` shows every record)\n"
         });
         return Ok(Outcome::Ok);
     }
@@ -82,15 +125,15 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     ];
     for s in &sessions {
         rows.push(vec![
-            s.id.chars().take(8).collect(),
+            s.handle.clone().unwrap_or_else(|| s.id.clone()),
             s.harness.clone(),
             status_cell(style, s.status),
             s.turn
                 .as_ref()
-                .map_or_else(|| "-".into(), |t| format!("{:?}", t.state).to_lowercase()),
+                .map_or_else(|| "-".into(), |t| t.state.as_str().to_owned()),
             s.branch.clone().unwrap_or_else(|| "-".into()),
-            s.updated_at.get(11..19).unwrap_or_default().to_owned(),
-            note(s).chars().take(60).collect(),
+            clock(&s.updated_at).to_owned(),
+            ellipsis(&note(s), 60),
         ]);
     }
     output::print(&output::table(&rows));
@@ -100,7 +143,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
 /// Show one session: its record and its latest events.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// Session id or a unique prefix of it.
+    /// Session handle (the `ID` column of `spex sessions`), id, or a unique prefix of the id.
     pub id: String,
     /// How many of the latest events to include.
     #[arg(long, default_value_t = 10)]
@@ -113,9 +156,7 @@ pub struct ShowArgs {
 pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let store = project(env)?;
     let id = store.resolve(&args.id)?;
-    let s = store
-        .load(&id)?
-        .ok_or_else(|| store::session::StoreError::NotFound(id.clone()))?;
+    let s = reconcile::session(env, &store, &id)?;
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
     let events = store.events(&id, Some(args.events))?;
     if args.json {
@@ -124,7 +165,10 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     }
     let style = Style::detect(env.no_color);
     let mut rows = vec![
-        vec!["id".into(), s.id.clone()],
+        vec![
+            "id".into(),
+            format!("{} ({})", s.id, s.handle.as_deref().unwrap_or("-")),
+        ],
         vec![
             "harness".into(),
             format!(
@@ -133,7 +177,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
                 s.harness_session_id.as_deref().unwrap_or("-")
             ),
         ],
-        vec!["status".into(), status_cell(style, s.status)],
+        vec!["state".into(), explain(&s)],
         vec![
             "tree".into(),
             format!(
@@ -145,14 +189,14 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         vec!["launched by".into(), s.launched_by.clone()],
     ];
     if let Some(t) = &s.turn {
-        rows.push(vec![
-            "turn".into(),
-            format!(
-                "{} since {}",
-                format!("{:?}", t.state).to_lowercase(),
-                t.started_at
-            ),
-        ]);
+        let mut line = format!("{}, started {}", t.state.as_str(), clock(&t.started_at));
+        if let Some(end) = &t.ended_at {
+            line.push_str(&format!(", ended {}", clock(end)));
+        }
+        if let Some(note) = &t.note {
+            line.push_str(&format!(": {note}"));
+        }
+        rows.push(vec!["turn".into(), line]);
     }
     if let Some(a) = &s.attention {
         rows.push(vec![
@@ -165,6 +209,9 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
             "declared".into(),
             format!("{:?}: {}", d.state, d.note).to_lowercase(),
         ]);
+    }
+    if let Some(h) = &s.headline {
+        rows.push(vec!["headline".into(), h.clone()]);
     }
     if !s.touched.is_empty() {
         rows.push(vec!["touched".into(), s.touched.join(", ")]);
@@ -191,26 +238,37 @@ pub enum Until {
     Idle,
     NeedsAttention,
     Exited,
+    /// The end of the running turn, or of the next one if none is running.
+    TurnEnd,
 }
 
 impl Until {
-    fn reached(self, s: Status) -> bool {
-        matches!(
-            (self, s),
-            (Until::Working, Status::Working)
-                | (Until::Idle, Status::Idle)
-                | (Until::NeedsAttention, Status::NeedsAttention)
-                | (Until::Exited, Status::Exited)
-        )
+    /// `start`: when the turn running as the wait began started, else when the wait began.
+    fn reached(self, s: &Session, start: &str) -> bool {
+        match self {
+            Until::Working => s.status == Status::Working,
+            Until::Idle => s.status == Status::Idle,
+            Until::NeedsAttention => s.status == Status::NeedsAttention,
+            Until::Exited => s.status == Status::Exited,
+            Until::TurnEnd => s
+                .turn
+                .as_ref()
+                .is_some_and(|t| t.state != TurnState::Running && t.started_at.as_str() >= start),
+        }
     }
 }
 
-/// Block until a session reaches a status.
+/// How often `wait` re-reads evidence that sends no file event (a process that died).
+const LIVENESS_TICK: Duration = Duration::from_millis(500);
+
+/// Block until a session reaches a state.
 ///
-/// Woken by file-change notifications (no polling loop). Exits 1 on timeout.
+/// Woken by file-change notifications on the record and on the harness's own state files, and
+/// every 0.5 s to check that the harness process still runs. Exits 1 on timeout, 3 when the
+/// session has exited (or its process is gone) before reaching the state.
 #[derive(Debug, clap::Args)]
 pub struct WaitArgs {
-    /// Session id or a unique prefix of it.
+    /// Session handle, id, or a unique prefix of the id.
     pub id: String,
     #[arg(long, value_enum)]
     pub until: Until,
@@ -232,34 +290,49 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
         .map(|t| Instant::now() + Duration::from_secs_f64(t.max(0.0)));
     let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
         .context("inotify_init")?;
-    // Records are replaced by rename, so watch the folder for files moved or written into it.
-    inotify::add_watch(
-        &fd,
-        &dir,
-        inotify::WatchFlags::MOVED_TO
-            | inotify::WatchFlags::CLOSE_WRITE
-            | inotify::WatchFlags::CREATE,
-    )
-    .with_context(|| format!("cannot watch `{}`", dir.display()))?;
+    // Records (and the harnesses' state files) are replaced by rename, so watch the folders
+    // for files moved or written into them.
+    let flags = inotify::WatchFlags::MOVED_TO
+        | inotify::WatchFlags::CLOSE_WRITE
+        | inotify::WatchFlags::CREATE
+        | inotify::WatchFlags::DELETE;
+    inotify::add_watch(&fd, &dir, flags)
+        .with_context(|| format!("cannot watch `{}`", dir.display()))?;
+    let mut watched: Vec<std::path::PathBuf> = Vec::new();
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
     // On a terminal, show what the session is doing while we wait.
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut shown: Option<Status> = None;
+    let began = store::now_rfc3339();
+    let mut start: Option<String> = None;
     loop {
-        let s = store
-            .load(&id)?
-            .ok_or_else(|| store::session::StoreError::NotFound(id.clone()))?;
+        let s = reconcile::session(env, &store, &id)?;
         let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
+        if let Some(h) = adapters::lookup(&s.harness) {
+            for d in h.evidence_dirs(env, &s) {
+                // A folder that does not exist yet is picked up on a later pass.
+                if !watched.contains(&d) && inotify::add_watch(&fd, &d, flags).is_ok() {
+                    watched.push(d);
+                }
+            }
+        }
+        let start = start.get_or_insert_with(|| {
+            s.turn
+                .as_ref()
+                .filter(|t| t.state == TurnState::Running)
+                .map_or_else(|| began.clone(), |t| t.started_at.clone())
+        });
+        let handle = s.handle.clone().unwrap_or_else(|| id.clone());
         if progress && shown != Some(s.status) {
             eprint!(
-                "\r\x1b[2Kwaiting for {}: {} ({})",
-                id.chars().take(8).collect::<String>(),
+                "\r\x1b[2Kwaiting for {handle}: {} ({})",
                 s.status.as_str(),
                 note(&s)
             );
             shown = Some(s.status);
         }
-        if args.until.reached(s.status) {
+        let reached = args.until.reached(&s, start);
+        if reached || (s.status == Status::Exited) {
             if progress {
                 eprint!("\r\x1b[2K");
             }
@@ -268,34 +341,41 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             } else {
                 output::print(&format!("{} {}\n", s.id, s.status.as_str()));
             }
-            return Ok(Outcome::Ok);
-        }
-        let timeout = match deadline {
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    let want = clap::ValueEnum::to_possible_value(&args.until)
-                        .map(|v| v.get_name().to_owned())
-                        .unwrap_or_default();
-                    eprintln!(
-                        "error: timed out: session {id} is `{}`, not `{want}`",
-                        s.status.as_str()
-                    );
-                    return Ok(Outcome::Differs);
-                }
-                Some(left)
+            if reached {
+                return Ok(Outcome::Ok);
             }
-            None => None,
+            eprintln!(
+                "error: session {handle} has exited{}: it will not become `{}`",
+                s.exit_reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default(),
+                until_name(args.until)
+            );
+            return Ok(Outcome::Gone);
+        }
+        let mut tick = LIVENESS_TICK;
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                eprintln!(
+                    "error: timed out: session {handle} is `{}`, not `{}`",
+                    s.status.as_str(),
+                    until_name(args.until)
+                );
+                return Ok(Outcome::Differs);
+            }
+            tick = tick.min(left);
+        }
+        let ts = rustix::event::Timespec {
+            tv_sec: i64::try_from(tick.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(tick.subsec_nanos()),
         };
-        let ts = timeout.map(|t| rustix::event::Timespec {
-            tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(t.subsec_nanos()),
-        });
         let mut fds = [rustix::event::PollFd::new(
             &fd,
             rustix::event::PollFlags::IN,
         )];
-        match rustix::event::poll(&mut fds, ts.as_ref()) {
+        match rustix::event::poll(&mut fds, Some(&ts)) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e).context("poll"),
         }
@@ -303,6 +383,12 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
         let mut reader = inotify::Reader::new(&fd, &mut buf);
         while reader.next().is_ok() {}
     }
+}
+
+fn until_name(u: Until) -> String {
+    clap::ValueEnum::to_possible_value(&u)
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Subcommand)]
@@ -373,7 +459,11 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
             note: note.clone(),
             at: now.clone(),
         });
+        let before = s.state_key();
+        let mut events = Vec::new();
         if state == DeclaredState::Asking {
+            // The declaration raises the attention (its `declared` event); any other is cleared.
+            events.extend(s.clear_attention("spex session"));
             s.status = Status::NeedsAttention;
             s.attention = Some(Attention {
                 reason: "question".into(),
@@ -381,6 +471,7 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
                 since: now.clone(),
             });
         }
+        s.stamp(before, &now, "spex session", None);
         s.updated_at.clone_from(&now);
         let mut fields = serde_json::Map::new();
         fields.insert(
@@ -388,11 +479,8 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
             serde_json::to_value(state).expect("serializes"),
         );
         fields.insert("note".into(), note.clone().into());
-        (
-            Some(s.clone()),
-            vec![("declared".to_owned(), "spex session".to_owned(), fields)],
-            Some(s),
-        )
+        events.push(("declared".to_owned(), "spex session".to_owned(), fields));
+        (Some(s.clone()), events, Some(s))
     })?;
     let s = record.ok_or_else(|| store::session::StoreError::NotFound(id.clone()))?;
     if args.json {

@@ -2,11 +2,13 @@
 //! ledger (with a warning when another live session touched the same file), spec-of-file,
 //! spec-first and the stop gate. Pure over (record, event): the caller holds the lock.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::config::{Policy, StopGate};
 use crate::seam::event::{Answer, HookEvent, Kind};
-use crate::store::session::{Attention, DeclaredState, Session, Status, Turn, TurnState};
+use crate::store::session::{
+    Attention, DeclaredState, Session, Status, Turn, TurnState, new_event,
+};
 use crate::store::{Governed, ProjectStore};
 
 /// Everything the handlers read besides the record.
@@ -24,15 +26,7 @@ pub struct Ctx<'a> {
     pub denied: bool,
 }
 
-/// One event to append: (kind, source hook, fields).
-pub type NewEvent = (String, String, Map<String, Value>);
-
-fn fields(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m.into_iter().filter(|(_, v)| !v.is_null()).collect(),
-        _ => Map::new(),
-    }
-}
+pub use crate::store::session::NewEvent;
 
 fn headline_of(prompt: &str) -> String {
     let line = prompt
@@ -40,11 +34,7 @@ fn headline_of(prompt: &str) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or_default()
         .trim();
-    let mut out: String = line.chars().take(80).collect();
-    if line.chars().count() > 80 {
-        out.push('…');
-    }
-    out
+    crate::store::session::ellipsis(line, 80)
 }
 
 /// Which spec node governs `rel`, if any (first match in path order).
@@ -59,75 +49,95 @@ fn governing<'g>(governance: &'g [Governed], rel: &str) -> Option<&'g Governed> 
     })
 }
 
-/// Applies one hook event to a session record. Returns the event to append (at most one)
-/// and the answer for the harness.
-pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
+/// Applies one hook event to a session record. Returns the events to append and the answer
+/// for the harness. The log keeps its grammar here: a turn ends once (an ending hook for a
+/// turn that is not running appends nothing), a prompt while a turn still runs closes that
+/// turn first, an exit closes the running turn, and attention that goes away is `attention.cleared`.
+pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
     let ev = ctx.ev;
     let mut answer = Answer::default();
-    let event = |kind: &str, f: Value| Some((kind.to_owned(), ctx.hook.to_owned(), fields(f)));
+    let src = ctx.hook;
+    let event = |kind: &str, f: Value| new_event(kind, src, f);
     let sub = ev.subagent;
+    let mut out: Vec<NewEvent> = Vec::new();
     if ctx.denied && matches!(ev.kind, Some(Kind::PromptSubmitted | Kind::TurnCompleted)) {
         // A hook node blocked it: the prompt is dropped, or the turn goes on.
-        return (None, answer);
+        return (out, answer);
     }
-    let out = match ev.kind.unwrap_or(Kind::Other) {
+    match ev.kind.unwrap_or(Kind::Other) {
         Kind::SessionStart => {
             if matches!(s.status, Status::Starting | Status::Exited) {
                 s.status = Status::Idle;
+                s.exit_reason = None;
             }
-            event(
+            out.push(event(
                 "session.started",
                 json!({ "harness_session_id": ev.session_id }),
-            )
+            ));
         }
         // A subagent's own turn and prompt never move the parent session.
-        Kind::PromptSubmitted | Kind::TurnCompleted | Kind::TurnInterrupted | Kind::IdleNotice
-            if sub =>
-        {
-            None
-        }
+        Kind::PromptSubmitted
+        | Kind::TurnCompleted
+        | Kind::TurnInterrupted
+        | Kind::IdleNotice
+        | Kind::ModelRequestFailed
+        | Kind::ModelRequestStarted
+            if sub => {}
         Kind::PromptSubmitted => {
             let prompt = ev.prompt.clone().unwrap_or_default();
-            if s.headline.is_none() && !prompt.trim().is_empty() {
+            let same_turn = s.turn_running()
+                && ev.turn_id.is_some()
+                && s.turn.as_ref().is_some_and(|t| t.id == ev.turn_id);
+            if !prompt.trim().is_empty() {
                 s.headline = Some(headline_of(&prompt));
             }
-            s.turn = Some(Turn {
-                id: ev.turn_id.clone(),
-                state: TurnState::Running,
-                prompt: Some(prompt.clone()),
-                started_at: ctx.now.to_owned(),
-                ended_at: None,
-            });
+            if same_turn {
+                // Input steered into the running turn (Codex `turn/steer`): the same turn.
+                if let Some(t) = s.turn.as_mut() {
+                    t.prompt = Some(prompt.clone());
+                }
+                out.push(event(
+                    "turn.steered",
+                    json!({ "turn_id": ev.turn_id, "prompt": prompt }),
+                ));
+            } else {
+                // A turn still running here ended without its hook (Esc fires no Stop).
+                out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+                out.extend(s.clear_attention(src));
+                s.turn = Some(Turn {
+                    id: ev.turn_id.clone(),
+                    state: TurnState::Running,
+                    prompt: Some(prompt.clone()),
+                    started_at: ctx.now.to_owned(),
+                    ended_at: None,
+                    note: None,
+                    attempt_failed_at: None,
+                });
+                out.push(event(
+                    "turn.started",
+                    json!({ "turn_id": ev.turn_id, "prompt": prompt }),
+                ));
+            }
             s.status = Status::Working;
-            s.attention = None;
             s.declared = None;
             s.flags.stop_gate_asked = false;
-            event(
-                "turn.started",
-                json!({ "turn_id": ev.turn_id, "prompt": prompt }),
-            )
         }
         Kind::ToolStarted => {
             policies_before_edit(ctx, s, &mut answer);
             if answer.block.is_some() || ctx.denied {
                 // spex denies the call: the tool never starts, so nothing moves.
-                return (None, answer);
+                return (Vec::new(), answer);
             }
             if let Some((reason, text)) = &ev.attention {
-                s.status = Status::NeedsAttention;
-                s.attention = Some(attention(reason.clone(), text.clone(), ctx.now));
-                event(
-                    "input.required",
-                    json!({ "reason": reason, "text": text, "tool": ev.tool }),
-                )
+                raise(s, &mut out, ctx, reason, text);
             } else {
                 if !sub && s.status != Status::NeedsAttention {
                     s.status = Status::Working;
                 }
-                event(
+                out.push(event(
                     "tool.started",
                     json!({ "tool": ev.tool, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
-                )
+                ));
             }
         }
         Kind::ToolCompleted | Kind::ToolFailed => {
@@ -135,91 +145,130 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Option<NewEvent>, Answer) {
             if ok {
                 record_touched(ctx, s);
             }
-            if !sub {
-                s.status = Status::Working;
-                s.attention = None;
-            }
-            event(
+            out.push(event(
                 "tool.completed",
                 json!({ "tool": ev.tool, "ok": ok, "error": ev.error, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
-            )
+            ));
+            if !sub {
+                s.status = Status::Working;
+                out.extend(s.clear_attention(src));
+            }
         }
         Kind::PermissionRequest | Kind::AttentionNotice => {
             let (reason, text) = ev
                 .attention
                 .clone()
                 .unwrap_or_else(|| ("permission".into(), String::new()));
-            if ev.kind == Some(Kind::AttentionNotice) && s.status == Status::NeedsAttention {
-                None
-            } else {
-                s.status = Status::NeedsAttention;
-                s.attention = Some(attention(reason.clone(), text.clone(), ctx.now));
-                event(
-                    "input.required",
-                    json!({ "reason": reason, "text": text, "tool": ev.tool }),
-                )
+            // A notice repeats what a request already raised; one that comes after the person
+            // answered (the turn moved on or ended) is stale.
+            let stale = ev.kind == Some(Kind::AttentionNotice)
+                && (s.status == Status::NeedsAttention || !s.turn_running());
+            if !stale {
+                raise(s, &mut out, ctx, &reason, &text);
+            }
+        }
+        Kind::ModelRequestStarted => {
+            // A new attempt (Codex retries a failed model request): the turn goes on, the
+            // last error stays its note until an attempt succeeds.
+            if let Some(t) = s.turn.as_mut().filter(|t| t.state == TurnState::Running) {
+                t.attempt_failed_at = None;
+            }
+        }
+        Kind::ModelRequestFailed => {
+            // Codex reports each failed attempt and retries; no hook follows the last one, so
+            // the reader concludes the failure from the harness's own log (see `reconcile`).
+            if let Some(t) = s.turn.as_mut().filter(|t| t.state == TurnState::Running) {
+                let error = ev
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "model request failed".into());
+                t.note = Some(error.clone());
+                t.attempt_failed_at = Some(ctx.now.to_owned());
+                out.push(event(
+                    "model.failed",
+                    json!({ "turn_id": t.id, "error": error }),
+                ));
+            }
+        }
+        Kind::ModelRequestCompleted => {
+            if let Some(t) = s.turn.as_mut().filter(|t| t.state == TurnState::Running) {
+                t.note = None;
+                t.attempt_failed_at = None;
             }
         }
         Kind::TurnCompleted => {
-            if stop_gate(ctx, s, &mut answer) {
-                None
-            } else {
-                let turn_id = end_turn(s, TurnState::Completed, ctx.now);
-                if let Some(d) = s
+            if !stop_gate(ctx, s, &mut answer) {
+                out.extend(s.end_turn(TurnState::Completed, ctx.now, src, Value::Null));
+                out.extend(s.clear_attention(src));
+                s.status = Status::Idle;
+                if let Some(note) = s
                     .declared
                     .as_ref()
                     .filter(|d| d.state == DeclaredState::Asking)
+                    .map(|d| d.note.clone())
                 {
-                    s.status = Status::NeedsAttention;
-                    s.attention = Some(attention("question", d.note.clone(), ctx.now));
-                } else {
-                    s.status = Status::Idle;
-                    s.attention = None;
+                    raise(s, &mut out, ctx, "question", &note);
                 }
-                event("turn.completed", json!({ "turn_id": turn_id }))
             }
         }
         Kind::TurnFailed => {
-            let turn_id = end_turn(s, TurnState::Failed, ctx.now);
             let error = ev.error.clone().unwrap_or_else(|| "the turn failed".into());
-            s.status = Status::Idle;
-            s.attention = Some(attention("turn_failed", error.clone(), ctx.now));
-            event("turn.failed", json!({ "turn_id": turn_id, "error": error }))
+            if let Some(e) = s.end_turn(TurnState::Failed, ctx.now, src, json!({ "error": error }))
+            {
+                if let Some(t) = s.turn.as_mut() {
+                    t.note = Some(error.clone());
+                }
+                out.extend(s.clear_attention(src));
+                out.push(e);
+                s.status = Status::Idle;
+                s.attention = Some(attention("turn_failed", error, ctx.now));
+            }
         }
         Kind::TurnInterrupted => {
-            let turn_id = end_turn(s, TurnState::Interrupted, ctx.now);
+            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+            out.extend(s.clear_attention(src));
             s.status = Status::Idle;
-            event("turn.interrupted", json!({ "turn_id": turn_id }))
         }
         Kind::SessionEnded => {
-            end_turn(s, TurnState::Interrupted, ctx.now);
-            s.status = Status::Exited;
-            event("session.exited", json!({ "reason": ev.reason }))
+            out.extend(s.exit("session end", ctx.now, src));
+            if let (Some(last), Some(r)) = (out.last_mut(), &ev.reason) {
+                last.2.insert("harness_reason".into(), r.clone().into());
+            }
         }
         Kind::IdleNotice => {
             // Claude waits at its prompt. A turn still running here was interrupted (Esc fires
             // no Stop), and a declared question keeps the session waiting for its answer.
-            let interrupted = s
-                .turn
-                .as_ref()
-                .is_some_and(|t| t.state == TurnState::Running);
-            let turn_id = end_turn(s, TurnState::Interrupted, ctx.now);
+            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
             if s.declared
                 .as_ref()
                 .is_none_or(|d| d.state != DeclaredState::Asking)
             {
                 s.status = Status::Idle;
-                s.attention = None;
-            }
-            if interrupted {
-                event("turn.interrupted", json!({ "turn_id": turn_id }))
-            } else {
-                None
+                out.extend(s.clear_attention(src));
             }
         }
-        Kind::SubagentStopped | Kind::Other => None,
-    };
+        Kind::SubagentStopped | Kind::Other => {}
+    }
     (out, answer)
+}
+
+/// Raises attention: `input.required` (after clearing attention of another kind, so raises
+/// and clears pair up). One question or request raises once, however many hooks report it.
+fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text: &str) {
+    s.status = Status::NeedsAttention;
+    if s.attention
+        .as_ref()
+        .is_some_and(|a| a.reason == reason && a.text == text)
+    {
+        return;
+    }
+    out.extend(s.clear_attention(ctx.hook));
+    s.attention = Some(attention(reason, text, ctx.now));
+    out.push(new_event(
+        "input.required",
+        ctx.hook,
+        json!({ "reason": reason, "text": text, "tool": ctx.ev.tool }),
+    ));
 }
 
 fn attention(reason: impl Into<String>, text: impl Into<String>, now: &str) -> Attention {
@@ -232,16 +281,6 @@ fn attention(reason: impl Into<String>, text: impl Into<String>, now: &str) -> A
 
 fn nonempty(v: &[String]) -> Option<&[String]> {
     (!v.is_empty()).then_some(v)
-}
-
-/// Ends the running turn (a finished turn keeps its state); returns its id.
-fn end_turn(s: &mut Session, state: TurnState, now: &str) -> Option<String> {
-    let turn = s.turn.as_mut()?;
-    if turn.state == TurnState::Running {
-        turn.state = state;
-        turn.ended_at = Some(now.to_owned());
-    }
-    turn.id.clone()
 }
 
 fn record_touched(ctx: &Ctx, s: &mut Session) {

@@ -154,9 +154,14 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                     if s.harness_session_id.is_none() {
                         s.harness_session_id.clone_from(&ev.session_id);
                     }
-                    let (event, answer) = handlers::apply(&ctx, &mut s);
+                    if s.transcript.is_none() {
+                        s.transcript = ev.transcript.as_deref().map(PathBuf::from);
+                    }
+                    let before = s.state_key();
+                    let (events, answer) = handlers::apply(&ctx, &mut s);
+                    s.stamp(before, &now, &format!("hook {event}"), None);
                     s.updated_at.clone_from(&now);
-                    (Some(s), event.into_iter().collect(), answer)
+                    (Some(s), events, answer)
                 })
                 .map_err(|e| e.to_string())?
         }

@@ -18,7 +18,7 @@ use crate::pty::tee::{Event as TeeEvent, Tee};
 use crate::pty::terminal::Terminal;
 use crate::seam::{Activity, Harness};
 use crate::store::ProjectStore;
-use crate::store::session::{ExitStatus, Status, TurnState};
+use crate::store::session::{ExitStatus, NewEvent, Status, TurnState};
 
 /// Everything the host needs, resolved by the launcher.
 pub struct HostSpec {
@@ -139,7 +139,7 @@ impl Shared {
         let mut watch = lock(&self.watch);
         if summary.is_some() && summary != watch.summary {
             watch.summary.clone_from(&summary);
-            record(&self.store, &self.id, |s, _| {
+            record(&self.store, &self.id, |s, _, _| {
                 s.headline.clone_from(&summary);
             });
         }
@@ -156,27 +156,31 @@ impl Shared {
         match activity {
             Activity::Idle if watch.interrupt_pending => {
                 watch.interrupt_pending = false;
-                record(&self.store, &self.id, |s, events| {
-                    let Some(turn) = s.turn.as_mut().filter(|t| t.state == TurnState::Running)
-                    else {
+                record(&self.store, &self.id, |s, events, now| {
+                    let before = s.state_key();
+                    let why = "an interrupt key was typed, then the prompt came back";
+                    let Some(ended) = s.end_turn(
+                        TurnState::Interrupted,
+                        now,
+                        SOURCE,
+                        serde_json::json!({ "reason": why }),
+                    ) else {
                         return;
                     };
-                    turn.state = TurnState::Interrupted;
-                    turn.ended_at = Some(crate::store::now_rfc3339());
+                    events.push(ended);
                     s.status = Status::Idle;
-                    s.attention = None;
-                    events.push(event(
-                        "turn.interrupted",
-                        "interrupt key, then an idle prompt",
-                    ));
+                    events.extend(s.clear_attention(SOURCE));
+                    s.stamp(before, now, SOURCE, Some(why.into()));
                 });
             }
             Activity::Busy if before == Some(Activity::Waiting) => {
-                record(&self.store, &self.id, |s, events| {
+                record(&self.store, &self.id, |s, events, now| {
                     if s.status == Status::NeedsAttention {
+                        let before = s.state_key();
                         s.status = Status::Working;
-                        s.attention = None;
-                        events.push(event("attention.cleared", "the dialog was answered"));
+                        events.extend(s.clear_attention(SOURCE));
+                        let why = "the dialog was answered: the screen shows the turn running";
+                        s.stamp(before, now, SOURCE, Some(why.into()));
                     }
                 });
             }
@@ -536,20 +540,14 @@ fn attach(
     shared.set_clients(&clients);
 }
 
-fn event(kind: &str, reason: &str) -> (String, String, serde_json::Map<String, serde_json::Value>) {
-    let mut f = serde_json::Map::new();
-    f.insert("reason".into(), reason.into());
-    (kind.to_owned(), "host".to_owned(), f)
-}
+/// What host-made transitions name as their source.
+const SOURCE: &str = "host";
 
 /// Read-modify-write of the record under its lock; `f` may change it and add events.
 fn record(
     store: &ProjectStore,
     id: &str,
-    f: impl FnOnce(
-        &mut crate::store::session::Session,
-        &mut Vec<(String, String, serde_json::Map<String, serde_json::Value>)>,
-    ),
+    f: impl FnOnce(&mut crate::store::session::Session, &mut Vec<NewEvent>, &str),
 ) {
     let result = store.update(id, |current| {
         let Some(mut s) = current else {
@@ -557,11 +555,12 @@ fn record(
         };
         let before = s.clone();
         let mut events = Vec::new();
-        f(&mut s, &mut events);
+        let now = crate::store::now_rfc3339();
+        f(&mut s, &mut events, &now);
         if s == before {
             return (None, Vec::new(), ());
         }
-        s.updated_at = crate::store::now_rfc3339();
+        s.updated_at = now;
         (Some(s), events, ())
     });
     if let Err(e) = result {
@@ -571,23 +570,20 @@ fn record(
 
 /// The program ended: the record says so, with its exit, and a running turn ends with it.
 fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
-    record(store, id, |s, events| {
-        if let Some(turn) = s.turn.as_mut().filter(|t| t.state == TurnState::Running) {
-            turn.state = TurnState::Interrupted;
-            turn.ended_at = Some(crate::store::now_rfc3339());
-            events.push(event("turn.interrupted", "session exited"));
-        }
+    record(store, id, |s, events, now| {
         s.exit_status = Some(ExitStatus {
             code: exit.code,
             signal: exit.signal,
         });
-        s.attention = None;
         if s.status != Status::Exited {
-            s.status = Status::Exited;
-            let mut e = event("session.exited", "process exited");
-            e.2.insert("code".into(), exit.code.into());
-            e.2.insert("signal".into(), exit.signal.into());
-            events.push(e);
+            let before = s.state_key();
+            let mut ended = s.exit("process exited", now, SOURCE);
+            if let Some((_, _, fields)) = ended.last_mut() {
+                fields.insert("code".into(), exit.code.into());
+                fields.insert("signal".into(), exit.signal.into());
+            }
+            events.extend(ended);
+            s.stamp(before, now, SOURCE, None);
         }
     });
 }

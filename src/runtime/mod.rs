@@ -453,33 +453,15 @@ pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<
                 return (None, Vec::new(), None);
             };
             let now = crate::store::now_rfc3339();
-            let mut events = Vec::new();
-            let reason = |r: &str| {
-                let mut f = serde_json::Map::new();
-                f.insert("reason".into(), r.into());
-                f
-            };
-            if let Some(turn) = s
-                .turn
-                .as_mut()
-                .filter(|t| t.state == crate::store::session::TurnState::Running)
-            {
-                turn.state = crate::store::session::TurnState::Interrupted;
-                turn.ended_at = Some(now.clone());
-                events.push((
-                    "turn.interrupted".into(),
-                    "liveness".into(),
-                    reason("host gone"),
-                ));
-            }
-            s.status = Status::Exited;
-            s.attention = None;
+            let before = s.state_key();
+            let events = s.exit("host gone", &now, "liveness");
+            s.stamp(
+                before,
+                &now,
+                "liveness",
+                Some("the session's host no longer answers on its socket".into()),
+            );
             s.updated_at = now;
-            events.push((
-                "session.exited".into(),
-                "liveness".into(),
-                reason("host gone"),
-            ));
             (Some(s.clone()), events, Some(s))
         })
         .ok()

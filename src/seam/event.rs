@@ -21,6 +21,11 @@ pub enum Kind {
     TurnFailed,
     TurnInterrupted,
     SubagentStopped,
+    /// The harness sends a model request (an attempt of the turn; retries included).
+    ModelRequestStarted,
+    /// A model request failed; the harness may retry it.
+    ModelRequestFailed,
+    ModelRequestCompleted,
     SessionEnded,
     /// An event spex binds nothing to (unknown or not handled).
     Other,
@@ -35,6 +40,9 @@ pub struct HookEvent {
     pub session_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// The harness's own log of the session (`transcript_path`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

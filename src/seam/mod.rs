@@ -5,6 +5,7 @@
 
 pub mod edit;
 pub mod event;
+pub mod evidence;
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use serde_json::Value;
 use crate::env::Env;
 use crate::repo::Tree;
 use crate::spec::SpecNode;
+use crate::store::session::Session;
 use edit::MaterializeError;
 use edit::workspace::Workspace;
 use event::{Answer, HookEvent, Reply};
@@ -177,5 +179,19 @@ pub trait Harness: Sync {
         bytes.extend_from_slice(text.as_bytes());
         bytes.extend_from_slice(b"\x1b[201~");
         (bytes, self.submit_pause(), b"\r".to_vec())
+    }
+
+    /// Evidence beyond hooks for the given live sessions of this harness (its own state files,
+    /// its processes): one entry per session it has something to say about, by index into
+    /// `sessions`. Read once per reader call, so an adapter may scan a folder once for all of
+    /// them. Default: a harness with no such evidence.
+    fn observe(&self, _env: &Env, _sessions: &[&Session]) -> Vec<(usize, evidence::Evidence)> {
+        Vec::new()
+    }
+
+    /// Folders whose changes may change what `observe` says about `session` (`wait` watches
+    /// them besides the record).
+    fn evidence_dirs(&self, _env: &Env, _session: &Session) -> evidence::Watch {
+        Vec::new()
     }
 }

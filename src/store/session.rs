@@ -61,6 +61,33 @@ pub struct Turn {
     pub prompt: Option<String>,
     pub started_at: String,
     pub ended_at: Option<String>,
+    /// What the harness reported about the turn while it runs (e.g. a failed model request
+    /// it is retrying), or the error it failed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// When the last attempt failed, while no new attempt has started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_failed_at: Option<String>,
+}
+
+impl TurnState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnState::Running => "running",
+            TurnState::Completed => "completed",
+            TurnState::Failed => "failed",
+            TurnState::Interrupted => "interrupted",
+            TurnState::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// The harness process a session runs in: its pid and its start time (clock ticks since boot,
+/// `/proc/<pid>/stat` field 22), so a reused pid is never mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessId {
+    pub pid: u32,
+    pub start: u64,
 }
 
 /// How the harness process ended (known when spex hosted it).
@@ -97,7 +124,7 @@ pub struct Flags {
     pub stop_gate_asked: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     pub schema: u32,
     pub id: String,
@@ -109,12 +136,41 @@ pub struct Session {
     /// `spex` or `self`.
     pub launched_by: String,
     pub status: Status,
+    /// When the current state (status and turn state) began.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// What set the current state: `hook <Event>`, the harness's own files, a liveness check.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Why, when the state was concluded from evidence rather than reported by a hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// Why the session exited: `session end`, `process gone`, `server gone`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_reason: Option<String>,
     pub attention: Option<Attention>,
     pub turn: Option<Turn>,
     pub declared: Option<Declared>,
     /// Repo-relative paths edited in this session.
     pub touched: Vec<String>,
     pub headline: Option<String>,
+    /// The short id the `ID` column shows, unique in the project's store (see `claim_handle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+    /// The harness process, recorded when first seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessId>,
+    /// The harness's own log of the session (from the hook payloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<PathBuf>,
+    /// The last state the harness's own evidence reported (opaque to the store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<String>,
+    /// Whether a client (a terminal UI) is attached to the process holding the session:
+    /// `false` when the harness's server keeps the session loaded with nobody attached (its
+    /// TUI was killed), `null` when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attended: Option<bool>,
     pub created_at: String,
     pub updated_at: String,
     /// Last event sequence number written to `events.jsonl`.
@@ -146,16 +202,10 @@ impl Session {
             branch: tree.branch(),
             launched_by: launched_by.to_owned(),
             status: Status::Starting,
-            attention: None,
-            turn: None,
-            declared: None,
-            touched: Vec::new(),
-            headline: None,
             created_at: now.to_owned(),
             updated_at: now.to_owned(),
-            seq: 0,
             flags: Flags::default(),
-            exit_status: None,
+            ..Session::default()
         }
     }
 }
@@ -181,6 +231,104 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
         path: path.to_owned(),
         source,
+    }
+}
+
+/// One event to append: (kind, source, fields).
+pub type NewEvent = (String, String, serde_json::Map<String, Value>);
+
+/// An event with its fields (null fields dropped).
+pub fn new_event(kind: &str, source: &str, fields: Value) -> NewEvent {
+    let fields = match fields {
+        Value::Object(m) => m.into_iter().filter(|(_, v)| !v.is_null()).collect(),
+        _ => serde_json::Map::new(),
+    };
+    (kind.to_owned(), source.to_owned(), fields)
+}
+
+/// The state a session's `since` and `source` describe: its status and its turn's state.
+pub type StateKey = (Status, Option<TurnState>);
+
+/// The transitions every writer of a record shares (the hook handlers and the readers that
+/// fold in evidence), so the event log keeps one grammar: every `turn.started` has exactly one
+/// ending event, and attention is raised and cleared in pairs.
+impl Session {
+    pub fn state_key(&self) -> StateKey {
+        (self.status, self.turn.as_ref().map(|t| t.state))
+    }
+
+    pub fn turn_running(&self) -> bool {
+        self.turn
+            .as_ref()
+            .is_some_and(|t| t.state == TurnState::Running)
+    }
+
+    /// Ends the running turn as `state`: its ending event (`turn.<state>`, with `extra`
+    /// fields), or nothing when no turn runs (a finished turn keeps its state).
+    pub fn end_turn(
+        &mut self,
+        state: TurnState,
+        now: &str,
+        source: &str,
+        extra: Value,
+    ) -> Option<NewEvent> {
+        let turn = self
+            .turn
+            .as_mut()
+            .filter(|t| t.state == TurnState::Running)?;
+        turn.state = state;
+        turn.ended_at = Some(now.to_owned());
+        let mut fields = serde_json::json!({ "turn_id": turn.id });
+        if let (Some(f), Value::Object(extra)) = (fields.as_object_mut(), extra) {
+            f.extend(extra);
+        }
+        Some(new_event(
+            &format!("turn.{}", state.as_str()),
+            source,
+            fields,
+        ))
+    }
+
+    /// Clears any attention: the `attention.cleared` event, or nothing when there was none.
+    pub fn clear_attention(&mut self, source: &str) -> Option<NewEvent> {
+        let a = self.attention.take()?;
+        Some(new_event(
+            "attention.cleared",
+            source,
+            serde_json::json!({ "reason": a.reason }),
+        ))
+    }
+
+    /// Records that the state changed since `before`: `since`, `source` and `why` describe the
+    /// new one. Nothing changes when the state did not.
+    pub fn stamp(&mut self, before: StateKey, now: &str, source: &str, why: Option<String>) {
+        if self.state_key() != before || self.since.is_none() {
+            self.since = Some(now.to_owned());
+            self.source = Some(source.to_owned());
+            self.why = why;
+        }
+    }
+
+    /// The session is over: a running turn is closed (`turn.interrupted`), attention that
+    /// asked for a person is cleared (a failed turn's stays visible), `session.exited`.
+    pub fn exit(&mut self, reason: &str, now: &str, source: &str) -> Vec<NewEvent> {
+        let mut out: Vec<NewEvent> = Vec::new();
+        out.extend(self.end_turn(TurnState::Interrupted, now, source, Value::Null));
+        if self
+            .attention
+            .as_ref()
+            .is_some_and(|a| a.reason != "turn_failed")
+        {
+            out.extend(self.clear_attention(source));
+        }
+        self.status = Status::Exited;
+        self.exit_reason = Some(reason.to_owned());
+        out.push(new_event(
+            "session.exited",
+            source,
+            serde_json::json!({ "reason": reason }),
+        ));
+        out
     }
 }
 
@@ -329,8 +477,56 @@ impl ProjectStore {
             .collect()
     }
 
-    /// Resolves a full id or a unique prefix.
+    fn handle_file(&self, handle: &str) -> PathBuf {
+        self.dir.join("handles").join(sanitize(handle))
+    }
+
+    /// The short handle of session `id`: the shortest tail (4 characters or more) of its id
+    /// that no other session of the project holds, claimed once in `handles/<handle>` (created
+    /// exclusively, so two readers never hand one handle to two sessions) and kept for the
+    /// session's life. The tail, not the head: time-ordered ids (`UUIDv7`) share their first
+    /// characters for about a minute, and both v4 and v7 end in random bits.
+    pub fn claim_handle(&self, id: &str) -> Result<String, StoreError> {
+        let chars: Vec<char> = id
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        let dir = self.dir.join("handles");
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        for n in 4..=chars.len() {
+            let handle: String = chars[chars.len() - n..].iter().collect();
+            let path = self.handle_file(&handle);
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(mut f) => {
+                    std::io::Write::write_all(&mut f, id.as_bytes()).map_err(io(&path))?;
+                    return Ok(handle);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let owner = std::fs::read_to_string(&path).map_err(io(&path))?;
+                    // An empty file is a claim being written right now by another reader.
+                    if owner.trim() == id {
+                        return Ok(handle);
+                    }
+                }
+                Err(e) => return Err(io(&path)(e)),
+            }
+        }
+        Ok(id.to_owned())
+    }
+
+    /// Resolves a handle, a full id or a unique prefix of an id.
     pub fn resolve(&self, prefix: &str) -> Result<String, StoreError> {
+        if let Ok(owner) = std::fs::read_to_string(self.handle_file(prefix))
+            && let Some(owner) = Some(owner.trim()).filter(|o| !o.is_empty())
+            && self.session_dir(owner).join("session.json").is_file()
+        {
+            return Ok(owner.to_owned());
+        }
         if self.session_dir(prefix).join("session.json").is_file() {
             return Ok(prefix.to_owned());
         }
@@ -391,7 +587,65 @@ fn sanitize(s: &str) -> String {
     }
 }
 
+/// `text` cut to `max` characters, ending with an ellipsis when it was cut.
+pub fn ellipsis(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// A valid spex session id: what `sanitize` keeps, non-empty.
 pub fn is_valid_id(s: &str) -> bool {
     !s.is_empty() && sanitize(s) == s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_with(ids: &[&str]) -> (tempfile::TempDir, ProjectStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProjectStore {
+            dir: dir.path().to_path_buf(),
+            event_log_bytes: crate::config::EVENT_LOG_BYTES,
+        };
+        for id in ids {
+            let path = store.session_dir(id).join("session.json");
+            fsutil::write_atomic(&path, b"{}").unwrap();
+        }
+        (dir, store)
+    }
+
+    #[test]
+    fn handles_are_tails_unique_stable_and_resolve() {
+        // Two UUIDv7 thread ids started within the same millisecond share 13 characters.
+        let a = "01a207f5-336d-7833-9809-0ddaefd8289b";
+        let b = "01a207f5-336d-7833-9809-0ddaefd9289b";
+        let (_dir, store) = store_with(&[a, b]);
+        let ha = store.claim_handle(a).unwrap();
+        let hb = store.claim_handle(b).unwrap();
+        assert_eq!(ha, "289b");
+        assert_eq!(hb, "9289b", "the tail grows until it is unique");
+        assert_eq!(store.claim_handle(a).unwrap(), ha, "stable");
+        assert_eq!(store.resolve(&ha).unwrap(), a);
+        assert_eq!(store.resolve(&hb).unwrap(), b);
+        assert_eq!(store.resolve(a).unwrap(), a, "the full id");
+        assert!(matches!(
+            store.resolve("01a207f5"),
+            Err(StoreError::Ambiguous { .. })
+        ));
+        assert_eq!(
+            store.resolve("01a207f5-336d-7833-9809-0ddaefd8").unwrap(),
+            a
+        );
+    }
+
+    #[test]
+    fn ellipsis_marks_a_cut() {
+        assert_eq!(ellipsis("short", 10), "short");
+        assert_eq!(ellipsis("abcdefghijkl", 5), "abcd…");
+    }
 }

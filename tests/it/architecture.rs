@@ -16,7 +16,10 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     ("entry", &["main"]),
     ("cli", &["cli"]),
-    ("engines", &["materialize", "dispatch", "runtime"]),
+    (
+        "engines",
+        &["materialize", "dispatch", "runtime", "reconcile"],
+    ),
     ("adapters", &["adapters"]),
     ("seam", &["seam", "pty"]),
     ("ground (records)", &["store"]),

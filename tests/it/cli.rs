@@ -203,6 +203,107 @@ fn wait_wakes_when_the_state_changes() {
 }
 
 #[test]
+fn quiet_records_hide_turn_end_waits_and_an_exited_session_exits_3() {
+    let w = World::new();
+    let feed = |id: &str, event: &str, extra: serde_json::Value| {
+        let base = serde_json::json!({ "session_id": id, "cwd": w.repo, "hook_event_name": event });
+        let out = w.dispatch(&w.repo, "claude", event, &merged(&base, &extra));
+        assert!(out.status.success());
+    };
+    feed("s-quiet", "SessionStart", serde_json::json!({}));
+    feed(
+        "s-busy",
+        "UserPromptSubmit",
+        serde_json::json!({ "prompt": "first" }),
+    );
+    // The ID column shows handles: the tails of the ids.
+    let list = w.ok(&w.repo, &["sessions"]);
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(list.lines().nth(1).unwrap().starts_with("busy "), "{list}");
+    let all = w.ok(&w.repo, &["sessions", "--all"]);
+    assert_eq!(all.lines().count(), 3, "{all}");
+    assert!(all.lines().any(|l| l.starts_with("uiet ")), "{all}");
+
+    // The running turn's end.
+    let waiter = w
+        .cmd(
+            &w.repo,
+            &["wait", "s-busy", "--until", "turn-end", "--timeout", "20"],
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    feed(
+        "s-busy",
+        "Stop",
+        serde_json::json!({ "stop_hook_active": false }),
+    );
+    let out = waiter.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // No turn running: the next one's end, which never comes here.
+    let next = w.spex(
+        &w.repo,
+        &["wait", "s-busy", "--until", "turn-end", "--timeout", "0.3"],
+    );
+    assert_eq!(next.status.code(), Some(1), "{next:?}");
+
+    // The newest prompt is the headline; `show` explains the state in one line.
+    feed(
+        "s-busy",
+        "UserPromptSubmit",
+        serde_json::json!({ "prompt": "second prompt" }),
+    );
+    let shown = w.ok(&w.repo, &["show", "s-busy"]);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("headline") && l.ends_with(" second prompt")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("working since") && shown.contains("(from hook UserPromptSubmit)"),
+        "{shown}"
+    );
+
+    feed(
+        "s-busy",
+        "SessionEnd",
+        serde_json::json!({ "reason": "other" }),
+    );
+    let started = std::time::Instant::now();
+    let gone = w.spex(
+        &w.repo,
+        &["wait", "s-busy", "--until", "idle", "--timeout", "20"],
+    );
+    assert_eq!(gone.status.code(), Some(3), "{gone:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("has exited (session end)"),
+        "{gone:?}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&w.ok(&w.repo, &["show", "s-busy", "--json"])).unwrap();
+    let s = &json["session"];
+    assert_eq!(
+        s["turn"]["state"], "interrupted",
+        "an exit closes the running turn: {s}"
+    );
+    assert_eq!(s["source"], "hook SessionEnd", "{s}");
+    let kinds: Vec<&str> = json["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        kinds[kinds.len() - 2..],
+        ["turn.interrupted", "session.exited"],
+        "{kinds:?}"
+    );
+}
+
+#[test]
 fn prune_removes_old_exited_sessions_and_nothing_live() {
     let w = World::new();
     for thread in ["thread-old", "thread-live"] {

@@ -9,5 +9,6 @@ mod materialize;
 mod peers_smoke;
 mod real_peers;
 mod real_sessions;
+mod real_tui;
 mod runtime;
 mod support;

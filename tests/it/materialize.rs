@@ -348,7 +348,7 @@ fn materialize_renders_every_artifact() {
     }
     let hooks: serde_json::Value =
         serde_json::from_str(&read(&w.repo.join(".codex/hooks.json"))).unwrap();
-    assert_eq!(hooks["hooks"].as_object().unwrap().len(), 8);
+    assert_eq!(hooks["hooks"].as_object().unwrap().len(), 10);
     let config = read(&w.codex_home.join("config.toml"));
     assert!(
         config.contains(&format!(
@@ -359,7 +359,7 @@ fn materialize_renders_every_artifact() {
     );
     assert_eq!(
         config.matches("trusted_hash = \"sha256:").count(),
-        8,
+        10,
         "{config}"
     );
     let exclude = read(&w.repo.join(".git/info/exclude"));
@@ -605,7 +605,7 @@ fn old_fenced_codex_trust_is_upgraded_keeping_codex_tables_inside_it() {
         Some(false),
         "{upgraded}"
     );
-    assert_eq!(upgraded.matches("trusted_hash").count(), 8, "{upgraded}");
+    assert_eq!(upgraded.matches("trusted_hash").count(), 10, "{upgraded}");
     let check = w.spex(&w.repo, &["materialize", "--check"]);
     assert_eq!(check.status.code(), Some(0), "{upgraded}");
 

@@ -29,6 +29,8 @@ const CODEX_EVENTS: &[&str] = &[
     "Stop",
     "Interrupt",
     "SessionEnd",
+    "PreModelRequest",
+    "PostModelRequest",
 ];
 
 /// The events a plain print-mode Claude turn with one Write fires, all bound by spex.
@@ -171,7 +173,13 @@ fn user_hook(list: &Value, cwd: &Path) -> Value {
     assert_eq!(h["matcher"], "Bash", "{}", pretty(h));
     // spex trusts only its own hooks; the user's stays as the user left it.
     assert_eq!(h["trustStatus"], "untrusted", "{}", pretty(h));
-    h.clone()
+    // `displayOrder` is the hook's place in Codex's whole listing, which spex's own hooks for
+    // events Codex lists earlier (PreModelRequest, PostModelRequest) move; not how Codex sees it.
+    let mut h = h.clone();
+    h.as_object_mut()
+        .expect("a hook object")
+        .remove("displayOrder");
+    h
 }
 
 fn assert_spex_hooks_trusted(list: &Value, cwd: &Path, files: &dyn Fn() -> String) {
@@ -414,7 +422,9 @@ fn claude_turn(w: &World, fake: &FakeAnthropic, tag: &str) -> String {
     cmd.env("SPEX_HOME", &w.spex_home)
         // The invocation log is opt-in (it costs the hot path a file open).
         .env("SPEX_TRACE_DISPATCH", "1");
-    print_turn(&mut cmd, fake, &w.repo, w.dir.path(), tag, TURN_TIMEOUT).diag
+    let diag = print_turn(&mut cmd, fake, &w.repo, w.dir.path(), tag, TURN_TIMEOUT).diag;
+    crate::real_tui::assert_store_grammar(w, &|| diag.clone());
+    diag
 }
 
 /// The dispatch log's lines (every line must be a JSON object).

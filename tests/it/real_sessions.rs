@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::common::{World, pretty, read_or_empty, write};
 use crate::support::claude_home::claude_command;
-use crate::support::codex_home::{codex_command, write_codex_config};
+use crate::support::codex_home::{codex_command, set_stream_retries, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
 use crate::support::fake_responses::FakeResponses;
 use crate::support::http::random_hex;
@@ -609,6 +609,7 @@ fn run_claude_case(w: &World, fake: &FakeAnthropic, case: &ClaudeCase) {
         );
     }
     assert_contiguous(&fin, &events, &diag);
+    crate::real_tui::assert_grammar(&fin, &events, &diag);
     eprintln!("claude {}: {:?}", case.name, started.elapsed());
 }
 
@@ -625,6 +626,7 @@ fn claude_turns_produce_true_records() {
     for case in CLAUDE_CASES {
         run_claude_case(&w, &fake, case);
     }
+    crate::real_tui::assert_store_grammar(&w, &|| String::new());
     let ids = w.session_ids();
     assert_eq!(
         ids.len(),
@@ -645,6 +647,7 @@ fn codex_server(w: &World) -> AppServer {
     let mut cmd = codex_command(&w.codex_home, &w.home);
     cmd.current_dir(&w.repo)
         .env("SPEX_HOME", &w.spex_home)
+        .env("SPEX_TRACE_DISPATCH", "1")
         .env("XDG_CONFIG_HOME", &w.xdg_config)
         .env("SPEX_SESSION_ID", "not-this");
     AppServer::start(&mut cmd, w.dir.path(), "cx", "spex-real-sessions")
@@ -659,6 +662,11 @@ struct CodexRig {
 
 impl CodexRig {
     fn start() -> CodexRig {
+        CodexRig::start_with_retries(0)
+    }
+
+    /// A rig whose provider lets Codex reconnect `retries` times after a failed request.
+    fn start_with_retries(retries: i64) -> CodexRig {
         let w = World::new();
         // The hang scenario ends on its own well after the test's interrupt.
         let fake = FakeResponses::start_with_hang_limit(Duration::from_secs(40));
@@ -668,6 +676,7 @@ impl CodexRig {
             "never",
             "danger-full-access",
         );
+        set_stream_retries(&w.codex_home, retries);
         materialize(&w);
         let cx = codex_server(&w);
         CodexRig { w, fake, cx }
@@ -922,6 +931,7 @@ fn codex_turns_produce_true_records_keyed_by_thread_id() {
         let diag = || rig.diag(id);
         assert_eq!(kinds(&events).last(), Some(&"session.exited"), "{}", diag());
         assert_contiguous(&rec, &events, &diag);
+        crate::real_tui::assert_grammar(&rec, &events, &diag);
     }
     let mut want = vec![first.clone(), second];
     want.sort();
@@ -935,4 +945,180 @@ fn codex_turns_produce_true_records_keyed_by_thread_id() {
         "codex_turns_produce_true_records_keyed_by_thread_id: {:?}",
         started.elapsed()
     );
+}
+
+/// A turn whose model requests all fail (HTTP 500): Codex fires `PostModelRequest` `failed`
+/// and no Stop; the reader concludes the turn failed, with the error text, once no new
+/// attempt followed. Another thread started within a second gets a different handle.
+#[test]
+fn codex_model_failure_is_a_failed_turn_and_handles_differ() {
+    let mut rig = CodexRig::start();
+    let thread = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
+    let twin = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
+    let turn = rig.cx.start_turn(&thread, "SCENARIO:fail");
+    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&thread)));
+    assert_eq!(
+        done["turn"]["status"],
+        "failed",
+        "{done}\n{}",
+        rig.diag(&thread)
+    );
+    rig.turn(&twin, "SCENARIO:shell", "completed");
+    let id = rig.record_id(&thread);
+    let end = Instant::now() + TURN_TIMEOUT;
+    let show = |id: &str| -> Value {
+        let out = rig.w.ok(&rig.w.repo, &["show", id, "--json"]);
+        serde_json::from_str::<Value>(&out).unwrap()["session"].clone()
+    };
+    let s = loop {
+        let s = show(&id);
+        if s["turn"]["state"] == "failed" {
+            break s;
+        }
+        assert!(Instant::now() < end, "never failed: {s}\n{}", rig.diag(&id));
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let diag = || rig.diag(&id);
+    assert_eq!(s["status"], "idle", "{}", diag());
+    assert_eq!(s["attention"]["reason"], "turn_failed", "{}", diag());
+    let text = s["attention"]["text"].as_str().unwrap_or_default();
+    let events = rig.w.events(&id);
+    // Codex's own words for the 500 (it does not print the status code).
+    let reported = events.iter().find(|e| e["kind"] == "model.failed");
+    let reported = reported.unwrap_or_else(|| panic!("no model.failed\n{}", diag()));
+    assert!(
+        !text.is_empty() && reported["error"] == text && s["turn"]["note"] == text,
+        "the turn failed with Codex's error text: `{text}`\n{}",
+        diag()
+    );
+    crate::real_tui::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
+    let other = show(&twin);
+    let (h1, h2) = (
+        s["handle"].as_str().unwrap(),
+        other["handle"].as_str().unwrap(),
+    );
+    assert_ne!(h1, h2, "{}", diag());
+    assert_eq!(show(h1)["id"], thread.as_str(), "{}", diag());
+    assert_eq!(show(h2)["id"], twin.as_str(), "{}", diag());
+    let list = rig.w.ok(&rig.w.repo, &["sessions"]);
+    assert!(list.contains(h1) && list.contains(h2), "{list}");
+}
+
+/// With one reconnect allowed: a first attempt that fails and a retry that succeeds is a
+/// completed turn (the error was only its note while retrying); two failed attempts are a
+/// failed turn. Also prints the gap between attempts (what [`RETRY_BOUND`] must exceed).
+#[test]
+fn codex_failed_attempt_then_success_is_completed() {
+    let mut rig = CodexRig::start_with_retries(1);
+    let thread = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
+    rig.turn(&thread, "SCENARIO:failonce", "completed");
+    let id = rig.record_id(&thread);
+    let (rec, events) = rig.settled(&id, "the retried turn never completed", |rec, _| {
+        turn_state(rec) == "completed"
+    });
+    let diag = || {
+        format!(
+            "{}\n--- dispatch.log:\n{}",
+            rig.diag(&id),
+            read_or_empty(&rig.w.project_dir().join("dispatch.log"))
+        )
+    };
+    eprintln!("{}", diag());
+    assert!(kinds(&events).contains(&"model.failed"), "{}", diag());
+    assert_eq!(rec["status"], "idle", "{}", diag());
+    assert!(rec["attention"].is_null(), "{}", diag());
+    assert!(
+        rec["turn"]["note"].is_null(),
+        "a recovered attempt leaves no error\n{}",
+        diag()
+    );
+    // A reader long after: still completed (the failed attempt was followed by a new one).
+    let out = rig.w.ok(&rig.w.repo, &["show", &id, "--json"]);
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["session"]["turn"]["state"], "completed", "{}", diag());
+    crate::real_tui::assert_grammar(&rec, &events, &diag);
+}
+
+/// An escalation the person cancels (Esc in the TUI; `cancel` over RPC): Codex interrupts the
+/// turn and fires Interrupt, not Stop. The record is idle, the turn interrupted, and the
+/// attention the request raised is cleared.
+#[test]
+fn codex_cancelled_escalation_leaves_no_attention() {
+    let mut rig = CodexRig::start();
+    let thread = rig.cx.start_thread(&json!({"cwd": rig.w.repo,
+        "approvalPolicy": "on-request", "sandbox": "workspace-write"}));
+    let turn = rig.cx.start_turn(&thread, "SCENARIO:escalate");
+    let req = rig.cx.rpc.take(
+        "item/commandExecution/requestApproval",
+        |p| p["threadId"] == thread.as_str(),
+        Instant::now() + TURN_TIMEOUT,
+    );
+    let req = req.unwrap_or_else(|| panic!("no approval request\n{}", rig.diag(&thread)));
+    let id = rig.record_id(&thread);
+    rig.settled(
+        &id,
+        "no attention while the approval is pending",
+        |rec, _| rec["status"] == "needs_attention",
+    );
+    rig.cx
+        .rpc
+        .respond(&req["id"], &json!({"decision": "cancel"}));
+    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&id)));
+    assert_eq!(
+        done["turn"]["status"],
+        "interrupted",
+        "{done}\n{}",
+        rig.diag(&id)
+    );
+    let (rec, events) = rig.settled(&id, "the turn never became interrupted", |rec, _| {
+        turn_state(rec) == "interrupted"
+    });
+    let diag = || rig.diag(&id);
+    assert_eq!(rec["status"], "idle", "{}", diag());
+    assert!(
+        rec["attention"].is_null(),
+        "attention left on an interrupted turn\n{}",
+        diag()
+    );
+    assert!(kinds(&events).contains(&"attention.cleared"), "{}", diag());
+    crate::real_tui::assert_grammar(&rec, &events, &diag);
+}
+
+/// `kill -9` of the Codex process that holds a thread fires no hook: the next reader finds the
+/// process (recorded by an earlier reader) gone: `exited`, `server gone`; `wait` exits 3 at once.
+#[test]
+fn codex_server_killed_is_exited_server_gone() {
+    let mut rig = CodexRig::start();
+    let thread = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
+    rig.turn(&thread, "SCENARIO:shell", "completed");
+    let id = rig.record_id(&thread);
+    rig.settled(&id, "the turn never completed", |rec, _| {
+        turn_state(rec) == "completed"
+    });
+    let show = |id: &str| -> Value {
+        let out = rig.w.ok(&rig.w.repo, &["show", id, "--json"]);
+        serde_json::from_str::<Value>(&out).unwrap()["session"].clone()
+    };
+    let before = show(&id);
+    assert!(
+        before["process"]["pid"].is_u64(),
+        "the reader recorded the process holding the thread: {before}\n{}",
+        rig.diag(&id)
+    );
+    rig.cx.kill();
+    let after = show(&id);
+    let diag = || rig.diag(&id);
+    assert_eq!(after["status"], "exited", "{after}\n{}", diag());
+    assert_eq!(after["exit_reason"], "server gone", "{}", diag());
+    let t = Instant::now();
+    let waited = rig
+        .w
+        .spex(&rig.w.repo, &["wait", &id, "--until", "working"]);
+    assert_eq!(waited.status.code(), Some(3), "{waited:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let events = rig.w.events(&id);
+    assert_eq!(kinds(&events).last(), Some(&"session.exited"), "{}", diag());
+    crate::real_tui::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
 }

@@ -104,9 +104,12 @@ fn wait_screen(w: &World, fake: &FakeAnthropic, id: &str, needle: &str, timeout:
     false
 }
 
+/// Stops the session, then checks its whole event log against the grammar.
 fn stop(w: &World, fake: &FakeAnthropic, id: &str) -> Value {
-    run_json(w, fake, &["stop", id, "--json", "--grace", "5"])
-        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)))
+    let stopped = run_json(w, fake, &["stop", id, "--json", "--grace", "5"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
+    crate::real_tui::assert_grammar(&w.record(id), &w.events(id), &|| host_log(w, id));
+    stopped
 }
 
 #[test]

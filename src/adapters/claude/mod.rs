@@ -2,6 +2,7 @@
 //! `CLAUDE.md`, skills/agents/commands under `.claude/`, workspace trust in `~/.claude.json`.
 //! The `plugin` id (a Claude plugin bundle) routes here.
 
+mod evidence;
 mod slash;
 
 use std::path::{Path, PathBuf};
@@ -327,6 +328,18 @@ impl Harness for Claude {
 
     fn hook_env_names_session(&self) -> bool {
         true
+    }
+
+    fn observe(
+        &self,
+        env: &Env,
+        sessions: &[&crate::store::session::Session],
+    ) -> Vec<(usize, crate::seam::evidence::Evidence)> {
+        evidence::observe(env, sessions)
+    }
+
+    fn evidence_dirs(&self, env: &Env, session: &crate::store::session::Session) -> Vec<PathBuf> {
+        vec![evidence::registry_dir(env, session)]
     }
 }
 

@@ -4,6 +4,7 @@
 //! `.agents/skills`. No agent or custom-command files: 0.169.0 loads neither. `rpc` speaks to
 //! `codex app-server`; `trust` asks it which hooks it trusts.
 
+mod evidence;
 pub mod rpc;
 pub mod trust;
 
@@ -34,6 +35,8 @@ const EVENTS: &[&str] = &[
     "Stop",
     "Interrupt",
     "SessionEnd",
+    "PreModelRequest",
+    "PostModelRequest",
 ];
 
 /// Built-in `/` commands of 0.169.0, read from the TUI popup (facts/codex.md §6).
@@ -424,6 +427,14 @@ impl Harness for Codex {
         false
     }
 
+    fn observe(
+        &self,
+        _env: &Env,
+        sessions: &[&crate::store::session::Session],
+    ) -> Vec<(usize, crate::seam::evidence::Evidence)> {
+        evidence::observe(sessions)
+    }
+
     fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check> {
         let mut checks = vec![super::check_binary(self, ctx)];
         let hooks_path = hooks_file(&ctx.tree.main);
@@ -603,6 +614,17 @@ impl Codex {
                 Kind::PermissionRequest
             }
             ("Interrupt", None) => Kind::TurnInterrupted,
+            ("PreModelRequest", None) => Kind::ModelRequestStarted,
+            // Fires once per reconnect attempt; a failed one may be followed by a retry
+            // (facts/codex.md §8), so it is not the end of the turn.
+            ("PostModelRequest", None) => {
+                if s(p, "status").as_deref() == Some("failed") {
+                    ev.error = Some(s(p, "error").unwrap_or_else(|| "model request failed".into()));
+                    Kind::ModelRequestFailed
+                } else {
+                    Kind::ModelRequestCompleted
+                }
+            }
             _ => Kind::Other,
         });
         ev

@@ -69,6 +69,14 @@ pub fn write_codex_config(codex_home: &Path, fake_base_url: &str, approval: &str
     });
 }
 
+/// Lets Codex reconnect `n` times after a failed model request (each reconnect attempt fires
+/// `PostModelRequest`; facts/codex.md §8). [`write_codex_config`] sets no retries.
+pub fn set_stream_retries(codex_home: &Path, n: i64) {
+    edit_config(codex_home, |doc| {
+        doc["model_providers"]["fake"]["stream_max_retries"] = value(n);
+    });
+}
+
 /// Marks `project` trusted (`[projects."<canonical path>"] trust_level = "trusted"`), which
 /// Codex requires before it loads the project's `.codex/` config and hooks.
 pub fn trust_project(codex_home: &Path, project: &Path) {

@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | `USE_NONE` | none | text `PLAIN_ANSWER_OK` |
 //! | `USE_BASH` | Bash `echo hi-from-bash > bash_out.txt && cat bash_out.txt` | final |
-//! | `USE_SLOWBASH` | Bash `python3 -c 'import time; time.sleep(5)' && echo slow-bash-done` | final |
+//! | `USE_SLOWBASH` | Bash `sleep 20; echo slow > slow_out.txt` | final |
 //! | `USE_BASHFAIL` | Bash `echo failing >&2; exit 3` | final |
 //! | `USE_ENV` | Bash `env \| sort > tool_env.txt` | final |
 //! | `USE_EDIT` | Read `<dir>/<file>`, then Edit `hello` -> `goodbye` | final |
@@ -344,7 +344,7 @@ fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str
     } else if user_text.contains("USE_SLOWBASH") {
         vec![(
             "Bash",
-            json!({"command": "python3 -c 'import time; time.sleep(5)' && echo slow-bash-done", "description": "Take five seconds"}),
+            json!({"command": "sleep 20; echo slow > slow_out.txt", "description": "Slow command"}),
         )]
     } else if user_text.contains("USE_BASH") {
         vec![(

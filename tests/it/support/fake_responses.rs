@@ -16,6 +16,7 @@
 //! | `escalate` | `exec_command` with `sandbox_permissions: require_escalated` (approval), then final |
 //! | `hang` | `response.created`, then `: keepalive` comments every second until the server is dropped or the hang limit passes (`HANG=<secs>` in the prompt, else the server's limit, default 120 s), then a message |
 //! | `fail` | HTTP 500 |
+//! | `failonce` | HTTP 500 for the first `failonce` request this server sees, then one assistant message |
 //! | (none) | one assistant message |
 //!
 //! "final" is an assistant message `ok (<scenario>, <n> tool outputs seen)`.
@@ -246,7 +247,14 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
     if !path.ends_with("/responses") {
         return conn.json(404, &json!({"error": "not found"}));
     }
-    if scenario == "fail" {
+    let first_failonce = scenario == "failonce"
+        && log
+            .all()
+            .iter()
+            .filter(|r| r["scenario"] == "failonce")
+            .count()
+            == 1;
+    if scenario == "fail" || first_failonce {
         return conn.json(
             500,
             &json!({"error": {"message": "fake failure", "type": "server_error"}}),

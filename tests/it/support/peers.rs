@@ -102,6 +102,12 @@ impl GroupChild {
             .status();
     }
 
+    /// SIGKILL to the whole group (no `SessionEnd`, nothing cleaned up), then reaps.
+    pub fn kill(&mut self) {
+        self.signal_group("-KILL");
+        let _ = self.child.wait();
+    }
+
     /// SIGTERM to the group (lets Codex remove its socket and fire `SessionEnd`), SIGKILL after
     /// `grace`. Idempotent.
     pub fn stop(&mut self, grace: Duration) {

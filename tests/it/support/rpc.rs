@@ -213,6 +213,11 @@ impl AppServer {
         n.map(|n| n["params"].clone())
     }
 
+    /// SIGKILL to the server's group: no hook fires.
+    pub fn kill(&mut self) {
+        self.server.kill();
+    }
+
     /// SIGTERM to the server's group (Codex ends every loaded thread: `SessionEnd`), SIGKILL
     /// after `grace`. Idempotent.
     pub fn stop(&mut self, grace: Duration) {

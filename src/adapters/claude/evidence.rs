@@ -1,0 +1,283 @@
+//! Claude Code's own evidence about an interactive session (facts/claude.md, "Live-session
+//! registry"): while the TUI runs it keeps `<config dir>/sessions/<pid>.json` with its pid,
+//! `procStart` (the process start time, `/proc/<pid>/stat` field 22), `sessionId` and `status`
+//! (`idle`, `busy` during a turn, `waiting` while a dialog is open) with `statusUpdatedAt`
+//! (ms). The file is deleted on a clean exit and left behind on `kill -9`.
+//!
+//! Verified with 2.1.197 under a PTY: Stop hooks finish before the file goes `idle`; Esc at a
+//! permission dialog moves it `waiting` -> `idle` and fires no hook; approving moves it
+//! `waiting` -> `busy` about a tool's length before `PostToolUse`; `UserPromptSubmit` fires just
+//! after it goes `busy`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use serde_json::Value;
+
+use crate::env::Env;
+use crate::seam::evidence::{self, Evidence, Finding};
+use crate::store::session::{ProcessId, Session, Status};
+
+/// One registry file, as far as spex reads it.
+#[derive(Debug, Clone)]
+struct Entry {
+    file: String,
+    pid: u32,
+    proc_start: Option<u64>,
+    status: Option<String>,
+    /// `statusUpdatedAt`, ms since the epoch.
+    status_at: Option<u64>,
+}
+
+/// Claude's config dir for a session: three levels above its transcript
+/// (`<config>/projects/<cwd>/<sid>.jsonl`), else `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+fn config_dir(env: &Env, s: &Session) -> PathBuf {
+    s.transcript
+        .as_deref()
+        .and_then(|t| Some(t.parent()?.parent()?.parent()?.to_path_buf()))
+        .unwrap_or_else(|| {
+            env.path_var(super::CONFIG_DIR_VAR)
+                .unwrap_or_else(|| env.home_or_root().join(".claude"))
+        })
+}
+
+pub fn registry_dir(env: &Env, s: &Session) -> PathBuf {
+    config_dir(env, s).join("sessions")
+}
+
+/// Every registry file in `dir`, by session id.
+fn scan(dir: &Path) -> HashMap<String, Entry> {
+    let mut out = HashMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !std::path::Path::new(&name)
+            .extension()
+            .is_some_and(|x| x.eq_ignore_ascii_case("json"))
+        {
+            continue;
+        }
+        let Some(v) = std::fs::read(e.path())
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        else {
+            continue;
+        };
+        let (Some(sid), Some(pid)) = (
+            v["sessionId"].as_str(),
+            v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()),
+        ) else {
+            continue;
+        };
+        let proc_start = match &v["procStart"] {
+            Value::String(s) => s.parse().ok(),
+            other => other.as_u64(),
+        };
+        out.insert(
+            sid.to_owned(),
+            Entry {
+                file: name,
+                pid,
+                proc_start,
+                status: v["status"].as_str().map(str::to_owned),
+                status_at: v["statusUpdatedAt"].as_u64(),
+            },
+        );
+    }
+    out
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time in a record.
+fn ms(rfc3339: &str) -> Option<u64> {
+    let t = humantime::parse_rfc3339_weak(rfc3339.trim_end_matches('Z')).ok()?;
+    u64::try_from(t.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
+}
+
+/// What the registry entry (or its absence) says about `s`.
+fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
+    let Some(e) = entry else {
+        // No registry file: a clean exit deletes it (SessionEnd says so); a recorded process
+        // that is gone without one died.
+        let p = s.process?;
+        return (!evidence::alive(p)).then(|| Evidence {
+            attended: None,
+            process: None,
+            observed: s.observed.clone(),
+            finding: Some(Finding::Gone("process gone")),
+            source: "liveness check".into(),
+            why: Some(format!(
+                "Claude's process {} is gone and no SessionEnd came",
+                p.pid
+            )),
+        });
+    };
+    let source = format!("Claude's registry sessions/{}", e.file);
+    let current = e.proc_start.and_then(|start| {
+        let p = ProcessId { pid: e.pid, start };
+        evidence::alive(p).then_some(p)
+    });
+    let Some(process) = current else {
+        return Some(Evidence {
+            attended: None,
+            process: None,
+            observed: s.observed.clone(),
+            finding: Some(Finding::Gone("process gone")),
+            source,
+            why: Some(format!(
+                "Claude's registry names process {}, which is no longer running (killed: no SessionEnd)",
+                e.pid
+            )),
+        });
+    };
+    let prev = s.observed.clone().unwrap_or_else(|| "busy".into());
+    let at = e.status_at.unwrap_or(0);
+    let after = |t: Option<&str>| t.and_then(ms).is_some_and(|t| at >= t);
+    let turn_started = s.turn.as_ref().map(|t| t.started_at.as_str());
+    let (finding, why) = match e.status.as_deref() {
+        // Stop hooks finish before the registry goes idle: idle after the turn began, with the
+        // turn still running, means it ended with no Stop.
+        Some("idle") if s.turn_running() && after(turn_started) => {
+            if s.status == Status::NeedsAttention || prev == "waiting" {
+                (
+                    Some(Finding::TurnInterrupted),
+                    Some(
+                        "Claude's registry went waiting -> idle: the request was denied and the turn ended"
+                            .to_owned(),
+                    ),
+                )
+            } else {
+                (
+                    Some(Finding::TurnInterrupted),
+                    Some(format!(
+                        "Claude's registry went {prev} -> idle with no Stop"
+                    )),
+                )
+            }
+        }
+        Some("busy")
+            if s.status == Status::NeedsAttention
+                && after(s.attention.as_ref().map(|a| a.since.as_str())) =>
+        {
+            (
+                Some(Finding::Resumed),
+                Some("Claude's registry went waiting -> busy: the request was answered".to_owned()),
+            )
+        }
+        _ => (None, None),
+    };
+    let observed = e.status.clone();
+    let changed = finding.is_some() || s.process != Some(process) || observed != s.observed;
+    changed.then_some(Evidence {
+        attended: None,
+        process: Some(process),
+        observed,
+        finding,
+        source,
+        why,
+    })
+}
+
+pub fn observe(env: &Env, sessions: &[&Session]) -> Vec<(usize, Evidence)> {
+    let mut scans: HashMap<PathBuf, HashMap<String, Entry>> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, s) in sessions.iter().enumerate() {
+        let dir = registry_dir(env, s);
+        let registry = scans.entry(dir.clone()).or_insert_with(|| scan(&dir));
+        let entry = s
+            .harness_session_id
+            .as_deref()
+            .and_then(|h| registry.get(h));
+        if let Some(ev) = judge(s, entry) {
+            out.push((i, ev));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::session::{Attention, Turn, TurnState};
+
+    fn running(started: &str) -> Session {
+        Session {
+            status: Status::Working,
+            turn: Some(Turn {
+                id: None,
+                state: TurnState::Running,
+                prompt: None,
+                started_at: started.into(),
+                ended_at: None,
+                note: None,
+                attempt_failed_at: None,
+            }),
+            ..Session::default()
+        }
+    }
+
+    fn me(status: &str, at: u64) -> Entry {
+        let pid = std::process::id();
+        Entry {
+            file: format!("{pid}.json"),
+            pid,
+            proc_start: evidence::process_start(pid),
+            status: Some(status.into()),
+            status_at: Some(at),
+        }
+    }
+
+    const T0: &str = "2026-11-23T10:00:00.000Z";
+
+    #[test]
+    fn idle_after_the_turn_began_with_no_stop_is_an_interrupted_turn() {
+        let mut s = running(T0);
+        s.observed = Some("busy".into());
+        let ev = judge(&s, Some(&me("idle", ms(T0).unwrap() + 500))).unwrap();
+        assert_eq!(ev.finding, Some(Finding::TurnInterrupted));
+        assert_eq!(
+            ev.why.as_deref(),
+            Some("Claude's registry went busy -> idle with no Stop")
+        );
+        // An idle written before the turn began (the prompt hook came after it) says nothing.
+        let ev = judge(&s, Some(&me("idle", ms(T0).unwrap() - 500))).unwrap();
+        assert_eq!(ev.finding, None);
+    }
+
+    #[test]
+    fn waiting_to_busy_after_the_request_is_an_answer_and_to_idle_a_denial() {
+        let mut s = running(T0);
+        s.status = Status::NeedsAttention;
+        s.observed = Some("waiting".into());
+        s.attention = Some(Attention {
+            reason: "permission".into(),
+            text: "Bash: ls".into(),
+            since: "2026-11-23T10:00:01.000Z".into(),
+        });
+        let busy = judge(&s, Some(&me("busy", ms(T0).unwrap() + 2000))).unwrap();
+        assert_eq!(busy.finding, Some(Finding::Resumed));
+        let stale = judge(&s, Some(&me("busy", ms(T0).unwrap() + 10))).unwrap();
+        assert_eq!(stale.finding, None);
+        let idle = judge(&s, Some(&me("idle", ms(T0).unwrap() + 2000))).unwrap();
+        assert_eq!(idle.finding, Some(Finding::TurnInterrupted));
+        assert!(idle.why.unwrap().contains("waiting -> idle"));
+    }
+
+    #[test]
+    fn a_registry_naming_a_dead_or_reused_pid_means_the_process_is_gone() {
+        let s = running(T0);
+        let mut e = me("busy", ms(T0).unwrap());
+        e.proc_start = e.proc_start.map(|p| p + 1);
+        let ev = judge(&s, Some(&e)).unwrap();
+        assert_eq!(ev.finding, Some(Finding::Gone("process gone")));
+        let mut s = running(T0);
+        s.process = Some(ProcessId {
+            pid: std::process::id(),
+            start: 1,
+        });
+        let ev = judge(&s, None).unwrap();
+        assert_eq!(ev.finding, Some(Finding::Gone("process gone")));
+    }
+}

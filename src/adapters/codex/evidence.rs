@@ -1,0 +1,214 @@
+//! Codex's own evidence about a session: its process, and how its turn ended.
+//!
+//! The process: the Codex process that holds a thread open is the server it runs in (the
+//! managed background app-server by default, the TUI itself with `--no-daemon`, or a
+//! `codex app-server` spex or a script started); it keeps the thread's rollout log (the
+//! `transcript_path` of every hook payload) open while the thread is loaded. Found once by
+//! that open file, then checked by pid and start time. When it dies without a `SessionEnd`
+//! (`kill -9`, a crash) every thread it held is over: `exited`, `server gone`.
+//!
+//! The turn: `PostModelRequest` fires once per reconnect attempt with
+//! `status: failed` and the error; a retry fires `PreModelRequest` first; after the last failed
+//! attempt Codex fires nothing more (no Stop; facts/codex.md §8). So a failed attempt that no
+//! new attempt followed within [`RETRY_BOUND`] ended the turn: failed, with that error.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::seam::evidence::{self, Evidence, Finding};
+use crate::store::session::{ProcessId, Session};
+
+/// Longer than Codex's backoff between reconnect attempts.
+pub const RETRY_BOUND: Duration = Duration::from_secs(8);
+
+fn judge(s: &Session, now: SystemTime) -> Option<Evidence> {
+    let t = s.turn.as_ref().filter(|_| s.turn_running())?;
+    let failed_at =
+        humantime::parse_rfc3339_weak(t.attempt_failed_at.as_deref()?.trim_end_matches('Z'))
+            .ok()?;
+    let quiet = now.duration_since(failed_at).ok()?;
+    (quiet >= RETRY_BOUND).then(|| Evidence {
+        attended: None,
+        process: None,
+        observed: s.observed.clone(),
+        finding: Some(Finding::TurnFailed(t.note.clone().unwrap_or_default())),
+        source: "hook PostModelRequest".into(),
+        why: Some(format!(
+            "the model request failed and Codex started no new attempt within {} s",
+            RETRY_BOUND.as_secs()
+        )),
+    })
+}
+
+/// Which process holds each of `wanted` open: one walk over `/proc/*/fd`.
+fn holders(wanted: &[&Path]) -> HashMap<PathBuf, ProcessId> {
+    let mut out = HashMap::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.filter_map(Result::ok) {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.filter_map(Result::ok) {
+            let Ok(target) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            if wanted.contains(&target.as_path())
+                && let Some(start) = evidence::process_start(pid)
+            {
+                out.entry(target).or_insert(ProcessId { pid, start });
+            }
+        }
+        if out.len() == wanted.len() {
+            break;
+        }
+    }
+    out
+}
+
+/// Whether `pid` is Codex's managed app-server daemon (the TUI's default mode starts it as
+/// `codex app-server --listen unix:// --managed-daemon`; it outlives the TUI).
+fn is_managed_daemon(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+        args.contains(&&b"app-server"[..]) && args.contains(&&b"--managed-daemon"[..])
+    })
+}
+
+/// The working directories of the Codex TUIs running (processes of a binary named `codex`
+/// that run no subcommand of a server or of `exec`): one walk over `/proc`.
+fn tui_dirs() -> Vec<PathBuf> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .filter_map(Result::ok)
+        .filter(|p| {
+            p.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .filter(|p| {
+            std::fs::read_link(p.path().join("exe"))
+                .is_ok_and(|exe| exe.file_name().is_some_and(|n| n == "codex"))
+        })
+        .filter(|p| {
+            std::fs::read(p.path().join("cmdline")).is_ok_and(|c| {
+                let sub = c.split(|b| *b == 0).nth(1).unwrap_or_default();
+                !matches!(sub, b"app-server" | b"exec" | b"e" | b"mcp-server")
+            })
+        })
+        .filter_map(|p| std::fs::read_link(p.path().join("cwd")).ok())
+        .collect()
+}
+
+/// The process evidence of `s`: its holder to record, its holder gone, or (for a thread the
+/// managed daemon holds) whether a TUI is still attached. `tuis` is computed on first use.
+fn liveness(
+    s: &Session,
+    found: &HashMap<PathBuf, ProcessId>,
+    tuis: &mut Option<Vec<PathBuf>>,
+) -> Option<Evidence> {
+    let (holder, record) = match s.process {
+        Some(p) if !evidence::alive(p) => {
+            return Some(Evidence {
+                attended: None,
+                process: None,
+                observed: s.observed.clone(),
+                finding: Some(Finding::Gone("server gone")),
+                source: "liveness check".into(),
+                why: Some(format!(
+                    "the Codex process that held this thread (pid {}) is gone and no SessionEnd came",
+                    p.pid
+                )),
+            });
+        }
+        Some(p) => (p, false),
+        None => (*found.get(s.transcript.as_deref()?)?, true),
+    };
+    // A TUI in default mode talks to the daemon, which keeps the thread after the TUI is
+    // gone (no SessionEnd; facts/codex.md §8): no TUI running in the session's tree means
+    // nobody is attached. (A TUI there may be on another thread: then this says attended.)
+    let attended = is_managed_daemon(holder.pid).then(|| {
+        tuis.get_or_insert_with(tui_dirs)
+            .iter()
+            .any(|d| d.starts_with(&s.tree))
+    });
+    (record || attended != s.attended).then(|| Evidence {
+        attended,
+        process: Some(holder),
+        observed: s.observed.clone(),
+        finding: None,
+        source: "liveness check".into(),
+        why: None,
+    })
+}
+
+pub fn observe(sessions: &[&Session]) -> Vec<(usize, Evidence)> {
+    let now = SystemTime::now();
+    let unknown: Vec<&Path> = sessions
+        .iter()
+        .filter(|s| s.process.is_none())
+        .filter_map(|s| s.transcript.as_deref())
+        .collect();
+    let found = if unknown.is_empty() {
+        HashMap::new()
+    } else {
+        holders(&unknown)
+    };
+    let mut tuis = None;
+    sessions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let gone = liveness(s, &found, &mut tuis);
+            if gone.as_ref().is_some_and(|e| e.finding.is_some()) {
+                return Some((i, gone?));
+            }
+            match (gone, judge(s, now)) {
+                (Some(mut l), Some(j)) => {
+                    l.finding = j.finding;
+                    l.source = j.source;
+                    l.why = j.why;
+                    Some((i, l))
+                }
+                (l, j) => Some((i, l.or(j)?)),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::session::{Turn, TurnState};
+
+    #[test]
+    fn a_failed_attempt_ends_the_turn_only_when_no_retry_follows() {
+        let failed = "2026-11-23T10:00:00.000Z";
+        let at = humantime::parse_rfc3339(failed).unwrap();
+        let s = Session {
+            turn: Some(Turn {
+                id: None,
+                state: TurnState::Running,
+                prompt: None,
+                started_at: failed.into(),
+                ended_at: None,
+                note: Some("http 500".into()),
+                attempt_failed_at: Some(failed.into()),
+            }),
+            ..Session::default()
+        };
+        assert!(judge(&s, at + Duration::from_secs(1)).is_none());
+        let ev = judge(&s, at + RETRY_BOUND).unwrap();
+        assert_eq!(ev.finding, Some(Finding::TurnFailed("http 500".into())));
+        let mut retried = s.clone();
+        retried.turn.as_mut().unwrap().attempt_failed_at = None;
+        assert!(judge(&retried, at + RETRY_BOUND * 2).is_none());
+    }
+}

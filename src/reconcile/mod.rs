@@ -1,0 +1,159 @@
+//! Reconcile on read: before `sessions`, `show` and `wait` answer, fold each live session's
+//! evidence beyond hooks (what its adapter reads from the harness's own files and the process
+//! table) into its record, under the record's lock and with the same event grammar as the hook
+//! handlers. Never on the hook path: `dispatch` stays as fast as it is. Also gives each session
+//! its short handle the first time a reader sees it.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use crate::adapters;
+use crate::env::Env;
+use crate::seam::evidence::{Evidence, Finding};
+use crate::store::session::{NewEvent, Session, Status, StoreError, TurnState, new_event};
+use crate::store::{self, ProjectStore};
+
+/// Applies one observation to a record; the events it adds.
+pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
+    let mut out = Vec::new();
+    if s.process.is_none() {
+        s.process = ev.process;
+    }
+    s.observed.clone_from(&ev.observed);
+    if ev.attended.is_some() {
+        s.attended = ev.attended;
+    }
+    let before = s.state_key();
+    let src = ev.source.as_str();
+    let why = ev.why.clone();
+    let why_field = || json!({ "why": why });
+    match &ev.finding {
+        Some(Finding::TurnInterrupted) => {
+            if let Some(mut e) = s.end_turn(TurnState::Interrupted, now, src, json!({})) {
+                e.2.extend(fields(why_field()));
+                out.push(e);
+                out.extend(s.clear_attention(src));
+                if s.status != Status::Exited {
+                    s.status = Status::Idle;
+                }
+            }
+        }
+        Some(Finding::Resumed) if s.status == Status::NeedsAttention => {
+            out.extend(s.clear_attention(src));
+            s.status = if s.turn_running() {
+                Status::Working
+            } else {
+                Status::Idle
+            };
+        }
+        Some(Finding::TurnFailed(error)) => {
+            if let Some(e) = s.end_turn(TurnState::Failed, now, src, json!({ "error": error })) {
+                if let Some(t) = s.turn.as_mut() {
+                    t.note = Some(error.clone());
+                }
+                out.extend(s.clear_attention(src));
+                out.push(e);
+                s.status = Status::Idle;
+                s.attention = Some(store::session::Attention {
+                    reason: "turn_failed".into(),
+                    text: error.clone(),
+                    since: now.to_owned(),
+                });
+            }
+        }
+        Some(Finding::Gone(reason)) if s.status != Status::Exited => {
+            out.extend(s.exit(reason, now, src));
+            if let Some(last) = out.last_mut() {
+                last.2.extend(fields(why_field()));
+            }
+        }
+        None | Some(Finding::Resumed | Finding::Gone(_)) => {}
+    }
+    s.stamp(before, now, src, why);
+    if !out.is_empty() {
+        now.clone_into(&mut s.updated_at);
+    }
+    out
+}
+
+fn fields(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    new_event("", "", v).2
+}
+
+/// Every record of the project, with the evidence folded in and a handle each.
+pub fn sessions(env: &Env, store: &ProjectStore) -> Result<Vec<Session>, StoreError> {
+    let all = store.sessions();
+    fold(env, store, all)
+}
+
+/// One record, with its evidence folded in.
+pub fn session(env: &Env, store: &ProjectStore, id: &str) -> Result<Session, StoreError> {
+    let s = store
+        .load(id)?
+        .ok_or_else(|| StoreError::NotFound(id.to_owned()))?;
+    Ok(fold(env, store, vec![s])?
+        .pop()
+        .expect("one record in, one out"))
+}
+
+fn fold(
+    env: &Env,
+    store: &ProjectStore,
+    mut all: Vec<Session>,
+) -> Result<Vec<Session>, StoreError> {
+    // Live sessions per harness, so an adapter reads its evidence once for all of them.
+    let mut by_harness: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+    for (i, s) in all.iter().enumerate() {
+        if s.status == Status::Exited {
+            continue;
+        }
+        if let Some(h) = adapters::lookup(&s.harness) {
+            by_harness.entry(h.id()).or_default().push(i);
+        }
+    }
+    let mut found: Vec<(usize, Evidence)> = Vec::new();
+    for (harness, idx) in &by_harness {
+        let h = adapters::lookup(harness).expect("looked up above");
+        let live: Vec<&Session> = idx.iter().map(|&i| &all[i]).collect();
+        for (k, ev) in h.observe(env, &live) {
+            found.push((idx[k], ev));
+        }
+    }
+    for (i, ev) in found {
+        let id = all[i].id.clone();
+        let now = store::now_rfc3339();
+        // Judged on the record as read; applied to the record as it is under the lock. A hook
+        // that landed in between wins: the evidence is read again by the next reader.
+        let fresh = store.update(&id, |cur| {
+            let Some(mut s) = cur else {
+                return (None, Vec::new(), None);
+            };
+            if s.seq != all[i].seq {
+                return (None, Vec::new(), Some(s));
+            }
+            let events = apply(&mut s, &ev, &now);
+            (Some(s.clone()), events, Some(s))
+        })?;
+        if let Some(s) = fresh {
+            all[i] = s;
+        }
+    }
+    for s in &mut all {
+        if s.handle.is_none() {
+            let handle = store.claim_handle(&s.id)?;
+            let id = s.id.clone();
+            let saved = store.update(&id, |cur| {
+                let Some(mut cur) = cur else {
+                    return (None, Vec::new(), None);
+                };
+                cur.handle.get_or_insert_with(|| handle.clone());
+                (Some(cur.clone()), Vec::new(), Some(cur))
+            })?;
+            if let Some(saved) = saved {
+                *s = saved;
+            }
+        }
+    }
+    Ok(all)
+}

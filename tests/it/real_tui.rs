@@ -1,0 +1,749 @@
+//! The REAL Claude Code TUI started as a user starts it (under a PTY, not through spex), with
+//! spex's shims installed: what `spex show` and `spex wait` say where Claude fires no hook
+//! (Esc at a permission dialog, an approval, `kill -9`). Also the event-log grammar every
+//! real-harness test checks (`assert_grammar`).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+use serde_json::Value;
+
+use crate::common::{World, read_or_empty, write};
+use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
+use crate::support::fake_anthropic::FakeAnthropic;
+use crate::support::http::random_hex;
+use crate::support::peers::claude_bin;
+
+/// The TUI's first screen, from a cold start on a loaded 2-core machine.
+const STARTUP: Duration = Duration::from_mins(1);
+/// A hook-driven state (the prompt's hooks ran).
+const HOOKED: Duration = Duration::from_secs(30);
+/// The issue's bound for a state reached with no hook.
+const NO_HOOK: Duration = Duration::from_secs(2);
+
+/// The event log's grammar: `seq` contiguous; every `turn.started` has exactly one ending
+/// event (`turn.completed|failed|interrupted|timed_out`) before the next `turn.started`, or the
+/// exit closes it (an ending event right before `session.exited`), and a turn still open at
+/// the end of the log is the record's running turn; attention is raised (`input.required`,
+/// `turn.failed`, `declared` asking) and cleared (`attention.cleared`) in pairs, and the
+/// record holds attention exactly when the last one was a raise.
+pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) {
+    let mut open_turn = false;
+    let mut attention = false;
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(
+            e["seq"].as_u64(),
+            Some(i as u64 + 1),
+            "seq gap at {e}\n{}",
+            diag()
+        );
+        let kind = e["kind"].as_str().unwrap_or_default();
+        match kind {
+            "turn.started" => {
+                assert!(
+                    !open_turn,
+                    "turn.started while a turn is open: {e}\n{}",
+                    diag()
+                );
+                open_turn = true;
+            }
+            "turn.completed" | "turn.failed" | "turn.interrupted" | "turn.timed_out" => {
+                assert!(open_turn, "{kind} with no open turn: {e}\n{}", diag());
+                open_turn = false;
+            }
+            "session.exited" => {
+                assert!(
+                    !open_turn,
+                    "session.exited with a turn still open: {e}\n{}",
+                    diag()
+                );
+            }
+            _ => {}
+        }
+        let raises = kind == "input.required"
+            || kind == "turn.failed"
+            || (kind == "declared" && e["state"] == "asking");
+        if raises {
+            assert!(
+                !attention,
+                "{kind} raises attention already raised: {e}\n{}",
+                diag()
+            );
+            attention = true;
+        }
+        if kind == "attention.cleared" {
+            assert!(
+                attention,
+                "attention.cleared with none raised: {e}\n{}",
+                diag()
+            );
+            attention = false;
+        }
+    }
+    assert_eq!(
+        open_turn,
+        rec["turn"]["state"] == "running",
+        "an open turn in the log is the record's running turn\n{}",
+        diag()
+    );
+    assert_eq!(
+        attention,
+        !rec["attention"].is_null(),
+        "the record holds attention exactly when the log's last word raised it\n{}",
+        diag()
+    );
+}
+
+/// [`assert_grammar`] over every session record in `w`'s store.
+pub fn assert_store_grammar(w: &World, diag: &dyn Fn() -> String) {
+    for id in w.session_ids() {
+        let rec = w
+            .record_if_any(&id)
+            .unwrap_or_else(|| panic!("{id} has no record\n{}", diag()));
+        assert_grammar(&rec, &w.events(&id), &|| {
+            format!("session {id}\n{}", diag())
+        });
+    }
+}
+
+/// The TUI under a PTY; its output accumulates for failure messages.
+struct Tui {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    writer: Box<dyn Write + Send>,
+    screen: Arc<Mutex<Vec<u8>>>,
+    session: String,
+}
+
+impl Tui {
+    fn start(w: &World, fake: &FakeAnthropic) -> Tui {
+        seed_claude_home(&w.home, DUMMY_API_KEY, &[&w.repo], SeedOptions::default());
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 45,
+                cols: 130,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let session = uuid();
+        let mut cmd = CommandBuilder::new(claude_bin());
+        cmd.env_clear();
+        for (k, v) in [
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("HOME", w.home.display().to_string()),
+            ("LANG", "C.UTF-8".into()),
+            ("TERM", "xterm-256color".into()),
+            ("ANTHROPIC_BASE_URL", fake.base_url()),
+            ("ANTHROPIC_API_KEY", DUMMY_API_KEY.into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+            ("SPEX_HOME", w.spex_home.display().to_string()),
+            ("XDG_CONFIG_HOME", w.xdg_config.display().to_string()),
+            ("CODEX_HOME", w.codex_home.display().to_string()),
+            ("SPEX_TRACE_DISPATCH", "1".into()),
+        ] {
+            cmd.env(k, v);
+        }
+        cmd.args(["--session-id", &session]);
+        cmd.cwd(&w.repo);
+        let child = pair.slave.spawn_command(cmd).expect("spawn claude");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("pty reader");
+        let writer = pair.master.take_writer().expect("pty writer");
+        let screen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let _keep = pair.master;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Tui {
+            child,
+            writer,
+            screen,
+            session,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.process_id().expect("claude has a pid")
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.writer
+            .write_all(bytes)
+            .and_then(|()| self.writer.flush())
+            .expect("write to the TUI");
+    }
+
+    /// Pastes a prompt and submits it (facts/claude.md §7.4: Enter as a separate write).
+    fn prompt(&mut self, text: &str) {
+        self.send(format!("\x1b[200~{text}\x1b[201~").as_bytes());
+        std::thread::sleep(Duration::from_millis(300));
+        self.send(b"\r");
+    }
+
+    fn tail(&self) -> String {
+        let raw = self.screen.lock().unwrap();
+        let text = String::from_utf8_lossy(&raw[raw.len().saturating_sub(3000)..]).into_owned();
+        text.replace('\x1b', "^[")
+    }
+}
+
+impl Drop for Tui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn uuid() -> String {
+    let h = random_hex(32);
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+fn registry(w: &World) -> Vec<(PathBuf, Value)> {
+    std::fs::read_dir(w.home.join(".claude/sessions"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let v = serde_json::from_str(&read_or_empty(&e.path())).ok()?;
+            Some((e.path(), v))
+        })
+        .collect()
+}
+
+/// Whether hook `event` of session `sid` reached `spex dispatch` (its trace log).
+fn hook_fired(w: &World, sid: &str, event: &str) -> bool {
+    read_or_empty(&w.project_dir().join("dispatch.log"))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|l| l["session_id"] == sid && l["event"] == event)
+}
+
+/// `spex show <id> --json`'s session.
+fn show(w: &World, id: &str) -> Value {
+    let out = w.ok(&w.repo, &["show", id, "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    v["session"].clone()
+}
+
+/// Polls `spex show` (the reader folds evidence in) until `pred` or `within`.
+fn show_until(
+    w: &World,
+    id: &str,
+    within: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> Result<Value, Value> {
+    let end = Instant::now() + within;
+    loop {
+        let s = show(w, id);
+        if pred(&s) {
+            return Ok(s);
+        }
+        if Instant::now() >= end {
+            return Err(s);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn claude_tui_esc_approve_kill_and_headline_are_true_without_hooks() {
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"] }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let fake = FakeAnthropic::start();
+    let mut tui = Tui::start(&w, &fake);
+    let mut other = Tui::start(&w, &fake);
+    let mut asker = Tui::start(&w, &fake);
+    let id = tui.session.clone();
+    let diag = |tui: &Tui| {
+        format!(
+            "--- record: {:?}\n--- events:\n{}\n--- registry: {:?}\n--- screen tail:\n{}\n--- errors: {}",
+            w.record_if_any(&tui.session),
+            w.events(&tui.session)
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            registry(&w),
+            tui.tail(),
+            w.errors_log()
+        )
+    };
+    // The TUIs are up when their registry files say idle.
+    let end = Instant::now() + STARTUP;
+    while registry(&w)
+        .iter()
+        .filter(|(_, v)| v["status"] == "idle")
+        .count()
+        < 3
+    {
+        assert!(
+            Instant::now() < end,
+            "the TUIs never came up\n{}",
+            diag(&tui)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+
+    // 1. A permission dialog, then Esc: no hook fires; the reader says idle + interrupted.
+    let oid = other.session.clone();
+    other.prompt("Please run a command. USE_BASH");
+    show_until(&w, &oid, HOOKED, |s| s["status"] == "needs_attention")
+        .unwrap_or_else(|s| panic!("no permission dialog: {s}\n{}", diag(&other)));
+    // A waiter started before the Esc wakes from Claude's registry alone (no hook, no reader).
+    let waiter = w
+        .cmd(
+            &w.repo,
+            &["wait", &oid, "--until", "idle", "--timeout", "30"],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn spex wait");
+    std::thread::sleep(Duration::from_millis(300));
+    other.send(b"\x1b");
+    let escaped = Instant::now();
+    let woke = waiter.wait_with_output().expect("spex wait");
+    eprintln!(
+        "esc at the dialog -> wait woke after {:?}",
+        escaped.elapsed()
+    );
+    assert!(woke.status.success(), "{woke:?}\n{}", diag(&other));
+    assert!(
+        escaped.elapsed() < NO_HOOK,
+        "wait woke after {:?}\n{}",
+        escaped.elapsed(),
+        diag(&other)
+    );
+    let s = show_until(&w, &oid, NO_HOOK, |s| {
+        s["status"] == "idle" && s["turn"]["state"] == "interrupted"
+    })
+    .unwrap_or_else(|s| panic!("Esc not seen within {NO_HOOK:?}: {s}\n{}", diag(&other)));
+    eprintln!(
+        "esc at the dialog -> idle/interrupted after {:?}",
+        escaped.elapsed()
+    );
+    assert!(
+        s["attention"].is_null(),
+        "a denied request leaves no attention\n{}",
+        diag(&other)
+    );
+    assert!(
+        s["source"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("registry"),
+        "{s}"
+    );
+    assert!(s["since"].is_string(), "{s}");
+    let human = w.ok(&w.repo, &["show", &oid]);
+    assert!(
+        human.contains("turn interrupted: Claude's registry went waiting -> idle"),
+        "{human}"
+    );
+    assert_grammar(&show(&w, &oid), &w.events(&oid), &|| diag(&other));
+
+    // One AskUserQuestion raises one `input.required`, however many hooks report it
+    // (PreToolUse, PermissionRequest, and the Notification about 6 s later).
+    let aid = asker.session.clone();
+    asker.prompt("Please ask me. USE_ASK");
+    show_until(&w, &aid, HOOKED, |s| s["attention"]["reason"] == "question")
+        .unwrap_or_else(|s| panic!("no question: {s}\n{}", diag(&asker)));
+    let end = Instant::now() + HOOKED;
+    while !hook_fired(&w, &aid, "Notification") {
+        assert!(
+            Instant::now() < end,
+            "no Notification for the question\n{}",
+            diag(&asker)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let raised = w
+        .events(&aid)
+        .iter()
+        .filter(|e| e["kind"] == "input.required")
+        .count();
+    assert_eq!(
+        raised,
+        1,
+        "one question, one input.required\n{}",
+        diag(&asker)
+    );
+    asker.send(b"\x1b");
+    let s = show_until(&w, &aid, NO_HOOK, |s| s["turn"]["state"] == "interrupted")
+        .unwrap_or_else(|s| panic!("Esc at the question not seen: {s}\n{}", diag(&asker)));
+    assert!(s["attention"].is_null(), "{}", diag(&asker));
+    assert_grammar(&show(&w, &aid), &w.events(&aid), &|| diag(&asker));
+
+    // 2. Approving a slow command: working with no attention long before its PostToolUse;
+    // Esc while it runs: idle, interrupted (busy -> idle with no Stop).
+    tui.prompt("Please run a slow one. USE_SLOWBASH");
+    show_until(&w, &id, HOOKED, |s| s["status"] == "needs_attention")
+        .unwrap_or_else(|s| panic!("no dialog: {s}\n{}", diag(&tui)));
+    tui.send(b"\r");
+    let approved = Instant::now();
+    let s = show_until(&w, &id, NO_HOOK, |s| {
+        s["status"] == "working" && s["attention"].is_null()
+    })
+    .unwrap_or_else(|s| panic!("approval not seen within {NO_HOOK:?}: {s}\n{}", diag(&tui)));
+    eprintln!("approve -> working after {:?}", approved.elapsed());
+    assert_eq!(s["turn"]["state"], "running", "{}", diag(&tui));
+    // Claude's permission notification comes about 6 s after a dialog opens (none came for
+    // this one, answered at once, with 2.1.197): nothing may raise the answered attention
+    // again while the command runs.
+    std::thread::sleep(Duration::from_secs(8));
+    let s = show(&w, &id);
+    assert!(
+        s["status"] == "working" && s["attention"].is_null(),
+        "a late notification raised answered attention again: {s}\n{}",
+        diag(&tui)
+    );
+    tui.send(b"\x1b");
+    let escaped = Instant::now();
+    show_until(&w, &id, NO_HOOK, |s| {
+        s["status"] == "idle" && s["turn"]["state"] == "interrupted"
+    })
+    .unwrap_or_else(|s| {
+        panic!(
+            "Esc during the command not seen within {NO_HOOK:?}: {s}\n{}",
+            diag(&tui)
+        )
+    });
+    eprintln!(
+        "esc while busy -> idle/interrupted after {:?}",
+        escaped.elapsed()
+    );
+
+    // A second prompt: the headline follows it.
+    let second = "And now just answer. USE_NONE";
+    tui.prompt(second);
+    let s = show_until(&w, &id, HOOKED, |s| s["turn"]["state"] == "completed")
+        .unwrap_or_else(|s| panic!("the second turn never completed: {s}\n{}", diag(&tui)));
+    assert_eq!(s["headline"], second, "{}", diag(&tui));
+    let list = w.ok(&w.repo, &["sessions"]);
+    let handle = s["handle"].as_str().expect("a handle").to_owned();
+    assert!(
+        list.contains(&handle) && list.contains("And now just answer"),
+        "{list}"
+    );
+
+    // 3. kill -9: the registry file stays; the next reader says exited (process gone), and
+    // `wait` returns at once with exit code 3.
+    let pid = tui.pid();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let _ = tui.child.wait();
+    assert!(
+        !registry(&w).is_empty(),
+        "kill -9 leaves Claude's registry file behind"
+    );
+    let s = show(&w, &handle);
+    assert_eq!(s["status"], "exited", "{}", diag(&tui));
+    assert_eq!(s["exit_reason"], "process gone", "{}", diag(&tui));
+    let t = Instant::now();
+    let waited = w.spex(
+        &w.repo,
+        &["wait", &handle, "--until", "idle", "--timeout", "30"],
+    );
+    assert_eq!(waited.status.code(), Some(3), "{waited:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "wait took {:?}",
+        t.elapsed()
+    );
+    assert!(
+        String::from_utf8_lossy(&waited.stderr).contains("process gone"),
+        "{waited:?}"
+    );
+    let events = w.events(&id);
+    let rec = w.record_if_any(&id).expect("record");
+    assert_grammar(&rec, &events, &|| diag(&tui));
+}
+
+/// Replies to the terminal queries a TUI sends at start (crossterm waits for some of them).
+fn answer_queries(chunk: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let has = |q: &[u8]| chunk.windows(q.len()).any(|w| w == q);
+    if has(b"\x1b[6n") {
+        out.extend_from_slice(b"\x1b[1;1R");
+    }
+    if has(b"\x1b[?u") {
+        out.extend_from_slice(b"\x1b[?0u");
+    }
+    if has(b"\x1b[c") || has(b"\x1b[0c") {
+        out.extend_from_slice(b"\x1b[?62;22c");
+    }
+    if has(b"\x1b]10;?") {
+        out.extend_from_slice(b"\x1b]10;rgb:ffff/ffff/ffff\x1b\\");
+    }
+    if has(b"\x1b]11;?") {
+        out.extend_from_slice(b"\x1b]11;rgb:0000/0000/0000\x1b\\");
+    }
+    out
+}
+
+/// A Codex TUI under a PTY, answering its terminal queries. Its process group is killed on
+/// Drop, and so is every process whose command line names the world's folder (the managed
+/// app-server daemon default mode starts from `$CODEX_HOME/packages` outlives the TUI).
+struct CodexTui {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+    screen: Arc<Mutex<Vec<u8>>>,
+    world: PathBuf,
+}
+
+impl CodexTui {
+    fn start(w: &World, fake_base_url: &str, args: &[&str]) -> CodexTui {
+        use crate::support::codex_home::{FAKE_API_KEY_ENV, write_codex_config};
+        use crate::support::peers::codex_bin;
+
+        write_codex_config(&w.codex_home, fake_base_url, "never", "danger-full-access");
+        // First-run dialogs (facts/codex.md §8).
+        let cfg = w.codex_home.join("config.toml");
+        let mut text = read_or_empty(&cfg);
+        text.push_str("\n[notice.model_migrations]\n\"gpt-5.5\" = \"gpt-6-sol\"\n\n[tui.model_availability_nux]\n\"gpt-6.1-sol\" = 1\n\n[tui]\nscreen_reader_detection_done = true\n");
+        write(&cfg, text);
+        write(
+            &w.repo.join("spex.jsonc"),
+            "{ \"harnesses\": [\"codex\"] }\n",
+        );
+        w.ok(&w.repo, &["materialize"]);
+
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols: 120,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let mut cmd = CommandBuilder::new(codex_bin());
+        cmd.env_clear();
+        for (k, v) in [
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("HOME", w.home.display().to_string()),
+            ("LANG", "C.UTF-8".into()),
+            ("TERM", "xterm-256color".into()),
+            ("CODEX_HOME", w.codex_home.display().to_string()),
+            (FAKE_API_KEY_ENV, "dummy".into()),
+            ("SPEX_HOME", w.spex_home.display().to_string()),
+            ("XDG_CONFIG_HOME", w.xdg_config.display().to_string()),
+            ("RUST_LOG", "warn".into()),
+        ] {
+            cmd.env(k, v);
+        }
+        cmd.args(args);
+        cmd.cwd(&w.repo);
+        let child = pair.slave.spawn_command(cmd).expect("spawn codex");
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().expect("pty reader");
+        let writer = Arc::new(Mutex::new(pair.master.take_writer().expect("pty writer")));
+        let screen = Arc::new(Mutex::new(Vec::new()));
+        let (sink, replies) = (Arc::clone(&screen), Arc::clone(&writer));
+        std::thread::spawn(move || {
+            let _keep = pair.master;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let reply = answer_queries(&buf[..n]);
+                if !reply.is_empty() {
+                    let mut wr = replies.lock().unwrap();
+                    let _ = wr.write_all(&reply).and_then(|()| wr.flush());
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let tui = CodexTui {
+            child,
+            writer,
+            screen,
+            world: w.dir.path().to_path_buf(),
+        };
+        // The TUI is ready once it drew its composer.
+        let end = Instant::now() + STARTUP;
+        while !tui.text().contains("? for shortcuts") {
+            assert!(
+                Instant::now() < end,
+                "the Codex TUI never came up:\n{}",
+                tui.text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        tui
+    }
+
+    fn send(&self, bytes: &[u8]) {
+        let mut wr = self.writer.lock().unwrap();
+        wr.write_all(bytes)
+            .and_then(|()| wr.flush())
+            .expect("write to the TUI");
+    }
+
+    /// The rendered screen.
+    fn text(&self) -> String {
+        let mut parser = vt100::Parser::new(40, 120, 0);
+        parser.process(&self.screen.lock().unwrap());
+        parser.screen().contents()
+    }
+
+    /// Pastes a prompt, submits it, and waits for a record whose turn completed: its id.
+    fn turn(&self, w: &World, text: &str) -> String {
+        self.send(format!("\x1b[200~{text}\x1b[201~").as_bytes());
+        std::thread::sleep(Duration::from_millis(300));
+        self.send(b"\r");
+        let end = Instant::now() + HOOKED;
+        loop {
+            let done = w.session_ids().into_iter().find(|id| {
+                w.record_if_any(id)
+                    .is_some_and(|r| r["turn"]["state"] == "completed")
+            });
+            if let Some(id) = done {
+                return id;
+            }
+            assert!(
+                Instant::now() < end,
+                "no completed Codex turn:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `kill -9` of the TUI's whole process group (the launcher and the native TUI: what a
+    /// closed terminal or a killed job does).
+    fn kill(&mut self) {
+        let pid = self.child.process_id().expect("codex pid");
+        let _ = std::process::Command::new("kill")
+            .args(["-9", "--", &format!("-{pid}")])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Pids of the processes whose command line names `dir`.
+fn processes_under(dir: &Path) -> Vec<u32> {
+    let needle = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|p| {
+            let pid: u32 = p.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(p.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .contains(&needle)
+                .then_some(pid)
+        })
+        .collect()
+}
+
+impl Drop for CodexTui {
+    fn drop(&mut self) {
+        self.kill();
+        for pid in processes_under(&self.world) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// The real Codex TUI with `--no-daemon` (its app-server inside the TUI process), started as a
+/// user starts it: a reader records the TUI's process as the thread's holder; `kill -9` of
+/// the TUI fires no hook, and the next reader says `exited` (server gone).
+#[test]
+fn codex_tui_no_daemon_killed_is_exited() {
+    let w = World::new();
+    let fake = crate::support::fake_responses::FakeResponses::start();
+    let mut tui = CodexTui::start(&w, &fake.base_url(), &["--no-daemon"]);
+    let id = tui.turn(&w, "SCENARIO:shell");
+    let before = show(&w, &id);
+    assert!(
+        before["process"]["pid"].is_u64(),
+        "no process recorded: {before}\n{}",
+        tui.text()
+    );
+    tui.kill();
+    let after = show_until(&w, &id, NO_HOOK, |s| s["status"] == "exited")
+        .unwrap_or_else(|s| panic!("not exited after kill -9: {s}\n{}", tui.text()));
+    assert_eq!(after["exit_reason"], "server gone", "{after}");
+    assert_grammar(&after, &w.events(&id), &|| tui.text());
+}
+
+/// The real Codex TUI in its default mode: the thread lives in the managed app-server daemon
+/// (`$CODEX_HOME/app-server-daemon/daemon.pid`), which a reader records as its holder and
+/// which outlives the TUI. The TUI killed: idle, no client. Its server killed too: `exited`
+/// (server gone).
+#[test]
+fn codex_tui_default_mode_tui_killed_is_unattended_and_server_killed_is_exited() {
+    let w = World::new();
+    let fake = crate::support::fake_responses::FakeResponses::start();
+    let mut tui = CodexTui::start(&w, &fake.base_url(), &[]);
+    let id = tui.turn(&w, "SCENARIO:shell");
+    let before = show(&w, &id);
+    let daemon: Value = serde_json::from_str(&read_or_empty(
+        &w.codex_home.join("app-server-daemon/daemon.pid"),
+    ))
+    .unwrap_or_else(|e| panic!("daemon.pid: {e}\n{}", tui.text()));
+    assert_eq!(
+        before["process"]["pid"], daemon["pid"],
+        "the daemon holds the thread: {before}\n{daemon}"
+    );
+    assert_eq!(
+        before["process"]["start"], daemon["processIdentity"]["startTicks"],
+        "{before}\n{daemon}"
+    );
+    assert_eq!(before["attended"], true, "its TUI runs: {before}");
+    // The TUI killed, its daemon alive: the thread stays loaded and no hook fires. The record
+    // says so: idle, no client (not live and attended).
+    tui.kill();
+    let orphan = show_until(&w, &id, NO_HOOK, |s| s["attended"] == false)
+        .unwrap_or_else(|s| panic!("still attended after the TUI died: {s}\n{}", tui.text()));
+    assert_eq!(orphan["status"], "idle", "{orphan}");
+    let human = w.ok(&w.repo, &["show", &id]);
+    assert!(
+        human.contains("idle since") && human.contains(", no client"),
+        "{human}"
+    );
+    let list = w.ok(&w.repo, &["sessions"]);
+    assert!(list.contains("no client: SCENARIO:shell"), "{list}");
+    for pid in processes_under(w.dir.path()) {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    let after = show_until(&w, &id, NO_HOOK, |s| s["status"] == "exited")
+        .unwrap_or_else(|s| panic!("not exited after the server died: {s}\n{}", tui.text()));
+    assert_eq!(after["exit_reason"], "server gone", "{after}");
+    assert_grammar(&after, &w.events(&id), &|| tui.text());
+}
