@@ -1,6 +1,8 @@
 //! Benchmark of the hook hot path: `spex dispatch codex PreToolUse` (a Bash tool call of a
 //! known session) in a project whose store holds 1,000 session records, against starting
-//! `/bin/true` with the same stdin in the same run. Run: `cargo bench --bench dispatch`.
+//! `/bin/true` with the same stdin in the same run; then the same with 500 governed spec nodes
+//! (mixed glob forms) and an `apply_patch` of a governed file, against the no-spec case in the
+//! same run. Run: `cargo bench --bench dispatch`.
 
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 
 const SESSIONS: usize = 1000;
 const RUNS: usize = 400;
+const NODES: usize = 500;
 
 fn run(program: &Path, args: &[&str], env: &[(&str, &Path)], cwd: &Path, stdin: &[u8]) -> Duration {
     let start = Instant::now();
@@ -151,5 +154,73 @@ fn main() {
         events.lines().count(),
         1 + 20 + RUNS,
         "every dispatch appended its event"
+    );
+
+    // 500 governed nodes: does the cost grow with the spec tree?
+    for i in 0..NODES {
+        let code = match i % 4 {
+            0 => format!("dir{i}/**"),
+            1 => format!("**/*.p{i}"),
+            2 => format!("lib{i}/a*_*.rs"),
+            _ => format!("{{a{i},b{i}}}/**/*.ts"),
+        };
+        let node = repo.join(format!(".spec/n{i}"));
+        std::fs::create_dir_all(&node).unwrap();
+        std::fs::write(
+            node.join("spec.md"),
+            format!("---\ntitle: Node {i}\nsurface: system\ncode: [\"{code}\"]\n---\nRule {i}.\n"),
+        )
+        .unwrap();
+    }
+    let st = Command::new(&spex)
+        .arg("materialize")
+        .current_dir(&repo)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .env("CODEX_HOME", dir.path().join("codex"))
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let edit = |governed: bool| {
+        let file = if governed {
+            "dir248/x.rs"
+        } else {
+            "docs/readme.md"
+        };
+        serde_json::json!({
+            "session_id": "thread-0501", "turn_id": "turn-1", "cwd": repo, "hook_event_name": "PreToolUse",
+            "model": "gpt-5.5", "permission_mode": "bypassPermissions", "tool_name": "apply_patch",
+            "tool_use_id": "call_2", "transcript_path": "/tmp/rollout.jsonl",
+            "tool_input": { "command": format!("*** Begin Patch\n*** Update File: {file}\n@@\n-a\n+b\n*** End Patch\n") },
+        })
+        .to_string()
+        .into_bytes()
+    };
+    let (governed, plain) = (edit(true), edit(false));
+    let args = ["dispatch", "codex", "PreToolUse"];
+    let (mut g, mut n, mut t) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        g.push(run(&spex, &args, &env, &repo, &governed));
+        n.push(run(&spex, &args, &env, &repo, &plain));
+        t.push(run(&truth, &[], &env, &repo, &governed));
+    }
+    for v in [&mut g, &mut n, &mut t] {
+        v.sort();
+    }
+    let (gp, np, tp) = (
+        us(percentile(&g, 500)),
+        us(percentile(&n, 500)),
+        us(percentile(&t, 500)),
+    );
+    println!(
+        "apply_patch PreToolUse with {NODES} governed spec nodes ({RUNS} runs each, interleaved)"
+    );
+    println!("  governed file:   p50 {gp:7.0} us");
+    println!("  ungoverned file: p50 {np:7.0} us");
+    println!("  /bin/true:       p50 {tp:7.0} us");
+    println!(
+        "  governed / ungoverned p50: {:.2}x (goal <= 1.10x)   governed / true p50: {:.2}x (goal <= 2.5x)",
+        gp / np,
+        gp / tp
     );
 }
