@@ -42,18 +42,17 @@ fn mode_for(path: &Path) -> std::fs::Permissions {
 /// Replaces `path`, which spex read as `expected` (`None`: absent), with `new` (`None`:
 /// deleted), but only if no other program wrote it in between. The check is made at the rename
 /// itself: the old file is swapped out atomically (`RENAME_EXCHANGE`) and compared, and if it
-/// is not what spex read, the other program's file is swapped back in. Returns false, having
-/// changed nothing, when the file did not hold `expected`.
+/// is not what spex read, the caller learns what it replaced (`Swap::Raced`).
 pub fn swap_if_unchanged(
     path: &Path,
     expected: Option<&[u8]>,
     new: Option<&[u8]>,
-) -> io::Result<bool> {
+) -> io::Result<Swap> {
     if read_opt(path)?.as_deref() != expected {
-        return Ok(false);
+        return Ok(Swap::Changed);
     }
     if expected == new {
-        return Ok(true);
+        return Ok(Swap::Done);
     }
     let dir = dir_of(path);
     match (expected, new) {
@@ -62,32 +61,38 @@ pub fn swap_if_unchanged(
             let tmp = temp_with(dir, bytes, Some(mode_for(path)), true)?;
             // A file another program created meanwhile is never replaced.
             match tmp.persist_noclobber(path) {
-                Ok(_) => Ok(true),
-                Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                Ok(_) => Ok(Swap::Done),
+                Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(Swap::Changed),
                 Err(e) => Err(rename_error(&e.error, path)),
             }
         }
         (Some(old), Some(bytes)) => {
-            let tmp = temp_with(dir, bytes, Some(mode_for(path)), true)?;
+            // The check sits right before the exchange, and the data is synced after it (through
+            // the temp file's handle, which now names the file in place): the window in which
+            // another writer can slip in is a few system calls, never an fsync under load.
+            let tmp = temp_with(dir, bytes, Some(mode_for(path)), false)?;
+            if read_opt(path)?.as_deref() != Some(old) {
+                return Ok(Swap::Changed);
+            }
             match exchange(tmp.path(), path) {
                 Ok(()) => {}
-                // No atomic exchange on this file system: the window shrinks to this compare.
+                // No atomic exchange on this file system: the window is the check above.
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-                    if read_opt(path)?.as_deref() != Some(old) {
-                        return Ok(false);
-                    }
+                    tmp.as_file().sync_all()?;
                     tmp.persist(path)
                         .map_err(|e| rename_error(&e.error, path))?;
-                    return Ok(true);
+                    return Ok(Swap::Done);
                 }
                 Err(e) => return Err(e),
             }
+            tmp.as_file().sync_all()?;
             // The temp path now holds what was swapped out; dropping `tmp` deletes it.
-            if fs_err::read(tmp.path())? == old {
-                return Ok(true);
-            }
-            exchange(tmp.path(), path)?;
-            Ok(false)
+            let theirs = fs_err::read(tmp.path())?;
+            Ok(if theirs == old {
+                Swap::Done
+            } else {
+                Swap::Raced(theirs)
+            })
         }
         (Some(old), None) => {
             let aside = dir.join(format!(
@@ -107,7 +112,7 @@ pub fn swap_if_unchanged(
             .map_err(|e| rename_error(&e.into(), path))?;
             if fs_err::read(&aside)? == old {
                 remove_file(&aside)?;
-                return Ok(true);
+                return Ok(Swap::Done);
             }
             rustix::fs::renameat_with(
                 rustix::fs::CWD,
@@ -126,10 +131,23 @@ pub fn swap_if_unchanged(
                     ),
                 )
             })?;
-            Ok(false)
+            Ok(Swap::Changed)
         }
-        (None, None) => Ok(true),
+        (None, None) => Ok(Swap::Done),
     }
+}
+
+/// What [`swap_if_unchanged`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Swap {
+    /// The new bytes are in place (or nothing needed to change).
+    Done,
+    /// The file did not hold what was expected: nothing was written.
+    Changed,
+    /// Another program wrote the file between the last check and the exchange: the new bytes
+    /// are in place and `theirs` is what they replaced. The caller redoes its edit on `theirs`
+    /// (expecting its own bytes now), or puts `theirs` back.
+    Raced(Vec<u8>),
 }
 
 /// Atomically swaps the files at `a` and `b`; `Unsupported` where the system cannot.

@@ -10,10 +10,10 @@ use serde::Serialize;
 use crate::adapters;
 use crate::config::{self, Config};
 use crate::env::Env;
-use crate::fsutil;
+use crate::fsutil::{self, Swap};
 use crate::repo::Tree;
 use crate::seam::edit::owned::{self, Owned};
-use crate::seam::edit::workspace::Workspace;
+use crate::seam::edit::workspace::{JsonJob, Redone, Workspace};
 use crate::seam::edit::{MaterializeError, block, shell_quote, toml_entries};
 use crate::seam::{Harness, ShimCtx};
 use crate::spec::{self, SpecNode};
@@ -61,6 +61,7 @@ pub struct Plan {
     /// The record as the plan found it, for a partial apply.
     owned_before: Owned,
     toml_jobs: std::collections::BTreeMap<PathBuf, toml_entries::Job>,
+    json_jobs: std::collections::BTreeMap<PathBuf, JsonJob>,
     receipt: Option<Receipt>,
 }
 
@@ -301,7 +302,10 @@ fn finish(
         mut owned,
         warnings,
         toml_jobs,
+        mut json_jobs,
+        not_by_key,
     } = ws;
+    json_jobs.retain(|p, _| !not_by_key.contains(p));
     owned.files = owned_files;
     let mut changes = Vec::new();
     let mut new_dirs = BTreeSet::new();
@@ -400,6 +404,7 @@ fn finish(
         owned,
         owned_before,
         toml_jobs,
+        json_jobs,
         receipt,
     }
 }
@@ -452,11 +457,22 @@ impl Plan {
                 continue;
             }
             let path = c.path.clone();
-            let done = if self.toml_jobs.contains_key(&path) {
-                self.apply_toml(i)?
+            let done = if self.toml_jobs.contains_key(&path) || self.json_jobs.contains_key(&path) {
+                self.apply_by_key(i)?
             } else {
-                fsutil::swap_if_unchanged(&path, c.before.as_deref(), c.after.as_deref())
+                match fsutil::swap_if_unchanged(&path, c.before.as_deref(), c.after.as_deref())
                     .map_err(io_err(&path))?
+                {
+                    Swap::Done => true,
+                    Swap::Changed => false,
+                    // Nothing can redo this edit on their bytes: theirs go back in place.
+                    Swap::Raced(theirs) => {
+                        let ours = c.after.as_deref();
+                        fsutil::swap_if_unchanged(&path, ours, Some(&theirs))
+                            .map_err(io_err(&path))?;
+                        false
+                    }
+                }
             };
             if !done {
                 let partial = self.owned_before.merged_for(&self.owned, &written);
@@ -484,50 +500,83 @@ impl Plan {
     }
 
     /// Writes change `i`, an edit by key: when the file changed after the plan read it, the
-    /// edit is redone on what is there now, until it lands on unchanged bytes.
-    fn apply_toml(&mut self, i: usize) -> Result<bool, MaterializeError> {
-        const ATTEMPTS: usize = 50;
+    /// edit is redone on what is there now, until it lands on the bytes it was made from.
+    fn apply_by_key(&mut self, i: usize) -> Result<bool, MaterializeError> {
+        const ATTEMPTS: usize = 200;
         let path = self.changes[i].path.clone();
-        let job = &self.toml_jobs[&path];
         let mut expected = self.changes[i].before.clone();
         let mut after = self.changes[i].after.clone();
-        let mut redone = None;
+        let mut redone: Option<(Redone, Option<toml_entries::TomlOwned>)> = None;
         for _ in 0..ATTEMPTS {
-            if fsutil::swap_if_unchanged(&path, expected.as_deref(), after.as_deref())
-                .map_err(io_err(&path))?
-            {
-                if let Some(out) = redone {
-                    let toml_entries::Outcome {
-                        owned, warnings, ..
-                    } = out;
-                    self.owned.toml.remove(&path);
-                    if !owned.is_empty() {
-                        self.owned.toml.insert(path.clone(), owned);
+            // `(what the file holds now, what to redo the edit on)`, or done.
+            let retry =
+                match fsutil::swap_if_unchanged(&path, expected.as_deref(), after.as_deref())
+                    .map_err(io_err(&path))?
+                {
+                    Swap::Done => None,
+                    Swap::Changed => {
+                        let now = fsutil::read_opt(&path).map_err(io_err(&path))?;
+                        Some((now.clone(), now))
                     }
-                    for w in warnings {
-                        if !self.warnings.contains(&w) {
-                            self.warnings.push(w);
-                        }
-                    }
-                    if after.is_none() {
-                        self.owned.files.remove(&path);
-                    }
-                }
+                    // Ours went in over theirs: redo the edit on theirs, expecting ours in place.
+                    Swap::Raced(theirs) => Some((after.clone(), Some(theirs))),
+                };
+            let Some((in_place, base)) = retry else {
+                self.adopt(&path, redone, after.is_none());
                 return Ok(true);
-            }
-            let now = fsutil::read_opt(&path).map_err(io_err(&path))?;
-            let text = now
-                .as_deref()
-                .map(|b| {
-                    std::str::from_utf8(b).map_err(|_| MaterializeError::NotUtf8(path.clone()))
-                })
-                .transpose()?;
-            let out = job.run(&path, text)?;
-            after = out.after.clone().map(String::into_bytes);
-            expected = now;
+            };
+            let out = if let Some(job) = self.toml_jobs.get(&path) {
+                let text = base
+                    .as_deref()
+                    .map(|b| {
+                        std::str::from_utf8(b).map_err(|_| MaterializeError::NotUtf8(path.clone()))
+                    })
+                    .transpose()?;
+                let o = job.run(&path, text)?;
+                (
+                    Redone {
+                        after: o.after.map(String::into_bytes),
+                        owned: self.owned.json.get(&path).cloned(),
+                        warnings: o.warnings,
+                    },
+                    Some(o.owned),
+                )
+            } else {
+                (self.json_jobs[&path].redo(&path, base)?, None)
+            };
+            after.clone_from(&out.0.after);
+            expected = in_place;
             redone = Some(out);
         }
         Ok(false)
+    }
+
+    /// Takes the record of a redone edit as the plan's own.
+    fn adopt(
+        &mut self,
+        path: &Path,
+        redone: Option<(Redone, Option<toml_entries::TomlOwned>)>,
+        deleted: bool,
+    ) {
+        let Some((out, toml)) = redone else { return };
+        self.owned.json.remove(path);
+        self.owned
+            .json
+            .extend(out.owned.map(|j| (path.to_owned(), j)));
+        if let Some(toml) = toml {
+            self.owned.toml.remove(path);
+            if !toml.is_empty() {
+                self.owned.toml.insert(path.to_owned(), toml);
+            }
+        }
+        for w in out.warnings {
+            if !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
+        }
+        if deleted {
+            self.owned.files.remove(path);
+        }
     }
 }
 

@@ -83,18 +83,32 @@ impl ProjectStore {
         };
         for e in entries.filter_map(Result::ok) {
             let path = e.path();
-            while let Some(before) = fsutil::read_opt(&path).map_err(io(&path))? {
-                let text = String::from_utf8_lossy(&before);
+            // `in_place` is what the file holds; `base` what the rewrite starts from (they differ
+            // when an append landed just as ours went in).
+            let mut in_place = fsutil::read_opt(&path).map_err(io(&path))?;
+            let mut base = in_place.clone();
+            while let Some(from) = base.take() {
                 let mut kept = String::new();
-                for line in text.lines().filter(|l| !ids.contains(l)) {
+                for line in String::from_utf8_lossy(&from)
+                    .lines()
+                    .filter(|l| !ids.contains(l))
+                {
                     kept.push_str(line);
                     kept.push('\n');
                 }
                 let after = (!kept.is_empty()).then(|| kept.into_bytes());
-                if fsutil::swap_if_unchanged(&path, Some(&before), after.as_deref())
+                match fsutil::swap_if_unchanged(&path, in_place.as_deref(), after.as_deref())
                     .map_err(io(&path))?
                 {
-                    break;
+                    fsutil::Swap::Done => {}
+                    fsutil::Swap::Changed => {
+                        in_place = fsutil::read_opt(&path).map_err(io(&path))?;
+                        base.clone_from(&in_place);
+                    }
+                    fsutil::Swap::Raced(theirs) => {
+                        in_place = after;
+                        base = Some(theirs);
+                    }
                 }
             }
         }

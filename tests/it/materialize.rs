@@ -699,3 +699,54 @@ fn clean_leaves_values_changed_since_spex_wrote_them() {
     let state: serde_json::Value = serde_json::from_str(&read(&state_path)).unwrap();
     assert_eq!(state["projects"][&repo]["hasTrustDialogAccepted"], "later");
 }
+
+/// A program that rewrites `~/.claude.json` the way Claude Code does (parse, add a key,
+/// write whole; every 5 ms, far more often than Claude does) while spex runs materialize and
+/// clean: nothing it wrote is lost.
+#[test]
+fn concurrent_rewrites_of_claude_state_are_never_lost() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"] }\n",
+    );
+    let state = w.home.join(".claude.json");
+    write(&state, "{\n  \"numStartups\": 1\n}\n");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, state) = (Arc::clone(&stop), state.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let text = std::fs::read_to_string(&state).unwrap();
+                let mut doc: serde_json::Value = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("the writer read invalid JSON ({e}):\n{text}"));
+                doc[format!("w{n}")] = n.into();
+                let tmp = state.with_extension("writer-tmp");
+                std::fs::write(&tmp, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+                std::fs::rename(&tmp, &state).unwrap();
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            n
+        })
+    };
+    for _ in 0..30 {
+        w.ok(&w.repo, &["materialize"]);
+        w.ok(&w.repo, &["clean"]);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    let text = read(&state);
+    let doc: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("~/.claude.json does not parse ({e}):\n{text}"));
+    assert!(written > 30, "the writer wrote only {written} times");
+    let missing: Vec<u32> = (0..written)
+        .filter(|n| doc.get(format!("w{n}")).is_none())
+        .collect();
+    assert!(missing.is_empty(), "keys lost: {missing:?}");
+    assert_eq!(doc["numStartups"], 1);
+}

@@ -33,6 +33,56 @@ pub struct Workspace {
     /// Edits by key of files another program rewrites, redone at apply time if the file
     /// changed after the plan read it.
     pub toml_jobs: BTreeMap<PathBuf, toml_entries::Job>,
+    /// The same for JSON files edited only by key (`json_value`), e.g. `~/.claude.json`.
+    pub json_jobs: BTreeMap<PathBuf, JsonJob>,
+    /// Files whose edit cannot be redone by key (hook groups are matched by content).
+    pub not_by_key: BTreeSet<PathBuf>,
+}
+
+/// The key edits of one JSON file, with the record they started from, so `apply` can redo
+/// them on bytes that changed after the plan read the file.
+#[derive(Debug, Clone)]
+pub struct JsonJob {
+    owned: Option<JsonOwned>,
+    created_by_spex: bool,
+    ops: Vec<(Vec<String>, Option<Value>)>,
+}
+
+/// A key edit redone on new bytes: the file's new bytes, spex's record for it, what to say.
+#[derive(Debug)]
+pub struct Redone {
+    pub after: Option<Vec<u8>>,
+    pub owned: Option<JsonOwned>,
+    pub warnings: Vec<String>,
+}
+
+impl JsonJob {
+    /// The edits again, on `now` (the file's bytes; `None`: absent).
+    pub fn redo(&self, path: &Path, now: Option<Vec<u8>>) -> Result<Redone, MaterializeError> {
+        let mut owned = Owned::default();
+        if let Some(j) = &self.owned {
+            owned.json.insert(path.to_owned(), j.clone());
+        }
+        if self.created_by_spex {
+            owned.files.insert(path.to_owned());
+        }
+        let mut ws = Workspace::new(owned);
+        ws.files.insert(
+            path.to_owned(),
+            Entry {
+                before: now.clone(),
+                after: now,
+            },
+        );
+        for (key, value) in &self.ops {
+            ws.json_value(path, key, value.as_ref())?;
+        }
+        Ok(Redone {
+            after: ws.files.remove(path).and_then(|e| e.after),
+            owned: ws.owned.json.remove(path),
+            warnings: ws.warnings,
+        })
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MaterializeError + '_ {
@@ -255,6 +305,17 @@ impl Workspace {
             path: path.to_owned(),
             source,
         };
+        if !self.json_jobs.contains_key(path) {
+            let job = JsonJob {
+                owned: self.owned.json.get(path).cloned(),
+                created_by_spex: self.created_by_spex(path),
+                ops: Vec::new(),
+            };
+            self.json_jobs.insert(path.to_owned(), job);
+        }
+        if let Some(job) = self.json_jobs.get_mut(path) {
+            job.ops.push((key.to_vec(), value.cloned()));
+        }
         let mut owned = self.json_owned(path);
         let doc = self.json_doc(path)?;
         let mut doc = match (doc, value) {
@@ -358,6 +419,7 @@ impl Workspace {
             path: path.to_owned(),
             source,
         };
+        self.not_by_key.insert(path.to_owned());
         let hooks = vec!["hooks".to_owned()];
         let event_member = |event: &str| vec!["hooks".to_owned(), event.to_owned()];
         let owned = self.json_owned(path);
