@@ -9,10 +9,6 @@ mod dispatch;
 mod env;
 mod fsutil;
 mod materialize;
-#[allow(
-    dead_code,
-    reason = "a library layer: the observation tee awaits the cassette recorder, and readers like `Session::read` serve callers other than the host"
-)]
 mod pty;
 mod reconcile;
 mod repo;

@@ -18,8 +18,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let store = super::sessions::project(env)?;
-    let id = store.resolve(&args.id)?;
+    let (_, id) = super::sessions::project_and_id(env, &args.id)?;
     attach(env, &id)?;
     Ok(Outcome::Ok)
 }

@@ -21,8 +21,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let store = super::sessions::project(env)?;
-    let id = store.resolve(&args.id)?;
+    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
     let s = runtime::interrupt(env, &store, &id, Duration::from_secs(args.timeout))?;
     if args.json {
         output::json(&s);

@@ -24,8 +24,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let store = super::sessions::project(env)?;
-    let id = store.resolve(&args.id)?;
+    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;

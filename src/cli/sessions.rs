@@ -22,6 +22,13 @@ pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
     Ok(ProjectStore::new(&env.spex_home(), &tree.main))
 }
 
+/// This project's store and the session an id argument names (handle, id or unique prefix).
+pub fn project_and_id(env: &Env, arg: &str) -> anyhow::Result<(ProjectStore, String)> {
+    let store = project(env)?;
+    let id = store.resolve(arg)?;
+    Ok((store, id))
+}
+
 /// List the agent sessions of this project (every harness, launched by spex or not).
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {

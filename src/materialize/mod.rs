@@ -506,7 +506,7 @@ impl Plan {
         let path = self.changes[i].path.clone();
         let mut expected = self.changes[i].before.clone();
         let mut after = self.changes[i].after.clone();
-        let mut redone: Option<(Redone, Option<toml_entries::TomlOwned>)> = None;
+        let mut redone: Option<Rekeyed> = None;
         for _ in 0..ATTEMPTS {
             // `(what the file holds now, what to redo the edit on)`, or done.
             let retry =
@@ -522,60 +522,69 @@ impl Plan {
                     Swap::Raced(theirs) => Some((after.clone(), Some(theirs))),
                 };
             let Some((in_place, base)) = retry else {
-                self.adopt(&path, redone, after.is_none());
+                if let Some(r) = redone {
+                    self.adopt(&path, r);
+                }
                 return Ok(true);
             };
-            let out = if let Some(job) = self.toml_jobs.get(&path) {
+            let r = if let Some(job) = self.toml_jobs.get(&path) {
                 let text = base
                     .as_deref()
                     .map(|b| {
                         std::str::from_utf8(b).map_err(|_| MaterializeError::NotUtf8(path.clone()))
                     })
                     .transpose()?;
-                let o = job.run(&path, text)?;
-                (
-                    Redone {
-                        after: o.after.map(String::into_bytes),
-                        owned: self.owned.json.get(&path).cloned(),
-                        warnings: o.warnings,
-                    },
-                    Some(o.owned),
-                )
+                Rekeyed::Toml(job.run(&path, text)?)
             } else {
-                (self.json_jobs[&path].redo(&path, base)?, None)
+                Rekeyed::Json(self.json_jobs[&path].redo(&path, base)?)
             };
-            after.clone_from(&out.0.after);
+            after = r.after();
             expected = in_place;
-            redone = Some(out);
+            redone = Some(r);
         }
         Ok(false)
     }
 
     /// Takes the record of a redone edit as the plan's own.
-    fn adopt(
-        &mut self,
-        path: &Path,
-        redone: Option<(Redone, Option<toml_entries::TomlOwned>)>,
-        deleted: bool,
-    ) {
-        let Some((out, toml)) = redone else { return };
-        self.owned.json.remove(path);
-        self.owned
-            .json
-            .extend(out.owned.map(|j| (path.to_owned(), j)));
-        if let Some(toml) = toml {
-            self.owned.toml.remove(path);
-            if !toml.is_empty() {
-                self.owned.toml.insert(path.to_owned(), toml);
-            }
+    fn adopt(&mut self, path: &Path, redone: Rekeyed) {
+        if redone.after().is_none() {
+            self.owned.files.remove(path);
         }
-        for w in out.warnings {
+        let warnings = match redone {
+            Rekeyed::Toml(o) => {
+                self.owned.toml.remove(path);
+                if !o.owned.is_empty() {
+                    self.owned.toml.insert(path.to_owned(), o.owned);
+                }
+                o.warnings
+            }
+            Rekeyed::Json(r) => {
+                self.owned.json.remove(path);
+                self.owned
+                    .json
+                    .extend(r.owned.map(|j| (path.to_owned(), j)));
+                r.warnings
+            }
+        };
+        for w in warnings {
             if !self.warnings.contains(&w) {
                 self.warnings.push(w);
             }
         }
-        if deleted {
-            self.owned.files.remove(path);
+    }
+}
+
+/// An edit by key redone on bytes another program wrote.
+enum Rekeyed {
+    Toml(toml_entries::Outcome),
+    Json(Redone),
+}
+
+impl Rekeyed {
+    fn after(&self) -> Option<Vec<u8>> {
+        match self {
+            Rekeyed::Toml(o) => o.after.clone().map(String::into_bytes),
+            Rekeyed::Json(r) => r.after.clone(),
         }
     }
 }

@@ -444,11 +444,9 @@ pub struct Record {
 /// A cassette read back: every stream's records merged in `seq` order, and `output.raw`.
 #[derive(Debug)]
 pub struct Cassette {
-    pub dir: PathBuf,
     pub manifest: Manifest,
     pub records: Vec<Record>,
     pub output: Vec<u8>,
-    pub final_state: Value,
 }
 
 impl Cassette {
@@ -508,13 +506,10 @@ impl Cassette {
         records.sort_by_key(|r| r.seq);
         let opath = dir.join("output.raw");
         let output = std::fs::read(&opath).map_err(io(&opath))?;
-        let final_state = serde_json::from_str(&read("final.json")?).unwrap_or(Value::Null);
         Ok(Cassette {
-            dir: dir.to_owned(),
             manifest,
             records,
             output,
-            final_state,
         })
     }
 

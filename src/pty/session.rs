@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
@@ -54,6 +54,7 @@ pub struct Exit {
 }
 
 /// What one read gave.
+#[cfg(test)]
 #[derive(Debug, PartialEq, Eq)]
 pub enum Chunk {
     Data(Vec<u8>),
@@ -187,12 +188,13 @@ impl Session {
             .map_err(|e| io::Error::other(e.to_string()))
     }
 
-    /// The next output chunk, waiting at most `timeout`.
+    /// The next output chunk, waiting at most `timeout` (the host takes the stream instead).
+    #[cfg(test)]
     pub fn read(&mut self, timeout: Duration) -> Chunk {
         match self.output.recv_timeout(timeout) {
             Ok(bytes) => Chunk::Data(bytes),
-            Err(RecvTimeoutError::Timeout) => Chunk::Timeout,
-            Err(RecvTimeoutError::Disconnected) => Chunk::Closed,
+            Err(mpsc::RecvTimeoutError::Timeout) => Chunk::Timeout,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Chunk::Closed,
         }
     }
 

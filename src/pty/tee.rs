@@ -124,12 +124,14 @@ impl Tee {
     }
 }
 
-/// A sink that keeps everything in memory (tests, short sessions).
+/// A sink that keeps everything in memory (tests).
+#[cfg(test)]
 #[derive(Clone, Default)]
 pub struct Memory {
     pub seen: Arc<Mutex<Vec<Observation>>>,
 }
 
+#[cfg(test)]
 impl Memory {
     pub fn observations(&self) -> Vec<Observation> {
         self.seen
@@ -139,6 +141,7 @@ impl Memory {
     }
 }
 
+#[cfg(test)]
 impl Sink for Memory {
     fn observe(&mut self, observation: &Observation) {
         self.seen

@@ -124,6 +124,7 @@ impl Terminal {
     }
 
     /// Whether the program asked for bracketed paste.
+    #[cfg(test)]
     pub fn bracketed_paste(&self) -> bool {
         self.parser.screen().bracketed_paste()
     }

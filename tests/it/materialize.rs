@@ -617,33 +617,30 @@ fn old_fenced_codex_trust_is_upgraded_keeping_codex_tables_inside_it() {
     );
 }
 
-/// A program that rewrites `config.toml` the way Codex does (parse, insert a table, write a
-/// temp file, rename) while spex runs materialize and clean: nothing it wrote is lost.
-#[test]
-fn concurrent_rewrites_of_codex_config_are_never_lost() {
+/// Runs 30 materialize/clean cycles while a writer thread rewrites `file` every `period` the way
+/// a harness does (read, `add` its entry number `n`, write a temp file, rename). Returns the
+/// file's final text and how many entries the writer added.
+fn cycles_under_a_writer(
+    w: &World,
+    file: &Path,
+    period: std::time::Duration,
+    add: fn(&str, u32) -> String,
+) -> (String, u32) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    let w = World::new();
-    seed_project(&w);
-    let config = w.codex_home.join("config.toml");
-    write(&config, "model = \"gpt-5.5\"\n");
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
-        let (stop, config) = (Arc::clone(&stop), config.clone());
+        let (stop, file) = (Arc::clone(&stop), file.to_owned());
         std::thread::spawn(move || {
             let mut n = 0u32;
             while !stop.load(Ordering::Relaxed) {
-                let text = std::fs::read_to_string(&config).unwrap();
-                let mut doc: toml_edit::DocumentMut = text
-                    .parse()
-                    .unwrap_or_else(|e| panic!("the writer read invalid TOML ({e}):\n{text}"));
-                doc["writer"][format!("t{n}")]["n"] = toml_edit::value(i64::from(n));
-                let tmp = config.with_extension("writer-tmp");
-                std::fs::write(&tmp, doc.to_string()).unwrap();
-                std::fs::rename(&tmp, &config).unwrap();
+                let next = add(&std::fs::read_to_string(&file).unwrap(), n);
+                let tmp = file.with_extension("writer-tmp");
+                std::fs::write(&tmp, next).unwrap();
+                std::fs::rename(&tmp, &file).unwrap();
                 n += 1;
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                std::thread::sleep(period);
             }
             n
         })
@@ -654,11 +651,33 @@ fn concurrent_rewrites_of_codex_config_are_never_lost() {
     }
     stop.store(true, Ordering::Relaxed);
     let written = writer.join().unwrap();
-    let text = read(&config);
+    assert!(written > 30, "the writer wrote only {written} times");
+    (read(file), written)
+}
+
+/// A program that rewrites `config.toml` the way Codex does (parse, insert a table, write a
+/// temp file, rename) while spex runs materialize and clean: nothing it wrote is lost.
+#[test]
+fn concurrent_rewrites_of_codex_config_are_never_lost() {
+    let w = World::new();
+    seed_project(&w);
+    let config = w.codex_home.join("config.toml");
+    write(&config, "model = \"gpt-5.5\"\n");
+    let (text, written) = cycles_under_a_writer(
+        &w,
+        &config,
+        std::time::Duration::from_millis(1),
+        |text, n| {
+            let mut doc: toml_edit::DocumentMut = text
+                .parse()
+                .unwrap_or_else(|e| panic!("the writer read invalid TOML ({e}):\n{text}"));
+            doc["writer"][format!("t{n}")]["n"] = toml_edit::value(i64::from(n));
+            doc.to_string()
+        },
+    );
     let doc: toml_edit::DocumentMut = text
         .parse()
         .unwrap_or_else(|e| panic!("config.toml does not parse ({e}):\n{text}"));
-    assert!(written > 30, "the writer wrote only {written} times");
     let missing: Vec<u32> = (0..written)
         .filter(|n| doc["writer"].get(format!("t{n}")).is_none())
         .collect();
@@ -705,9 +724,6 @@ fn clean_leaves_values_changed_since_spex_wrote_them() {
 /// clean: nothing it wrote is lost.
 #[test]
 fn concurrent_rewrites_of_claude_state_are_never_lost() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     let w = World::new();
     write(
         &w.repo.join("spex.jsonc"),
@@ -715,35 +731,19 @@ fn concurrent_rewrites_of_claude_state_are_never_lost() {
     );
     let state = w.home.join(".claude.json");
     write(&state, "{\n  \"numStartups\": 1\n}\n");
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (stop, state) = (Arc::clone(&stop), state.clone());
-        std::thread::spawn(move || {
-            let mut n = 0u32;
-            while !stop.load(Ordering::Relaxed) {
-                let text = std::fs::read_to_string(&state).unwrap();
-                let mut doc: serde_json::Value = serde_json::from_str(&text)
-                    .unwrap_or_else(|e| panic!("the writer read invalid JSON ({e}):\n{text}"));
-                doc[format!("w{n}")] = n.into();
-                let tmp = state.with_extension("writer-tmp");
-                std::fs::write(&tmp, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
-                std::fs::rename(&tmp, &state).unwrap();
-                n += 1;
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            n
-        })
-    };
-    for _ in 0..30 {
-        w.ok(&w.repo, &["materialize"]);
-        w.ok(&w.repo, &["clean"]);
-    }
-    stop.store(true, Ordering::Relaxed);
-    let written = writer.join().unwrap();
-    let text = read(&state);
+    let (text, written) = cycles_under_a_writer(
+        &w,
+        &state,
+        std::time::Duration::from_millis(5),
+        |text, n| {
+            let mut doc: serde_json::Value = serde_json::from_str(text)
+                .unwrap_or_else(|e| panic!("the writer read invalid JSON ({e}):\n{text}"));
+            doc[format!("w{n}")] = n.into();
+            serde_json::to_string_pretty(&doc).unwrap()
+        },
+    );
     let doc: serde_json::Value = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("~/.claude.json does not parse ({e}):\n{text}"));
-    assert!(written > 30, "the writer wrote only {written} times");
     let missing: Vec<u32> = (0..written)
         .filter(|n| doc.get(format!("w{n}")).is_none())
         .collect();

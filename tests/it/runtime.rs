@@ -105,6 +105,21 @@ fn wait_screen(w: &World, fake: &FakeAnthropic, id: &str, needle: &str, timeout:
 }
 
 /// Stops the session, then checks its whole event log against the grammar.
+/// `spex launch --harness claude --detach --json` plus `extra`: the printed result.
+fn launch_json(w: &World, fake: &FakeAnthropic, extra: &[&str]) -> Value {
+    let mut args = vec!["launch", "--harness", "claude", "--detach", "--json"];
+    args.extend_from_slice(extra);
+    run_json(w, fake, &args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A launched session's id.
+fn launch(w: &World, fake: &FakeAnthropic) -> String {
+    launch_json(w, fake, &[])["session"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 fn stop(w: &World, fake: &FakeAnthropic, id: &str) -> Value {
     let stopped = run_json(w, fake, &["stop", id, "--json", "--grace", "5"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
@@ -115,12 +130,7 @@ fn stop(w: &World, fake: &FakeAnthropic, id: &str) -> Value {
 #[test]
 fn launch_deliver_stop_a_real_claude_session() {
     let (w, fake) = claude_world(SeedOptions::default());
-    let launched = run_json(
-        &w,
-        &fake,
-        &["launch", "--harness", "claude", "--detach", "--json"],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let launched = launch_json(&w, &fake, &[]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let record = w.record(&id);
     assert_eq!(record["launched_by"], "spex", "{}", pretty(&record));
@@ -164,12 +174,7 @@ fn launch_deliver_stop_a_real_claude_session() {
 #[test]
 fn killed_claude_is_exited_within_a_second() {
     let (w, fake) = claude_world(SeedOptions::default());
-    let launched = run_json(
-        &w,
-        &fake,
-        &["launch", "--harness", "claude", "--detach", "--json"],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let launched = launch_json(&w, &fake, &[]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let child = launched["session"]["child_pid"].as_i64().unwrap();
     let killed = Instant::now();
@@ -245,13 +250,7 @@ fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
 #[test]
 fn deliver_into_an_open_permission_dialog_is_refused() {
     let (w, fake) = claude_world(SeedOptions::default());
-    let launched = run_json(
-        &w,
-        &fake,
-        &["launch", "--harness", "claude", "--detach", "--json"],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let id = launch(&w, &fake);
     run_json(&w, &fake, &["deliver", &id, "USE_BASH run it", "--json"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
     let record = wait_status(&w, &id, "needs_attention", Duration::from_mins(1));
@@ -416,13 +415,7 @@ fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
     use std::io::Write;
 
     let (w, fake) = claude_world(SeedOptions::default());
-    let launched = run_json(
-        &w,
-        &fake,
-        &["launch", "--harness", "claude", "--detach", "--json"],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let id = launch(&w, &fake);
     let Attached {
         pair,
         mut child,
@@ -478,16 +471,6 @@ fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
     assert!(screen(&w, &fake, &id).contains("? for shortcuts"));
     assert_ne!(w.record(&id)["status"], "exited");
     stop(&w, &fake, &id);
-}
-
-fn launch(w: &World, fake: &FakeAnthropic) -> String {
-    let launched = run_json(
-        w,
-        fake,
-        &["launch", "--harness", "claude", "--detach", "--json"],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    launched["session"]["id"].as_str().unwrap().to_owned()
 }
 
 #[test]
@@ -624,12 +607,7 @@ fn a_64k_multiline_unicode_prompt_arrives_exactly() {
 #[test]
 fn a_killed_host_reads_exited_and_not_live() {
     let (w, fake) = claude_world(SeedOptions::default());
-    let launched = run_json(
-        &w,
-        &fake,
-        &["launch", "--harness", "claude", "--detach", "--json"],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let launched = launch_json(&w, &fake, &[]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let host = launched["session"]["host_pid"].as_i64().unwrap();
     let child = launched["session"]["child_pid"].as_i64().unwrap();
@@ -663,20 +641,7 @@ fn launch_in_a_new_worktree_materializes_it_and_runs_there() {
     crate::common::git(&w.repo, &["commit", "-q", "-m", "base"]);
     let wt = w.repo.parent().unwrap().join("repo-feature");
     // Claude trusts the new folder through the main checkout's trust, which materialize grants.
-    let launched = run_json(
-        &w,
-        &fake,
-        &[
-            "launch",
-            "--harness",
-            "claude",
-            "--worktree",
-            "feature",
-            "--detach",
-            "--json",
-        ],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let launched = launch_json(&w, &fake, &["--worktree", "feature"]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let record = w.record(&id);
     assert_eq!(record["tree"], wt.to_str().unwrap(), "{}", pretty(&record));
@@ -694,20 +659,7 @@ fn launch_in_a_new_worktree_materializes_it_and_runs_there() {
     assert_eq!(d["confirmed"], true);
     stop(&w, &fake, &id);
     // A second launch reuses the worktree.
-    let again = run_json(
-        &w,
-        &fake,
-        &[
-            "launch",
-            "--harness",
-            "claude",
-            "--worktree",
-            "feature",
-            "--detach",
-            "--json",
-        ],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let again = launch_json(&w, &fake, &["--worktree", "feature"]);
     let id2 = again["session"]["id"].as_str().unwrap().to_owned();
     assert_eq!(w.record(&id2)["tree"], wt.to_str().unwrap());
     stop(&w, &fake, &id2);
@@ -765,19 +717,7 @@ fn a_prompt_delivered_while_busy_is_queued_and_confirmed_when_taken_up() {
 #[test]
 fn a_recorded_session_checks_replays_and_exports() {
     let (w, fake) = claude_world(SeedOptions::default());
-    let launched = run_json(
-        &w,
-        &fake,
-        &[
-            "launch",
-            "--harness",
-            "claude",
-            "--record",
-            "--detach",
-            "--json",
-        ],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let launched = launch_json(&w, &fake, &["--record"]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let prompt = "USE_NONE a recorded prompt";
     run_json(&w, &fake, &["deliver", &id, prompt, "--json"])
@@ -951,4 +891,44 @@ fn recording_a_running_session_starts_with_its_screen_and_stops_on_demand() {
     let d = run_json(&w, &fake, &["deliver", &id, "USE_NONE after", "--json"]).unwrap();
     assert_eq!(d["confirmed"], true);
     stop(&w, &fake, &id);
+}
+
+/// The host's silence alone ends a hosted session: here no harness evidence exists at all (no
+/// process, no registry file, no hook), only a record whose host log says spex hosted it.
+#[test]
+fn a_hosted_record_whose_host_never_answers_reads_host_gone() {
+    let w = World::new();
+    std_dirs(&w);
+    let start = serde_json::json!({ "session_id": "hosted-1", "cwd": w.repo, "hook_event_name": "SessionStart" });
+    assert!(
+        w.dispatch(&w.repo, "claude", "SessionStart", &start)
+            .status
+            .success()
+    );
+    let prompt = serde_json::json!({ "session_id": "hosted-1", "cwd": w.repo, "hook_event_name": "UserPromptSubmit", "prompt": "hi" });
+    assert!(
+        w.dispatch(&w.repo, "claude", "UserPromptSubmit", &prompt)
+            .status
+            .success()
+    );
+    write(&w.session_dir("hosted-1").join("host.log"), "");
+    let out = w
+        .cmd(&w.repo, &["show", "hosted-1", "--json"])
+        .env("XDG_RUNTIME_DIR", w.dir.path().join("run"))
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["session"]["status"], "exited", "{}", pretty(&shown));
+    assert_eq!(
+        shown["session"]["exit_reason"],
+        "host gone",
+        "{}",
+        pretty(&shown)
+    );
+    assert_eq!(
+        shown["session"]["turn"]["state"],
+        "interrupted",
+        "{}",
+        pretty(&shown)
+    );
 }
