@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::protocol::{Envelope, Request, Response, VERSION};
@@ -46,6 +46,11 @@ struct Shared {
     tee: Tee,
     spawn: Spawn,
     following_events: std::sync::atomic::AtomicBool,
+    /// Output chunks seen so far, signalled on each: an injection waits for the harness to
+    /// react to its Enter before the next one types.
+    chunks: (Mutex<u64>, Condvar),
+    /// Held through one whole injection, so two deliveries never interleave their keys.
+    injecting: Mutex<()>,
 }
 
 /// What the host last saw the harness do, to act on transitions only.
@@ -78,6 +83,37 @@ impl Shared {
             }
         }
         self.write(bytes)
+    }
+
+    /// Waits until the harness has drawn something after output chunk `seen` and then been
+    /// quiet for a moment (bounded): keys typed while it still handles an Enter can be lost
+    /// (a paste right behind a queued prompt's Enter vanished in Claude under load).
+    fn settle(&self, seen: u64) {
+        const QUIET: Duration = Duration::from_millis(60);
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let mut count = lock(&self.chunks.0);
+        let mut last = seen;
+        loop {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return;
+            }
+            let wait = if *count == seen {
+                deadline - now
+            } else {
+                QUIET.min(deadline - now)
+            };
+            let (next, timeout) = self
+                .chunks
+                .1
+                .wait_timeout(count, wait)
+                .unwrap_or_else(PoisonError::into_inner);
+            count = next;
+            if timeout.timed_out() && *count != seen && *count == last {
+                return;
+            }
+            last = *count;
+        }
     }
 
     /// Notes the screen in the recording (at transitions and at the end).
@@ -150,7 +186,8 @@ impl Shared {
         let before = watch.activity.replace(activity);
         self.frame(&format!("{activity:?}").to_lowercase());
         eprintln!(
-            "activity {before:?} -> {activity:?} (interrupt pending: {})",
+            "{} activity {before:?} -> {activity:?} (interrupt pending: {})",
+            crate::store::now_rfc3339(),
             watch.interrupt_pending
         );
         match activity {
@@ -217,6 +254,8 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         tee,
         spawn: spec.spawn.clone(),
         following_events: std::sync::atomic::AtomicBool::new(false),
+        chunks: (Mutex::new(0), Condvar::new()),
+        injecting: Mutex::new(()),
     });
     if let Some(dir) = &spec.record
         && let Err(e) = shared.start_recording(dir, true)
@@ -241,6 +280,8 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         shared.set_clients(&clients);
         drop(clients);
         shared.observe();
+        *lock(&shared.chunks.0) += 1;
+        shared.chunks.1.notify_all();
     }
     shared.frame("end");
     let exit = loop {
@@ -433,6 +474,13 @@ fn handle(shared: &Shared, request: Request) -> Response {
             };
         }
         Request::Inject { text, submit } => {
+            eprintln!(
+                "{} inject {} bytes{}",
+                crate::store::now_rfc3339(),
+                text.len(),
+                if submit { " + submit" } else { "" }
+            );
+            let _one_at_a_time = lock(&shared.injecting);
             let (paste, pause, enter) = shared.harness.paste(&text);
             let typed = if text.is_empty() {
                 Ok(())
@@ -444,10 +492,11 @@ fn handle(shared: &Shared, request: Request) -> Response {
                     if !text.is_empty() {
                         std::thread::sleep(pause);
                     }
-                    shared.write(&enter)
-                } else {
-                    Ok(())
+                    let seen = *lock(&shared.chunks.0);
+                    shared.write(&enter)?;
+                    shared.settle(seen);
                 }
+                Ok(())
             })
         }
         Request::Resize { rows, cols } => resize(shared, rows, cols),

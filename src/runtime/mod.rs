@@ -627,13 +627,29 @@ pub fn deliver(
             })
     };
     let deadline = started + timeout;
-    // A first prompt can stay in the input box unsubmitted; one more Enter submits it
-    // (facts: resend once when the hook has not come within ~1.5 s).
+    // A prompt can stay in the input box unsubmitted (a first prompt, or one typed while the
+    // harness was taking up its queue); one more Enter submits it (facts: resend once when the
+    // hook has not come within ~1.5 s). A queued prompt gets it only once the session has sat
+    // idle through two looks: until then the harness may still be taking it up.
     let mut found = None;
-    if mode == Mode::Inject {
-        let retry_at = (Instant::now() + Duration::from_secs(2)).min(deadline);
-        found = wait_for(&dir, retry_at, reported)?;
-        if found.is_none() && Instant::now() < deadline {
+    let mut resent = false;
+    let mut idle_before = false;
+    while found.is_none() && Instant::now() < deadline {
+        let look = if resent {
+            deadline
+        } else {
+            (Instant::now() + Duration::from_secs(2)).min(deadline)
+        };
+        found = wait_for(&dir, look, reported)?;
+        if found.is_some() || resent || Instant::now() >= deadline {
+            continue;
+        }
+        let idle = store
+            .load(id)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.status == Status::Idle);
+        if mode == Mode::Inject || (idle && idle_before) {
             call(
                 env,
                 id,
@@ -642,10 +658,9 @@ pub fn deliver(
                     submit: true,
                 },
             )?;
+            resent = true;
         }
-    }
-    if found.is_none() {
-        found = wait_for(&dir, deadline, reported)?;
+        idle_before = idle;
     }
     match found {
         Some(turn_id) => Ok(Delivery {

@@ -696,7 +696,13 @@ fn a_prompt_delivered_while_busy_is_queued_and_confirmed_when_taken_up() {
             "60",
         ],
     )
-    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}\n{}\nscreen:\n{}",
+            host_log(&w, &id),
+            screen(&w, &fake, &id)
+        )
+    });
     assert_eq!(waited["mode"], "queued", "{}", pretty(&waited));
     assert_eq!(waited["confirmed"], true, "{}", pretty(&waited));
     let prompts: Vec<Value> = w
