@@ -37,6 +37,7 @@ pub fn decode_shared(event: &str, p: &Value, wire: &Wire, edits: Vec<String>) ->
         transcript: str_field(p, "transcript_path"),
         turn_id: str_field(p, wire.turn_key),
         subagent: p.get("agent_id").is_some_and(|a| !a.is_null()),
+        call_id: str_field(p, "tool_use_id"),
         edits,
         tool,
         ..HookEvent::default()

@@ -18,8 +18,15 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let (_, id) = super::sessions::project_and_id(env, &args.id)?;
-    attach(env, &id)?;
+    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    let record = store
+        .load(&id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
+        server.attach(&id)?;
+    } else {
+        attach(env, &id)?;
+    }
     Ok(Outcome::Ok)
 }
 

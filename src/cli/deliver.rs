@@ -35,15 +35,27 @@ pub struct Args {
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::sessions::project_and_id(env, &args.id)?;
     let text = text_arg(&args.text)?;
-    let d = runtime::deliver(
-        env,
-        &store,
-        &id,
-        &text,
-        args.force,
-        args.wait,
-        Duration::from_secs(args.timeout),
-    )?;
+    if text.trim().is_empty() {
+        anyhow::bail!(
+            "the prompt is empty\nhint: pass the text to deliver, or `-` to read it from stdin"
+        );
+    }
+    let record = store
+        .load(&id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    let d = if let Some(server) = super::launch::server_of(env, &store, &record, false)? {
+        server.deliver(&id, &text)?
+    } else {
+        runtime::deliver(
+            env,
+            &store,
+            &id,
+            &text,
+            args.force,
+            args.wait,
+            Duration::from_secs(args.timeout),
+        )?
+    };
     if args.json {
         output::json(&d);
     } else if d.confirmed {

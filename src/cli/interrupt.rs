@@ -22,7 +22,14 @@ pub struct Args {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::sessions::project_and_id(env, &args.id)?;
-    let s = runtime::interrupt(env, &store, &id, Duration::from_secs(args.timeout))?;
+    let record = store
+        .load(&id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    let timeout = Duration::from_secs(args.timeout);
+    let s = match super::launch::server_of(env, &store, &record, false)? {
+        Some(server) => server.interrupt(&id, timeout)?,
+        None => runtime::interrupt(env, &store, &id, timeout)?,
+    };
     if args.json {
         output::json(&s);
     } else {

@@ -13,8 +13,10 @@ use crate::adapters;
 use crate::config;
 use crate::env::Env;
 use crate::pty::session::Size;
+use crate::runtime::server::Server;
 use crate::runtime::{self, Launch};
 use crate::store::ProjectStore;
+use crate::store::session::Session;
 
 /// Start an agent session in this checkout under spex's terminal host, then attach to it.
 ///
@@ -190,20 +192,33 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         args.record,
     )?;
     let prompt = args.prompt.as_deref().map(text_arg).transpose()?;
+    let store = ProjectStore::new(&env.spex_home(), &tree.main);
+    if let Some(server) = Server::new(
+        env,
+        launch.harness,
+        &store,
+        &tree.main,
+        launch.binary.clone(),
+        launch.args.clone(),
+    )? {
+        let (launched, delivery) = server.launch(&launch.spex_bin, &tree, prompt.as_deref())?;
+        report(args.json, args.detach, &launched, delivery.as_ref());
+        if !args.detach {
+            server.attach(&launched.id)?;
+        }
+        return Ok(Outcome::Ok);
+    }
     let launched = runtime::launch(&launch)?;
     let delivery = match &prompt {
-        Some(text) => {
-            let store = ProjectStore::new(&env.spex_home(), &tree.main);
-            Some(runtime::deliver(
-                env,
-                &store,
-                &launched.id,
-                text,
-                false,
-                false,
-                Duration::from_secs(30),
-            )?)
-        }
+        Some(text) => Some(runtime::deliver(
+            env,
+            &store,
+            &launched.id,
+            text,
+            false,
+            false,
+            Duration::from_secs(30),
+        )?),
         None => None,
     };
     report(args.json, args.detach, &launched, delivery.as_ref());
@@ -211,6 +226,47 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         super::attach::attach(env, &launched.id)?;
     }
     Ok(Outcome::Ok)
+}
+
+/// The server session `record` runs on, when its harness runs sessions on a server. With
+/// `binary`, the harness binary and the user's arguments are resolved (to start the server
+/// or its terminal UI).
+pub fn server_of<'e>(
+    env: &'e Env,
+    store: &ProjectStore,
+    record: &Session,
+    binary: bool,
+) -> anyhow::Result<Option<Server<'e>>> {
+    let harness = adapters::lookup(&record.harness).with_context(|| {
+        format!(
+            "session `{}` names harness `{}`, which this spex does not know",
+            record.id, record.harness
+        )
+    })?;
+    if harness.server().is_none() {
+        return Ok(None);
+    }
+    let (bin, bin_args) = if binary {
+        let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
+        let l = resolve(
+            env,
+            &tree,
+            Some(&record.harness),
+            Duration::from_mins(1),
+            false,
+        )?;
+        (l.binary, l.args)
+    } else {
+        (std::path::PathBuf::new(), Vec::new())
+    };
+    Ok(Server::new(
+        env,
+        harness,
+        store,
+        &record.project,
+        bin,
+        bin_args,
+    )?)
 }
 
 /// Prints what `launch` and `resume` started.
@@ -223,6 +279,9 @@ pub fn report(
     if json {
         output::json(&serde_json::json!({ "session": launched, "delivery": delivery }));
     } else if detach {
-        output::print(&format!("{}\n", launched.id));
+        let id = &launched.id;
+        output::print(&format!(
+            "{id}\n  attach:  spex attach {id}\n  deliver: spex deliver {id} \"<prompt>\"\n"
+        ));
     }
 }

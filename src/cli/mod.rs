@@ -17,6 +17,7 @@ pub mod prune;
 pub mod record;
 pub mod replay;
 pub mod resume;
+pub mod serve;
 pub mod sessions;
 pub mod slash;
 pub mod snapshot;
@@ -62,6 +63,8 @@ pub enum Command {
     Cassette(cassette::Args),
     #[command(hide = true)]
     Host(host::Args),
+    #[command(hide = true)]
+    Serve(serve::Args),
     /// Print shell completions.
     Completions {
         /// bash, zsh, fish, elvish or powershell
@@ -108,6 +111,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Replay(a) => replay::run(&a, env),
         Command::Cassette(a) => cassette::run(&a, env),
         Command::Host(a) => host::run(&a, env),
+        Command::Serve(a) => serve::run(&a, env),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "spex", &mut buf);

@@ -18,6 +18,9 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Resume even though the session looks live.
+    #[arg(long)]
+    pub force: bool,
     /// How long the harness may take to be ready for a prompt.
     #[arg(long, default_value_t = 60)]
     pub ready_timeout: u64,
@@ -28,6 +31,14 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
+        let launched = server.resume(&super::spex_binary()?, &id, args.force)?;
+        super::launch::report(args.json, args.detach, &launched, None);
+        if !args.detach {
+            server.attach(&id)?;
+        }
+        return Ok(Outcome::Ok);
+    }
     let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
     let launch = super::launch::resolve(
         env,

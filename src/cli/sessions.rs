@@ -111,7 +111,11 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
         .collect();
     sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
     if args.json {
-        output::json(&sessions);
+        let rows: Vec<serde_json::Value> = sessions
+            .iter()
+            .map(|s| runtime::with_live(env, &store, s))
+            .collect();
+        output::json(&rows);
         return Ok(Outcome::Ok);
     }
     if sessions.is_empty() {
@@ -167,7 +171,9 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
     let events = store.events(&id, Some(args.events))?;
     if args.json {
-        output::json(&serde_json::json!({ "session": s, "events": events }));
+        output::json(
+            &serde_json::json!({ "session": runtime::with_live(env, &store, &s), "events": events }),
+        );
         return Ok(Outcome::Ok);
     }
     let style = Style::detect(env.no_color);

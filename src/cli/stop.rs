@@ -22,7 +22,13 @@ pub struct Args {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::sessions::project_and_id(env, &args.id)?;
-    let s = runtime::stop(env, &store, &id, Duration::from_secs(args.grace))?;
+    let record = store
+        .load(&id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    let s = match super::launch::server_of(env, &store, &record, false)? {
+        Some(server) => server.stop(&id)?,
+        None => runtime::stop(env, &store, &id, Duration::from_secs(args.grace))?,
+    };
     if args.json {
         output::json(&s);
     } else {
@@ -32,7 +38,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                 (Some(code), None) => format!("exit code {code}"),
                 (None, None) => "unknown status".to_owned(),
             },
-            None => "unknown status".to_owned(),
+            None => s
+                .exit_reason
+                .clone()
+                .unwrap_or_else(|| "unknown status".to_owned()),
         };
         output::print(&format!("{id}: exited ({how})\n"));
     }

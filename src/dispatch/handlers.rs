@@ -172,13 +172,20 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             }
         }
         Kind::ToolCompleted | Kind::ToolFailed => {
-            let ok = ev.kind == Some(Kind::ToolCompleted);
+            let mut ok = ev.kind == Some(Kind::ToolCompleted);
+            let mut error = ev.error.clone();
+            // The harness's server may have told spex the command failed (a payload without
+            // an exit code).
+            if let Some(code) = ev.call_id.as_deref().and_then(|c| s.flags.take_failure(c)) {
+                ok = false;
+                error = Some(format!("exit code {code}"));
+            }
             if ok {
                 record_touched(ctx, s);
             }
             out.push(event(
                 "tool.completed",
-                json!({ "tool": ev.tool, "ok": ok, "error": ev.error, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
+                json!({ "tool": ev.tool, "ok": ok, "error": error, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
             ));
             if !sub {
                 s.status = Status::Working;

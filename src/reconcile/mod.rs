@@ -6,80 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
 use crate::adapters;
 use crate::env::Env;
-use crate::seam::evidence::{Evidence, Finding};
-use crate::store::session::{NewEvent, Session, Status, StoreError, TurnState, new_event};
+use crate::seam::evidence::{Evidence, apply};
+use crate::store::session::{Session, Status, StoreError};
 use crate::store::{self, ProjectStore};
-
-/// Applies one observation to a record; the events it adds.
-pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
-    let mut out = Vec::new();
-    if s.process.is_none() {
-        s.process = ev.process;
-    }
-    s.observed.clone_from(&ev.observed);
-    if ev.attended.is_some() {
-        s.attended = ev.attended;
-    }
-    let before = s.state_key();
-    let src = ev.source.as_str();
-    let why = ev.why.clone();
-    let why_field = || json!({ "why": why });
-    match &ev.finding {
-        Some(Finding::TurnInterrupted) => {
-            if let Some(mut e) = s.end_turn(TurnState::Interrupted, now, src, json!({})) {
-                e.2.extend(fields(why_field()));
-                out.push(e);
-                out.extend(s.clear_attention(src));
-                if s.status != Status::Exited {
-                    s.status = Status::Idle;
-                }
-            }
-        }
-        Some(Finding::Resumed) if s.status == Status::NeedsAttention => {
-            out.extend(s.clear_attention(src));
-            s.status = if s.turn_running() {
-                Status::Working
-            } else {
-                Status::Idle
-            };
-        }
-        Some(Finding::TurnFailed(error)) => {
-            if let Some(e) = s.end_turn(TurnState::Failed, now, src, json!({ "error": error })) {
-                if let Some(t) = s.turn.as_mut() {
-                    t.note = Some(error.clone());
-                }
-                out.extend(s.clear_attention(src));
-                out.push(e);
-                s.status = Status::Idle;
-                s.attention = Some(store::session::Attention {
-                    reason: "turn_failed".into(),
-                    text: error.clone(),
-                    since: now.to_owned(),
-                });
-            }
-        }
-        Some(Finding::Gone(reason)) if s.status != Status::Exited => {
-            out.extend(s.exit(reason, now, src));
-            if let Some(last) = out.last_mut() {
-                last.2.extend(fields(why_field()));
-            }
-        }
-        None | Some(Finding::Resumed | Finding::Gone(_)) => {}
-    }
-    s.stamp(before, now, src, why);
-    if !out.is_empty() {
-        now.clone_into(&mut s.updated_at);
-    }
-    out
-}
-
-fn fields(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
-    new_event("", "", v).2
-}
 
 /// Every record of the project, with the evidence folded in and a handle each.
 pub fn sessions(env: &Env, store: &ProjectStore) -> Result<Vec<Session>, StoreError> {

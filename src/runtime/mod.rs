@@ -5,6 +5,7 @@
 
 pub mod host;
 pub mod protocol;
+pub mod server;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -41,7 +42,9 @@ pub enum RuntimeError {
         "session `{id}` has no running host (nothing answers on `{socket}`)\nhint: `spex sessions` shows whether it exited; `spex launch` starts a new one"
     )]
     HostGone { id: String, socket: PathBuf },
-    #[error("session `{0}` has exited\nhint: `spex launch` starts a new one")]
+    #[error(
+        "session `{0}` has exited\nhint: `spex resume {0}` brings it back; `spex launch` starts a new one"
+    )]
     Exited(String),
     #[error(
         "session `{id}` is waiting for an answer ({reason}): {text}\nhint: answer it in the session (`spex attach {id}`), or pass `--force` to type anyway (the text would pick an option)"
@@ -75,6 +78,12 @@ pub enum RuntimeError {
         "session `{id}` was still running its turn {secs} s after the interrupt\nhint: `spex snapshot {id}` shows its screen"
     )]
     NotInterrupted { id: String, secs: u64 },
+    #[error("session `{id}`: {message}\nhint: {hint}")]
+    Server {
+        id: String,
+        message: String,
+        hint: String,
+    },
     #[error(transparent)]
     Store(#[from] crate::store::session::StoreError),
     #[error("`{path}`: {source}")]
@@ -468,6 +477,34 @@ pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<
         .flatten()
 }
 
+/// Whether a session spex launched can still be reached through its transport (its host
+/// answers, or its server holds its thread); `None` for sessions spex did not launch.
+pub fn live(env: &Env, store: &ProjectStore, s: &Session) -> Option<bool> {
+    if s.launched_by != "spex" {
+        return None;
+    }
+    if s.status == Status::Exited {
+        return Some(false);
+    }
+    let harness = adapters::lookup(&s.harness)?;
+    if let Ok(Some(server)) =
+        server::Server::new(env, harness, store, &s.project, PathBuf::new(), Vec::new())
+    {
+        return Some(server.live(s));
+    }
+    let socket = socket_path(env, &s.id).ok()?;
+    Some(UnixStream::connect(socket).is_ok())
+}
+
+/// A record as `sessions --json` and `show --json` print it: with `live`.
+pub fn with_live(env: &Env, store: &ProjectStore, s: &Session) -> serde_json::Value {
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("live".into(), live(env, store, s).into());
+    }
+    v
+}
+
 /// Where session `id`'s recording goes.
 pub fn cassette_dir(store: &ProjectStore, id: &str) -> PathBuf {
     store.session_dir(id).join("cassette")
@@ -538,6 +575,10 @@ pub enum Mode {
     Inject,
     /// Typed while a turn runs: the harness queues it until the turn ends.
     Queued,
+    /// Added to the running turn by the harness's server.
+    Steer,
+    /// Started a new turn through the harness's server.
+    Start,
 }
 
 #[derive(Debug, Serialize)]

@@ -49,6 +49,9 @@ pub struct HookEvent {
     pub prompt: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The harness's id of one tool call (`tool_use_id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
     /// Files the tool edits (as the payload spells them: absolute or cwd-relative).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub edits: Vec<String>,

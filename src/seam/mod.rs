@@ -6,6 +6,7 @@
 pub mod edit;
 pub mod event;
 pub mod evidence;
+pub mod server;
 
 use std::path::{Path, PathBuf};
 
@@ -179,6 +180,12 @@ pub trait Harness: Sync {
         bytes.extend_from_slice(text.as_bytes());
         bytes.extend_from_slice(b"\x1b[201~");
         (bytes, self.submit_pause(), b"\r".to_vec())
+    }
+
+    /// The server runtime, for a harness whose sessions spex runs as threads of one server per
+    /// project instead of terminals under its own host.
+    fn server(&self) -> Option<&'static dyn server::SessionServer> {
+        None
     }
 
     /// Evidence beyond hooks for the given live sessions of this harness (its own state files,

@@ -122,6 +122,47 @@ pub struct Flags {
     pub spec_first_done: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stop_gate_asked: bool,
+    /// Tool calls whose command failed, as the harness's server reported them before the
+    /// call's hook came (call id, exit code); the hook takes its entry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_calls: Vec<(String, i64)>,
+    /// The last tool calls the hooks reported complete, so a failure reported after its hook
+    /// is told apart from one still to come.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completed_calls: Vec<String>,
+}
+
+/// How many tool calls `Flags` remembers.
+pub const CALLS_KEPT: usize = 16;
+
+impl Flags {
+    fn remember(list: &mut Vec<String>, id: &str) {
+        if list.len() >= CALLS_KEPT {
+            list.remove(0);
+        }
+        list.push(id.to_owned());
+    }
+
+    /// The hook of tool call `call_id` came: its exit code when the server reported a failure
+    /// first, and the call remembered as completed.
+    pub fn take_failure(&mut self, call_id: &str) -> Option<i64> {
+        Self::remember(&mut self.completed_calls, call_id);
+        let at = self.failed_calls.iter().position(|(id, _)| id == call_id)?;
+        Some(self.failed_calls.remove(at).1)
+    }
+
+    /// The server reports call `call_id` failed: `false` when its hook already came (the
+    /// caller then says so in an event of its own), else kept for the hook.
+    pub fn note_failure(&mut self, call_id: &str, code: i64) -> bool {
+        if self.completed_calls.iter().any(|c| c == call_id) {
+            return false;
+        }
+        if self.failed_calls.len() >= CALLS_KEPT {
+            self.failed_calls.remove(0);
+        }
+        self.failed_calls.push((call_id.to_owned(), code));
+        true
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

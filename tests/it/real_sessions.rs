@@ -1108,6 +1108,21 @@ fn codex_server_killed_is_exited_server_gone() {
         rig.diag(&id)
     );
     rig.cx.kill();
+    // The group leader is reaped; the Codex process holding the thread (its child) may take a
+    // moment longer to die.
+    let pid = before["process"]["pid"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let after = show(&id);
     let diag = || rig.diag(&id);
     assert_eq!(after["status"], "exited", "{after}\n{}", diag());

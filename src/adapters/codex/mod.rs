@@ -6,6 +6,7 @@
 
 mod evidence;
 pub mod rpc;
+mod server;
 pub mod trust;
 
 use std::path::{Path, PathBuf};
@@ -425,6 +426,10 @@ impl Harness for Codex {
 
     fn hook_env_names_session(&self) -> bool {
         false
+    }
+
+    fn server(&self) -> Option<&'static dyn crate::seam::server::SessionServer> {
+        Some(&server::CodexServer)
     }
 
     fn observe(

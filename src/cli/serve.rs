@@ -1,0 +1,45 @@
+//! `spex serve` (hidden): the supervisor of one project's harness server, started by the
+//! session commands; it starts the server, observes it and records what no hook reports.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use super::Outcome;
+use crate::adapters;
+use crate::env::Env;
+use crate::runtime::server::Server;
+use crate::store::ProjectStore;
+
+/// Run one project's harness server (started by `spex launch`; not for people).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(long)]
+    pub harness: String,
+    /// The project's main checkout.
+    #[arg(long)]
+    pub project: PathBuf,
+    /// The harness binary.
+    #[arg(long)]
+    pub binary: PathBuf,
+    /// The user's arguments for the harness.
+    #[arg(last = true)]
+    pub extra: Vec<String>,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let harness = adapters::lookup(&args.harness)
+        .with_context(|| format!("unknown harness `{}`", args.harness))?;
+    let store = ProjectStore::new(&env.spex_home(), &args.project);
+    let server = Server::new(
+        env,
+        harness,
+        &store,
+        &args.project,
+        args.binary.clone(),
+        args.extra.clone(),
+    )?
+    .with_context(|| format!("`{}` runs no server", args.harness))?;
+    server.supervise()?;
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,133 @@
+//! The server runtime: harnesses whose sessions live as threads in a long-lived server process
+//! that spex starts once per project (one socket, many threads, several clients at once). The
+//! adapter speaks the server's protocol; the runtime engine decides when to start and stop the
+//! server, which record a thread belongs to and what its events mean for the record.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::env::Env;
+
+/// Where and how one project's server runs.
+pub struct ServerCtx<'a> {
+    pub env: &'a Env,
+    /// The harness binary and the user's configured arguments for it.
+    pub binary: &'a Path,
+    pub args: &'a [String],
+    /// The server's working directory: the project's main checkout.
+    pub main: &'a Path,
+    /// The socket the server listens on (0700 per-user folder, short enough for `sun_path`).
+    pub socket: &'a Path,
+    /// Where the server's output goes (appended).
+    pub log: &'a Path,
+}
+
+/// How a delivered prompt entered its thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliverMode {
+    /// Added to the turn that was running.
+    Steer,
+    /// Started a new turn.
+    Start,
+}
+
+/// The server's confirmation of a delivered prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    pub mode: DeliverMode,
+    pub turn_id: String,
+}
+
+/// How a turn ended, as the server reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEnd {
+    Completed,
+    Interrupted,
+    /// With the error text.
+    Failed(String),
+}
+
+/// What the server said that no hook reports, in harness-neutral terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// A thread appeared (a new one, or one loaded again).
+    ThreadLoaded { thread: String },
+    TurnEnded {
+        thread: String,
+        turn: String,
+        end: TurnEnd,
+    },
+    /// A shell command of the thread exited non-zero.
+    CommandFailed {
+        thread: String,
+        call_id: String,
+        exit_code: i64,
+    },
+    /// The server no longer holds the thread (closed, archived, unloaded).
+    ThreadClosed { thread: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerErrorKind {
+    /// Nothing answers on the socket, or the connection dropped.
+    Down,
+    /// The server does not know the thread.
+    UnknownThread,
+    /// The server answered with an error.
+    Refused,
+    /// No answer in time.
+    Timeout,
+    /// The server could not be started.
+    Start,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ServerError {
+    pub kind: ServerErrorKind,
+    pub message: String,
+}
+
+impl ServerError {
+    pub fn new(kind: ServerErrorKind, message: impl Into<String>) -> ServerError {
+        ServerError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// One harness's server protocol. Every call connects on `ctx.socket`; nothing is cached
+/// between calls, so each spex command is one short client.
+pub trait SessionServer: Sync {
+    /// Starts the server (as a child of the calling process, in its process group) and waits
+    /// until it answers; returns its pid.
+    fn start(&self, ctx: &ServerCtx, timeout: Duration) -> Result<u32, ServerError>;
+    /// Whether a server answers on the socket within `timeout`.
+    fn answers(&self, ctx: &ServerCtx, timeout: Duration) -> bool;
+    /// A new thread working in `cwd`, ready for other clients to join (named `name`).
+    fn start_thread(&self, ctx: &ServerCtx, cwd: &Path, name: &str) -> Result<String, ServerError>;
+    /// Whether the server holds the thread now.
+    fn loaded(&self, ctx: &ServerCtx, thread: &str) -> Result<bool, ServerError>;
+    /// Loads a thread the server does not hold (from the harness's own log of it).
+    fn resume_thread(&self, ctx: &ServerCtx, thread: &str) -> Result<(), ServerError>;
+    /// Delivers `text` into the thread: into its running turn, else as a new turn.
+    fn deliver(&self, ctx: &ServerCtx, thread: &str, text: &str) -> Result<Delivered, ServerError>;
+    /// Interrupts the running turn; its id, or `None` when no turn runs.
+    fn interrupt(&self, ctx: &ServerCtx, thread: &str) -> Result<Option<String>, ServerError>;
+    /// Closes the thread (the server lets go of it).
+    fn close_thread(&self, ctx: &ServerCtx, thread: &str) -> Result<(), ServerError>;
+    /// How many threads the server holds.
+    fn thread_count(&self, ctx: &ServerCtx) -> Result<usize, ServerError>;
+    /// The argv of the harness's own terminal UI joined to the thread.
+    fn tui_argv(&self, ctx: &ServerCtx, thread: &str) -> Vec<String>;
+    /// Follows the server until it goes away, joining every thread it holds (on start and as
+    /// threads appear) and handing each event to `sink`. Returns when the connection ends;
+    /// blocks on the socket, never polls.
+    fn observe(
+        &self,
+        ctx: &ServerCtx,
+        sink: &mut dyn FnMut(ServerEvent),
+    ) -> Result<(), ServerError>;
+}
