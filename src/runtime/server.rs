@@ -550,6 +550,10 @@ impl<'a> Server<'a> {
             s.status = Status::Idle;
             s.exit_reason = None;
             s.exit_status = None;
+            // A new server process holds the thread now; the evidence finds it again.
+            s.process = None;
+            s.observed = None;
+            s.attended = None;
             "spex".clone_into(&mut s.launched_by);
             s.stamp(before, &now, "resume", None);
             s.updated_at = now;

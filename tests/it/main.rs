@@ -3,6 +3,7 @@
 mod architecture;
 mod cassettes;
 mod cli;
+mod codex_runtime;
 mod common;
 mod dispatch;
 mod materialize;

@@ -9,6 +9,7 @@
 //! | scenario | model requests (step = tool outputs seen since that message) |
 //! |---|---|
 //! | `shell` | a shell call ([`SHELL_CMD`] via `exec_command`, `shell_command` or `shell`, whichever is offered), then final |
+//! | `failcmd` | a shell call of [`FAILING_CMD`] (exits 3), then final |
 //! | `patch` | `apply_patch` [`PATCH`] (adds `hello.txt`), then final |
 //! | `multipatch` | `apply_patch` [`MULTIPATCH_1`] (adds `a.txt`, `sub/b.txt`), then [`MULTIPATCH_2`] (updates `a.txt`, adds `c.txt`), then final |
 //! | `both` | patch, then shell, then final |
@@ -56,6 +57,8 @@ pub const MULTIPATCH_2: &str = "*** Begin Patch\n\
 /// The command of scenarios `shell` and `both`.
 pub const SHELL_CMD: &str = "echo shell-ran > shell_out.txt; env | grep -E '^CODEX' | sort > shell_env.txt; cat shell_out.txt";
 
+/// A shell command that fails with exit code 3 (scenario `failcmd`).
+pub const FAILING_CMD: &str = "ls /nonexistent-spex-dir; exit 3";
 const DEFAULT_HANG: Duration = Duration::from_mins(2);
 
 /// A running fake; stops on Drop (which also ends any `hang` stream). Its
@@ -173,16 +176,17 @@ fn message(text: &str) -> Value {
 }
 
 fn shell_call(tools: &Map<String, Value>) -> Value {
+    command_call(tools, SHELL_CMD)
+}
+
+fn command_call(tools: &Map<String, Value>, cmd: &str) -> Value {
     let cid = call_id();
     let (name, args) = if tools.contains_key("exec_command") {
-        (
-            "exec_command",
-            json!({"cmd": SHELL_CMD, "yield_time_ms": 2000}),
-        )
+        ("exec_command", json!({"cmd": cmd, "yield_time_ms": 2000}))
     } else if tools.contains_key("shell_command") {
-        ("shell_command", json!({"command": SHELL_CMD}))
+        ("shell_command", json!({"command": cmd}))
     } else {
-        ("shell", json!({"command": ["bash", "-lc", SHELL_CMD]}))
+        ("shell", json!({"command": ["bash", "-lc", cmd]}))
     };
     output_item_done(&json!({"type": "function_call", "id": format!("fc_{cid}"),
         "call_id": cid, "name": name, "arguments": args.to_string()}))
@@ -281,6 +285,7 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
             message("hang over")
         }
         ("shell", 0) | ("both", 1) => shell_call(&tools),
+        ("failcmd", 0) => command_call(&tools, FAILING_CMD),
         ("patch" | "both", 0) => patch_call(&tools, PATCH),
         ("multipatch", 0) => patch_call(&tools, MULTIPATCH_1),
         ("multipatch", 1) => patch_call(&tools, MULTIPATCH_2),

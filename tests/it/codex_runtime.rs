@@ -1,0 +1,541 @@
+//! Codex sessions spex starts and steers through one `codex app-server` per project (the REAL
+//! pinned Codex, offline: its default provider with no network keeps a turn in progress, the
+//! fake Responses API runs whole turns). Needs `scripts/install-peers.sh`; fails, never skips.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{World, pretty, read_or_empty, write};
+use crate::support::codex_home::write_codex_config;
+use crate::support::fake_responses::FakeResponses;
+use crate::support::peers::peers_bin_dir;
+use crate::support::rpc::Rpc;
+
+/// How long a record may lag behind what the server did (a hook still running).
+const SETTLE: Duration = Duration::from_secs(20);
+
+struct Rig {
+    w: World,
+    /// `None`: Codex's default provider, which cannot connect here.
+    fake: Option<FakeResponses>,
+}
+
+impl Rig {
+    /// A materialized project selecting Codex; with `fake`, Codex talks to the fake API.
+    fn start(fake: bool) -> Rig {
+        use std::os::unix::fs::PermissionsExt;
+        let w = World::new();
+        let run = w.dir.path().join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let fake = fake.then(|| FakeResponses::start_with_hang_limit(Duration::from_mins(1)));
+        match &fake {
+            Some(f) => {
+                write_codex_config(&w.codex_home, &f.base_url(), "never", "danger-full-access");
+            }
+            None => write(&w.codex_home.join("config.toml"), ""),
+        }
+        write(
+            &w.repo.join("spex.jsonc"),
+            "{ \"harnesses\": [\"codex\"] }\n",
+        );
+        crate::common::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+        w.ok(&w.repo, &["materialize"]);
+        Rig { w, fake }
+    }
+
+    fn cmd(&self, cwd: &Path, args: &[&str]) -> Command {
+        let mut c = self.w.cmd(cwd, args);
+        let path = std::env::join_paths(std::iter::once(peers_bin_dir()).chain(
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+        ))
+        .unwrap();
+        c.env("PATH", path)
+            .env("XDG_RUNTIME_DIR", self.w.dir.path().join("run"))
+            .env("FAKE_API_KEY", "dummy")
+            .env("OPENAI_API_KEY", "sk-dummy")
+            .env("RUST_LOG", "warn");
+        c
+    }
+
+    /// Runs spex; its stdout as JSON, or a message with everything it printed.
+    fn json(&self, cwd: &Path, args: &[&str]) -> Result<Value, String> {
+        self.json_with_input(cwd, args, None)
+    }
+
+    fn json_with_input(
+        &self,
+        cwd: &Path,
+        args: &[&str],
+        input: Option<&str>,
+    ) -> Result<Value, String> {
+        let mut c = self.cmd(cwd, args);
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spex runs");
+        if let Some(text) = input {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        let text = format!(
+            "spex {args:?}: {}\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !out.status.success() {
+            return Err(format!("{text}\n{}", self.diag()));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("{e}\n{text}"))
+    }
+
+    fn server_log(&self) -> String {
+        read_or_empty(&self.w.project_dir().join("servers/codex.log"))
+    }
+
+    fn diag(&self) -> String {
+        let mut out = format!("--- server log:\n{}", self.server_log());
+        for id in self.w.session_ids() {
+            out.push_str(&format!(
+                "\n--- {id}:\n{}\n{}",
+                read_or_empty(
+                    &self
+                        .w
+                        .project_dir()
+                        .join("sessions")
+                        .join(&id)
+                        .join("session.json")
+                ),
+                read_or_empty(
+                    &self
+                        .w
+                        .project_dir()
+                        .join("sessions")
+                        .join(&id)
+                        .join("events.jsonl")
+                )
+            ));
+        }
+        if let Some(f) = &self.fake {
+            out.push_str(&format!(
+                "\n--- fake requests:\n{}",
+                f.request_lines().join("\n")
+            ));
+        }
+        out
+    }
+
+    /// `spex launch --harness codex --detach --json` in `cwd` plus `extra`.
+    fn launch(&self, cwd: &Path, extra: &[&str]) -> Value {
+        let mut args = vec!["launch", "--harness", "codex", "--detach", "--json"];
+        args.extend_from_slice(extra);
+        self.json(cwd, &args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn show(&self, id: &str) -> Value {
+        self.json(&self.w.repo, &["show", id, "--json", "--events", "50"])
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Waits until `show` satisfies `pred`; the last `show` either way.
+    fn until(
+        &self,
+        id: &str,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let shown = self.show(id);
+            if pred(&shown) {
+                return shown;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}\n{}\n{}",
+                pretty(&shown),
+                self.diag()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn deliver(&self, id: &str, text: &str) -> Value {
+        self.json(&self.w.repo, &["deliver", id, text, "--json"])
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The server's record of what spex's supervisor started.
+    fn running(&self) -> Value {
+        serde_json::from_str(&read_or_empty(
+            &self.w.project_dir().join("servers/codex.json"),
+        ))
+        .unwrap_or(Value::Null)
+    }
+
+    /// A JSON-RPC client of the project's server (initialized).
+    fn rpc(socket: &str) -> Rpc {
+        let real = std::fs::canonicalize(socket).unwrap();
+        let stream = std::os::unix::net::UnixStream::connect(real).unwrap();
+        let mut rpc = Rpc::connect(stream).unwrap();
+        rpc.call(
+            "initialize",
+            &json!({"clientInfo": {"name": "spex-test", "version": "0"}, "capabilities": {"experimentalApi": true}}),
+        )
+        .unwrap();
+        rpc.send(&json!({"jsonrpc": "2.0", "method": "initialized"}));
+        rpc
+    }
+}
+
+impl Drop for Rig {
+    /// Whatever a failed test left running: the supervisor and the server's process group.
+    fn drop(&mut self) {
+        let running = self.running();
+        for key in ["server_pid", "supervisor_pid"] {
+            if let Some(pid) = running[key].as_u64() {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{pid}"), &pid.to_string()])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+}
+
+fn events(shown: &Value) -> Vec<Value> {
+    shown["events"].as_array().cloned().unwrap_or_default()
+}
+
+fn kinds(shown: &Value) -> Vec<String> {
+    events(shown)
+        .iter()
+        .filter_map(|e| e["kind"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The real Codex process serving `socket` (the npm launcher's child, not the launcher).
+fn server_process(socket: &str) -> Option<u32> {
+    for entry in std::fs::read_dir("/proc").ok()?.filter_map(Result::ok) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let serves =
+            args.iter().any(|a| a == "app-server") && args.iter().any(|a| a.contains(socket));
+        let launcher = args
+            .first()
+            .is_some_and(|a| a.ends_with("node") || a == "node");
+        if serves && !launcher {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Issue 8, cases 1-3: launch with a prompt on the default provider (no network: the turn stays
+/// in progress), steer into that turn, interrupt it, start a new turn; stop ends the session and
+/// the server with it.
+#[test]
+fn launch_steer_interrupt_then_start_on_the_default_provider() {
+    let rig = Rig::start(false);
+    let launched = rig.launch(&rig.w.repo, &["first prompt"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let socket = launched["session"]["socket"].as_str().unwrap().to_owned();
+    let first_turn = launched["delivery"]["turn_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        launched["delivery"]["mode"],
+        "start",
+        "{}",
+        pretty(&launched)
+    );
+    let shown = rig.until(
+        &id,
+        "the hooks never moved the record to working",
+        SETTLE,
+        |s| s["session"]["status"] == "working",
+    );
+    let record = &shown["session"];
+    assert_eq!(
+        record["harness_session_id"], id,
+        "the record is keyed by the thread id"
+    );
+    assert_eq!(record["launched_by"], "spex");
+    assert_eq!(record["live"], true, "{}", pretty(record));
+    assert_eq!(rig.w.alias("codex", &id).as_deref(), Some(id.as_str()));
+    let mut rpc = Rig::rpc(&socket);
+    let loaded = rpc.call("thread/loaded/list", &json!({})).unwrap();
+    assert!(
+        loaded["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == id.as_str()),
+        "{loaded}"
+    );
+
+    // 2: a steer into the running turn.
+    let steered = rig.deliver(&id, "steered while it runs");
+    assert_eq!(steered["mode"], "steer", "{}", pretty(&steered));
+    assert_eq!(steered["turn_id"], first_turn.as_str());
+    assert_eq!(steered["confirmed"], true);
+    let shown = rig.until(&id, "the steer never reached the record", SETTLE, |s| {
+        s["session"]["turn"]["prompt"] == "steered while it runs"
+    });
+    assert!(
+        kinds(&shown).contains(&"turn.steered".to_owned()),
+        "{}",
+        pretty(&shown)
+    );
+    let steer_event = events(&shown)
+        .into_iter()
+        .find(|e| e["kind"] == "turn.steered")
+        .unwrap();
+    assert_eq!(steer_event["turn_id"], first_turn.as_str());
+    assert_eq!(steer_event["prompt"], "steered while it runs");
+
+    // 3: interrupt, then a new turn.
+    let after = rig
+        .json(&rig.w.repo, &["interrupt", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(after["status"], "idle", "{}", pretty(&after));
+    assert_eq!(after["turn"]["state"], "interrupted", "{}", pretty(&after));
+    let started = rig.deliver(&id, "a new turn");
+    assert_eq!(started["mode"], "start", "{}", pretty(&started));
+    assert_ne!(started["turn_id"], first_turn.as_str());
+
+    let stopped = rig
+        .json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server_process(&socket).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the server outlived the project's last thread\n{}",
+            rig.diag()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let shown = rig.show(&id);
+    assert_eq!(shown["session"]["live"], false);
+    crate::real_tui::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
+}
+
+/// Issue 8, case 4: launched with no prompt, a delivered turn runs a tool and completes; a
+/// failing shell command's `tool.completed` says `ok: false` (the server saw its exit code).
+#[test]
+fn delivered_turns_run_tools_and_a_failed_command_is_not_ok() {
+    let rig = Rig::start(true);
+    let launched = rig.launch(&rig.w.repo, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    assert!(launched["delivery"].is_null());
+    assert_eq!(rig.show(&id)["session"]["status"], "idle");
+    let d = rig.deliver(&id, "SCENARIO:patch");
+    assert_eq!(d["mode"], "start");
+    let shown = rig.until(&id, "the patch turn never completed", SETTLE, |s| {
+        s["session"]["status"] == "idle" && s["session"]["turn"]["state"] == "completed"
+    });
+    assert_eq!(
+        shown["session"]["touched"],
+        json!(["hello.txt"]),
+        "{}",
+        pretty(&shown)
+    );
+    rig.deliver(&id, "SCENARIO:failcmd");
+    let shown = rig.until(
+        &id,
+        "the failing command's turn never completed",
+        SETTLE,
+        |s| {
+            s["session"]["turn"]["state"] == "completed"
+                && kinds(s).iter().filter(|k| *k == "turn.completed").count() == 2
+        },
+    );
+    let tools: Vec<Value> = events(&shown)
+        .into_iter()
+        .filter(|e| e["kind"] == "tool.completed")
+        .collect();
+    assert_eq!(tools.len(), 2, "{}", pretty(&shown));
+    assert_eq!(tools[0]["ok"], true, "the patch: {}", pretty(&tools[0]));
+    assert_eq!(
+        tools[1]["ok"],
+        false,
+        "the failing command: {}",
+        pretty(&tools[1])
+    );
+    assert_eq!(tools[1]["error"], "exit code 3", "{}", pretty(&tools[1]));
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Issue 8, case 5: sessions in two worktrees share one server; each hook lands on its own
+/// record.
+#[test]
+fn two_worktrees_share_one_server_and_keep_their_own_records() {
+    let rig = Rig::start(true);
+    let a = rig.launch(&rig.w.repo, &["SCENARIO:plain in main"]);
+    let b = rig.launch(
+        &rig.w.repo,
+        &["--worktree", "feat", "SCENARIO:plain in feat"],
+    );
+    assert_eq!(
+        a["session"]["host_pid"], b["session"]["host_pid"],
+        "one server: {a} {b}"
+    );
+    assert_eq!(a["session"]["socket"], b["session"]["socket"]);
+    let socket = a["session"]["socket"].as_str().unwrap();
+    assert!(server_process(socket).is_some());
+    let (ia, ib) = (
+        a["session"]["id"].as_str().unwrap().to_owned(),
+        b["session"]["id"].as_str().unwrap().to_owned(),
+    );
+    assert_ne!(ia, ib);
+    for (id, prompt, tree) in [
+        (&ia, "SCENARIO:plain in main", rig.w.repo.clone()),
+        (
+            &ib,
+            "SCENARIO:plain in feat",
+            PathBuf::from(format!("{}-feat", rig.w.repo.display())),
+        ),
+    ] {
+        let shown = rig.until(id, "the turn never completed", SETTLE, |s| {
+            s["session"]["turn"]["state"] == "completed"
+        });
+        assert_eq!(
+            shown["session"]["tree"],
+            tree.to_str().unwrap(),
+            "{}",
+            pretty(&shown)
+        );
+        let prompts: Vec<Value> = events(&shown)
+            .into_iter()
+            .filter(|e| e["kind"] == "turn.started")
+            .map(|e| e["prompt"].clone())
+            .collect();
+        assert_eq!(prompts, vec![json!(prompt)], "{}", pretty(&shown));
+    }
+    rig.json(&rig.w.repo, &["stop", &ia, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        server_process(socket).is_some(),
+        "the server stopped while a thread was still open"
+    );
+    rig.json(&rig.w.repo, &["stop", &ib, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Issue 8, case 6: a killed server: within 1 s its sessions read `exited` (server gone),
+/// `deliver` says so and what to run, `resume` brings the same thread back.
+#[test]
+fn killed_server_exits_its_sessions_and_resume_brings_the_thread_back() {
+    let rig = Rig::start(true);
+    let launched = rig.launch(&rig.w.repo, &["SCENARIO:hang"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let socket = launched["session"]["socket"].as_str().unwrap().to_owned();
+    rig.until(&id, "the turn never started", SETTLE, |s| {
+        s["session"]["status"] == "working"
+    });
+    let pid = server_process(&socket).expect("the server runs");
+    let killed = Instant::now();
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    let shown = rig.until(
+        &id,
+        "the session did not read exited within 1 s",
+        Duration::from_secs(1),
+        |s| s["session"]["status"] == "exited",
+    );
+    eprintln!("exited {:?} after the kill", killed.elapsed());
+    assert_eq!(
+        shown["session"]["exit_reason"],
+        "server gone",
+        "{}",
+        pretty(&shown)
+    );
+    let refused = rig
+        .json(&rig.w.repo, &["deliver", &id, "hello?", "--json"])
+        .unwrap_err();
+    assert!(
+        refused.contains("has exited") && refused.contains(&format!("spex resume {id}")),
+        "{refused}"
+    );
+    let resumed = rig
+        .json(&rig.w.repo, &["resume", &id, "--detach", "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resumed["session"]["id"], id.as_str());
+    let d = rig.deliver(&id, "SCENARIO:plain after resume");
+    assert_eq!(d["mode"], "start", "{}", pretty(&d));
+    let shown = rig.until(
+        &id,
+        "the resumed thread's turn never completed",
+        SETTLE,
+        |s| s["session"]["turn"]["state"] == "completed",
+    );
+    assert_eq!(shown["session"]["live"], true);
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Issue 8, case 7: a 64 KiB multi-line prompt with unicode arrives byte-identical (what the
+/// `UserPromptSubmit` hook reported); an empty prompt is refused and changes nothing.
+#[test]
+fn a_64_kib_unicode_prompt_arrives_byte_identical() {
+    let rig = Rig::start(true);
+    let launched = rig.launch(&rig.w.repo, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let mut text = String::from("SCENARIO:plain\n");
+    let mut i = 0;
+    while text.len() < 64 * 1024 {
+        text.push_str(&format!(
+            "line {i}: naïve café — 日本語 ✓ 🦀 \"quoted\" \\ back\ttab\n"
+        ));
+        i += 1;
+    }
+    let d = rig
+        .json_with_input(&rig.w.repo, &["deliver", &id, "-", "--json"], Some(&text))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(d["confirmed"], true);
+    let shown = rig.until(&id, "the prompt never reached the record", SETTLE, |s| {
+        kinds(s).contains(&"turn.started".to_owned())
+    });
+    let reported = events(&shown)
+        .into_iter()
+        .find(|e| e["kind"] == "turn.started")
+        .unwrap();
+    assert_eq!(
+        reported["prompt"].as_str(),
+        Some(text.as_str()),
+        "prompt differs"
+    );
+    let empty = rig
+        .json(&rig.w.repo, &["deliver", &id, "  ", "--json"])
+        .unwrap_err();
+    assert!(empty.contains("the prompt is empty"), "{empty}");
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
