@@ -539,3 +539,83 @@ fn a_64_kib_unicode_prompt_arrives_byte_identical() {
     rig.json(&rig.w.repo, &["stop", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// `spex launch` without `--detach` (and with no prompt) runs the real Codex TUI on the new
+/// thread in this terminal: a prompt typed there lands on the launched record; quitting the
+/// TUI leaves the thread running on the server, and `spex attach` opens it again.
+#[test]
+fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
+    use crate::real_tui::CodexTui;
+    let rig = Rig::start(true);
+    CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
+    let path = std::env::join_paths(
+        std::iter::once(peers_bin_dir()).chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )),
+    )
+    .unwrap()
+    .to_string_lossy()
+    .into_owned();
+    let env = [
+        ("PATH", path),
+        (
+            "XDG_RUNTIME_DIR",
+            rig.w.dir.path().join("run").display().to_string(),
+        ),
+    ];
+    let mut tui = CodexTui::spawn(
+        &rig.w,
+        &crate::common::spex_bin(),
+        &["launch", "--harness", "codex"],
+        &env,
+    );
+    let id = tui.turn(&rig.w, "SCENARIO:plain typed in the TUI");
+    let shown = rig.show(&id);
+    assert_eq!(
+        shown["session"]["launched_by"],
+        "spex",
+        "{}",
+        pretty(&shown)
+    );
+    assert_eq!(
+        rig.w.session_ids(),
+        vec![id.clone()],
+        "one record: the launched one"
+    );
+    assert_eq!(
+        events(&shown)
+            .iter()
+            .find(|e| e["kind"] == "turn.started")
+            .map(|e| e["prompt"].clone()),
+        Some(json!("SCENARIO:plain typed in the TUI"))
+    );
+    // Ctrl-C twice quits the Codex TUI; `spex launch` returns with it.
+    tui.send(b"\x03");
+    std::thread::sleep(Duration::from_millis(300));
+    tui.send(b"\x03");
+    assert!(
+        tui.wait_exit(Duration::from_secs(15)).is_some(),
+        "the TUI did not quit:\n{}",
+        tui.text()
+    );
+    let shown = rig.show(&id);
+    assert_eq!(
+        shown["session"]["live"],
+        true,
+        "{}\n{}",
+        pretty(&shown),
+        rig.diag()
+    );
+    assert_ne!(shown["session"]["status"], "exited");
+    let again = CodexTui::spawn(&rig.w, &crate::common::spex_bin(), &["attach", &id], &env);
+    assert!(
+        again.text().contains("typed in the TUI"),
+        "{}",
+        again.text()
+    );
+    let stopped = rig
+        .json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stopped["status"], "exited");
+    drop(again);
+}

@@ -512,7 +512,7 @@ fn answer_queries(chunk: &[u8]) -> Vec<u8> {
 /// A Codex TUI under a PTY, answering its terminal queries. Its process group is killed on
 /// Drop, and so is every process whose command line names the world's folder (the managed
 /// app-server daemon default mode starts from `$CODEX_HOME/packages` outlives the TUI).
-struct CodexTui {
+pub struct CodexTui {
     child: Box<dyn portable_pty::Child + Send + Sync>,
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
     screen: Arc<Mutex<Vec<u8>>>,
@@ -521,8 +521,14 @@ struct CodexTui {
 
 impl CodexTui {
     fn start(w: &World, fake_base_url: &str, args: &[&str]) -> CodexTui {
-        use crate::support::codex_home::{FAKE_API_KEY_ENV, write_codex_config};
-        use crate::support::peers::codex_bin;
+        CodexTui::prepare(w, fake_base_url);
+        CodexTui::spawn(w, &crate::support::peers::codex_bin(), args, &[])
+    }
+
+    /// A Codex home that talks to the fake API and opens no first-run dialog, and the project
+    /// materialized for Codex.
+    pub fn prepare(w: &World, fake_base_url: &str) {
+        use crate::support::codex_home::write_codex_config;
 
         write_codex_config(&w.codex_home, fake_base_url, "never", "danger-full-access");
         // First-run dialogs (facts/codex.md §8).
@@ -535,6 +541,12 @@ impl CodexTui {
             "{ \"harnesses\": [\"codex\"] }\n",
         );
         w.ok(&w.repo, &["materialize"]);
+    }
+
+    /// `program args` in the repo under a PTY (Codex's environment, plus `env`), once it has
+    /// drawn the Codex composer.
+    pub fn spawn(w: &World, program: &Path, args: &[&str], env: &[(&str, String)]) -> CodexTui {
+        use crate::support::codex_home::FAKE_API_KEY_ENV;
 
         let pair = native_pty_system()
             .openpty(PtySize {
@@ -544,7 +556,7 @@ impl CodexTui {
                 pixel_height: 0,
             })
             .expect("openpty");
-        let mut cmd = CommandBuilder::new(codex_bin());
+        let mut cmd = CommandBuilder::new(program);
         cmd.env_clear();
         for (k, v) in [
             ("PATH", std::env::var("PATH").unwrap_or_default()),
@@ -557,6 +569,9 @@ impl CodexTui {
             ("XDG_CONFIG_HOME", w.xdg_config.display().to_string()),
             ("RUST_LOG", "warn".into()),
         ] {
+            cmd.env(k, v);
+        }
+        for (k, v) in env {
             cmd.env(k, v);
         }
         cmd.args(args);
@@ -602,7 +617,7 @@ impl CodexTui {
         tui
     }
 
-    fn send(&self, bytes: &[u8]) {
+    pub fn send(&self, bytes: &[u8]) {
         let mut wr = self.writer.lock().unwrap();
         wr.write_all(bytes)
             .and_then(|()| wr.flush())
@@ -610,14 +625,14 @@ impl CodexTui {
     }
 
     /// The rendered screen.
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         let mut parser = vt100::Parser::new(40, 120, 0);
         parser.process(&self.screen.lock().unwrap());
         parser.screen().contents()
     }
 
     /// Pastes a prompt, submits it, and waits for a record whose turn completed: its id.
-    fn turn(&self, w: &World, text: &str) -> String {
+    pub fn turn(&self, w: &World, text: &str) -> String {
         self.send(format!("\x1b[200~{text}\x1b[201~").as_bytes());
         std::thread::sleep(Duration::from_millis(300));
         self.send(b"\r");
@@ -639,9 +654,21 @@ impl CodexTui {
         }
     }
 
+    /// The program's exit, once it has ended within `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<portable_pty::ExitStatus> {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// `kill -9` of the TUI's whole process group (the launcher and the native TUI: what a
     /// closed terminal or a killed job does).
-    fn kill(&mut self) {
+    pub fn kill(&mut self) {
         let pid = self.child.process_id().expect("codex pid");
         let _ = std::process::Command::new("kill")
             .args(["-9", "--", &format!("-{pid}")])
