@@ -201,6 +201,12 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         ],
         vec!["launched by".into(), s.launched_by.clone()],
     ];
+    if let Some(live) = runtime::live(env, &store, &s) {
+        rows.push(vec![
+            "transport".into(),
+            if live { "live" } else { "not reachable" }.into(),
+        ]);
+    }
     if let Some(t) = &s.turn {
         let mut line = format!("{}, started {}", t.state.as_str(), clock(&t.started_at));
         if let Some(end) = &t.ended_at {
