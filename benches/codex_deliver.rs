@@ -36,6 +36,8 @@ const WARMUPS: usize = 5;
 const DELIVERIES: usize = 100;
 /// Turns started on an idle thread (each waits for its turn to end before the next).
 const STARTS: usize = 30;
+/// How long after the record reads the turn completed the server is given to end it too.
+const SERVER_LAG: Duration = Duration::from_millis(300);
 
 struct World {
     _dir: tempfile::TempDir,
@@ -270,7 +272,8 @@ fn main() {
     report("deliver (steer) into a live Codex turn", &mut took, &modes);
 
     // Start: an idle thread on the same server; each delivery starts a turn that completes at
-    // once, awaited before the next.
+    // once, awaited before the next. The record reads `completed` at Codex's `Stop` hook, a
+    // moment before the server ends the turn: a delivery right then would steer into it.
     let idle = w.spex(&["launch", "--harness", "codex", "--detach", "--json"]);
     let iid = idle["session"]["id"].as_str().unwrap().to_owned();
     w.spex(&["stop", &id, "--json"]);
@@ -278,6 +281,7 @@ fn main() {
         w.until(&iid, "the turn never completed", |s| {
             s["session"]["status"] == "idle" && s["session"]["turn"]["state"] == "completed"
         });
+        std::thread::sleep(SERVER_LAG);
     });
     report("deliver (start) on an idle Codex thread", &mut took, &modes);
     w.spex(&["stop", &iid, "--json"]);

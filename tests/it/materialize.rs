@@ -720,7 +720,7 @@ fn clean_leaves_values_changed_since_spex_wrote_them() {
 }
 
 /// A program that rewrites `~/.claude.json` the way Claude Code does (parse, add a key,
-/// write whole; every 5 ms, far more often than Claude does) while spex runs materialize and
+/// write whole; every 20 ms, far more often than Claude does) while spex runs materialize and
 /// clean: nothing it wrote is lost.
 #[test]
 fn concurrent_rewrites_of_claude_state_are_never_lost() {
@@ -734,7 +734,7 @@ fn concurrent_rewrites_of_claude_state_are_never_lost() {
     let (text, written) = cycles_under_a_writer(
         &w,
         &state,
-        std::time::Duration::from_millis(5),
+        std::time::Duration::from_millis(20),
         |text, n| {
             let mut doc: serde_json::Value = serde_json::from_str(text)
                 .unwrap_or_else(|e| panic!("the writer read invalid JSON ({e}):\n{text}"));

@@ -535,7 +535,17 @@ fn killed_session_resumes_and_takes_a_prompt() {
         "PLAIN_ANSWER_OK",
         Duration::from_mins(1)
     ));
-    // SIGTERM lets Claude write its transcript; a SIGKILL right after a turn can lose it.
+    // Claude writes its transcript behind the screen; a session ended before that cannot be
+    // resumed (Claude: "No conversation found"). Wait for it, as a person would see it saved.
+    let transcript = w.record(&id)["transcript"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .expect("the hooks named the transcript");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !read_or_empty(&transcript).contains("PLAIN_ANSWER_OK") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SIGTERM lets Claude finish writing; a SIGKILL right after a turn can lose it.
     let stopped = run_json(&w, &fake, &["stop", &id, "--json", "--grace", "5"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
     assert_eq!(stopped["status"], "exited");
