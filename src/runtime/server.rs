@@ -374,6 +374,26 @@ impl<'a> Server<'a> {
             .ok_or_else(|| StoreError::NotFound(id.to_owned()))?)
     }
 
+    /// The record of a session on this server. A session the person started in their own
+    /// terminal lives in another server process: reaching it through this one would load its
+    /// thread twice.
+    fn ours(&self, id: &str) -> Result<Session, RuntimeError> {
+        let s = self.load(id)?;
+        if !self.on_server(&s) {
+            return Err(RuntimeError::Server {
+                id: id.to_owned(),
+                message: format!(
+                    "it was started outside spex (its own {} process holds it)",
+                    self.harness.id()
+                ),
+                hint: format!(
+                    "use its own terminal; once it has exited, `spex resume {id}` brings it onto spex's server"
+                ),
+            });
+        }
+        Ok(s)
+    }
+
     fn thread_of(s: &Session) -> String {
         s.harness_session_id.clone().unwrap_or_else(|| s.id.clone())
     }
@@ -441,7 +461,7 @@ impl<'a> Server<'a> {
     /// turn; confirmed by the server's answer naming the turn.
     pub fn deliver(&self, id: &str, text: &str) -> Result<Delivery, RuntimeError> {
         let started = Instant::now();
-        let s = self.load(id)?;
+        let s = self.ours(id)?;
         if s.status == Status::Exited {
             return Err(RuntimeError::Exited(id.to_owned()));
         }
@@ -463,7 +483,7 @@ impl<'a> Server<'a> {
 
     /// Interrupts the running turn and waits until the record says it ended.
     pub fn interrupt(&self, id: &str, timeout: Duration) -> Result<Session, RuntimeError> {
-        let s = self.load(id)?;
+        let s = self.ours(id)?;
         if s.status == Status::Exited {
             return Err(RuntimeError::Exited(id.to_owned()));
         }
@@ -494,7 +514,7 @@ impl<'a> Server<'a> {
     /// Closes the thread and records the session `exited`; the server stops with the
     /// project's last thread.
     pub fn stop(&self, id: &str) -> Result<Session, RuntimeError> {
-        let s = self.load(id)?;
+        let s = self.ours(id)?;
         if s.status != Status::Exited {
             match self.proto.close_thread(&self.ctx(), &Self::thread_of(&s)) {
                 Ok(()) => {}
@@ -531,7 +551,13 @@ impl<'a> Server<'a> {
     pub fn resume(&self, spex_bin: &Path, id: &str, force: bool) -> Result<Launched, RuntimeError> {
         let s = self.load(id)?;
         let thread = Self::thread_of(&s);
-        if !force && s.status != Status::Exited && self.live(&s) {
+        let live = if self.on_server(&s) {
+            self.live(&s)
+        } else {
+            // Started outside spex: live until its record says it exited.
+            true
+        };
+        if !force && s.status != Status::Exited && live {
             return Err(RuntimeError::Refused {
                 id: id.to_owned(),
                 message: "it is running; `spex attach` to it, or pass `--force`".into(),
@@ -576,7 +602,7 @@ impl<'a> Server<'a> {
     /// Runs the harness's own terminal UI on the session's thread in this terminal, until the
     /// person quits it (the thread keeps running on the server).
     pub fn attach(&self, id: &str) -> Result<(), RuntimeError> {
-        let s = self.load(id)?;
+        let s = self.ours(id)?;
         if s.status == Status::Exited {
             return Err(RuntimeError::Exited(id.to_owned()));
         }

@@ -619,3 +619,45 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
     assert_eq!(stopped["status"], "exited");
     drop(again);
 }
+
+/// A Codex session the person started in their own terminal lives in its own server: spex
+/// refuses to steer, interrupt, stop or attach it through the project's server (which would
+/// load its thread a second time) and says what to do; nothing changes.
+#[test]
+fn a_session_started_outside_spex_is_not_steered_through_spex_server() {
+    let rig = Rig::start(true);
+    let payload: Value = serde_json::from_str(&read_or_empty(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/payloads/codex/SessionStart.startup.json"),
+    ))
+    .unwrap();
+    let mut payload = payload;
+    payload["cwd"] = json!(rig.w.repo);
+    let id = payload["session_id"].as_str().unwrap().to_owned();
+    let out = rig
+        .w
+        .dispatch(&rig.w.repo, "codex", "SessionStart", &payload);
+    assert!(out.status.success());
+    let before = rig.show(&id);
+    assert_eq!(before["session"]["launched_by"], "self");
+    for args in [
+        vec!["deliver", id.as_str(), "hello"],
+        vec!["interrupt", id.as_str()],
+        vec!["stop", id.as_str()],
+        vec!["attach", id.as_str()],
+        vec!["resume", id.as_str(), "--detach"],
+    ] {
+        let out = rig.cmd(&rig.w.repo, &args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("started outside spex") || err.contains("it is running"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(rig.show(&id)["session"], before["session"]);
+    assert!(
+        !rig.w.project_dir().join("servers/codex.json").exists(),
+        "no server was started"
+    );
+}
