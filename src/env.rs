@@ -14,6 +14,9 @@ pub struct Env {
     /// `XDG_RUNTIME_DIR`: where the per-session sockets go when set.
     pub xdg_runtime_dir: Option<PathBuf>,
     pub spex_home: Option<PathBuf>,
+    /// `PWD`: the working folder as the user's shell spells it, which may go through symlinks
+    /// (the process's own working folder is always the resolved path).
+    pub pwd: Option<PathBuf>,
     pub path: Option<OsString>,
     pub no_color: bool,
     pub spex_session_id: Option<String>,
@@ -38,6 +41,7 @@ impl Env {
             xdg_state_home: path_var("XDG_STATE_HOME"),
             xdg_runtime_dir: path_var("XDG_RUNTIME_DIR"),
             spex_home: path_var("SPEX_HOME"),
+            pwd: path_var("PWD"),
             path: std::env::var_os("PATH"),
             no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
             spex_session_id: std::env::var("SPEX_SESSION_ID")

@@ -139,6 +139,27 @@ impl Tree {
         out
     }
 
+    /// How `logical`, a path as a user spells it (the shell's `$PWD`), spells the main
+    /// checkout when that differs from its canonical path: the deepest ancestor of `logical`
+    /// that resolves to it, e.g. `/home/me/link` for `$PWD` `/home/me/link/src` when `link`
+    /// points at the checkout. `None` when `logical` is relative, has `..` in it, names the main
+    /// checkout canonically, or is not inside it.
+    pub fn main_spelling(&self, logical: &Path) -> Option<PathBuf> {
+        // `..` after a symlink means something else to the shell than to the file system.
+        let plain = logical.is_absolute()
+            && !logical
+                .components()
+                .any(|c| c == std::path::Component::ParentDir);
+        if !plain {
+            return None;
+        }
+        // The deepest match is the folder the user's path enters the checkout through.
+        let found = logical
+            .ancestors()
+            .find(|a| std::fs::canonicalize(a).is_ok_and(|c| c == self.main))?;
+        (found != self.main).then(|| found.to_owned())
+    }
+
     /// The `info/exclude` file git reads for every checkout of the repository.
     pub fn exclude_file(&self) -> PathBuf {
         self.common_dir.join("info/exclude")
@@ -150,5 +171,51 @@ impl Tree {
         head.trim_end()
             .strip_prefix("ref: refs/heads/")
             .map(str::to_owned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `<tmp>/real/repo` (a checkout with `sub/`), `<tmp>/link -> real/repo`,
+    /// `<tmp>/alias -> real`, `<tmp>/real/repo/inner -> sub` and `<tmp>/elsewhere -> real/repo/sub`.
+    fn layout() -> (tempfile::TempDir, PathBuf, Tree) {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let repo = base.join("real/repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("sub")).unwrap();
+        let link = |target: &str, at: &str| std::os::unix::fs::symlink(target, base.join(at));
+        link("real/repo", "link").unwrap();
+        link("real", "alias").unwrap();
+        link("sub", "real/repo/inner").unwrap();
+        link("real/repo/sub", "elsewhere").unwrap();
+        let tree = Tree::discover(&repo).unwrap();
+        (dir, base, tree)
+    }
+
+    #[test]
+    fn main_spelling_is_the_symlinked_path_into_the_checkout() {
+        let (_dir, base, tree) = layout();
+        let cases: &[(&str, Option<&str>)] = &[
+            ("link", Some("link")),
+            ("link/sub", Some("link")),
+            ("link/inner", Some("link")),
+            ("alias/repo/sub", Some("alias/repo")),
+            // Canonical already, or entering through a link inside the checkout.
+            ("real/repo", None),
+            ("real/repo/inner", None),
+            // A link to a folder inside the checkout does not spell the checkout.
+            ("elsewhere", None),
+            ("real", None),
+            ("link/../link", None),
+            ("link/./sub", Some("link")),
+        ];
+        for (logical, want) in cases {
+            let got = tree.main_spelling(&base.join(logical));
+            assert_eq!(got, want.map(|w| base.join(w)), "$PWD {logical}");
+        }
+        assert_eq!(tree.main_spelling(Path::new("link")), None, "relative");
     }
 }

@@ -40,6 +40,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let roots: Vec<PathBuf> = tree.all_trees().into_iter().map(|t| t.root).collect();
     let anywhere = store.selected_by(roots.iter().map(PathBuf::as_path));
     let spex = shell_quote(&super::spex_binary()?.to_string_lossy());
+    let inputs = Inputs {
+        env,
+        tree: tree.clone(),
+        spex_bin: super::spex_binary()?,
+    };
+    let spellings = inputs.main_spellings(&store);
     let mut report = serde_json::Map::new();
     let mut failed = false;
     let style = Style::detect(env.no_color);
@@ -55,6 +61,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             selected_anywhere: anywhere.contains(h.id()),
             env,
             tree: &tree,
+            main_spellings: &spellings,
             selected,
             spex: &spex,
             binary,
@@ -83,11 +90,6 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         );
     }
     // Pending changes mean the harnesses run with stale shims, contract or policies.
-    let inputs = Inputs {
-        env,
-        tree: tree.clone(),
-        spex_bin: super::spex_binary()?,
-    };
     let check = match inputs.plan(Mode::Materialize) {
         Ok(plan) if plan.is_empty() => {
             Check::new("materialize", Status::Ok, "artifacts up to date")

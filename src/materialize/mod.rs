@@ -17,7 +17,7 @@ use crate::seam::edit::workspace::{JsonJob, Redone, Workspace};
 use crate::seam::edit::{MaterializeError, block, shell_quote, toml_entries};
 use crate::seam::{Harness, ShimCtx};
 use crate::spec::{self, SpecNode};
-use crate::store::{self, Governed, HookNode, Policies, ProjectStore, Receipt};
+use crate::store::{self, Governed, HookNode, Policies, ProjectStore, Receipt, Spellings};
 
 /// What a run should leave selected in this tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +63,8 @@ pub struct Plan {
     toml_jobs: std::collections::BTreeMap<PathBuf, toml_entries::Job>,
     json_jobs: std::collections::BTreeMap<PathBuf, JsonJob>,
     receipt: Option<Receipt>,
+    /// The main checkout's other spellings to keep on record (`None`: no record).
+    spellings: Option<Spellings>,
 }
 
 /// Everything a materialize run needs to know, resolved once.
@@ -76,6 +78,25 @@ pub struct Inputs<'a> {
 impl Inputs<'_> {
     fn store(&self) -> ProjectStore {
         ProjectStore::new(&self.env.spex_home(), &self.tree.main)
+    }
+
+    /// The main checkout's other spellings: those on record that still resolve to it, and the
+    /// one the user's `$PWD` goes through.
+    pub fn main_spellings(&self, store: &ProjectStore) -> Vec<PathBuf> {
+        let main = &self.tree.main;
+        let mut out: BTreeSet<PathBuf> = store
+            .spellings()
+            .main
+            .into_iter()
+            .filter(|p| p != main && std::fs::canonicalize(p).is_ok_and(|c| c == *main))
+            .collect();
+        out.extend(
+            self.env
+                .pwd
+                .as_deref()
+                .and_then(|p| self.tree.main_spelling(p)),
+        );
+        out.into_iter().collect()
     }
 
     /// Runs `f` under the store's materialize lock, so concurrent runs (in any tree or
@@ -123,11 +144,13 @@ impl Inputs<'_> {
         let mut anywhere = store.selected_by(others.iter().map(PathBuf::as_path));
         anywhere.extend(here.iter().cloned());
 
+        let spellings = self.main_spellings(&store);
         let spex = shell_quote(&self.spex_bin.to_string_lossy());
         for &h in adapters::all() {
             let ctx = ShimCtx {
                 env: self.env,
                 tree: &self.tree,
+                main_spellings: &spellings,
                 here: here.iter().any(|s| s == h.id()),
                 anywhere: anywhere.contains(h.id()),
                 spex: &spex,
@@ -169,14 +192,22 @@ impl Inputs<'_> {
             },
             event_log_bytes: Some(cfg.event_log_bytes),
         });
-        Ok(finish(
+        // Spellings matter while some checkout selects a harness; after that they are forgotten
+        // with the rest of the project's selection.
+        let spellings = (!anywhere.is_empty() && !spellings.is_empty()).then_some(Spellings {
+            schema: owned::SCHEMA,
+            main: spellings,
+        });
+        let mut plan = finish(
             self.tree.root.clone(),
             &others,
             cfg.harnesses,
             ws,
             (store, owned),
             receipt,
-        ))
+        );
+        plan.spellings = spellings;
+        Ok(plan)
     }
 }
 
@@ -406,6 +437,7 @@ fn finish(
         toml_jobs,
         json_jobs,
         receipt,
+        spellings: None,
     }
 }
 
@@ -488,6 +520,14 @@ impl Plan {
         }
         let owned_path = self.store.owned_file();
         fsutil::write_atomic(&owned_path, &self.owned.to_bytes()).map_err(io_err(&owned_path))?;
+        let spellings_path = self.store.spellings_file();
+        match &self.spellings {
+            Some(s) => {
+                fsutil::write_atomic(&spellings_path, &store::json_bytes(s))
+                    .map_err(io_err(&spellings_path))?;
+            }
+            None => fsutil::remove_file(&spellings_path).map_err(io_err(&spellings_path))?,
+        }
         let receipt_path = self.store.receipt_file(&self.tree);
         match &self.receipt {
             Some(r) => {

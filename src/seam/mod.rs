@@ -24,6 +24,9 @@ use event::{Answer, HookEvent, Reply};
 pub struct ShimCtx<'a> {
     pub env: &'a Env,
     pub tree: &'a Tree,
+    /// Other spellings of the main checkout (absolute paths through symlinks that resolve to
+    /// it), which a harness may be handed as its working folder; `tree.main` is not among them.
+    pub main_spellings: &'a [PathBuf],
     /// This tree selected the harness.
     pub here: bool,
     /// Some tree of the project (this one included) selected the harness.
@@ -79,6 +82,8 @@ impl Check {
 pub struct DoctorCtx<'a> {
     pub env: &'a Env,
     pub tree: &'a Tree,
+    /// Other spellings of the main checkout, as for [`ShimCtx::main_spellings`].
+    pub main_spellings: &'a [PathBuf],
     /// This tree's receipt selects the harness.
     pub selected: bool,
     /// Some checkout of the project selects the harness (shared shims are wanted).

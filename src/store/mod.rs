@@ -30,6 +30,17 @@ pub struct Receipt {
     pub event_log_bytes: Option<u64>,
 }
 
+/// Other spellings of a project's main checkout: absolute paths through symlinks that resolve
+/// to it, learnt from where the user ran `spex materialize`. A harness handed such a path as
+/// its working folder names the checkout's files through it (Codex keys hook trust by it), so
+/// materialize keeps the artifacts that name paths right for each spelling it knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spellings {
+    pub schema: u32,
+    /// Sorted, without the canonical path.
+    pub main: Vec<PathBuf>,
+}
+
 /// Bound of each of spex's own logs (`dispatch-errors.log`, `dispatch.log`).
 pub const LOG_BYTES: u64 = 1024 * 1024;
 
@@ -115,6 +126,18 @@ impl ProjectStore {
         self.dir
             .join("trees")
             .join(format!("{}.json", path_key(tree)))
+    }
+
+    /// The spellings of the main checkout spex knows; none when there is no readable record.
+    pub fn spellings(&self) -> Spellings {
+        std::fs::read(self.spellings_file())
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    pub fn spellings_file(&self) -> PathBuf {
+        self.dir.join("spellings.json")
     }
 
     pub fn owned_file(&self) -> PathBuf {

@@ -1086,3 +1086,46 @@ fn hook_nodes_run_after_builtins() {
         "noted"
     );
 }
+
+/// A checkout reached through a symlink: a harness started in the link spells the payload's
+/// `cwd` and file paths through it (Codex keeps a thread's cwd as given). Either spelling
+/// lands in the one project store, with repo-relative touched paths and the canonical tree.
+#[test]
+fn payloads_through_a_symlinked_spelling_land_in_the_one_store() {
+    let w = World::new();
+    w.ok(&w.repo, &["init"]);
+    w.ok(&w.repo, &["materialize"]);
+    let link = w.repo.parent().unwrap().join("link");
+    std::os::unix::fs::symlink(&w.repo, &link).unwrap();
+    let (repo, linked) = (w.repo.to_str().unwrap(), link.to_str().unwrap());
+    let cases = [
+        ("claude", "PostToolUse.Write", "PostToolUse"),
+        ("codex", "PostToolUse.apply_patch", "PostToolUse"),
+    ];
+    let mut ids = Vec::new();
+    for (harness, stem, event) in cases {
+        for (n, cwd) in [(1, &w.repo), (2, &link)] {
+            let mut payload = load_fixture(&w, harness, stem);
+            replace_strings(&mut payload, repo, cwd.to_str().unwrap());
+            let sid = format!("{harness}-spelling-{n}");
+            payload["session_id"] = json!(sid);
+            let out = feed(
+                w.cmd(cwd, &["dispatch", harness, event]).env("PWD", cwd),
+                payload.to_string().as_bytes(),
+            );
+            passed(&out, &format!("{harness} {event} from {}", cwd.display()));
+            ids.push(sid);
+        }
+    }
+    assert_eq!(w.errors_log(), "");
+    // `project_dir` insists on exactly one project folder.
+    let mut stored = w.session_ids();
+    stored.sort();
+    ids.sort();
+    assert_eq!(stored, ids, "sessions in {}", w.project_dir().display());
+    for id in &ids {
+        let r = w.record(id);
+        assert_eq!(r["tree"], json!(repo), "{id} (link: {linked})");
+        assert_eq!(r["touched"], json!(["hello.txt"]), "{id} (link: {linked})");
+    }
+}

@@ -750,3 +750,84 @@ fn concurrent_rewrites_of_claude_state_are_never_lost() {
     assert!(missing.is_empty(), "keys lost: {missing:?}");
     assert_eq!(doc["numStartups"], 1);
 }
+
+/// `materialize` run inside a symlinked spelling of the checkout (`$PWD` through `link`)
+/// trusts spex's Codex hooks under both spellings of `hooks.json` (Codex keys trust by the
+/// path as the thread spells it); a run from the canonical path keeps the link's entries, a
+/// run after the link is gone drops them, and clean restores every byte.
+#[test]
+fn a_symlinked_spelling_keeps_codex_trust_until_the_link_is_gone() {
+    let w = World::new();
+    seed_project(&w);
+    std::fs::create_dir_all(w.repo.join("sub")).unwrap();
+    let link = w.repo.parent().unwrap().join("link");
+    std::os::unix::fs::symlink(&w.repo, &link).unwrap();
+    let config = w.codex_home.join("config.toml");
+    let keys = |spelling: &Path| {
+        let prefix = format!("\"{}/.codex/hooks.json:", spelling.display());
+        read(&config).matches(&prefix).count()
+    };
+    let in_spelling = |cwd: &Path, args: &[&str]| {
+        let out = w
+            .cmd(cwd, args)
+            .env("PWD", cwd)
+            .output()
+            .expect("spex runs");
+        assert!(
+            out.status.code() == Some(0),
+            "spex {args:?} in {}: {}{}",
+            cwd.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let before = w.snapshot(&[]);
+
+    in_spelling(&link.join("sub"), &["materialize"]);
+    let events = keys(&w.repo);
+    assert!(
+        events > 0,
+        "no trust for the canonical path:\n{}",
+        read(&config)
+    );
+    assert_eq!(
+        keys(&link),
+        events,
+        "trust for the link:\n{}",
+        read(&config)
+    );
+    assert!(
+        !read(&config).contains(&format!("[projects.\"{}\"]", link.display())),
+        "project trust is looked up by the resolved path only:\n{}",
+        read(&config)
+    );
+
+    // The canonical spelling (and no `$PWD` at all) keeps what the link needs.
+    let materialized = w.snapshot(&[]);
+    in_spelling(&w.repo, &["materialize"]);
+    w.ok(&w.repo, &["materialize"]);
+    assert_eq!(
+        materialized,
+        w.snapshot(&[]),
+        "a later materialize wrote something"
+    );
+
+    std::fs::remove_file(&link).unwrap();
+    w.ok(&w.repo, &["materialize"]);
+    assert_eq!(keys(&w.repo), events);
+    assert_eq!(
+        keys(&link),
+        0,
+        "trust for a link that is gone:\n{}",
+        read(&config)
+    );
+
+    std::os::unix::fs::symlink(&w.repo, &link).unwrap();
+    in_spelling(&link, &["materialize"]);
+    assert_eq!(keys(&link), events);
+    in_spelling(&w.repo, &["clean"]);
+    let diff = before.content_diff(&w.snapshot(&[]));
+    assert!(diff.is_empty(), "clean left:\n{}", diff.join("\n"));
+    let record = w.project_dir().join("spellings.json");
+    assert!(!record.exists(), "clean kept {}", record.display());
+}

@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 
 use crate::common::{World, pretty, read, read_or_empty, write};
 use crate::support::claude_home::{claude_command, print_turn};
-use crate::support::codex_home::{codex_command, trust_project};
+use crate::support::codex_home::{codex_command, trust_project, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
+use crate::support::fake_responses::FakeResponses;
 use crate::support::peers::peers_bin_dir;
 use crate::support::rpc::AppServer;
 
@@ -568,6 +569,191 @@ fn doctor_reports_claude_shims_and_trust() {
     assert_eq!(missing, ["Stop"], "{text}");
     assert_eq!(code, Some(1), "doctor with a missing shim: {text}");
     eprintln!("doctor: {:?}", started.elapsed());
+}
+
+/// `spex <args>` in `cwd` with `$PWD` spelling `cwd` as the user typed it (as a shell sets it;
+/// the process's own working folder is always the resolved path). Asserts success.
+fn spex_in_spelling(w: &World, cwd: &Path, args: &[&str]) -> String {
+    let out = w
+        .cmd(cwd, args)
+        .env("PWD", cwd)
+        .output()
+        .expect("spex runs");
+    assert!(
+        out.status.success(),
+        "spex {args:?} in {}: {}",
+        cwd.display(),
+        output_text(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The spex record Codex thread `thread`'s hooks wrote, once its turn shows `state`.
+fn codex_record_when(w: &World, thread: &str, state: &str, diag: &dyn Fn() -> String) -> Value {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rec = w.alias("codex", thread).and_then(|id| w.record_if_any(&id));
+        if let Some(rec) = rec.as_ref().filter(|r| r["turn"]["state"] == state) {
+            return rec.clone();
+        }
+        assert!(
+            Instant::now() < end,
+            "no record of thread {thread} with a {state} turn: {}\n{}",
+            rec.as_ref().map_or_else(|| "(none)".to_owned(), pretty),
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A checkout reached through a symlink (`<tmp>/link -> <tmp>/repo`), materialized from inside
+/// the link. Codex keys hook trust by the hooks file's path as the thread's working folder
+/// spells it, so a thread started in `link` looks up `<tmp>/link/.codex/hooks.json:<event>:0:0`
+/// and one in the canonical path `<tmp>/repo/.codex/hooks.json:<event>:0:0`: spex must trust
+/// both. Turns in either spelling land in the one project store; a materialize from the
+/// canonical path keeps the link's trust; `clean` takes back every entry it added.
+#[test]
+fn codex_trusts_spex_hooks_in_both_spellings_of_a_symlinked_checkout() {
+    let w = World::new();
+    let fake = FakeResponses::start();
+    write_codex_config(
+        &w.codex_home,
+        &fake.base_url(),
+        "never",
+        "danger-full-access",
+    );
+    let config_path = w.codex_home.join("config.toml");
+    let user_config = read(&config_path);
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"codex\"] }\n",
+    );
+    fs::create_dir_all(w.repo.join("sub")).unwrap();
+    let base = w.repo.parent().expect("the repo has a parent");
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&w.repo, &link).unwrap();
+    let link_sub = link.join("sub");
+
+    spex_in_spelling(&w, &link_sub, &["materialize"]);
+
+    // Each cwd, and the spelling of the main checkout Codex puts into its trust keys there.
+    let spellings = [
+        (w.repo.as_path(), w.repo.as_path()),
+        (link.as_path(), link.as_path()),
+        (link_sub.as_path(), link.as_path()),
+    ];
+    let cwds: Vec<&Path> = spellings.iter().map(|(cwd, _)| *cwd).collect();
+    let mut app = app_server(&w, "l1");
+    let during = hooks_list(&mut app, &cwds);
+    let files = || {
+        format!(
+            "config.toml:\n{}\n{}",
+            read_or_empty(&config_path),
+            app.log()
+        )
+    };
+    for (cwd, main) in spellings {
+        assert_spex_hooks_trusted(&during, cwd, &files);
+        let prefix = format!("{}/.codex/hooks.json:", main.display());
+        for h in hooks_of(&during, cwd).iter().filter(|h| is_spex_hook(h)) {
+            let key = h["key"].as_str().unwrap_or_default();
+            assert!(
+                key.starts_with(&prefix),
+                "{}: Codex keys trust as `{key}`, expected `{prefix}...`\n{}",
+                cwd.display(),
+                files()
+            );
+        }
+    }
+    drop(app);
+
+    // From the canonical spelling nothing changes: the link's spelling is on record.
+    let unchanged = w
+        .cmd(&w.repo, &["materialize", "--check"])
+        .env("PWD", &w.repo)
+        .output()
+        .expect("spex runs");
+    assert_eq!(
+        unchanged.status.code(),
+        Some(0),
+        "materialize --check in the canonical spelling: {}\n{}",
+        output_text(&unchanged),
+        read_or_empty(&config_path)
+    );
+    let out = w
+        .cmd(&link, &["doctor", "--json"])
+        .env("PATH", peers_path())
+        .env("PWD", &link)
+        .output()
+        .expect("spex doctor runs");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor --json printed no JSON ({e})\n{}", output_text(&out)));
+    let listed = check(&report, "codex", "codex hooks/list");
+    assert_eq!(listed["status"], "ok", "{}", output_text(&out));
+    let detail = listed["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains(&link.display().to_string()),
+        "doctor did not check the link's spelling: {}",
+        output_text(&out)
+    );
+
+    // Real turns in both spellings: the hooks run (so Codex trusts them) and every record
+    // lands in the one project store, naming the canonical tree.
+    let mut cmd = codex_command(&w.codex_home, &w.home);
+    cmd.current_dir(&w.repo)
+        .env("SPEX_HOME", &w.spex_home)
+        .env("XDG_CONFIG_HOME", &w.xdg_config);
+    let mut cx = AppServer::start(&mut cmd, w.dir.path(), "l2", "spex-real-peers");
+    for (cwd, prompt, touched) in [
+        (&link, "SCENARIO:patch", json!(["hello.txt"])),
+        (&w.repo, "hello", json!([])),
+    ] {
+        let thread = cx.start_thread(&json!({ "cwd": cwd }));
+        let turn = cx.start_turn(&thread, prompt);
+        let done = cx.wait_completed(&turn, TURN_TIMEOUT);
+        let log = cx.log();
+        let diag = || {
+            format!(
+                "thread in {}\n--- dispatch-errors.log:\n{}\n--- fake requests:\n{}\n{log}",
+                cwd.display(),
+                w.errors_log(),
+                fake.request_lines().join("\n"),
+            )
+        };
+        let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", diag()));
+        assert_eq!(done["turn"]["status"], "completed", "{done}\n{}", diag());
+        let rec = codex_record_when(&w, &thread, "completed", &diag);
+        assert_eq!(rec["tree"], json!(w.repo), "{}", pretty(&rec));
+        assert_eq!(rec["touched"], touched, "{}", pretty(&rec));
+    }
+    drop(cx);
+    // `project_dir` insists on exactly one project folder.
+    let project = w.project_dir();
+    let sessions = fs::read_dir(project.join("sessions")).map_or(0, Iterator::count);
+    assert_eq!(
+        sessions,
+        2,
+        "both threads' records in {}",
+        project.display()
+    );
+
+    // Clean from the canonical spelling takes back the link's entries too.
+    spex_in_spelling(&w, &w.repo, &["clean"]);
+    assert_eq!(
+        read(&config_path),
+        user_config,
+        "clean did not restore the user's config.toml byte for byte"
+    );
+    let mut app = app_server(&w, "l3");
+    let after = hooks_list(&mut app, &cwds);
+    for cwd in &cwds {
+        assert!(
+            !hooks_of(&after, cwd).iter().any(is_spex_hook),
+            "spex hooks remain after clean in {}:\n{}",
+            cwd.display(),
+            pretty(&after)
+        );
+    }
 }
 
 /// What Codex's own writer puts into `config.toml` (`config/batchWrite`, the path its dialogs

@@ -265,20 +265,30 @@ fn spex_trust_entries(path: &Path, doc: &Value) -> Vec<(String, String)> {
 }
 
 /// `(key path, value)` of every entry spex wants in `config.toml`: trust for the main
-/// checkout and one `trusted_hash` per spex handler (facts/codex.md §2).
-fn trust_wants(main: &Path, hooks_doc: &Value) -> Vec<Want> {
+/// checkout and one `trusted_hash` per spex handler (facts/codex.md §2), for the canonical
+/// path and for each of its other `spellings`.
+///
+/// Codex keys hook trust by the hooks file's path as it spells it from the thread's working
+/// folder, without resolving symlinks: a thread started in `/x/link` (`codex -C /x/link`,
+/// `thread/start {cwd}`) looks up `/x/link/.codex/hooks.json:stop:0:0`, one in `/x/repo`
+/// (or in a shell `cd`'d into `/x/link`, whose working folder is resolved) looks up
+/// `/x/repo/.codex/hooks.json:stop:0:0`. Project trust is looked up by the resolved path, so
+/// one `[projects]` entry covers every spelling (checked with 0.169.0's `hooks/list`).
+fn trust_wants(main: &Path, spellings: &[PathBuf], hooks_doc: &Value) -> Vec<Want> {
     let main_key = main.to_string_lossy().into_owned();
     let mut out = vec![Want {
         key: vec!["projects".into(), main_key, "trust_level".into()],
         value: "trusted".into(),
         if_different: "so Codex will not run this project's hooks".into(),
     }];
-    for (key, hash) in spex_trust_entries(&hooks_file(main), hooks_doc) {
-        out.push(Want {
-            key: state_key(key),
-            value: hash,
-            if_different: "so Codex reports spex's hook modified and does not run it".into(),
-        });
+    for spelling in std::iter::once(main).chain(spellings.iter().map(PathBuf::as_path)) {
+        for (key, hash) in spex_trust_entries(&hooks_file(spelling), hooks_doc) {
+            out.push(Want {
+                key: state_key(key),
+                value: hash,
+                if_different: "so Codex reports spex's hook modified and does not run it".into(),
+            });
+        }
     }
     out
 }
@@ -361,7 +371,7 @@ impl Harness for Codex {
         }
         let config = config_file(ctx.env);
         let wanted = if ctx.anywhere {
-            trust_wants(&ctx.tree.main, &hooks_doc)
+            trust_wants(&ctx.tree.main, ctx.main_spellings, &hooks_doc)
         } else {
             Vec::new()
         };
@@ -371,7 +381,7 @@ impl Harness for Codex {
             .read_before(&hooks_path)?
             .and_then(|b| JsonDoc::parse(&b).ok())
             .map_or(Value::Null, |d| d.value());
-        let mut claims: Vec<Vec<String>> = trust_wants(&ctx.tree.main, &before)
+        let mut claims: Vec<Vec<String>> = trust_wants(&ctx.tree.main, &[], &before)
             .into_iter()
             .map(|w| w.key)
             .collect();
@@ -459,60 +469,89 @@ impl Harness for Codex {
         let Some(bin) = &ctx.binary else {
             return checks;
         };
-        checks.push(
-            match trust::hooks_for(bin, &codex_home(ctx.env), &ctx.tree.root) {
-                Ok(hooks) => {
-                    let ours: Vec<_> = hooks
-                        .iter()
-                        .filter(|h| h.command.as_deref().is_some_and(super::is_spex_command))
-                        .collect();
-                    let bad: Vec<String> = ours
-                        .iter()
-                        .filter(|h| !(h.trust == TrustStatus::Trusted && h.enabled))
-                        .map(|h| {
-                            format!(
-                                "{} ({}{})",
-                                h.hooks_json_event(),
-                                h.trust.as_str(),
-                                if h.enabled { "" } else { ", disabled" }
-                            )
-                        })
-                        .collect();
-                    if ours.len() >= EVENTS.len() && bad.is_empty() {
-                        Check::new(
-                            "codex hooks/list",
-                            Status::Ok,
-                            format!("{} spex hooks enabled and trusted", ours.len()),
-                        )
-                    } else if ours.is_empty() {
-                        Check::new(
-                            "codex hooks/list",
-                            Status::Fail,
-                            "Codex lists no spex hooks for this tree\nhint: run `spex materialize`",
-                        )
-                    } else {
-                        Check::new(
-                            "codex hooks/list",
-                            Status::Fail,
-                            format!(
-                                "not trusted or disabled: {}\nhint: run `spex materialize`",
-                                bad.join(", ")
-                            ),
-                        )
-                    }
-                }
-                Err(e) => Check::new(
-                    "codex hooks/list",
-                    Status::Warn,
-                    format!(
-                        "could not ask `{} app-server`: {e}",
-                        shell_quote(&bin.to_string_lossy())
-                    ),
+        // Threads started through another spelling of the checkout look trust up by that one.
+        let mut cwds = vec![ctx.tree.root.clone()];
+        cwds.extend(ctx.main_spellings.iter().cloned());
+        checks.push(match trust::hooks_for(bin, &codex_home(ctx.env), &cwds) {
+            Ok(hooks) => hooks_list_check(&hooks, &cwds),
+            Err(e) => Check::new(
+                "codex hooks/list",
+                Status::Warn,
+                format!(
+                    "could not ask `{} app-server`: {e}",
+                    shell_quote(&bin.to_string_lossy())
                 ),
-            },
-        );
+            ),
+        });
         checks
     }
+}
+
+/// The doctor's verdict on `hooks/list` for `cwds`: every spex hook listed, enabled and
+/// trusted in each of them.
+fn hooks_list_check(hooks: &[rpc::HookEntry], cwds: &[PathBuf]) -> Check {
+    let mut ok = 0;
+    for cwd in cwds {
+        // Named only when there is more than the tree's own path to tell apart.
+        let at = if cwds.len() > 1 {
+            format!(" in `{}`", cwd.display())
+        } else {
+            String::new()
+        };
+        let ours: Vec<_> = hooks
+            .iter()
+            .filter(|h| h.cwd == *cwd && h.command.as_deref().is_some_and(super::is_spex_command))
+            .collect();
+        let bad: Vec<String> = ours
+            .iter()
+            .filter(|h| !(h.trust == TrustStatus::Trusted && h.enabled))
+            .map(|h| {
+                format!(
+                    "{} ({}{})",
+                    h.hooks_json_event(),
+                    h.trust.as_str(),
+                    if h.enabled { "" } else { ", disabled" }
+                )
+            })
+            .collect();
+        if ours.is_empty() {
+            let whom = if at.is_empty() {
+                " for this tree".to_owned()
+            } else {
+                at
+            };
+            return Check::new(
+                "codex hooks/list",
+                Status::Fail,
+                format!("Codex lists no spex hooks{whom}\nhint: run `spex materialize`"),
+            );
+        }
+        if ours.len() < EVENTS.len() || !bad.is_empty() {
+            return Check::new(
+                "codex hooks/list",
+                Status::Fail,
+                format!(
+                    "not trusted or disabled{at}: {}\nhint: run `spex materialize`",
+                    bad.join(", ")
+                ),
+            );
+        }
+        ok = ours.len();
+    }
+    let also: Vec<String> = cwds[1..]
+        .iter()
+        .map(|c| format!("`{}`", c.display()))
+        .collect();
+    let also = if also.is_empty() {
+        String::new()
+    } else {
+        format!(" (also through {})", also.join(", "))
+    };
+    Check::new(
+        "codex hooks/list",
+        Status::Ok,
+        format!("{ok} spex hooks enabled and trusted{also}"),
+    )
 }
 
 #[cfg(test)]

@@ -1,16 +1,17 @@
 //! Asking the real Codex what it thinks of a tree's hooks: a short-lived private
 //! `codex app-server`, one `hooks/list`, then the server is stopped.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::rpc::{AppServer, AppServerConfig, Client, HookEntry};
 
-/// Every hook Codex discovers for `cwd`, with its trust status.
+/// Every hook Codex discovers for each of `cwds` (the first is the server's own working
+/// folder), with its trust status.
 pub fn hooks_for(
     codex_bin: &Path,
     codex_home: &Path,
-    cwd: &Path,
+    cwds: &[PathBuf],
 ) -> anyhow::Result<Vec<HookEntry>> {
     // A short private folder keeps the socket path well inside `sun_path`.
     let dir = tempfile::Builder::new()
@@ -18,8 +19,8 @@ pub fn hooks_for(
         .tempdir_in("/tmp")?;
     let sock = dir.path().join("s.sock");
     let mut cfg = AppServerConfig::new(codex_bin, &sock, codex_home, dir.path().join("server.log"));
-    cfg.cwd = Some(cwd.to_owned());
+    cfg.cwd = cwds.first().cloned();
     let _server = AppServer::spawn(&cfg)?;
     let mut client = Client::open(&sock, "spex-doctor", Duration::from_secs(20))?;
-    Ok(client.hooks_list(&[cwd.to_owned()])?)
+    Ok(client.hooks_list(cwds)?)
 }
