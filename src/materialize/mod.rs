@@ -14,7 +14,7 @@ use crate::fsutil::{self, Swap};
 use crate::repo::Tree;
 use crate::seam::edit::owned::{self, Owned};
 use crate::seam::edit::workspace::{JsonJob, Redone, Workspace};
-use crate::seam::edit::{MaterializeError, block, shell_quote, toml_entries};
+use crate::seam::edit::{MaterializeError, block, carry, shell_quote, toml_entries};
 use crate::seam::{Harness, ShimCtx};
 use crate::spec::{self, SpecNode};
 use crate::store::{self, Governed, HookNode, Policies, ProjectStore, Receipt, Spellings};
@@ -546,27 +546,42 @@ impl Plan {
         let path = self.changes[i].path.clone();
         let mut expected = self.changes[i].before.clone();
         let mut after = self.changes[i].after.clone();
+        // What `after` was made from.
+        let mut after_base = expected.clone();
+        // The last race lost: (what ours was made from, theirs we swapped out, ours), so a
+        // version made from ours in between gets their change back (`carry`).
+        let mut clobbered: Option<Clobbered> = None;
         let mut redone: Option<Rekeyed> = None;
         for _ in 0..ATTEMPTS {
             // `(what the file holds now, what to redo the edit on)`, or done.
-            let retry =
+            let (in_place, base, raced) =
                 match fsutil::swap_if_unchanged(&path, expected.as_deref(), after.as_deref())
                     .map_err(io_err(&path))?
                 {
-                    Swap::Done => None,
+                    Swap::Done => {
+                        if let Some(r) = redone {
+                            self.adopt(&path, r);
+                        }
+                        return Ok(true);
+                    }
                     Swap::Changed => {
                         let now = fsutil::read_opt(&path).map_err(io_err(&path))?;
-                        Some((now.clone(), now))
+                        (now.clone(), now, false)
                     }
                     // Ours went in over theirs: redo the edit on theirs, expecting ours in place.
-                    Swap::Raced(theirs) => Some((after.clone(), Some(theirs))),
+                    Swap::Raced(theirs) => (after.clone(), Some(theirs), true),
                 };
-            let Some((in_place, base)) = retry else {
-                if let Some(r) = redone {
-                    self.adopt(&path, r);
-                }
-                return Ok(true);
+            let base = match (&clobbered, base) {
+                (Some(c), Some(x)) if x != c.theirs => Some(self.carry(&path, c, x)),
+                (_, base) => base,
             };
+            if raced {
+                clobbered = base.clone().map(|theirs| Clobbered {
+                    ours_base: after_base.clone(),
+                    theirs,
+                    ours: after.clone(),
+                });
+            }
             let r = if let Some(job) = self.toml_jobs.get(&path) {
                 let text = base
                     .as_deref()
@@ -576,13 +591,40 @@ impl Plan {
                     .transpose()?;
                 Rekeyed::Toml(job.run(&path, text)?)
             } else {
-                Rekeyed::Json(self.json_jobs[&path].redo(&path, base)?)
+                Rekeyed::Json(self.json_jobs[&path].redo(&path, base.clone())?)
             };
             after = r.after();
+            after_base = base;
             expected = in_place;
             redone = Some(r);
         }
         Ok(false)
+    }
+
+    /// `now` (made from ours by another program) with the change of theirs that ours had
+    /// swapped out carried over; `now` itself when a version does not parse.
+    fn carry(&self, path: &Path, c: &Clobbered, now: Vec<u8>) -> Vec<u8> {
+        let carried = if self.toml_jobs.contains_key(path) {
+            // An absent file reads as an empty document.
+            let text = |b: Option<&[u8]>| match b {
+                None => Some(String::new()),
+                Some(b) => std::str::from_utf8(b).ok().map(str::to_owned),
+            };
+            (|| {
+                let base = text(c.ours_base.as_deref())?;
+                let ours = text(c.ours.as_deref())?;
+                carry::toml(
+                    Some(&base),
+                    &text(Some(&c.theirs))?,
+                    Some(&ours),
+                    &text(Some(&now))?,
+                )
+                .map(String::into_bytes)
+            })()
+        } else {
+            carry::json(c.ours_base.as_deref(), &c.theirs, c.ours.as_deref(), &now)
+        };
+        carried.unwrap_or(now)
     }
 
     /// Takes the record of a redone edit as the plan's own.
@@ -615,6 +657,13 @@ impl Plan {
 }
 
 /// An edit by key redone on bytes another program wrote.
+/// A race lost by a write by key (see `carry`).
+struct Clobbered {
+    ours_base: Option<Vec<u8>>,
+    theirs: Vec<u8>,
+    ours: Option<Vec<u8>>,
+}
+
 enum Rekeyed {
     Toml(toml_entries::Outcome),
     Json(Redone),

@@ -5,6 +5,7 @@
 //! disk; `materialize` applies the plan.
 
 pub mod block;
+pub mod carry;
 pub mod json_edit;
 pub mod owned;
 pub mod toml_entries;
