@@ -1,7 +1,18 @@
-//! Benchmark of a reader: `spex sessions --json` in a project whose store holds 100 live Claude
-//! sessions (each with its registry file `<config>/sessions/<pid>.json` and a running process,
-//! so the reader checks every one: a small read and a `/proc` stat each) and 1,000 exited
-//! sessions. Run: `cargo bench --bench sessions`.
+//! Benchmarks of a reader, `spex sessions`, each case in a project of its own:
+//!
+//! - `live`: `spex sessions --json` in a project whose store holds 100 live Claude sessions
+//!   (each with its registry file `<config>/sessions/<pid>.json` and a running process, so the
+//!   reader checks every one: a small read and a `/proc` stat each) and 1,000 exited sessions.
+//! - `all`: `spex sessions --all --json` over 10,000 records: 9,800 exited (Claude and Codex,
+//!   half each) and 200 live (Claude and Codex, half working and half idle, each with a running
+//!   process: a Claude registry file, or a process holding the Codex rollout log open). The live
+//!   ones and one exited record per harness are made by real `spex dispatch` calls; the other
+//!   exited records are copies of those two under fresh ids, as the store writes them
+//!   (`sessions/<id>/session.json`, `events.jsonl`, `lock`, the alias file).
+//!
+//! Run: `cargo bench --bench sessions` (both), or `cargo bench --bench sessions -- all`. With
+//! `SPEX_BENCH_KEEP=1` the `all` case keeps its store and home (to profile against) and prints
+//! where they are.
 
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
@@ -13,6 +24,11 @@ use std::time::{Duration, Instant};
 const LIVE: usize = 100;
 const EXITED: usize = 1000;
 const RUNS: usize = 60;
+
+/// The `all` case: live sessions per harness and state (working, idle), exited records in all.
+const ALL_LIVE_EACH: usize = 50;
+const ALL_EXITED: usize = 9800;
+const ALL_RUNS: usize = 20;
 
 fn dispatch(
     spex: &Path,
@@ -53,10 +69,13 @@ fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
     sorted[((sorted.len() - 1) * per_mille).div_ceil(1000)]
 }
 
-fn main() {
-    let spex = PathBuf::from(env!("CARGO_BIN_EXE_spex"));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let repo = dir.path().join("repo");
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A git repository at `dir/repo`.
+fn repo_in(dir: &Path) -> PathBuf {
+    let repo = dir.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     assert!(
         Command::new("git")
@@ -66,6 +85,46 @@ fn main() {
             .unwrap()
             .success()
     );
+    repo
+}
+
+/// `spex <args>` in `repo`, timed from process start to exit: (time, stdout).
+fn time_spex(
+    spex: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    repo: &Path,
+) -> (Duration, Vec<u8>) {
+    let start = Instant::now();
+    let out = Command::new(spex)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .current_dir(repo)
+        .output()
+        .expect("spex sessions");
+    let took = start.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (took, out.stdout)
+}
+
+fn main() {
+    let case = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if case.as_deref().is_none_or(|c| c == "live") {
+        live();
+    }
+    if case.as_deref().is_none_or(|c| c == "all") {
+        all();
+    }
+}
+
+fn live() {
+    let spex = PathBuf::from(env!("CARGO_BIN_EXE_spex"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = repo_in(dir.path());
     let store = dir.path().join("store");
     let home = dir.path().join("home");
     let config = home.join(".claude");
@@ -105,22 +164,7 @@ fn main() {
         dispatch(&spex, &env, &repo, "codex", "UserPromptSubmit", &ups);
         dispatch(&spex, &env, &repo, "codex", "SessionEnd", &base);
     }
-    let run = || {
-        let start = Instant::now();
-        let out = Command::new(&spex)
-            .args(["sessions", "--json"])
-            .envs(env.iter().map(|(k, v)| (*k, *v)))
-            .current_dir(&repo)
-            .output()
-            .expect("spex sessions");
-        let took = start.elapsed();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (took, out.stdout)
-    };
+    let run = || time_spex(&spex, &["sessions", "--json"], &env, &repo);
     // The first reader records each live session's process and claims every handle.
     let (first, _) = run();
     let (_, out) = run();
@@ -134,7 +178,6 @@ fn main() {
     );
     let mut t: Vec<Duration> = (0..RUNS).map(|_| run().0).collect();
     t.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "spex sessions --json ({LIVE} live sessions with registry files and processes, {EXITED} exited; {RUNS} runs)"
     );
@@ -148,6 +191,238 @@ fn main() {
         ms(percentile(&t, 900)),
         ms(t[t.len() - 1])
     );
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// splitmix64: ids that look random and are the same on every run.
+struct Ids(u64);
+
+impl Ids {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A random (version 4) UUID, as Claude names its sessions.
+    fn v4(&mut self) -> String {
+        let (a, b) = (self.next(), self.next());
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xfff,
+            0x8000 | ((b >> 48) & 0x3fff),
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    /// A time-ordered (version 7) UUID made at `ms`, as Codex names its threads (ids made close together share
+    /// their first characters).
+    fn v7(&mut self, ms: u64) -> String {
+        let b = self.next();
+        format!(
+            "{:08x}-{:04x}-7{:03x}-{:04x}-{:012x}",
+            ms >> 16,
+            ms & 0xffff,
+            (b >> 52) & 0xfff,
+            0x8000 | ((b >> 36) & 0x3fff),
+            b & 0xffff_ffff_ffff
+        )
+    }
+}
+
+fn all() {
+    let spex = PathBuf::from(env!("CARGO_BIN_EXE_spex"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = repo_in(dir.path());
+    let store = dir.path().join("store");
+    let home = dir.path().join("home");
+    let claude = home.join(".claude");
+    let rollouts = home.join(".codex/sessions/2026/11/23");
+    std::fs::create_dir_all(claude.join("sessions")).unwrap();
+    std::fs::create_dir_all(&rollouts).unwrap();
+    let env: Vec<(&str, &Path)> = vec![("SPEX_HOME", &store), ("HOME", &home)];
+    let rollout =
+        |thread: &str| rollouts.join(format!("rollout-2026-11-23T10-00-00-{thread}.jsonl"));
+    let mut ids = Ids(0x5e55_1075);
+    let mut thread_ms: u64 = 1_763_892_000_000;
+    let mut v7 = |ids: &mut Ids| {
+        thread_ms += 1500;
+        ids.v7(thread_ms)
+    };
+    let mut children: Vec<Child> = Vec::new();
+    eprintln!(
+        "creating {} live Claude and Codex sessions (half working, half idle; processes)...",
+        4 * ALL_LIVE_EACH
+    );
+    for idle in [false, true] {
+        for i in 0..ALL_LIVE_EACH {
+            let sid = ids.v4();
+            let child = Command::new("sleep")
+                .arg("600")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn sleep");
+            let pid = child.id();
+            children.push(child);
+            let transcript = claude.join(format!("projects/-repo/{sid}.jsonl"));
+            let base =
+                serde_json::json!({"session_id": sid, "cwd": repo, "transcript_path": transcript});
+            let mut ups = base.clone();
+            ups["prompt"] = format!("prompt {i}").into();
+            ups["prompt_id"] = format!("p-{i}").into();
+            dispatch(&spex, &env, &repo, "claude", "SessionStart", &base);
+            dispatch(&spex, &env, &repo, "claude", "UserPromptSubmit", &ups);
+            if idle {
+                dispatch(&spex, &env, &repo, "claude", "Stop", &base);
+            }
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis();
+            let reg = serde_json::json!({"pid": pid, "sessionId": sid, "cwd": repo, "procStart": proc_start(pid),
+                "kind": "interactive", "status": if idle { "idle" } else { "busy" },
+                "updatedAt": now_ms, "statusUpdatedAt": now_ms});
+            std::fs::write(claude.join(format!("sessions/{pid}.json")), reg.to_string()).unwrap();
+        }
+        for i in 0..ALL_LIVE_EACH {
+            let thread = v7(&mut ids);
+            let log = rollout(&thread);
+            std::fs::write(&log, "{}\n").unwrap();
+            // The process that holds the thread keeps its rollout log open.
+            let child = Command::new("sleep")
+                .arg("600")
+                .stdin(std::fs::File::open(&log).unwrap())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn sleep");
+            children.push(child);
+            let base = serde_json::json!({"session_id": thread, "cwd": repo,
+                "transcript_path": log, "turn_id": "t1"});
+            let mut ups = base.clone();
+            ups["prompt"] = format!("prompt {i}").into();
+            dispatch(&spex, &env, &repo, "codex", "SessionStart", &base);
+            dispatch(&spex, &env, &repo, "codex", "UserPromptSubmit", &ups);
+            if idle {
+                dispatch(&spex, &env, &repo, "codex", "Stop", &base);
+            }
+        }
+    }
+    eprintln!("creating {ALL_EXITED} exited Claude and Codex sessions...");
+    let mut templates: Vec<(&str, String)> = Vec::new();
+    for harness in ["claude", "codex"] {
+        let (sid, base) = if harness == "claude" {
+            let sid = ids.v4();
+            let transcript = claude.join(format!("projects/-repo/{sid}.jsonl"));
+            let base =
+                serde_json::json!({"session_id": sid, "cwd": repo, "transcript_path": transcript});
+            (sid, base)
+        } else {
+            let thread = v7(&mut ids);
+            let base = serde_json::json!({"session_id": thread, "cwd": repo,
+                "transcript_path": rollout(&thread), "turn_id": "t1"});
+            (thread, base)
+        };
+        let mut ups = base.clone();
+        ups["prompt"] = "done long ago".into();
+        ups["prompt_id"] = "p-0".into();
+        let mut end = base.clone();
+        end["reason"] = "exit".into();
+        dispatch(&spex, &env, &repo, harness, "SessionStart", &base);
+        dispatch(&spex, &env, &repo, harness, "UserPromptSubmit", &ups);
+        dispatch(&spex, &env, &repo, harness, "Stop", &base);
+        dispatch(&spex, &env, &repo, harness, "SessionEnd", &end);
+        templates.push((harness, sid));
+    }
+    let projects: Vec<PathBuf> = std::fs::read_dir(store.join("projects"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(projects.len(), 1, "one project");
+    let project = &projects[0];
+    // Each template's files (`session.json`, `events.jsonl`, `lock`), copied under a new id.
+    let files: Vec<Vec<(std::ffi::OsString, String)>> = templates
+        .iter()
+        .map(|(_, sid)| {
+            std::fs::read_dir(project.join("sessions").join(sid))
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (e.file_name(), std::fs::read_to_string(e.path()).unwrap())
+                })
+                .collect()
+        })
+        .collect();
+    for i in 0..ALL_EXITED - templates.len() {
+        let t = i % templates.len();
+        let (harness, template) = &templates[t];
+        let id = if *harness == "claude" {
+            ids.v4()
+        } else {
+            v7(&mut ids)
+        };
+        let at = project.join("sessions").join(&id);
+        std::fs::create_dir_all(&at).unwrap();
+        for (name, text) in &files[t] {
+            std::fs::write(at.join(name), text.replace(template.as_str(), &id)).unwrap();
+        }
+        std::fs::write(project.join("aliases").join(format!("{harness}-{id}")), &id).unwrap();
+    }
+    let total = 4 * ALL_LIVE_EACH + ALL_EXITED;
+    let run = || time_spex(&spex, &["sessions", "--all", "--json"], &env, &repo);
+    // The first reader records each live session's process and claims every handle.
+    let (first, _) = run();
+    let (_, out) = run();
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&out).expect("json");
+    assert_eq!(listed.len(), total, "every record");
+    let count = |status: &str| listed.iter().filter(|s| s["status"] == status).count();
+    assert_eq!(count("exited"), ALL_EXITED);
+    assert_eq!(count("working"), 2 * ALL_LIVE_EACH);
+    assert_eq!(count("idle"), 2 * ALL_LIVE_EACH);
+    assert!(
+        listed.iter().all(|s| s["handle"].is_string()
+            && (s["status"] == "exited" || s["process"]["pid"].is_u64())),
+        "every record has its handle, every live one its process"
+    );
+    let mut t: Vec<Duration> = (0..ALL_RUNS).map(|_| run().0).collect();
+    t.sort();
+    println!(
+        "spex sessions --all --json ({total} records: {ALL_EXITED} exited, {} working, {} idle, Claude and Codex; {} KiB of JSON; {ALL_RUNS} runs)",
+        2 * ALL_LIVE_EACH,
+        2 * ALL_LIVE_EACH,
+        out.len() / 1024
+    );
+    println!(
+        "  first run (records processes, claims handles): {:.1} ms",
+        ms(first)
+    );
+    println!(
+        "  p50 {:.1} ms   p90 {:.1} ms   max {:.1} ms   (goal: < 250 ms)",
+        ms(percentile(&t, 500)),
+        ms(percentile(&t, 900)),
+        ms(t[t.len() - 1])
+    );
+    if std::env::var_os("SPEX_BENCH_KEEP").is_some() {
+        let kept = dir.keep();
+        let pids: Vec<String> = children.iter().map(|c| c.id().to_string()).collect();
+        eprintln!(
+            "kept {}: SPEX_HOME={} HOME={} (repo {}); the live sessions' processes run for 600 s: {}",
+            kept.display(),
+            store.display(),
+            home.display(),
+            repo.display(),
+            pids.join(" ")
+        );
+        return;
+    }
     for mut c in children {
         let _ = c.kill();
         let _ = c.wait();

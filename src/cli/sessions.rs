@@ -15,6 +15,7 @@ use crate::runtime;
 use crate::store::session::{
     Attention, Declared, DeclaredState, Session, Status, TurnState, ellipsis,
 };
+use crate::store::sorted::SortedRecord;
 use crate::store::{self, ProjectStore};
 
 pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
@@ -100,7 +101,7 @@ fn explain(s: &Session) -> String {
 
 pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let store = project(env)?;
-    let mut sessions: Vec<Session> = reconcile::sessions(env, &store)?
+    let records: Vec<Session> = reconcile::sessions(env, &store)?
         .into_iter()
         .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
         // Records that never ran a turn say nothing, except a live session spex started.
@@ -109,11 +110,14 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
                 || (s.status != Status::Exited && (s.turn.is_some() || s.launched_by == "spex"))
         })
         .collect();
+    // Sorted by reference: moving thousands of records costs more than comparing them.
+    let mut sessions: Vec<&Session> = records.iter().collect();
     sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
     if args.json {
-        let rows: Vec<serde_json::Value> = sessions
+        // Printed straight from the records: the bytes `runtime::with_live` would print.
+        let rows: Vec<SortedRecord> = sessions
             .iter()
-            .map(|s| runtime::with_live(env, &store, s))
+            .map(|s| SortedRecord::new(s, runtime::live(env, &store, s)))
             .collect();
         output::json(&rows);
         return Ok(Outcome::Ok);

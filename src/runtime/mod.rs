@@ -451,8 +451,10 @@ fn start_host(
 /// means the session is gone (`exited`, reason `host gone`), whatever killed it. Sessions not
 /// hosted by spex (no host log) and sessions still starting are left to other evidence.
 pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<Session> {
-    let hosted = store.session_dir(&s.id).join("host.log").is_file();
-    if !hosted || matches!(s.status, Status::Exited | Status::Starting) {
+    // The status first: it costs no syscall, and most records of a long-lived store have exited.
+    if matches!(s.status, Status::Exited | Status::Starting)
+        || !store.session_dir(&s.id).join("host.log").is_file()
+    {
         return None;
     }
     let socket = socket_path(env, &s.id).ok()?;
@@ -500,7 +502,8 @@ pub fn live(env: &Env, store: &ProjectStore, s: &Session) -> Option<bool> {
     Some(UnixStream::connect(socket).is_ok())
 }
 
-/// A record as `sessions --json` and `show --json` print it: with `live`.
+/// A record as `show --json` prints it: with `live` (`sessions --json` prints the same bytes
+/// through `store::sorted::SortedRecord`, building no value).
 pub fn with_live(env: &Env, store: &ProjectStore, s: &Session) -> serde_json::Value {
     let mut v = serde_json::to_value(s).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {

@@ -5,6 +5,7 @@
 pub mod lock;
 pub mod prune;
 pub mod session;
+pub mod sorted;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -510,11 +510,25 @@ impl ProjectStore {
         ids
     }
 
-    /// Every readable session record.
+    /// Every readable session record (one that `load` cannot read or parse is left out).
+    /// `sessions --all` reads thousands: each is opened relative to the sessions folder (opened
+    /// once) and read into one buffer they share (two fewer syscalls per record than `load`).
     pub fn sessions(&self) -> Vec<Session> {
+        use rustix::fs::{Mode, OFlags};
+        let Ok(dir) = rustix::fs::open(
+            self.sessions_dir(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return Vec::new();
+        };
+        let mut buf = Vec::new();
         self.session_ids()
             .iter()
-            .filter_map(|id| self.load(id).ok().flatten())
+            .filter_map(|id| {
+                let n = fsutil::read_at(&dir, &format!("{id}/session.json"), &mut buf).ok()?;
+                serde_json::from_slice(&buf[..n]).ok()
+            })
             .collect()
     }
 

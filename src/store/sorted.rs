@@ -1,0 +1,330 @@
+//! A session record as `sessions --json` prints it, serialized straight to the output: the
+//! record's keys, nested ones included, in sorted order plus `live`, the bytes
+//! `serde_json::to_value` of the record would print (its maps sort their keys), without
+//! building that value: `sessions --all` prints thousands. Owns no state and reads no files.
+//!
+//! Each type here mirrors one record type field for field, alphabetically, with its
+//! `skip_serializing_if`; the tests build every record type in full (no `..Default`), so a
+//! new field does not compile until it is added here too.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::session::{
+    Attention, Declared, ExitStatus, Flags, ProcessId, Session, Status, Turn, TurnState,
+};
+
+/// A record with its `live` (see `runtime::live`).
+#[derive(Debug, Serialize)]
+pub struct SortedRecord<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attended: Option<bool>,
+    attention: Option<SortedAttention<'a>>,
+    branch: Option<&'a str>,
+    created_at: &'a str,
+    declared: Option<SortedDeclared<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_status: Option<ExitStatus>,
+    flags: SortedFlags<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handle: Option<&'a str>,
+    harness: &'a str,
+    harness_session_id: Option<&'a str>,
+    headline: Option<&'a str>,
+    id: &'a str,
+    launched_by: &'a str,
+    live: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    observed: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    process: Option<ProcessId>,
+    project: &'a Path,
+    schema: u32,
+    seq: u64,
+    since: Option<&'a str>,
+    source: Option<&'a str>,
+    status: Status,
+    touched: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transcript: Option<&'a Path>,
+    tree: &'a Path,
+    turn: Option<SortedTurn<'a>>,
+    updated_at: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct SortedAttention<'a> {
+    reason: &'a str,
+    since: &'a str,
+    text: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct SortedDeclared<'a> {
+    at: &'a str,
+    note: &'a str,
+    state: super::session::DeclaredState,
+}
+
+#[derive(Debug, Serialize)]
+struct SortedFlags<'a> {
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    completed_calls: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    failed_calls: &'a [(String, i64)],
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    spec_first_done: bool,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    specs_announced: &'a [String],
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stop_gate_asked: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct SortedTurn<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt_failed_at: Option<&'a str>,
+    ended_at: Option<&'a str>,
+    id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
+    prompt: Option<&'a str>,
+    started_at: &'a str,
+    state: TurnState,
+}
+
+impl<'a> SortedRecord<'a> {
+    pub fn new(s: &'a Session, live: Option<bool>) -> SortedRecord<'a> {
+        // Destructured in full, so a field added to a record type is not forgotten here.
+        let Session {
+            schema,
+            id,
+            harness,
+            harness_session_id,
+            project,
+            tree,
+            branch,
+            launched_by,
+            status,
+            since,
+            source,
+            why,
+            exit_reason,
+            attention,
+            turn,
+            declared,
+            touched,
+            headline,
+            handle,
+            process,
+            transcript,
+            observed,
+            attended,
+            created_at,
+            updated_at,
+            seq,
+            flags,
+            exit_status,
+        } = s;
+        let Flags {
+            specs_announced,
+            spec_first_done,
+            stop_gate_asked,
+            failed_calls,
+            completed_calls,
+        } = flags;
+        SortedRecord {
+            attended: *attended,
+            attention: attention.as_ref().map(
+                |Attention {
+                     reason,
+                     text,
+                     since,
+                 }| SortedAttention {
+                    reason,
+                    since,
+                    text,
+                },
+            ),
+            branch: branch.as_deref(),
+            created_at,
+            declared: declared
+                .as_ref()
+                .map(|Declared { state, note, at }| SortedDeclared {
+                    at,
+                    note,
+                    state: *state,
+                }),
+            exit_reason: exit_reason.as_deref(),
+            exit_status: *exit_status,
+            flags: SortedFlags {
+                completed_calls,
+                failed_calls,
+                spec_first_done: *spec_first_done,
+                specs_announced,
+                stop_gate_asked: *stop_gate_asked,
+            },
+            handle: handle.as_deref(),
+            harness,
+            harness_session_id: harness_session_id.as_deref(),
+            headline: headline.as_deref(),
+            id,
+            launched_by,
+            live,
+            observed: observed.as_deref(),
+            process: *process,
+            project,
+            schema: *schema,
+            seq: *seq,
+            since: since.as_deref(),
+            source: source.as_deref(),
+            status: *status,
+            touched,
+            transcript: transcript.as_deref(),
+            tree,
+            turn: turn.as_ref().map(
+                |Turn {
+                     id,
+                     state,
+                     prompt,
+                     started_at,
+                     ended_at,
+                     note,
+                     attempt_failed_at,
+                 }| SortedTurn {
+                    attempt_failed_at: attempt_failed_at.as_deref(),
+                    ended_at: ended_at.as_deref(),
+                    id: id.as_deref(),
+                    note: note.as_deref(),
+                    prompt: prompt.as_deref(),
+                    started_at,
+                    state: *state,
+                },
+            ),
+            updated_at,
+            why: why.as_deref(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::session::DeclaredState;
+
+    /// What `sessions --json` printed before `SortedRecord`: the record as a value, plus `live`.
+    fn as_value(s: &Session, live: Option<bool>) -> serde_json::Value {
+        let mut v = serde_json::to_value(s).unwrap();
+        v.as_object_mut()
+            .unwrap()
+            .insert("live".into(), live.into());
+        v
+    }
+
+    /// Every field set (no `..Default`: a new field must be added here, and to `SortedRecord`).
+    fn full() -> Session {
+        Session {
+            schema: 1,
+            id: "0000-\"quoted\"-id".into(),
+            harness: "codex".into(),
+            harness_session_id: Some("thread-1".into()),
+            project: "/p/main".into(),
+            tree: "/p/wt ü".into(),
+            branch: Some("feature/x".into()),
+            launched_by: "spex".into(),
+            status: Status::NeedsAttention,
+            since: Some("2026-11-23T10:00:01.000Z".into()),
+            source: Some("hook PermissionRequest".into()),
+            why: Some("because\nof a newline".into()),
+            exit_reason: Some("server gone".into()),
+            attention: Some(Attention {
+                reason: "permission".into(),
+                text: "Bash: rm -rf\t/".into(),
+                since: "2026-11-23T10:00:01.000Z".into(),
+            }),
+            turn: Some(Turn {
+                id: Some("t1".into()),
+                state: TurnState::Running,
+                prompt: Some("do it 🚀".into()),
+                started_at: "2026-11-23T10:00:00.000Z".into(),
+                ended_at: Some("2026-11-23T10:00:02.000Z".into()),
+                note: Some("http 500".into()),
+                attempt_failed_at: Some("2026-11-23T10:00:01.500Z".into()),
+            }),
+            declared: Some(Declared {
+                state: DeclaredState::Asking,
+                note: "which one?".into(),
+                at: "2026-11-23T10:00:03.000Z".into(),
+            }),
+            touched: vec!["src/a.rs".into(), "b.md".into()],
+            headline: Some("a headline".into()),
+            handle: Some("9289b".into()),
+            process: Some(ProcessId {
+                pid: 42,
+                start: 123_456,
+            }),
+            transcript: Some("/h/.codex/rollout.jsonl".into()),
+            observed: Some("busy".into()),
+            attended: Some(false),
+            created_at: "2026-11-23T09:59:59.000Z".into(),
+            updated_at: "2026-11-23T10:00:03.000Z".into(),
+            seq: u64::MAX,
+            flags: Flags {
+                specs_announced: vec![".spec/a.md".into()],
+                spec_first_done: true,
+                stop_gate_asked: true,
+                failed_calls: vec![("call_1".into(), -3)],
+                completed_calls: vec!["call_0".into()],
+            },
+            exit_status: Some(ExitStatus {
+                code: Some(1),
+                signal: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn prints_the_bytes_the_record_as_a_value_prints() {
+        let full = full();
+        // The optional parts each present alone, the rest left out or empty.
+        let turn = Session {
+            turn: full.turn.clone().map(|t| Turn {
+                note: None,
+                attempt_failed_at: None,
+                ..t
+            }),
+            ..Session::default()
+        };
+        let declared = Session {
+            status: Status::Exited,
+            declared: full.declared.clone(),
+            ..Session::default()
+        };
+        let flags = Session {
+            flags: Flags {
+                spec_first_done: true,
+                ..Flags::default()
+            },
+            ..Session::default()
+        };
+        for s in [&full, &Session::default(), &turn, &declared, &flags] {
+            for live in [None, Some(true), Some(false)] {
+                let rows = [SortedRecord::new(s, live), SortedRecord::new(s, live)];
+                let values = [as_value(s, live), as_value(s, live)];
+                assert_eq!(
+                    serde_json::to_string_pretty(&rows).unwrap(),
+                    serde_json::to_string_pretty(&values).unwrap(),
+                );
+                assert_eq!(
+                    serde_json::to_string(&rows[0]).unwrap(),
+                    serde_json::to_string(&values[0]).unwrap(),
+                );
+            }
+        }
+    }
+}
