@@ -27,32 +27,35 @@ pub fn run(nodes: &[&HookNode], payload: &[u8], session: &str, event: &str, answ
         else {
             continue;
         };
-        if let Some(mut stdin) = child.stdin.take() {
-            let _ = stdin.write_all(payload);
-        }
-        let start = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(st)) => break Some(st),
-                Ok(None) if start.elapsed() < TIMEOUT => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break None;
-                }
+        // The payload goes in and the output comes out on threads of their own: a node that
+        // writes before it has read all of a large payload (`cat`, `jq .`) would otherwise
+        // fill one pipe while spex blocks on the other, and neither would ever move on.
+        let (status, stdout, stderr) = std::thread::scope(|scope| {
+            if let Some(mut stdin) = child.stdin.take() {
+                // A node may exit without reading it all: the broken pipe is expected.
+                scope.spawn(move || stdin.write_all(payload));
             }
-        };
-        let read = |r: Option<&mut dyn Read>| {
-            let mut s = String::new();
-            if let Some(r) = r {
-                let _ = r.take(64 * 1024).read_to_string(&mut s);
-            }
-            s
-        };
-        let stdout = read(child.stdout.as_mut().map(|r| r as &mut dyn Read));
-        let stderr = read(child.stderr.as_mut().map(|r| r as &mut dyn Read));
+            let stdout = child.stdout.take().map(|r| scope.spawn(move || drain(r)));
+            let stderr = child.stderr.take().map(|r| scope.spawn(move || drain(r)));
+            let start = Instant::now();
+            let status = loop {
+                match child.try_wait() {
+                    Ok(Some(st)) => break Some(st),
+                    Ok(None) if start.elapsed() < TIMEOUT => {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    _ => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break None;
+                    }
+                }
+            };
+            let text = |h: Option<std::thread::ScopedJoinHandle<'_, String>>| {
+                h.and_then(|h| h.join().ok()).unwrap_or_default()
+            };
+            (status, text(stdout), text(stderr))
+        });
         match status.and_then(|s| s.code()) {
             Some(0) => super::merge(answer, Some(stdout), None),
             Some(2) if node.block => {
@@ -66,4 +69,13 @@ pub fn run(nodes: &[&HookNode], payload: &[u8], session: &str, event: &str, answ
             _ => {}
         }
     }
+}
+
+/// The first 64 KiB of a node's output; the rest is read and dropped, so the node never
+/// blocks on a full pipe.
+fn drain(mut r: impl Read) -> String {
+    let mut s = String::new();
+    let _ = (&mut r).take(64 * 1024).read_to_string(&mut s);
+    let _ = std::io::copy(&mut r, &mut std::io::sink());
+    s
 }

@@ -4,6 +4,8 @@
 //! protocol. Synchronous, no async runtime, no shell; any internal failure is logged and
 //! swallowed so the agent is never broken by spex.
 
+#[cfg(test)]
+mod fuzz_tests;
 pub mod handlers;
 mod hooknodes;
 

@@ -551,6 +551,11 @@ impl ProjectStore {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         for n in 4..=chars.len() {
             let handle: String = chars[chars.len() - n..].iter().collect();
+            if handle != id && self.session_dir(&handle).join("session.json").is_file() {
+                // Another session's full id, which `resolve` puts first: as this session's
+                // handle it would name the other one.
+                continue;
+            }
             let path = self.handle_file(&handle);
             match std::fs::OpenOptions::new()
                 .write(true)
@@ -574,16 +579,17 @@ impl ProjectStore {
         Ok(id.to_owned())
     }
 
-    /// Resolves a handle, a full id or a unique prefix of an id.
+    /// Resolves a full id, a handle or a unique prefix of an id. A full id comes first: a
+    /// handle claimed before a session with that very id appeared must not hide it.
     pub fn resolve(&self, prefix: &str) -> Result<String, StoreError> {
+        if self.session_dir(prefix).join("session.json").is_file() {
+            return Ok(prefix.to_owned());
+        }
         if let Ok(owner) = std::fs::read_to_string(self.handle_file(prefix))
             && let Some(owner) = Some(owner.trim()).filter(|o| !o.is_empty())
             && self.session_dir(owner).join("session.json").is_file()
         {
             return Ok(owner.to_owned());
-        }
-        if self.session_dir(prefix).join("session.json").is_file() {
-            return Ok(prefix.to_owned());
         }
         let matches: Vec<String> = self
             .session_ids()
@@ -696,6 +702,26 @@ mod tests {
             store.resolve("01a207f5-336d-7833-9809-0ddaefd8").unwrap(),
             a
         );
+    }
+
+    /// Found by the dispatch fuzz test: hook payloads with the session ids `null` and
+    /// `<uuid>null` (tests/fixtures/payloads/fuzz-regressions/claude/SessionStart.id_*.json).
+    #[test]
+    fn a_handle_never_hides_another_sessions_full_id() {
+        let (short, long) = ("null", "378ebf22-04e3-431b-a36e-0da512805eecnull");
+        let (_dir, store) = store_with(&[long]);
+        assert_eq!(store.claim_handle(long).unwrap(), "null");
+        // A session whose id is that handle appears later: its id still names it.
+        let record = store.session_dir(short).join("session.json");
+        fsutil::write_atomic(&record, b"{}").unwrap();
+        assert_eq!(store.resolve(short).unwrap(), short);
+        // Claimed after the short id exists, the long id's handle steps past it.
+        let (_dir2, both) = store_with(&[long, short]);
+        let h = both.claim_handle(long).unwrap();
+        assert_eq!(h, "cnull");
+        assert_eq!(both.claim_handle(short).unwrap(), "null");
+        assert_eq!(both.resolve(&h).unwrap(), long);
+        assert_eq!(both.resolve(short).unwrap(), short);
     }
 
     #[test]

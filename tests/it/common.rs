@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::SystemTime;
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
@@ -43,6 +44,13 @@ pub fn git(cwd: &Path, args: &[&str]) {
 pub fn write(path: &Path, bytes: impl AsRef<[u8]>) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, bytes).unwrap();
+}
+
+/// Writes `text` to `path` as an executable file.
+pub fn executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    write(path, text);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 pub fn read(path: &Path) -> String {
@@ -167,6 +175,28 @@ impl World {
             &mut self.cmd(cwd, &["dispatch", harness, event]),
             payload.to_string().as_bytes(),
         )
+    }
+
+    /// [`World::dispatch`], or `None` (the process killed) when it has not answered within
+    /// `limit`: a hung hook fails its test instead of hanging it.
+    pub fn dispatch_within(
+        &self,
+        cwd: &Path,
+        harness: &str,
+        event: &str,
+        payload: &Value,
+        limit: Duration,
+    ) -> Option<Output> {
+        let child = spawn_piped(&mut self.cmd(cwd, &["dispatch", harness, event]));
+        let pid = child.id().to_string();
+        let input = payload.to_string().into_bytes();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || tx.send(finish(child, input)));
+        let out = rx.recv_timeout(limit).ok();
+        if out.is_none() {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
+        out
     }
 
     // -----------------------------------------------------------------------------------------

@@ -7,12 +7,14 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{World, feed, finish, merged, read, spawn_piped, write};
+use crate::common::{World, executable, feed, finish, merged, read, spawn_piped, write};
+use crate::support::payloads;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/payloads");
+const FIXTURES: &str = payloads::PAYLOADS;
 
 // ---------------------------------------------------------------------------------------------
 // Running the dispatcher
@@ -148,31 +150,12 @@ fn fixture_files(harness: &str) -> Vec<(String, String, PathBuf)> {
     out
 }
 
-fn replace_strings(v: &mut Value, from: &str, to: &str) {
-    match v {
-        Value::String(s) => *s = s.replace(from, to),
-        Value::Array(a) => a.iter_mut().for_each(|x| replace_strings(x, from, to)),
-        Value::Object(m) => m.values_mut().for_each(|x| replace_strings(x, from, to)),
-        _ => {}
-    }
-}
-
-/// A captured payload moved into `w`: its cwd (and every path under it) becomes the repo,
-/// the rest of `/home/dev` becomes the world's HOME.
-fn localize(w: &World, mut v: Value) -> Value {
-    if let Some(cwd) = v["cwd"].as_str().map(str::to_owned) {
-        replace_strings(&mut v, &cwd, w.repo.to_str().unwrap());
-    }
-    replace_strings(&mut v, "/home/dev", w.home.to_str().unwrap());
-    v
-}
-
 fn load_fixture(w: &World, harness: &str, stem: &str) -> Value {
     let path = Path::new(FIXTURES)
         .join(harness)
         .join(format!("{stem}.json"));
     let v: Value = serde_json::from_str(&read(&path)).expect("fixture is JSON");
-    localize(w, v)
+    payloads::localize(v, &w.repo, &w.home)
 }
 
 /// The state a payload's session is put in before the payload is dispatched.
@@ -997,12 +980,6 @@ fn another_live_session_touching_the_same_file_is_warned() {
 // ---------------------------------------------------------------------------------------------
 // Hook nodes
 
-fn executable(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt as _;
-    write(path, text);
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
 #[test]
 fn hook_nodes_run_after_builtins() {
     let w = World::new();
@@ -1106,7 +1083,7 @@ fn payloads_through_a_symlinked_spelling_land_in_the_one_store() {
     for (harness, stem, event) in cases {
         for (n, cwd) in [(1, &w.repo), (2, &link)] {
             let mut payload = load_fixture(&w, harness, stem);
-            replace_strings(&mut payload, repo, cwd.to_str().unwrap());
+            payloads::replace_strings(&mut payload, repo, cwd.to_str().unwrap());
             let sid = format!("{harness}-spelling-{n}");
             payload["session_id"] = json!(sid);
             let out = feed(
@@ -1128,4 +1105,42 @@ fn payloads_through_a_symlinked_spelling_land_in_the_one_store() {
         assert_eq!(r["tree"], json!(repo), "{id} (link: {linked})");
         assert_eq!(r["touched"], json!(["hello.txt"]), "{id} (link: {linked})");
     }
+}
+
+/// Found by the dispatch fuzz test: spex wrote the whole payload to a node before reading its
+/// output, so a node that echoes its input (`cat`, `jq .`) filled its output pipe and stopped
+/// reading, spex blocked on the full input pipe, and the hook hung until the harness killed it.
+#[test]
+fn a_hook_node_echoing_a_large_payload_never_hangs_the_hook() {
+    let w = World::new();
+    write(
+        &w.repo.join(".spec/echo/spec.md"),
+        "---\ntitle: Echo\nsurface: hook\nevents: [PreToolUse]\n---\nEchoes its payload.\n",
+    );
+    executable(&w.repo.join(".spec/echo/echo.sh"), "#!/bin/sh\ncat\n");
+    materialized(&w, "{ \"harnesses\": [\"claude\", \"codex\"] }\n");
+    // 1 MiB: far more than the two pipes between spex and the node hold.
+    let content = "x".repeat(1 << 20);
+    let input = json!({ "file_path": w.repo.join("notes.txt"), "content": content });
+    let payload = json!({ "session_id": "e5e5e5e5-0000-4000-8000-000000000006", "cwd": w.repo,
+        "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_input": input });
+    let out = w
+        .dispatch_within(
+            &w.repo,
+            "claude",
+            "PreToolUse",
+            &payload,
+            Duration::from_secs(10),
+        )
+        .expect("the hook answers within 10 s");
+    let ctx = context_of(&json_out(&out, "echoed Write"));
+    assert!(
+        ctx.starts_with('{') && ctx.contains("e5e5e5e5-"),
+        "not the payload: {ctx:.200}"
+    );
+    assert!(
+        ctx.len() <= 64 * 1024,
+        "a node's output is capped: {} bytes",
+        ctx.len()
+    );
 }

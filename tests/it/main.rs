@@ -6,6 +6,7 @@ mod cli;
 mod codex_runtime;
 mod common;
 mod dispatch;
+mod fuzz_dispatch;
 mod materialize;
 mod peers_smoke;
 mod real_peers;

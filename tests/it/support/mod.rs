@@ -9,5 +9,6 @@ pub mod codex_home;
 pub mod fake_anthropic;
 pub mod fake_responses;
 pub mod http;
+pub mod payloads;
 pub mod peers;
 pub mod rpc;
