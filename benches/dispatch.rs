@@ -1,8 +1,10 @@
 //! Benchmark of the hook hot path: `spex dispatch codex PreToolUse` (a Bash tool call of a
 //! known session) in a project whose store holds 1,000 session records, against starting
-//! `/bin/true` with the same stdin in the same run; then the same with 500 governed spec nodes
-//! (mixed glob forms) and an `apply_patch` of a governed file, against the no-spec case in the
-//! same run. Run: `cargo bench --bench dispatch`.
+//! `/bin/true` with the same stdin in the same run; then, with 500 governed spec nodes (mixed
+//! glob forms), an `apply_patch` of a governed file against the same call in a linked worktree
+//! of the project that has no spec tree (the no-spec case), interleaved in the same run, with
+//! an ungoverned file and a Bash call (which edits nothing) beside them. Run:
+//! `cargo bench --bench dispatch`.
 
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
@@ -58,6 +60,16 @@ fn main() {
     assert!(
         Command::new("git")
             .args(["init", "-q"])
+            .current_dir(&repo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // A first commit, so that the project can have a linked worktree without the spec tree.
+    assert!(
+        Command::new("git")
+            .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
+            .args(["commit", "-q", "--allow-empty", "-m", "init"])
             .current_dir(&repo)
             .status()
             .unwrap()
@@ -172,23 +184,33 @@ fn main() {
         )
         .unwrap();
     }
-    let st = Command::new(&spex)
-        .arg("materialize")
-        .current_dir(&repo)
-        .envs(env.iter().map(|(k, v)| (*k, *v)))
-        .env("CODEX_HOME", dir.path().join("codex"))
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let edit = |governed: bool| {
-        let file = if governed {
-            "dir248/x.rs"
-        } else {
-            "docs/readme.md"
-        };
+    let materialize = |tree: &Path| {
+        let st = Command::new(&spex)
+            .arg("materialize")
+            .current_dir(tree)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
+            .env("CODEX_HOME", dir.path().join("codex"))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    materialize(&repo);
+    let plain = dir.path().join("plain");
+    assert!(
+        Command::new("git")
+            .args(["worktree", "add", "-q"])
+            .arg(&plain)
+            .current_dir(&repo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::write(plain.join("spex.jsonc"), "{ \"harnesses\": [\"codex\"] }").unwrap();
+    materialize(&plain);
+    let edit = |tree: &Path, file: &str| {
         serde_json::json!({
-            "session_id": "thread-0501", "turn_id": "turn-1", "cwd": repo, "hook_event_name": "PreToolUse",
+            "session_id": "thread-0501", "turn_id": "turn-1", "cwd": tree, "hook_event_name": "PreToolUse",
             "model": "gpt-5.5", "permission_mode": "bypassPermissions", "tool_name": "apply_patch",
             "tool_use_id": "call_2", "transcript_path": "/tmp/rollout.jsonl",
             "tool_input": { "command": format!("*** Begin Patch\n*** Update File: {file}\n@@\n-a\n+b\n*** End Patch\n") },
@@ -196,31 +218,55 @@ fn main() {
         .to_string()
         .into_bytes()
     };
-    let (governed, plain) = (edit(true), edit(false));
+    let cases: [(&str, Vec<u8>); 5] = [
+        ("governed file", edit(&repo, "dir248/x.rs")),
+        ("ungoverned file", edit(&repo, "docs/readme.md")),
+        ("no-spec case", edit(&plain, "dir248/x.rs")),
+        ("Bash call", payload(&repo, "thread-0500", "PreToolUse")),
+        (
+            "Bash, no spec",
+            payload(&plain, "thread-0500", "PreToolUse"),
+        ),
+    ];
     let args = ["dispatch", "codex", "PreToolUse"];
-    let (mut g, mut n, mut t) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..RUNS {
-        g.push(run(&spex, &args, &env, &repo, &governed));
-        n.push(run(&spex, &args, &env, &repo, &plain));
-        t.push(run(&truth, &[], &env, &repo, &governed));
+    let mut took: Vec<Vec<Duration>> = vec![Vec::with_capacity(RUNS); cases.len() + 1];
+    for round in 0..RUNS {
+        // Interleaved, each round starting one case later, so no case always follows another.
+        for k in 0..=cases.len() {
+            let i = (round + k) % (cases.len() + 1);
+            took[i].push(match cases.get(i) {
+                Some((_, stdin)) => run(&spex, &args, &env, &repo, stdin),
+                None => run(&truth, &[], &env, &repo, &cases[0].1),
+            });
+        }
     }
-    for v in [&mut g, &mut n, &mut t] {
-        v.sort();
+    let p50: Vec<f64> = took
+        .iter_mut()
+        .map(|v| {
+            v.sort();
+            us(percentile(v, 500))
+        })
+        .collect();
+    let p99: Vec<f64> = took.iter().map(|v| us(percentile(v, 990))).collect();
+    println!(
+        "apply_patch PreToolUse with {NODES} governed spec nodes vs a worktree without them ({RUNS} runs each, interleaved)"
+    );
+    for (i, (name, _)) in cases.iter().enumerate() {
+        println!("  {name:16} p50 {:7.0} us   p99 {:7.0} us", p50[i], p99[i]);
     }
-    let (gp, np, tp) = (
-        us(percentile(&g, 500)),
-        us(percentile(&n, 500)),
-        us(percentile(&t, 500)),
+    let t = cases.len();
+    println!(
+        "  {:16} p50 {:7.0} us   p99 {:7.0} us",
+        "/bin/true", p50[t], p99[t]
     );
     println!(
-        "apply_patch PreToolUse with {NODES} governed spec nodes ({RUNS} runs each, interleaved)"
+        "  governed / no-spec p50: {:.2}x (goal <= 1.10x)   governed / true p50: {:.2}x (goal <= 2.5x)",
+        p50[0] / p50[2],
+        p50[0] / p50[t]
     );
-    println!("  governed file:   p50 {gp:7.0} us");
-    println!("  ungoverned file: p50 {np:7.0} us");
-    println!("  /bin/true:       p50 {tp:7.0} us");
     println!(
-        "  governed / ungoverned p50: {:.2}x (goal <= 1.10x)   governed / true p50: {:.2}x (goal <= 2.5x)",
-        gp / np,
-        gp / tp
+        "  ungoverned / no-spec p50: {:.2}x   Bash / Bash without spec p50: {:.2}x",
+        p50[1] / p50[2],
+        p50[3] / p50[4]
     );
 }

@@ -4,12 +4,13 @@
 
 use serde_json::{Value, json};
 
+use super::governance::Governance;
 use crate::config::{Policy, StopGate};
 use crate::seam::event::{Answer, HookEvent, Kind};
+use crate::store::ProjectStore;
 use crate::store::session::{
     Attention, DeclaredState, Session, Status, Turn, TurnState, new_event,
 };
-use crate::store::{Governed, ProjectStore};
 
 /// Everything the handlers read besides the record.
 pub struct Ctx<'a> {
@@ -20,7 +21,7 @@ pub struct Ctx<'a> {
     pub now: &'a str,
     pub spec_first: Policy,
     pub stop_gate: StopGate,
-    pub governance: &'a [Governed],
+    pub governance: &'a Governance,
     pub store: &'a ProjectStore,
     /// A project hook node blocks this call.
     pub denied: bool,
@@ -35,49 +36,6 @@ fn headline_of(prompt: &str) -> String {
         .unwrap_or_default()
         .trim();
     crate::store::session::ellipsis(line, 80)
-}
-
-/// Whether the glob `pat` matches `rel` (globset, `/` not special).
-fn glob_matches(pat: &str, rel: &str) -> bool {
-    globset::GlobBuilder::new(pat)
-        .literal_separator(false)
-        .build()
-        .is_ok_and(|glob| glob.compile_matcher().is_match(rel))
-}
-
-/// What the text of `pat` alone says about `rel`, without compiling it: `Some(answer)` when
-/// that settles it (a literal pattern; a path lacking the literal text every match starts or
-/// ends with), `None` when only the glob can tell. Compiling is what costs on the hot path.
-fn settled_without_compiling(pat: &str, rel: &str) -> Option<bool> {
-    const META: &[char] = &['*', '?', '[', ']', '{', '}'];
-    if pat.contains('\\') {
-        return None;
-    }
-    let (Some(first), Some(last)) = (pat.find(META), pat.rfind(META)) else {
-        return Some(pat == rel);
-    };
-    let (mut prefix, mut suffix) = (&pat[..first], &pat[last + 1..]);
-    // A `**` matches nothing at all too, taking its `/` with it: `**/src` matches `src`.
-    if pat[..=last].ends_with("**") {
-        suffix = suffix.strip_prefix('/').unwrap_or(suffix);
-    }
-    if pat[first..].starts_with("**") {
-        prefix = prefix.strip_suffix('/').unwrap_or(prefix);
-    }
-    let fits = rel.len() >= prefix.len() + suffix.len()
-        && rel.starts_with(prefix)
-        && rel.ends_with(suffix);
-    (!fits).then_some(false)
-}
-
-/// Which spec node governs `rel`, if any (first match in path order). A glob is compiled only
-/// when its literal start and end fit `rel`, so the cost does not grow with the spec tree.
-fn governing<'g>(governance: &'g [Governed], rel: &str) -> Option<&'g Governed> {
-    governance.iter().find(|g| {
-        g.code.iter().any(|pat| {
-            settled_without_compiling(pat, rel).unwrap_or_else(|| glob_matches(pat, rel))
-        })
-    })
 }
 
 /// Applies one hook event to a session record. Returns the events to append and the answer
@@ -334,7 +292,7 @@ fn record_touched(ctx: &Ctx, s: &mut Session) {
 /// policy (once per session), and other live sessions that touched the same file.
 fn policies_before_edit(ctx: &Ctx, s: &mut Session, answer: &mut Answer) {
     for rel in ctx.edits {
-        if let Some(g) = governing(ctx.governance, rel) {
+        if let Some(g) = ctx.governance.governing(rel) {
             if !s.flags.spec_first_done && ctx.spec_first != Policy::Off {
                 s.flags.spec_first_done = true;
                 let text = format!(
@@ -385,74 +343,4 @@ fn stop_gate(ctx: &Ctx, s: &mut Session, answer: &mut Answer) -> bool {
         "Before you stop, declare where this session stands: run `spex session done --note \"<what is done>\"`, `spex session park --note \"<why>\"` or `spex session ask --note \"<your question>\"`.".into(),
     );
     true
-}
-
-#[cfg(test)]
-mod glob_tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn pattern() -> impl Strategy<Value = String> {
-        let part = prop_oneof![
-            Just("src".to_owned()),
-            Just("lib".to_owned()),
-            Just("a*_*.rs".to_owned()),
-            Just("**".to_owned()),
-            Just("*.proto".to_owned()),
-            Just("{a,b}".to_owned()),
-            Just("*.ts".to_owned()),
-            Just("x?y".to_owned()),
-            Just("[ab]c".to_owned()),
-            Just("mod.rs".to_owned()),
-            Just("d\\*".to_owned()),
-        ];
-        prop::collection::vec(part, 1..4).prop_map(|p| p.join("/"))
-    }
-
-    fn path() -> impl Strategy<Value = String> {
-        let part = prop_oneof![
-            Just("src"),
-            Just("lib"),
-            Just("a1_2.rs"),
-            Just("x.proto"),
-            Just("a"),
-            Just("b"),
-            Just("f.ts"),
-            Just("xzy"),
-            Just("bc"),
-            Just("mod.rs"),
-            Just("d*"),
-            Just("deep"),
-        ];
-        prop::collection::vec(part, 1..5).prop_map(|p| p.join("/"))
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 6000, failure_persistence: None, ..ProptestConfig::default() })]
-        #[test]
-        fn the_shortcut_answers_what_the_glob_answers(pat in pattern(), rel in path()) {
-            if let Some(answer) = settled_without_compiling(&pat, &rel) {
-                prop_assert_eq!(answer, glob_matches(&pat, &rel), "{} vs {}", pat, rel);
-            }
-        }
-    }
-
-    #[test]
-    fn settles_the_common_forms_without_compiling() {
-        assert_eq!(settled_without_compiling("dir/**", "src/a.rs"), Some(false));
-        assert_eq!(
-            settled_without_compiling("**/*.proto", "src/a.rs"),
-            Some(false)
-        );
-        assert_eq!(
-            settled_without_compiling("src/main.rs", "src/main.rs"),
-            Some(true)
-        );
-        assert_eq!(settled_without_compiling("dir/**", "dir/a.rs"), None);
-        assert!(glob_matches("dir/**", "dir/a/b.rs"));
-        // `**` may match nothing, with its slash: found by the property test.
-        assert_eq!(settled_without_compiling("**/src", "src"), None);
-        assert_eq!(settled_without_compiling("a/**/b", "a/b"), None);
-        assert!(glob_matches("**/src", "src") && glob_matches("a/**/b", "a/b"));
-    }
 }

@@ -6,6 +6,8 @@
 
 #[cfg(test)]
 mod fuzz_tests;
+mod glob;
+pub mod governance;
 pub mod handlers;
 mod hooknodes;
 
@@ -95,9 +97,12 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
             store::LOG_BYTES,
         );
     }
-    // Policies, the spec index and hook nodes come from the receipt `materialize` wrote, so
-    // the hot path reads one small file instead of the config layers and the `.spec` tree.
-    let receipt = project.receipt(&tree.root).unwrap_or_default();
+    // Policies and hook nodes come from the receipt `materialize` wrote, so the hot path reads
+    // one small file instead of the config layers and the `.spec` tree. The governance index
+    // beside it is read only if the event edits a file, and then only the buckets that file
+    // can hit.
+    let mut receipt = project.receipt(&tree.root).unwrap_or_default();
+    let governance = governance::Governance::of(&mut receipt, project.governance_file(&tree.root));
     if let Some(bytes) = receipt.event_log_bytes {
         project.event_log_bytes = bytes;
     }
@@ -143,7 +148,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                 now: &now,
                 spec_first: receipt.policies.spec_first,
                 stop_gate: receipt.policies.stop_gate,
-                governance: &receipt.governance,
+                governance: &governance,
                 store: &project,
                 denied: from_nodes.block.is_some(),
             };

@@ -54,7 +54,8 @@ pub struct Plan {
     pub harnesses: Vec<&'static str>,
     pub changes: Vec<Change>,
     pub warnings: Vec<String>,
-    /// The receipt (selection, policies, spec index for dispatch) differs from the stored one.
+    /// The receipt (selection, policies, spec index for dispatch) or the governance index beside
+    /// it differs from the stored one.
     pub receipt_changed: bool,
     store: ProjectStore,
     owned: Owned,
@@ -62,7 +63,7 @@ pub struct Plan {
     owned_before: Owned,
     toml_jobs: std::collections::BTreeMap<PathBuf, toml_entries::Job>,
     json_jobs: std::collections::BTreeMap<PathBuf, JsonJob>,
-    receipt: Option<Receipt>,
+    dispatch: DispatchFiles,
     /// The main checkout's other spellings to keep on record (`None`: no record).
     spellings: Option<Spellings>,
 }
@@ -161,6 +162,15 @@ impl Inputs<'_> {
             h.plan_shims(&ctx, &mut ws)?;
         }
         plan_exclude(&self.tree, &others, &mut ws)?;
+        let governed: Vec<Governed> = nodes
+            .iter()
+            .filter(|n| !n.code.is_empty())
+            .map(|n| Governed {
+                spec: n.file.to_string_lossy().into_owned(),
+                title: n.title.clone(),
+                code: n.code.clone(),
+            })
+            .collect();
         let receipt = (mode == Mode::Materialize).then(|| Receipt {
             schema: owned::SCHEMA,
             tree: self.tree.root.clone(),
@@ -177,15 +187,8 @@ impl Inputs<'_> {
                     })
                 })
                 .collect(),
-            governance: nodes
-                .iter()
-                .filter(|n| !n.code.is_empty())
-                .map(|n| Governed {
-                    spec: n.file.to_string_lossy().into_owned(),
-                    title: n.title.clone(),
-                    code: n.code.clone(),
-                })
-                .collect(),
+            governance: Vec::new(),
+            governance_index: !governed.is_empty(),
             policies: Policies {
                 spec_first: cfg.spec_first,
                 stop_gate: cfg.stop_gate,
@@ -204,7 +207,7 @@ impl Inputs<'_> {
             cfg.harnesses,
             ws,
             (store, owned),
-            receipt,
+            DispatchFiles::new(receipt, &governed),
         );
         plan.spellings = spellings;
         Ok(plan)
@@ -318,13 +321,39 @@ fn missing_dirs(dir: Option<&Path>, out: &mut BTreeSet<PathBuf>) {
     }
 }
 
+/// What `dispatch` reads of this tree: the receipt and the governance index beside it (`None`:
+/// no such file).
+#[derive(Debug, PartialEq, Eq)]
+struct DispatchFiles {
+    receipt: Option<Receipt>,
+    index: Option<Vec<u8>>,
+}
+
+impl DispatchFiles {
+    fn new(receipt: Option<Receipt>, governed: &[Governed]) -> DispatchFiles {
+        let index = receipt
+            .as_ref()
+            .filter(|r| r.governance_index)
+            .map(|_| store::governance::index_bytes(governed));
+        DispatchFiles { receipt, index }
+    }
+
+    /// What the store holds now; an index that cannot be read counts as changed.
+    fn stored(store: &ProjectStore, tree: &Path) -> Option<DispatchFiles> {
+        Some(DispatchFiles {
+            receipt: store.receipt(tree),
+            index: fsutil::read_opt(&store.governance_file(tree)).ok()?,
+        })
+    }
+}
+
 fn finish(
     tree: PathBuf,
     others: &[PathBuf],
     harnesses: Vec<&'static str>,
     ws: Workspace,
     (store, owned_before): (ProjectStore, Owned),
-    receipt: Option<Receipt>,
+    dispatch: DispatchFiles,
 ) -> Plan {
     let owned_files = ws.owned_files_after();
     let Workspace {
@@ -424,7 +453,7 @@ fn finish(
             });
         }
     }
-    let receipt_changed = store.receipt(&tree) != receipt;
+    let receipt_changed = DispatchFiles::stored(&store, &tree).as_ref() != Some(&dispatch);
     Plan {
         tree,
         harnesses,
@@ -436,7 +465,7 @@ fn finish(
         owned_before,
         toml_jobs,
         json_jobs,
-        receipt,
+        dispatch,
         spellings: None,
     }
 }
@@ -528,8 +557,16 @@ impl Plan {
             }
             None => fsutil::remove_file(&spellings_path).map_err(io_err(&spellings_path))?,
         }
+        // The index before the receipt that points to it.
+        let index_path = self.store.governance_file(&self.tree);
+        match &self.dispatch.index {
+            Some(bytes) => {
+                fsutil::write_atomic(&index_path, bytes).map_err(io_err(&index_path))?;
+            }
+            None => fsutil::remove_file(&index_path).map_err(io_err(&index_path))?,
+        }
         let receipt_path = self.store.receipt_file(&self.tree);
-        match &self.receipt {
+        match &self.dispatch.receipt {
             Some(r) => {
                 fsutil::write_atomic(&receipt_path, &store::json_bytes(r))
                     .map_err(io_err(&receipt_path))?;

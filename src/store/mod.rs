@@ -2,6 +2,7 @@
 //! per-tree receipts, the ownership record of materialized artifacts, the dispatch log and
 //! session state. Owns paths and locking; it does not know what a harness is.
 
+pub mod governance;
 pub mod lock;
 pub mod prune;
 pub mod session;
@@ -14,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Per-tree receipt, written by `materialize`: which harnesses this tree selected, and what
-/// `dispatch` needs from the `.spec` tree (so the hot path never walks `.spec`).
+/// `dispatch` needs from the `.spec` tree (so the hot path never walks `.spec`). Which spec
+/// governs which files lives beside it in the governance index (`governance.rs`), read only
+/// for events that edit files.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
     pub schema: u32,
@@ -22,8 +25,13 @@ pub struct Receipt {
     pub harnesses: Vec<String>,
     #[serde(default)]
     pub hooks: Vec<HookNode>,
-    #[serde(default)]
+    /// The governed nodes inline: receipts written before the governance index. `dispatch`
+    /// still reads them as it did; the next `materialize` moves them into the index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub governance: Vec<Governed>,
+    /// The governed nodes are in the governance index beside this receipt.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub governance_index: bool,
     #[serde(default)]
     pub policies: Policies,
     /// Config `store.eventLogBytes`: one session's event log is kept under this size.
@@ -139,6 +147,13 @@ impl ProjectStore {
 
     pub fn spellings_file(&self) -> PathBuf {
         self.dir.join("spellings.json")
+    }
+
+    /// The governance index beside the receipt of the checkout rooted at `tree`.
+    pub fn governance_file(&self, tree: &Path) -> PathBuf {
+        self.dir
+            .join("trees")
+            .join(format!("{}.governance", path_key(tree)))
     }
 
     pub fn owned_file(&self) -> PathBuf {

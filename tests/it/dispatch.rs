@@ -882,6 +882,58 @@ fn spec_policies_answer_in_harness_protocol() {
     stop_gate_asks_once(&w);
 }
 
+/// A receipt written before the governance index (the governed nodes inline, no index) still
+/// governs as it did; the next `materialize` moves the nodes into the index.
+#[test]
+fn a_receipt_from_before_the_governance_index_still_governs() {
+    let w = World::new();
+    materialized(&w, "{ \"harnesses\": [\"claude\"] }\n");
+    let trees = w.project_dir().join("trees");
+    let file_with = |ext: &str| {
+        std::fs::read_dir(&trees)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == ext))
+    };
+    let (receipt_file, index) = (file_with("json").unwrap(), file_with("governance").unwrap());
+    let mut receipt: Value = serde_json::from_str(&read(&receipt_file)).unwrap();
+    let obj = receipt.as_object_mut().unwrap();
+    obj.remove("governance_index");
+    obj.insert(
+        "governance".into(),
+        json!([{ "spec": ".spec/api/spec.md", "title": "API", "code": ["src/api/**"] }]),
+    );
+    write(&receipt_file, serde_json::to_vec_pretty(&receipt).unwrap());
+    std::fs::remove_file(&index).unwrap();
+
+    let s1 = "c3c3c3c3-0000-4000-8000-000000000001";
+    let old = json_out(
+        &claude_pre_tool(&w, s1, "Write", "src/api/x.rs", "x\n"),
+        "governed Write under an old receipt",
+    );
+    assert!(context_of(&old).contains(".spec/api/spec.md"), "{old}");
+    let plain = passed(
+        &claude_pre_tool(&w, s1, "Write", "docs/x.md", "x\n"),
+        "ungoverned Write under an old receipt",
+    );
+    assert!(!plain.contains(".spec/api/spec.md"), "{plain}");
+
+    w.ok(&w.repo, &["materialize"]);
+    assert!(
+        !read(&receipt_file).contains("\"governance\":"),
+        "{}",
+        read(&receipt_file)
+    );
+    assert!(index.is_file(), "materialize wrote the index");
+    let s2 = "c3c3c3c3-0000-4000-8000-000000000002";
+    let new = json_out(
+        &claude_pre_tool(&w, s2, "Write", "src/api/x.rs", "x\n"),
+        "governed Write through the index",
+    );
+    assert!(context_of(&new).contains(".spec/api/spec.md"), "{new}");
+    assert_eq!(w.errors_log(), "", "nothing went wrong");
+}
+
 /// `stopGate: ask`: an undeclared Stop is blocked once; the re-entered Stop passes.
 fn stop_gate_asks_once(w: &World) {
     materialized(
