@@ -75,8 +75,10 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
         Kind::PromptSubmitted => {
             let prompt = ev.prompt.clone().unwrap_or_default();
             let same_turn = s.turn_running()
-                && ev.turn_id.is_some()
-                && s.turn.as_ref().is_some_and(|t| t.id == ev.turn_id);
+                && s.turn.as_ref().is_some_and(|t| {
+                    (ev.turn_id.is_some() && t.id == ev.turn_id)
+                        || joins_queue(&t.started_at, ctx.now)
+                });
             if !prompt.trim().is_empty() {
                 s.headline = Some(headline_of(&prompt));
             }
@@ -288,6 +290,20 @@ fn record_touched(ctx: &Ctx, s: &mut Session) {
     }
 }
 
+/// A prompt reported within a moment of the running turn's start joins that turn: the harness
+/// took several queued prompts up together (Claude fires one prompt hook per queued prompt,
+/// milliseconds apart, for one turn). An interrupt and a new prompt typed by a person are
+/// seconds apart.
+fn joins_queue(turn_started: &str, now: &str) -> bool {
+    let at = |t: &str| humantime::parse_rfc3339_weak(t.trim_end_matches('Z')).ok();
+    match (at(turn_started), at(now)) {
+        (Some(start), Some(now)) => now
+            .duration_since(start)
+            .is_ok_and(|d| d < std::time::Duration::from_secs(1)),
+        _ => false,
+    }
+}
+
 /// Before an edit: name the governing spec (once per spec per session), the spec-first
 /// policy (once per session), and other live sessions that touched the same file.
 fn policies_before_edit(ctx: &Ctx, s: &mut Session, answer: &mut Answer) {
@@ -343,4 +359,19 @@ fn stop_gate(ctx: &Ctx, s: &mut Session, answer: &mut Answer) -> bool {
         "Before you stop, declare where this session stands: run `spex session done --note \"<what is done>\"`, `spex session park --note \"<why>\"` or `spex session ask --note \"<your question>\"`.".into(),
     );
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::joins_queue;
+
+    #[test]
+    fn a_prompt_milliseconds_after_the_turn_began_joins_it() {
+        let start = "2026-11-23T12:14:45.183Z";
+        assert!(joins_queue(start, "2026-11-23T12:14:45.192Z"));
+        assert!(!joins_queue(start, "2026-11-23T12:14:47.000Z"));
+        // A clock that went back, or a time that does not parse, joins nothing.
+        assert!(!joins_queue(start, "2026-11-23T12:14:44.000Z"));
+        assert!(!joins_queue("not a time", start));
+    }
 }

@@ -659,7 +659,8 @@ pub fn deliver(
         let events = store.events(id, None).ok()?;
         events
             .iter()
-            .filter(|e| e.seq > after && e.kind == "turn.started")
+            // A prompt taken up together with another one joins that one's turn.
+            .filter(|e| e.seq > after && (e.kind == "turn.started" || e.kind == "turn.steered"))
             .find(|e| {
                 e.fields
                     .get("prompt")
