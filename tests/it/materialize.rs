@@ -741,7 +741,7 @@ fn cycles_under_a_writer(
 }
 
 /// A program that rewrites `config.toml` the way Codex does (parse, insert a table, write a
-/// temp file, rename) while spex runs materialize and clean: nothing it wrote is lost.
+/// temp file, rename; every 20 ms) while spex runs materialize and clean: nothing it wrote is lost.
 #[test]
 fn concurrent_rewrites_of_codex_config_are_never_lost() {
     let w = World::new();
@@ -751,7 +751,7 @@ fn concurrent_rewrites_of_codex_config_are_never_lost() {
     let (text, written) = cycles_under_a_writer(
         &w,
         &config,
-        std::time::Duration::from_millis(1),
+        std::time::Duration::from_millis(20),
         |text, n| {
             let mut doc: toml_edit::DocumentMut = text
                 .parse()
