@@ -141,7 +141,7 @@ impl Tree {
 
     /// How `logical`, a path as a user spells it (the shell's `$PWD`), spells the main
     /// checkout when that differs from its canonical path: the deepest ancestor of `logical`
-    /// that resolves to it, e.g. `/home/me/link` for `$PWD` `/home/me/link/src` when `link`
+    /// that resolves to it, e.g. `<dir>/link` for `$PWD` `<dir>/link/src` when `link`
     /// points at the checkout. `None` when `logical` is relative, has `..` in it, names the main
     /// checkout canonically, or is not inside it.
     pub fn main_spelling(&self, logical: &Path) -> Option<PathBuf> {

@@ -415,13 +415,14 @@ pub fn load(user_file: &Path, tree_root: &Path, known: &Known) -> Result<Config,
 mod tests {
     use super::*;
 
-    /// What the adapter registry hands in: two harnesses, one alias.
+    /// What the adapter registry hands in: two harnesses, one alias. Made-up ids: the
+    /// config knows harnesses only through what it is handed.
     fn known() -> Known {
         Known {
-            ids: vec!["claude", "codex"],
+            ids: vec!["alpha", "beta"],
             canonical: |id| match id {
-                "claude" | "plugin" => Some("claude"),
-                "codex" => Some("codex"),
+                "alpha" | "alpha-alias" => Some("alpha"),
+                "beta" => Some("beta"),
                 _ => None,
             },
         }
@@ -443,14 +444,14 @@ mod tests {
 
     #[test]
     fn reads_keys_with_comments() {
-        let cfg = parse("// mine\n{\n  \"harnesses\": [\"codex\"], // only codex\n  \"policies\": {\"specFirst\": \"block\"},\n}").unwrap();
-        assert_eq!(cfg.harnesses, vec!["codex"]);
+        let cfg = parse("// mine\n{\n  \"harnesses\": [\"beta\"], // only beta\n  \"policies\": {\"specFirst\": \"block\"},\n}").unwrap();
+        assert_eq!(cfg.harnesses, vec!["beta"]);
         assert_eq!(cfg.spec_first, Policy::Block);
     }
 
     #[test]
     fn errors_name_line_and_key() {
-        let err = parse("{\n  \"harnesses\": [\"claude\",\n    \"vim\"]\n}")
+        let err = parse("{\n  \"harnesses\": [\"alpha\",\n    \"vim\"]\n}")
             .unwrap_err()
             .to_string();
         assert!(

@@ -231,7 +231,7 @@ mod tests {
         Session {
             schema: 1,
             id: "0000-\"quoted\"-id".into(),
-            harness: "codex".into(),
+            harness: "alpha".into(),
             harness_session_id: Some("thread-1".into()),
             project: "/p/main".into(),
             tree: "/p/wt ü".into(),
