@@ -339,12 +339,8 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
             return (None, Vec::new(), ());
         };
         s.status = Status::Starting;
-        s.exit_status = None;
         s.attention = None;
-        // A new harness process runs the session; the evidence finds it again.
-        s.process = None;
-        s.observed = None;
-        s.attended = None;
+        s.forget_process();
         s.updated_at = crate::store::now_rfc3339();
         let mut f = serde_json::Map::new();
         f.insert("harness".into(), l.harness.id().into());

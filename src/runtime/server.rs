@@ -89,10 +89,6 @@ impl<'a> Server<'a> {
         self.store.dir.join("servers")
     }
 
-    fn log(&self) -> PathBuf {
-        self.log.clone()
-    }
-
     fn running_file(&self) -> PathBuf {
         self.dir().join(format!("{}.json", self.harness.id()))
     }
@@ -126,7 +122,7 @@ impl<'a> Server<'a> {
                 "the server is busy or stuck; try again, or `spex stop` the session".to_owned()
             }
             ServerErrorKind::Refused | ServerErrorKind::Start => {
-                format!("see the server log `{}`", self.log().display())
+                format!("see the server log `{}`", self.log.display())
             }
         };
         RuntimeError::Server {
@@ -152,7 +148,7 @@ impl<'a> Server<'a> {
         if std::fs::symlink_metadata(&self.socket).is_ok() {
             std::fs::remove_file(&self.socket).map_err(io(&self.socket))?;
         }
-        let log = self.log();
+        let log = self.log.clone();
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -575,11 +571,7 @@ impl<'a> Server<'a> {
             let before = s.state_key();
             s.status = Status::Idle;
             s.exit_reason = None;
-            s.exit_status = None;
-            // A new server process holds the thread now; the evidence finds it again.
-            s.process = None;
-            s.observed = None;
-            s.attended = None;
+            s.forget_process();
             "spex".clone_into(&mut s.launched_by);
             s.stamp(before, &now, "resume", None);
             s.updated_at = now;

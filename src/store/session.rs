@@ -352,6 +352,15 @@ impl Session {
 
     /// The session is over: a running turn is closed (`turn.interrupted`), attention that
     /// asked for a person is cleared (a failed turn's stays visible), `session.exited`.
+    /// A new harness process runs the session (it was resumed): forget the old one and what
+    /// its evidence said, so the readers find the new one.
+    pub fn forget_process(&mut self) {
+        self.process = None;
+        self.observed = None;
+        self.attended = None;
+        self.exit_status = None;
+    }
+
     pub fn exit(&mut self, reason: &str, now: &str, source: &str) -> Vec<NewEvent> {
         let mut out: Vec<NewEvent> = Vec::new();
         out.extend(self.end_turn(TurnState::Interrupted, now, source, Value::Null));
