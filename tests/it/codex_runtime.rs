@@ -341,7 +341,7 @@ fn launch_steer_interrupt_then_start_on_the_default_provider() {
     }
     let shown = rig.show(&id);
     assert_eq!(shown["session"]["live"], false);
-    crate::real_tui::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
+    crate::common::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
 }
 
 /// Issue 8, case 4: launched with no prompt, a delivered turn runs a tool and completes; a

@@ -17,6 +17,8 @@ pub struct World {
     pub spex_home: PathBuf,
     pub xdg_config: PathBuf,
     pub repo: PathBuf,
+    /// Whether dropping the world checks the event-log grammar of every session in its store.
+    grammar: std::cell::Cell<bool>,
 }
 
 pub fn spex_bin() -> PathBuf {
@@ -118,6 +120,7 @@ impl World {
             xdg_config: base.join("xdg"),
             repo: base.join("repo"),
             dir,
+            grammar: std::cell::Cell::new(true),
         };
         std::fs::create_dir_all(&w.home).unwrap();
         std::fs::create_dir_all(&w.repo).unwrap();
@@ -341,5 +344,135 @@ impl Snapshot {
             }
         }
         out
+    }
+}
+
+/// The event log's grammar: `seq` contiguous; every `turn.started` has exactly one ending
+/// event (`turn.completed|failed|interrupted|timed_out`) before the next `turn.started`, or the
+/// exit closes it (an ending event right before `session.exited`), and a turn still open at
+/// the end of the log is the record's running turn; attention is raised (`input.required`,
+/// `turn.failed`, `declared` asking) and cleared (`attention.cleared`) in pairs, and the
+/// record holds attention exactly when the last one was a raise.
+pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) {
+    let mut open_turn = false;
+    let mut attention = false;
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(
+            e["seq"].as_u64(),
+            Some(i as u64 + 1),
+            "seq gap at {e}\n{}",
+            diag()
+        );
+        let kind = e["kind"].as_str().unwrap_or_default();
+        match kind {
+            "turn.started" => {
+                assert!(
+                    !open_turn,
+                    "turn.started while a turn is open: {e}\n{}",
+                    diag()
+                );
+                open_turn = true;
+            }
+            "turn.completed" | "turn.failed" | "turn.interrupted" | "turn.timed_out" => {
+                assert!(open_turn, "{kind} with no open turn: {e}\n{}", diag());
+                open_turn = false;
+            }
+            "session.exited" => {
+                assert!(
+                    !open_turn,
+                    "session.exited with a turn still open: {e}\n{}",
+                    diag()
+                );
+            }
+            _ => {}
+        }
+        let raises = kind == "input.required"
+            || kind == "turn.failed"
+            || (kind == "declared" && e["state"] == "asking");
+        if raises {
+            assert!(
+                !attention,
+                "{kind} raises attention already raised: {e}\n{}",
+                diag()
+            );
+            attention = true;
+        }
+        if kind == "attention.cleared" {
+            assert!(
+                attention,
+                "attention.cleared with none raised: {e}\n{}",
+                diag()
+            );
+            attention = false;
+        }
+    }
+    assert_eq!(
+        open_turn,
+        rec["turn"]["state"] == "running",
+        "an open turn in the log is the record's running turn\n{}",
+        diag()
+    );
+    assert_eq!(
+        attention,
+        !rec["attention"].is_null(),
+        "the record holds attention exactly when the log's last word raised it\n{}",
+        diag()
+    );
+}
+
+impl World {
+    /// Drops the grammar check for a world whose store a test breaks on purpose.
+    pub fn skip_grammar(&self) {
+        self.grammar.set(false);
+    }
+
+    /// Every session folder of every project in the store.
+    fn all_session_dirs(&self) -> Vec<PathBuf> {
+        let list = |dir: &Path| -> Vec<PathBuf> {
+            std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .collect()
+        };
+        let mut dirs: Vec<PathBuf> = list(&self.spex_home.join("projects"))
+            .iter()
+            .flat_map(|p| list(&p.join("sessions")))
+            .collect();
+        dirs.sort();
+        dirs
+    }
+}
+
+impl World {
+    /// [`assert_grammar`] over every session in the world's store, with `diag` in a failure.
+    pub fn assert_grammar(&self, diag: &dyn Fn() -> String) {
+        for dir in self.all_session_dirs() {
+            let record = dir.join("session.json");
+            let rec: Value = serde_json::from_str(&read(&record))
+                .unwrap_or_else(|e| panic!("{}: {e}", record.display()));
+            let log = dir.join("events.jsonl");
+            let events: Vec<Value> = read_or_empty(&log)
+                .lines()
+                .map(|l| {
+                    serde_json::from_str(l)
+                        .unwrap_or_else(|e| panic!("{}: bad line ({e}): {l}", log.display()))
+                })
+                .collect();
+            assert_grammar(&rec, &events, &|| {
+                format!("{}\n{}\n{}", pretty(&rec), read_or_empty(&log), diag())
+            });
+        }
+    }
+}
+
+/// Every session a test leaves in its world's store keeps the event-log grammar
+/// ([`assert_grammar`]), unless the test failed already or broke the store on purpose.
+impl Drop for World {
+    fn drop(&mut self) {
+        if !std::thread::panicking() && self.grammar.get() {
+            self.assert_grammar(&String::new);
+        }
     }
 }

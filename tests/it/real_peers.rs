@@ -424,7 +424,7 @@ fn claude_turn(w: &World, fake: &FakeAnthropic, tag: &str) -> String {
         // The invocation log is opt-in (it costs the hot path a file open).
         .env("SPEX_TRACE_DISPATCH", "1");
     let diag = print_turn(&mut cmd, fake, &w.repo, w.dir.path(), tag, TURN_TIMEOUT).diag;
-    crate::real_tui::assert_store_grammar(w, &|| diag.clone());
+    w.assert_grammar(&|| diag.clone());
     diag
 }
 

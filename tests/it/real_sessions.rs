@@ -609,7 +609,7 @@ fn run_claude_case(w: &World, fake: &FakeAnthropic, case: &ClaudeCase) {
         );
     }
     assert_contiguous(&fin, &events, &diag);
-    crate::real_tui::assert_grammar(&fin, &events, &diag);
+    crate::common::assert_grammar(&fin, &events, &diag);
     eprintln!("claude {}: {:?}", case.name, started.elapsed());
 }
 
@@ -626,7 +626,7 @@ fn claude_turns_produce_true_records() {
     for case in CLAUDE_CASES {
         run_claude_case(&w, &fake, case);
     }
-    crate::real_tui::assert_store_grammar(&w, &|| String::new());
+    w.assert_grammar(&String::new);
     let ids = w.session_ids();
     assert_eq!(
         ids.len(),
@@ -931,7 +931,7 @@ fn codex_turns_produce_true_records_keyed_by_thread_id() {
         let diag = || rig.diag(id);
         assert_eq!(kinds(&events).last(), Some(&"session.exited"), "{}", diag());
         assert_contiguous(&rec, &events, &diag);
-        crate::real_tui::assert_grammar(&rec, &events, &diag);
+        crate::common::assert_grammar(&rec, &events, &diag);
     }
     let mut want = vec![first.clone(), second];
     want.sort();
@@ -992,7 +992,7 @@ fn codex_model_failure_is_a_failed_turn_and_handles_differ() {
         "the turn failed with Codex's error text: `{text}`\n{}",
         diag()
     );
-    crate::real_tui::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
+    crate::common::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
     let other = show(&twin);
     let (h1, h2) = (
         s["handle"].as_str().unwrap(),
@@ -1037,7 +1037,7 @@ fn codex_failed_attempt_then_success_is_completed() {
     let out = rig.w.ok(&rig.w.repo, &["show", &id, "--json"]);
     let shown: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(shown["session"]["turn"]["state"], "completed", "{}", diag());
-    crate::real_tui::assert_grammar(&rec, &events, &diag);
+    crate::common::assert_grammar(&rec, &events, &diag);
 }
 
 /// An escalation the person cancels (Esc in the TUI; `cancel` over RPC): Codex interrupts the
@@ -1083,7 +1083,7 @@ fn codex_cancelled_escalation_leaves_no_attention() {
         diag()
     );
     assert!(kinds(&events).contains(&"attention.cleared"), "{}", diag());
-    crate::real_tui::assert_grammar(&rec, &events, &diag);
+    crate::common::assert_grammar(&rec, &events, &diag);
 }
 
 /// `kill -9` of the Codex process that holds a thread fires no hook: the next reader finds the
@@ -1135,5 +1135,5 @@ fn codex_server_killed_is_exited_server_gone() {
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     let events = rig.w.events(&id);
     assert_eq!(kinds(&events).last(), Some(&"session.exited"), "{}", diag());
-    crate::real_tui::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
+    crate::common::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
 }

@@ -1,7 +1,6 @@
 //! The REAL Claude Code TUI started as a user starts it (under a PTY, not through spex), with
 //! spex's shims installed: what `spex show` and `spex wait` say where Claude fires no hook
-//! (Esc at a permission dialog, an approval, `kill -9`). Also the event-log grammar every
-//! real-harness test checks (`assert_grammar`).
+//! (Esc at a permission dialog, an approval, `kill -9`), and the same for the real Codex TUI.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -11,7 +10,7 @@ use std::time::{Duration, Instant};
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 use serde_json::Value;
 
-use crate::common::{World, read_or_empty, write};
+use crate::common::{World, assert_grammar, read_or_empty, write};
 use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
 use crate::support::fake_anthropic::FakeAnthropic;
 use crate::support::http::random_hex;
@@ -23,91 +22,6 @@ const STARTUP: Duration = Duration::from_mins(1);
 const HOOKED: Duration = Duration::from_secs(30);
 /// The issue's bound for a state reached with no hook.
 const NO_HOOK: Duration = Duration::from_secs(2);
-
-/// The event log's grammar: `seq` contiguous; every `turn.started` has exactly one ending
-/// event (`turn.completed|failed|interrupted|timed_out`) before the next `turn.started`, or the
-/// exit closes it (an ending event right before `session.exited`), and a turn still open at
-/// the end of the log is the record's running turn; attention is raised (`input.required`,
-/// `turn.failed`, `declared` asking) and cleared (`attention.cleared`) in pairs, and the
-/// record holds attention exactly when the last one was a raise.
-pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) {
-    let mut open_turn = false;
-    let mut attention = false;
-    for (i, e) in events.iter().enumerate() {
-        assert_eq!(
-            e["seq"].as_u64(),
-            Some(i as u64 + 1),
-            "seq gap at {e}\n{}",
-            diag()
-        );
-        let kind = e["kind"].as_str().unwrap_or_default();
-        match kind {
-            "turn.started" => {
-                assert!(
-                    !open_turn,
-                    "turn.started while a turn is open: {e}\n{}",
-                    diag()
-                );
-                open_turn = true;
-            }
-            "turn.completed" | "turn.failed" | "turn.interrupted" | "turn.timed_out" => {
-                assert!(open_turn, "{kind} with no open turn: {e}\n{}", diag());
-                open_turn = false;
-            }
-            "session.exited" => {
-                assert!(
-                    !open_turn,
-                    "session.exited with a turn still open: {e}\n{}",
-                    diag()
-                );
-            }
-            _ => {}
-        }
-        let raises = kind == "input.required"
-            || kind == "turn.failed"
-            || (kind == "declared" && e["state"] == "asking");
-        if raises {
-            assert!(
-                !attention,
-                "{kind} raises attention already raised: {e}\n{}",
-                diag()
-            );
-            attention = true;
-        }
-        if kind == "attention.cleared" {
-            assert!(
-                attention,
-                "attention.cleared with none raised: {e}\n{}",
-                diag()
-            );
-            attention = false;
-        }
-    }
-    assert_eq!(
-        open_turn,
-        rec["turn"]["state"] == "running",
-        "an open turn in the log is the record's running turn\n{}",
-        diag()
-    );
-    assert_eq!(
-        attention,
-        !rec["attention"].is_null(),
-        "the record holds attention exactly when the log's last word raised it\n{}",
-        diag()
-    );
-}
-
-/// [`assert_grammar`] over every session record in `w`'s store.
-pub fn assert_store_grammar(w: &World, diag: &dyn Fn() -> String) {
-    for id in w.session_ids() {
-        let rec = w
-            .record_if_any(&id)
-            .unwrap_or_else(|| panic!("{id} has no record\n{}", diag()));
-        assert_grammar(&rec, &w.events(&id), &|| {
-            format!("session {id}\n{}", diag())
-        });
-    }
-}
 
 /// The TUI under a PTY; its output accumulates for failure messages.
 struct Tui {
@@ -520,8 +434,19 @@ pub struct CodexTui {
 }
 
 impl CodexTui {
+    /// The TUI a user runs with Codex's default approvals (on request, the workspace-write
+    /// sandbox) and one reconnect after a failed model request.
     fn start(w: &World, fake_base_url: &str, args: &[&str]) -> CodexTui {
+        use crate::support::codex_home::{set_stream_retries, write_codex_config};
+
         CodexTui::prepare(w, fake_base_url);
+        write_codex_config(
+            &w.codex_home,
+            fake_base_url,
+            "on-request",
+            "workspace-write",
+        );
+        set_stream_retries(&w.codex_home, 1);
         CodexTui::spawn(w, &crate::support::peers::codex_bin(), args, &[])
     }
 
@@ -631,11 +556,16 @@ impl CodexTui {
         parser.screen().contents()
     }
 
-    /// Pastes a prompt, submits it, and waits for a record whose turn completed: its id.
-    pub fn turn(&self, w: &World, text: &str) -> String {
+    /// Pastes a prompt and submits it.
+    pub fn prompt(&self, text: &str) {
         self.send(format!("\x1b[200~{text}\x1b[201~").as_bytes());
         std::thread::sleep(Duration::from_millis(300));
         self.send(b"\r");
+    }
+
+    /// Pastes a prompt, submits it, and waits for a record whose turn completed: its id.
+    pub fn turn(&self, w: &World, text: &str) -> String {
+        self.prompt(text);
         let end = Instant::now() + HOOKED;
         loop {
             let done = w.session_ids().into_iter().find(|id| {
@@ -705,15 +635,89 @@ impl Drop for CodexTui {
     }
 }
 
+/// The turns of a Codex TUI where Codex fires no closing hook, in session `id`: a turn whose
+/// model request fails with HTTP 500 on both attempts (no Stop: `failed`, with Codex's error
+/// text), a turn whose first attempt fails and whose reconnect succeeds (`completed`, no error
+/// left), and an escalation the person cancels with Esc (Interrupt, not Stop: `interrupted`,
+/// no attention once the turn ended).
+fn codex_tui_turns_without_closing_hooks(w: &World, tui: &CodexTui, id: &str) {
+    let diag = || format!("{}\n{}", tui.text(), w.ok(&w.repo, &["show", id, "--json"]));
+    let prompted = |s: &Value, word: &str| {
+        s["turn"]["prompt"]
+            .as_str()
+            .is_some_and(|p| p.contains(word))
+    };
+
+    tui.prompt("SCENARIO:fail");
+    // Two failed attempts, then no hook: the reader says failed once no new attempt followed.
+    let failed = show_until(w, id, HOOKED, |s| {
+        prompted(s, "SCENARIO:fail") && s["turn"]["state"] == "failed"
+    })
+    .unwrap_or_else(|s| panic!("the failing turn never read failed: {s}\n{}", diag()));
+    assert_eq!(failed["status"], "idle", "{failed}");
+    assert_eq!(failed["attention"]["reason"], "turn_failed", "{failed}");
+    let events = w.events(id);
+    let reported = events.iter().rev().find(|e| e["kind"] == "model.failed");
+    let reported = reported.unwrap_or_else(|| panic!("no model.failed\n{}", diag()));
+    let text = failed["turn"]["note"].as_str().unwrap_or_default();
+    assert!(
+        !text.is_empty() && reported["error"] == text && failed["attention"]["text"] == text,
+        "failed with Codex's error text `{text}`: {failed}\n{}",
+        diag()
+    );
+
+    tui.prompt("SCENARIO:failonce");
+    let recovered = show_until(w, id, HOOKED, |s| {
+        prompted(s, "SCENARIO:failonce") && s["turn"]["state"] == "completed"
+    })
+    .unwrap_or_else(|s| panic!("the retried turn never completed: {s}\n{}", diag()));
+    assert!(recovered["turn"]["note"].is_null(), "{recovered}");
+    assert!(recovered["attention"].is_null(), "{recovered}");
+    assert!(
+        w.events(id)[events.len()..]
+            .iter()
+            .any(|e| e["kind"] == "model.failed"),
+        "the first attempt failed\n{}",
+        diag()
+    );
+    // Long after: still completed (a failed attempt followed by a new one ended nothing).
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(show(w, id)["turn"]["state"], "completed", "{}", diag());
+
+    tui.prompt("SCENARIO:escalate");
+    show_until(w, id, HOOKED, |s| {
+        prompted(s, "SCENARIO:escalate") && s["status"] == "needs_attention"
+    })
+    .unwrap_or_else(|s| panic!("the escalation raised no attention: {s}\n{}", diag()));
+    let end = Instant::now() + HOOKED;
+    while !tui.text().contains("Yes") {
+        assert!(Instant::now() < end, "no approval dialog:\n{}", diag());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tui.send(b"\x1b");
+    let denied = show_until(w, id, HOOKED, |s| s["turn"]["state"] == "interrupted")
+        .unwrap_or_else(|s| panic!("the cancelled escalation never ended: {s}\n{}", diag()));
+    assert_eq!(denied["status"], "idle", "{denied}");
+    assert!(denied["attention"].is_null(), "attention left: {denied}");
+    assert!(
+        !w.repo.join("escalated.txt").exists(),
+        "the cancelled command ran"
+    );
+    assert_grammar(&denied, &w.events(id), &diag);
+}
+
 /// The real Codex TUI with `--no-daemon` (its app-server inside the TUI process), started as a
-/// user starts it: a reader records the TUI's process as the thread's holder; `kill -9` of
-/// the TUI fires no hook, and the next reader says `exited` (server gone).
+/// user starts it: a failing turn, a recovered one and a cancelled escalation read true
+/// ([`codex_tui_turns_without_closing_hooks`]); a reader records the TUI's process as the
+/// thread's holder; `kill -9` of the TUI fires no hook, and the next reader says `exited`
+/// (server gone).
 #[test]
-fn codex_tui_no_daemon_killed_is_exited() {
+fn codex_tui_no_daemon_failures_denial_and_kill_are_true() {
     let w = World::new();
     let fake = crate::support::fake_responses::FakeResponses::start();
     let mut tui = CodexTui::start(&w, &fake.base_url(), &["--no-daemon"]);
     let id = tui.turn(&w, "SCENARIO:shell");
+    codex_tui_turns_without_closing_hooks(&w, &tui, &id);
     let before = show(&w, &id);
     assert!(
         before["process"]["pid"].is_u64(),
@@ -729,14 +733,16 @@ fn codex_tui_no_daemon_killed_is_exited() {
 
 /// The real Codex TUI in its default mode: the thread lives in the managed app-server daemon
 /// (`$CODEX_HOME/app-server-daemon/daemon.pid`), which a reader records as its holder and
-/// which outlives the TUI. The TUI killed: idle, no client. Its server killed too: `exited`
+/// which outlives the TUI. A failing turn, a recovered one and a cancelled escalation read
+/// true ([`codex_tui_turns_without_closing_hooks`]). The TUI killed: idle, no client. Its server killed too: `exited`
 /// (server gone).
 #[test]
-fn codex_tui_default_mode_tui_killed_is_unattended_and_server_killed_is_exited() {
+fn codex_tui_default_mode_failures_denial_and_kills_are_true() {
     let w = World::new();
     let fake = crate::support::fake_responses::FakeResponses::start();
     let mut tui = CodexTui::start(&w, &fake.base_url(), &[]);
     let id = tui.turn(&w, "SCENARIO:shell");
+    codex_tui_turns_without_closing_hooks(&w, &tui, &id);
     let before = show(&w, &id);
     let daemon: Value = serde_json::from_str(&read_or_empty(
         &w.codex_home.join("app-server-daemon/daemon.pid"),
@@ -763,7 +769,7 @@ fn codex_tui_default_mode_tui_killed_is_unattended_and_server_killed_is_exited()
         "{human}"
     );
     let list = w.ok(&w.repo, &["sessions"]);
-    assert!(list.contains("no client: SCENARIO:shell"), "{list}");
+    assert!(list.contains("no client: SCENARIO:escalate"), "{list}");
     for pid in processes_under(w.dir.path()) {
         let _ = std::process::Command::new("kill")
             .args(["-9", &pid.to_string()])

@@ -123,7 +123,7 @@ fn launch(w: &World, fake: &FakeAnthropic) -> String {
 fn stop(w: &World, fake: &FakeAnthropic, id: &str) -> Value {
     let stopped = run_json(w, fake, &["stop", id, "--json", "--grace", "5"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
-    crate::real_tui::assert_grammar(&w.record(id), &w.events(id), &|| host_log(w, id));
+    crate::common::assert_grammar(&w.record(id), &w.events(id), &|| host_log(w, id));
     stopped
 }
 
