@@ -499,7 +499,49 @@ fn claude_turn_invokes_spex_dispatch_for_bound_events() {
         );
     }
 
+    // Claude rewrote `~/.claude.json`, which spex created for its trust entry: its own keys
+    // go after the members it found (2.1.197 appends them), and clean takes back only spex's.
+    let state_path = w.home.join(".claude.json");
+    let by_claude = read(&state_path);
+    let parsed = |text: &str| -> serde_json::Map<String, Value> {
+        serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("~/.claude.json does not parse ({e}):\n{text}"))
+    };
+    let claude_keys: Vec<String> = parsed(&by_claude)
+        .keys()
+        .filter(|k| *k != "projects")
+        .cloned()
+        .collect();
+    assert!(
+        !claude_keys.is_empty(),
+        "Claude wrote nothing into ~/.claude.json:\n{by_claude}"
+    );
+    let spex_at = by_claude.find("\"projects\"").expect("spex's entry");
+    for k in &claude_keys {
+        assert!(
+            by_claude.find(&format!("\n  \"{k}\"")) > Some(spex_at),
+            "Claude put `{k}` before the member it found:\n{by_claude}"
+        );
+    }
+
     w.ok(&w.repo, &["clean"]);
+    let cleaned = parsed(&read(&state_path));
+    let before = parsed(&by_claude);
+    for k in &claude_keys {
+        assert_eq!(
+            cleaned.get(k),
+            before.get(k),
+            "clean changed Claude's `{k}`:\n{cleaned:?}"
+        );
+    }
+    assert!(
+        cleaned
+            .get("projects")
+            .and_then(|p| p.get(w.repo.to_str().unwrap()))
+            .and_then(|p| p.get("hasTrustDialogAccepted"))
+            .is_none(),
+        "clean left spex's trust entry:\n{cleaned:?}"
+    );
     assert!(
         !settings.exists(),
         "clean left {} (spex created it):\n{}",
