@@ -268,7 +268,7 @@ mod tests {
                 pid: 42,
                 start: 123_456,
             }),
-            transcript: Some("/h/.codex/rollout.jsonl".into()),
+            transcript: Some("/h/.agent/rollout.jsonl".into()),
             observed: Some("busy".into()),
             attended: Some(false),
             created_at: "2026-11-23T09:59:59.000Z".into(),

@@ -1,8 +1,8 @@
 //! The module graph reads the way the design says: every `crate::` path in `src/` points down
 //! the layers in `LAYERS`, and no top-level modules import each other around a circle. This file
 //! is the one place the layer order is written down; it reads the sources as text (no compiler,
-//! no external tool), so a failure names the file, the line and the item that points the wrong
-//! way.
+//! no external tool), so a failure names the file and line that point the wrong way, the item
+//! they import and the file that item is in.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -355,9 +355,36 @@ fn layer_of(module: &str) -> Option<(usize, &'static str)> {
         .map(|(rank, (name, _))| (rank, *name))
 }
 
+/// The file of `files` that an import's path lands in: the deepest module file the path names
+/// (`crate::adapters::claude::Claude` -> `src/adapters/claude/mod.rs`), else the crate root.
+fn file_of(item: &str, files: &BTreeSet<&str>) -> String {
+    let path: Vec<&str> = item.split("::").skip(1).collect();
+    (1..=path.len())
+        .rev()
+        .flat_map(|k| {
+            let module = path[..k].join("/");
+            [format!("src/{module}.rs"), format!("src/{module}/mod.rs")]
+        })
+        .find(|f| files.contains(f.as_str()))
+        .unwrap_or_else(|| "src/main.rs".to_owned())
+}
+
+/// `src/env.rs:9 imports crate::adapters::claude::Claude from src/adapters/claude/mod.rs`: both
+/// files and the item.
+fn describe(imp: &Import, files: &BTreeSet<&str>) -> String {
+    format!(
+        "{}:{} imports {} from {}",
+        imp.file,
+        imp.line,
+        imp.item,
+        file_of(&imp.item, files)
+    )
+}
+
 /// Everything wrong with the module graph of `files` (path relative to the crate, source).
 fn problems(files: &[(String, String)]) -> Vec<String> {
     let modules: BTreeSet<String> = files.iter().map(|(rel, _)| module_of(rel).0).collect();
+    let paths: BTreeSet<&str> = files.iter().map(|(rel, _)| rel.as_str()).collect();
     let mut out = Vec::new();
     for m in &modules {
         if layer_of(m).is_none() {
@@ -388,8 +415,9 @@ fn problems(files: &[(String, String)]) -> Vec<String> {
                     format!("in layer `{tname}`, above it")
                 };
                 out.push(format!(
-                    "{}:{} imports {} ({from} is in layer `{fname}`; {} is {where_})",
-                    imp.file, imp.line, imp.item, imp.target
+                    "{} ({from} is in layer `{fname}`; {} is {where_})",
+                    describe(&imp, &paths),
+                    imp.target
                 ));
             }
             arrows
@@ -397,13 +425,13 @@ fn problems(files: &[(String, String)]) -> Vec<String> {
                 .or_insert(imp);
         }
     }
-    out.extend(cycles(&arrows));
+    out.extend(cycles(&arrows, &paths));
     out
 }
 
 /// Import circles between top-level modules, each with the imports that make it: the shortest
 /// circle through every module that is not already on a reported one.
-fn cycles(arrows: &BTreeMap<(String, String), Import>) -> Vec<String> {
+fn cycles(arrows: &BTreeMap<(String, String), Import>, files: &BTreeSet<&str>) -> Vec<String> {
     let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (from, to) in arrows.keys() {
         next.entry(from).or_default().push(to);
@@ -446,7 +474,7 @@ fn cycles(arrows: &BTreeMap<(String, String), Import>) -> Vec<String> {
             .windows(2)
             .map(|w| {
                 let imp = &arrows[&(w[0].clone(), w[1].clone())];
-                format!("  {}:{} imports {}", imp.file, imp.line, imp.item)
+                format!("  {}", describe(imp, files))
             })
             .collect();
         out.push(format!(
@@ -556,7 +584,7 @@ fn names_the_file_and_item_that_point_the_wrong_way() {
     let files = [
         file(
             "src/main.rs",
-            "mod adapters; mod config; mod env; mod materialize; mod widgets;",
+            "mod adapters; mod config; mod env; mod fsutil; mod materialize; mod widgets;",
         ),
         file("src/config/mod.rs", "use crate::adapters::all;\n"),
         file(
@@ -570,15 +598,22 @@ fn names_the_file_and_item_that_point_the_wrong_way() {
         file("src/dispatch/mod.rs", ""),
         file("src/env.rs", "use crate::config::Known;\n"),
         file("src/widgets.rs", ""),
+        file("src/adapters/claude/mod.rs", ""),
+        file(
+            "src/fsutil.rs",
+            "use crate::adapters::claude::{Claude, slash};\n",
+        ),
     ];
     let got = problems(&files);
     let want = [
         "src/widgets.rs: module `widgets` is in no layer; give it a row in LAYERS (tests/it/architecture.rs)",
-        "src/config/mod.rs:1 imports crate::adapters::all (config is in layer `ground`; adapters is in layer `adapters`, above it)",
-        "src/adapters/mod.rs:2 imports crate::materialize::Mode::Clean (adapters is in layer `adapters`; materialize is in layer `engines`, above it)",
-        "src/materialize/mod.rs:1 imports crate::dispatch::run (materialize is in layer `engines`; dispatch is in the same layer `engines`, and peers do not import each other)",
-        "src/env.rs:1 imports crate::config::Known (env is in layer `ground`; config is in the same layer `ground`, and peers do not import each other)",
-        "import cycle: adapters -> materialize -> env -> config -> adapters\n  src/adapters/mod.rs:2 imports crate::materialize::Mode::Clean\n  src/materialize/mod.rs:1 imports crate::env::Env\n  src/env.rs:1 imports crate::config::Known\n  src/config/mod.rs:1 imports crate::adapters::all",
+        "src/config/mod.rs:1 imports crate::adapters::all from src/adapters/mod.rs (config is in layer `ground`; adapters is in layer `adapters`, above it)",
+        "src/adapters/mod.rs:2 imports crate::materialize::Mode::Clean from src/materialize/mod.rs (adapters is in layer `adapters`; materialize is in layer `engines`, above it)",
+        "src/materialize/mod.rs:1 imports crate::dispatch::run from src/dispatch/mod.rs (materialize is in layer `engines`; dispatch is in the same layer `engines`, and peers do not import each other)",
+        "src/env.rs:1 imports crate::config::Known from src/config/mod.rs (env is in layer `ground`; config is in the same layer `ground`, and peers do not import each other)",
+        "src/fsutil.rs:1 imports crate::adapters::claude::Claude from src/adapters/claude/mod.rs (fsutil is in layer `ground`; adapters is in layer `adapters`, above it)",
+        "src/fsutil.rs:1 imports crate::adapters::claude::slash from src/adapters/claude/mod.rs (fsutil is in layer `ground`; adapters is in layer `adapters`, above it)",
+        "import cycle: adapters -> materialize -> env -> config -> adapters\n  src/adapters/mod.rs:2 imports crate::materialize::Mode::Clean from src/materialize/mod.rs\n  src/materialize/mod.rs:1 imports crate::env::Env from src/env.rs\n  src/env.rs:1 imports crate::config::Known from src/config/mod.rs\n  src/config/mod.rs:1 imports crate::adapters::all from src/adapters/mod.rs",
     ];
     assert_eq!(got, want);
 }

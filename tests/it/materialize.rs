@@ -804,6 +804,82 @@ fn clean_leaves_values_changed_since_spex_wrote_them() {
     assert_eq!(state["projects"][&repo]["hasTrustDialogAccepted"], "later");
 }
 
+/// `.claude/settings.json` and `.codex/hooks.json` rewritten whole by another writer after
+/// materialize (members reordered, indented anew, a key of its own added, hooks of its own kept):
+/// spex finds its hooks by their command and its members by key, so `--check` finds nothing to
+/// do, `materialize` writes nothing, and `clean` takes back only spex's entries.
+#[test]
+fn shim_files_rewritten_by_another_writer_keep_its_entries_through_clean() {
+    let w = World::new();
+    seed_project(&w);
+    let settings = w.repo.join(".claude/settings.json");
+    let hooks = w.repo.join(".codex/hooks.json");
+    let mine = serde_json::json!({"matcher": "Bash", "hooks": [{"type": "command", "command": "echo mine"}]});
+    write(
+        &settings,
+        serde_json::to_string(&serde_json::json!({"model": "x", "hooks": {"PreToolUse": [mine]}}))
+            .unwrap(),
+    );
+    write(
+        &hooks,
+        serde_json::to_string(&serde_json::json!({"hooks": {"PreToolUse": [mine]}})).unwrap(),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    // The other writer: parse, add its own key first, write back with its own indentation.
+    let rewrite = |path: &Path, indent: &[u8]| {
+        let mut doc: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&read(path)).unwrap();
+        let mut out = serde_json::Map::new();
+        out.insert(
+            "permissions".into(),
+            serde_json::json!({"allow": ["Bash(ls:*)"]}),
+        );
+        out.append(&mut doc);
+        let mut buf = Vec::new();
+        let fmt = serde_json::ser::PrettyFormatter::with_indent(indent);
+        let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
+        serde::Serialize::serialize(&out, &mut ser).unwrap();
+        std::fs::write(path, buf).unwrap();
+    };
+    rewrite(&settings, b"  ");
+    rewrite(&hooks, b"    ");
+    let rewritten = w.snapshot(&[]);
+    let check = w.spex(&w.repo, &["materialize", "--check"]);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    w.ok(&w.repo, &["materialize"]);
+    assert!(
+        rewritten.content_diff(&w.snapshot(&[])).is_empty(),
+        "materialize rewrote a file another writer had reformatted"
+    );
+
+    w.ok(&w.repo, &["clean"]);
+    for path in [&settings, &hooks] {
+        let text = read(path);
+        assert!(!text.contains(" dispatch "), "spex hooks left:\n{text}");
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["permissions"]["allow"][0], "Bash(ls:*)", "{text}");
+        assert_eq!(
+            doc["hooks"]["PreToolUse"],
+            serde_json::json!([mine]),
+            "{text}"
+        );
+        assert_eq!(
+            doc["hooks"].as_object().map(serde_json::Map::len),
+            Some(1),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&read(&settings)).unwrap()["model"],
+        "x"
+    );
+}
+
 /// A program that rewrites `~/.claude.json` the way Claude Code does (parse, add a key,
 /// write whole; every 20 ms, far more often than Claude does) while spex runs materialize and
 /// clean: nothing it wrote is lost.

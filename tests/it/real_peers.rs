@@ -499,7 +499,49 @@ fn claude_turn_invokes_spex_dispatch_for_bound_events() {
         );
     }
 
+    // Claude rewrote `~/.claude.json`, which spex created for its trust entry: its own keys
+    // go after the members it found (2.1.197 appends them), and clean takes back only spex's.
+    let state_path = w.home.join(".claude.json");
+    let by_claude = read(&state_path);
+    let parsed = |text: &str| -> serde_json::Map<String, Value> {
+        serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("~/.claude.json does not parse ({e}):\n{text}"))
+    };
+    let claude_keys: Vec<String> = parsed(&by_claude)
+        .keys()
+        .filter(|k| *k != "projects")
+        .cloned()
+        .collect();
+    assert!(
+        !claude_keys.is_empty(),
+        "Claude wrote nothing into ~/.claude.json:\n{by_claude}"
+    );
+    let spex_at = by_claude.find("\"projects\"").expect("spex's entry");
+    for k in &claude_keys {
+        assert!(
+            by_claude.find(&format!("\n  \"{k}\"")) > Some(spex_at),
+            "Claude put `{k}` before the member it found:\n{by_claude}"
+        );
+    }
+
     w.ok(&w.repo, &["clean"]);
+    let cleaned = parsed(&read(&state_path));
+    let before = parsed(&by_claude);
+    for k in &claude_keys {
+        assert_eq!(
+            cleaned.get(k),
+            before.get(k),
+            "clean changed Claude's `{k}`:\n{cleaned:?}"
+        );
+    }
+    assert!(
+        cleaned
+            .get("projects")
+            .and_then(|p| p.get(w.repo.to_str().unwrap()))
+            .and_then(|p| p.get("hasTrustDialogAccepted"))
+            .is_none(),
+        "clean left spex's trust entry:\n{cleaned:?}"
+    );
     assert!(
         !settings.exists(),
         "clean left {} (spex created it):\n{}",
@@ -795,6 +837,76 @@ fn assert_codex_values_kept(config: &str, when: &str) {
     );
 }
 
+/// Where Codex's writer put [`CODEX_WRITES`] in a file spex had materialized, as the README
+/// ("What materialize writes") records it: the top-level key after the last top-level key, the
+/// other project's table right after spex's project table (its last sibling), the new tables
+/// after the last table and before the trailing comment.
+fn assert_codex_placement(written: &str, repo: &Path) {
+    let lines: Vec<&str> = written.lines().collect();
+    let at = |line: &str| {
+        lines
+            .iter()
+            .position(|l| *l == line)
+            .unwrap_or_else(|| panic!("no line `{line}` in config.toml:\n{written}"))
+    };
+    let headers: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with('['))
+        .collect();
+    let key = at("hide_agent_reasoning = true");
+    assert!(
+        at("model = \"gpt-5.5\"") < key && key < headers[0],
+        "a new top-level key goes after the last top-level key:\n{written}"
+    );
+    let ours = at(&format!("[projects.\"{}\"]", repo.display()));
+    let next = headers.iter().find(|&&h| h > ours).copied();
+    assert_eq!(
+        next,
+        Some(at("[projects.\"/some/other/repo\"]")),
+        "a new sub-table goes right after its last sibling:\n{written}"
+    );
+    let last_state = headers
+        .iter()
+        .copied()
+        .filter(|&h| lines[h].starts_with("[hooks.state."))
+        .max()
+        .unwrap_or_else(|| panic!("no spex hook trust:\n{written}"));
+    for table in ["[tui]", "[notice]"] {
+        assert!(
+            at(table) > last_state,
+            "a new top-level table goes after the last table:\n{written}"
+        );
+    }
+    assert_eq!(
+        lines.last(),
+        Some(&"# the user's last words"),
+        "and before the trailing comment:\n{written}"
+    );
+    // Upserting `projects` itself gives it a header of its own (an empty `[projects]` line
+    // before the first project); the parents of the tables it added stay implicit.
+    assert_eq!(
+        headers.first().map(|&h| lines[h]),
+        Some("[projects]"),
+        "{written}"
+    );
+    for parent in ["[hooks]", "[hooks.state]"] {
+        assert!(
+            !lines.contains(&parent),
+            "a parent table stays implicit:\n{written}"
+        );
+    }
+}
+
+/// spex's own tables in `config.toml`, as Codex's writer would add them: no header for a
+/// parent table (`[projects]`, `[hooks]`, `[hooks.state]`).
+fn assert_parents_implicit(text: &str) {
+    for parent in ["[projects]", "[hooks]", "[hooks.state]"] {
+        assert!(
+            !text.lines().any(|l| l == parent),
+            "spex wrote a header for the parent table {parent}:\n{text}"
+        );
+    }
+}
+
 #[test]
 fn codex_config_writes_survive_materialize_and_clean() {
     let w = World::new();
@@ -803,9 +915,13 @@ fn codex_config_writes_survive_materialize_and_clean() {
         "{ \"harnesses\": [\"codex\"] }\n",
     );
     let config_path = w.codex_home.join("config.toml");
-    write(&config_path, "# the user's own\nmodel = \"gpt-5.5\"\n");
+    // A trailing comment: where the fence of an older spex ended, and where Codex's new tables
+    // then landed inside it.
+    let user = "# the user's own\nmodel = \"gpt-5.5\"\n\n# the user's last words\n";
+    write(&config_path, user);
     w.ok(&w.repo, &["materialize"]);
     let materialized = read(&config_path);
+    assert_parents_implicit(&materialized);
 
     let mut app = app_server(&w, "cfg");
     let params: Value = serde_json::from_str(CODEX_WRITES).unwrap();
@@ -813,6 +929,7 @@ fn codex_config_writes_survive_materialize_and_clean() {
     let written = read(&config_path);
     assert_ne!(written, materialized, "Codex wrote nothing");
     assert_codex_values_kept(&written, "after Codex's write");
+    assert_codex_placement(&written, &w.repo);
 
     let check = w.spex(&w.repo, &["materialize", "--check"]);
     assert_eq!(
@@ -836,13 +953,25 @@ fn codex_config_writes_survive_materialize_and_clean() {
         "clean left spex entries:\n{cleaned}"
     );
     assert!(
-        cleaned.starts_with("# the user's own\nmodel = \"gpt-5.5\"\n"),
+        cleaned.starts_with("# the user's own\nmodel = \"gpt-5.5\"\n")
+            && cleaned.ends_with("\n# the user's last words\n"),
         "{cleaned}"
     );
+    drop(app);
 
     w.ok(&w.repo, &["materialize"]);
     let again = read(&config_path);
     assert_codex_values_kept(&again, "after materialize again");
+    let check = w.spex(&w.repo, &["materialize", "--check"]);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "--check after materialize again: {}\n{again}",
+        output_text(&check)
+    );
+    // A server started now reads the file the last materialize wrote (one started before
+    // clean might still hold the trust it loaded then).
+    let mut app = app_server(&w, "cfg2");
     let list = hooks_list(&mut app, &[w.repo.as_path()]);
     assert_spex_hooks_trusted(&list, &w.repo, &|| {
         format!("config.toml:\n{again}\n{}", app.log())
