@@ -183,6 +183,70 @@ fn launch_deliver_stop_a_real_claude_session() {
     assert!(gone.contains("has exited"), "{gone}");
 }
 
+/// `launch PROMPT` (here from stdin, `-`): the prompt is the first turn, confirmed; Claude runs
+/// in the checkout with this session's `SPEX_SESSION_ID` and without the identity variables of
+/// the session the launcher itself ran in.
+#[test]
+fn launch_with_a_prompt_runs_it_as_the_first_turn_in_a_clean_identity() {
+    use std::io::Write;
+    let (w, fake) = claude_world(SeedOptions::default());
+    let mut cmd = spex_cmd(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json", "-"],
+    );
+    cmd.env("SPEX_SESSION_ID", "the-launchers-own-session")
+        .env("CLAUDE_CODE_SESSION_ID", "the-launchers-claude-session")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all("USE_NONE the first prompt ✓".as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let launched: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        launched["delivery"]["confirmed"],
+        true,
+        "{}",
+        pretty(&launched)
+    );
+    assert_eq!(launched["delivery"]["mode"], "inject");
+    let started: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn.started")
+        .collect();
+    assert_eq!(started.len(), 1, "{}", host_log(&w, &id));
+    assert_eq!(started[0]["prompt"], "USE_NONE the first prompt ✓");
+    let pid = launched["session"]["child_pid"].as_u64().unwrap();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let vars: Vec<String> = environ
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    assert!(vars.contains(&format!("SPEX_SESSION_ID={id}")), "{vars:?}");
+    assert!(
+        !vars
+            .iter()
+            .any(|v| v.starts_with("CLAUDE_CODE_SESSION_ID=")),
+        "{vars:?}"
+    );
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    assert_eq!(cwd, w.repo);
+    stop(&w, &fake, &id);
+}
+
 #[test]
 fn killed_claude_is_exited_within_a_second() {
     let (w, fake) = claude_world(SeedOptions::default());
