@@ -374,6 +374,38 @@ fn deliver_into_an_open_permission_dialog_is_refused() {
         !w.repo.join("bash_out.txt").exists(),
         "the dialog was answered"
     );
+    // `--force` types anyway: the dialog takes the keys (Enter picks "1. Yes") and no prompt
+    // hook reports the text, so the delivery times out, saying so.
+    let started = Instant::now();
+    let forced = run_json(
+        &w,
+        &fake,
+        &[
+            "deliver",
+            &id,
+            "TYPED_WITH_FORCE",
+            "--force",
+            "--json",
+            "--timeout",
+            "3",
+        ],
+    )
+    .unwrap_err();
+    assert!(forced.contains("exit status: 2"), "{forced}");
+    assert!(
+        forced.contains("did not report the prompt within 3 s"),
+        "{forced}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !w.repo.join("bash_out.txt").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        w.repo.join("bash_out.txt").exists(),
+        "the forced keys did not reach the dialog:\n{}",
+        screen(&w, &fake, &id)
+    );
     stop(&w, &fake, &id);
 }
 
