@@ -1,16 +1,16 @@
-//! `spex attach`: this terminal becomes the session's terminal until `Ctrl-\` detaches.
+//! `spex attach`: this terminal becomes the session's terminal until the detach key (`Ctrl-\`
+//! unless the configuration's `detachKey` names another) detaches.
 
 use std::io::{Read, Write};
+use std::path::Path;
 
 use super::Outcome;
 use crate::env::Env;
 use crate::runtime::protocol::Request;
 use crate::runtime::{Client, RuntimeError};
 
-/// The byte `Ctrl-\` sends: detach, leaving the session running.
-const DETACH: u8 = 0x1c;
-
-/// Attach this terminal to a hosted session; `Ctrl-\` detaches and leaves it running.
+/// Attach this terminal to a hosted session; `Ctrl-\` (or the configured `detachKey`) detaches
+/// and leaves it running.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Session id or a unique prefix of it.
@@ -25,7 +25,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
         server.attach(&id)?;
     } else {
-        attach(env, &id)?;
+        attach(env, &id, detach_key(env, &record.tree))?;
     }
     Ok(Outcome::Ok)
 }
@@ -55,8 +55,15 @@ fn forward_resizes(env: &Env, id: &str) {
     });
 }
 
-/// Streams session `id` to this terminal (raw mode) until the user detaches or it ends.
-pub fn attach(env: &Env, id: &str) -> anyhow::Result<()> {
+/// The detach key the configuration of the checkout at `tree` names (`Ctrl-\` by default, and
+/// when the configuration cannot be read: attaching must not fail on it).
+pub fn detach_key(env: &Env, tree: &Path) -> u8 {
+    crate::config::load(&env.user_config_file(), tree, &crate::adapters::known())
+        .map_or(crate::config::DETACH_KEY, |c| c.detach_key)
+}
+
+/// Streams session `id` to this terminal (raw mode) until the user types `detach` or it ends.
+pub fn attach(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
     use rustix::termios;
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
@@ -84,7 +91,10 @@ pub fn attach(env: &Env, id: &str) -> anyhow::Result<()> {
         raw.make_raw();
         let _ = termios::tcsetattr(&stdin, termios::OptionalActions::Now, &raw);
     }
-    eprint!("[attached to {id}: Ctrl-\\ detaches]\r\n");
+    eprint!(
+        "[attached to {id}: {} detaches]\r\n",
+        crate::config::control_key_name(detach)
+    );
     let restore = original.clone();
     let id_out = id.to_owned();
     std::thread::spawn(move || {
@@ -109,11 +119,11 @@ pub fn attach(env: &Env, id: &str) -> anyhow::Result<()> {
             break;
         }
         let chunk = &buf[..n];
-        let (send, detach) = match chunk.iter().position(|&b| b == DETACH) {
+        let (send, detached) = match chunk.iter().position(|&b| b == detach) {
             Some(i) => (&chunk[..i], true),
             None => (chunk, false),
         };
-        if writer.write_all(send).is_err() || detach {
+        if writer.write_all(send).is_err() || detached {
             break;
         }
     }

@@ -39,6 +39,15 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let harness = adapters::lookup(&args.harness)
         .with_context(|| format!("unknown harness `{}`", args.harness))?;
     let tree = Tree::discover(&args.tree)?;
+    // The launcher read this configuration already; should it have changed into something
+    // invalid since, the session still runs (without the extra scrub rules).
+    let scrub = match crate::config::load(&env.user_config_file(), &tree.root, &adapters::known()) {
+        Ok(cfg) => cfg.scrub,
+        Err(e) => {
+            eprintln!("error: {e}");
+            Vec::new()
+        }
+    };
     let spec = HostSpec {
         record: args.record.clone(),
         id: args.session.clone(),
@@ -56,6 +65,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                 cols: args.cols,
             },
         },
+        scrub,
     };
     let exit = host::run(&spec)?;
     eprintln!("session {} ended: {exit:?}", args.session);

@@ -20,8 +20,8 @@ use crate::store::session::Session;
 
 /// Start an agent session in this checkout under spex's terminal host, then attach to it.
 ///
-/// The session runs detached from this terminal: `Ctrl-\` detaches, `spex attach` comes back,
-/// `spex deliver` sends it prompts, `spex stop` ends it.
+/// The session runs detached from this terminal: `Ctrl-\` (config `detachKey`) detaches,
+/// `spex attach` comes back, `spex deliver` sends it prompts, `spex stop` ends it.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The harness (default: the configuration's `defaultHarness`).
@@ -223,7 +223,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     };
     report(args.json, args.detach, &launched, delivery.as_ref());
     if !args.detach {
-        super::attach::attach(env, &launched.id)?;
+        super::attach::attach(
+            env,
+            &launched.id,
+            super::attach::detach_key(env, &tree.root),
+        )?;
     }
     Ok(Outcome::Ok)
 }

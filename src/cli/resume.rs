@@ -50,7 +50,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let launched = runtime::resume(&launch, &store, &id)?;
     super::launch::report(args.json, args.detach, &launched, None);
     if !args.detach {
-        super::attach::attach(env, &launched.id)?;
+        super::attach::attach(
+            env,
+            &launched.id,
+            super::attach::detach_key(env, &tree.root),
+        )?;
     }
     Ok(Outcome::Ok)
 }

@@ -7,12 +7,13 @@ use super::output;
 use crate::env::Env;
 use crate::runtime;
 
-/// End a hosted session: SIGTERM to its process group, SIGKILL after the grace period.
+/// End a hosted session: its own exit keys at an idle prompt, then SIGTERM to its process
+/// group, then SIGKILL after the grace period.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Session id or a unique prefix of it.
     pub id: String,
-    /// Seconds between SIGTERM and SIGKILL.
+    /// Seconds between SIGTERM and SIGKILL (and at most how long the exit keys may take).
     #[arg(long, default_value_t = 5)]
     pub grace: u64,
     /// Print the final record as JSON.

@@ -62,10 +62,39 @@ pub struct Config {
     pub stop_gate: StopGate,
     /// Record every session `spex launch` starts as a cassette.
     pub record: bool,
+    /// Literal text a recording replaces with `<scrubbed>` (besides spex's own rules).
+    pub scrub: Vec<String>,
+    /// The byte `spex attach` detaches on (`detachKey`, e.g. `"ctrl-]"`; default `Ctrl-\`).
+    pub detach_key: u8,
     /// `store.eventLogBytes`: the bound of one session's event log.
     pub event_log_bytes: u64,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
+}
+
+/// `Ctrl-\\`: the default detach key.
+pub const DETACH_KEY: u8 = 0x1c;
+
+/// The control byte a key name like `ctrl-]` or `ctrl-a` sends.
+pub fn control_key(name: &str) -> Option<u8> {
+    let key = name.to_ascii_lowercase();
+    let c = key
+        .strip_prefix("ctrl-")
+        .or_else(|| key.strip_prefix("c-"))?;
+    let mut chars = c.chars();
+    let (Some(c), None) = (chars.next(), chars.next()) else {
+        return None;
+    };
+    match c {
+        'a'..='z' => Some(c as u8 - b'a' + 1),
+        '@' | '[' | '\\' | ']' | '^' | '_' => Some(c as u8 ^ 0x40),
+        _ => None,
+    }
+}
+
+/// How a control byte is written (`Ctrl-\\`).
+pub fn control_key_name(byte: u8) -> String {
+    format!("Ctrl-{}", char::from((byte ^ 0x40).to_ascii_uppercase()))
 }
 
 /// Default bound of one session's event log (`store.eventLogBytes`).
@@ -111,6 +140,8 @@ impl Config {
             spec_first: Policy::default(),
             stop_gate: StopGate::default(),
             record: false,
+            scrub: Vec::new(),
+            detach_key: DETACH_KEY,
             event_log_bytes: EVENT_LOG_BYTES,
             sources: Vec::new(),
         }
@@ -372,11 +403,40 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 };
                 cfg.record = b.value;
             }
+            "scrub" => {
+                let hint = "e.g. [\"internal.example.com\"]: literal text, 4 characters or more";
+                let Ast::Array(a) = v else {
+                    return Err(layer.err(v.start(), "`scrub` must be a list of strings", hint));
+                };
+                for e in &a.elements {
+                    let text = string(layer, e, "scrub")?;
+                    if text.len() < 4 {
+                        return Err(layer.err(
+                            e.start(),
+                            "a `scrub` entry must be at least 4 characters long",
+                            hint,
+                        ));
+                    }
+                    if !cfg.scrub.contains(&text) {
+                        cfg.scrub.push(text);
+                    }
+                }
+            }
+            "detachKey" => {
+                let name = string(layer, v, "detachKey")?;
+                cfg.detach_key = control_key(&name).filter(|b| ![0x03, 0x0d].contains(b)).ok_or_else(|| {
+                    layer.err(
+                        v.start(),
+                        format!("`detachKey`: `{name}` is not a control key spex can detach on"),
+                        "e.g. \"ctrl-]\" or \"ctrl-q\" (`ctrl-` and a letter or one of @ [ \\ ] ^ _, not ctrl-c or ctrl-m)",
+                    )
+                })?;
+            }
             other => {
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `store`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`",
                 ));
             }
         }
@@ -447,6 +507,34 @@ mod tests {
         let cfg = parse("// mine\n{\n  \"harnesses\": [\"beta\"], // only beta\n  \"policies\": {\"specFirst\": \"block\"},\n}").unwrap();
         assert_eq!(cfg.harnesses, vec!["beta"]);
         assert_eq!(cfg.spec_first, Policy::Block);
+    }
+
+    #[test]
+    fn reads_scrub_rules_and_the_detach_key() {
+        let cfg =
+            parse("{\"scrub\": [\"corp.example\", \"corp.example\"], \"detachKey\": \"Ctrl-]\"}")
+                .unwrap();
+        assert_eq!(cfg.scrub, vec!["corp.example".to_owned()]);
+        assert_eq!(cfg.detach_key, 0x1d);
+        assert_eq!(parse("{}").unwrap().detach_key, 0x1c);
+        for (name, byte) in [
+            ("ctrl-a", 1),
+            ("ctrl-q", 0x11),
+            ("ctrl-\\", 0x1c),
+            ("ctrl-^", 0x1e),
+        ] {
+            assert_eq!(control_key(name), Some(byte), "{name}");
+            assert_eq!(control_key(&control_key_name(byte)), Some(byte));
+        }
+        for bad in [
+            "{\"detachKey\": \"q\"}",
+            "{\"detachKey\": \"ctrl-c\"}",
+            "{\"scrub\": [\"ab\"]}",
+            "{\"scrub\": \"x\"}",
+        ] {
+            let err = parse(bad).unwrap_err().to_string();
+            assert!(err.contains("line 1"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -222,6 +222,11 @@ pub struct Recorder {
     written: u64,
     /// `final.json` is written: nothing more goes in.
     finished: bool,
+    /// How the program ended, once it has (the recording goes on until it is closed, so the
+    /// output the program wrote last and the final screen still go in).
+    exit: Option<(Option<i32>, Option<i32>)>,
+    /// The text of the last screen noted in `frames.jsonl` (scrubbed), for `final.json`.
+    last_screen: Option<String>,
     /// The tee's number and time of the first observation: a recording started mid-session
     /// still numbers from 0 and times from its own start.
     base: Option<(u64, u64)>,
@@ -261,6 +266,8 @@ impl Recorder {
             last_t: 0,
             written: 0,
             finished: false,
+            exit: None,
+            last_screen: None,
             base: None,
         };
         r.write_json(
@@ -344,6 +351,10 @@ impl Recorder {
                 }
                 v["seq"] = seq.into();
                 v["t_ms"] = t.into();
+                if let Some(lines) = v["screen"]["lines"].as_array() {
+                    let lines: Vec<&str> = lines.iter().filter_map(Value::as_str).collect();
+                    self.last_screen = Some(lines.join("\n").trim_end().to_owned());
+                }
                 let w = if stream == "frames" {
                     &mut self.frames
                 } else {
@@ -352,15 +363,17 @@ impl Recorder {
                 Self::line(w, &v)?;
             }
             Event::Exit { code, signal } => {
-                // The output still held back goes out under the exit's number.
+                // The output held back so far goes out under the exit's number; the recording
+                // ends when it is closed.
                 self.output(seq, t, &[], true)?;
-                self.finish(t, *code, *signal)?;
+                self.exit = Some((*code, *signal));
             }
         }
         Ok(())
     }
 
-    fn finish(&mut self, t: u64, code: Option<i32>, signal: Option<i32>) -> std::io::Result<()> {
+    fn finish(&mut self, t: u64) -> std::io::Result<()> {
+        let (code, signal) = self.exit.unwrap_or_default();
         self.finished = true;
         for w in [
             &mut self.input,
@@ -386,7 +399,8 @@ impl Recorder {
             .and_then(|()| {
                 self.write_json(
                     "final.json",
-                    &json!({"exit": {"code": code, "signal": signal}, "duration_ms": t}),
+                    &json!({"exit": {"code": code, "signal": signal}, "duration_ms": t,
+                        "screen": self.last_screen}),
                 )
             });
         done.map_err(|e| std::io::Error::other(e.to_string()))
@@ -403,11 +417,14 @@ impl Sink for Recorder {
         if self.failed || self.finished {
             return;
         }
-        // Stopped before the program ended: what was held back goes out under the next number.
+        // What was held back goes out under the next number.
         let (seq, t) = (self.written, self.last_t);
-        let result = self
-            .output(seq, t, &[], true)
-            .and_then(|()| self.finish(t, None, None));
+        let flushed = if self.carry.is_empty() {
+            Ok(())
+        } else {
+            self.output(seq, t, &[], true)
+        };
+        let result = flushed.and_then(|()| self.finish(t));
         if let Err(e) = result {
             eprintln!(
                 "error: finishing the recording in `{}`: {e}",
@@ -654,10 +671,19 @@ mod tests {
             code: Some(0),
             signal: None,
         });
+        // Output after the exit (a terminal reset) and the last screen still go in.
+        tee.record(Event::Output {
+            bytes: b"\x1b[?25h".to_vec(),
+        });
+        tee.record(Event::Mark {
+            stream: "frames".into(),
+            data: json!({"reason": "end", "screen": {"lines": ["cd /home/dev/x", "bye", ""]}}),
+        });
+        tee.close_sinks();
         let c = Cassette::open(dir.path()).unwrap();
         assert_eq!(c.problems(), Vec::<String>::new());
         let raw = String::from_utf8(c.output.clone()).unwrap();
-        assert_eq!(raw, "cd $HOME/x Bearer <scrubbed> ✓");
+        assert_eq!(raw, "cd $HOME/x Bearer <scrubbed> ✓\x1b[?25h");
         let all: String = STREAMS
             .iter()
             .map(|s| std::fs::read_to_string(dir.path().join(s)).unwrap())
@@ -667,9 +693,16 @@ mod tests {
             "{all}"
         );
         assert!(all.contains("\"kind\":\"paste\""), "{all}");
-        assert_eq!(c.records.len(), 5);
+        // Seven observations, and what was held back at the close.
+        assert_eq!(c.records.len(), 8);
+        let last: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("final.json")).unwrap())
+                .unwrap();
+        assert_eq!(last["exit"], json!({"code": 0, "signal": null}));
+        assert_eq!(last["screen"], "cd $HOME/x\nbye");
         let report = std::fs::read_to_string(dir.path().join("scrub-report.json")).unwrap();
-        assert!(report.contains("\"hits\": 2"), "{report}");
+        // The home folder in the output, the service event and the last screen.
+        assert!(report.contains("\"hits\": 3"), "{report}");
         assert!(c.asciicast().starts_with("{\"env\""));
     }
 
@@ -684,6 +717,7 @@ mod tests {
             code: Some(0),
             signal: None,
         });
+        tee.close_sinks();
         assert!(Cassette::open(dir.path()).is_ok());
         let m = dir.path().join("manifest.json");
         let text = std::fs::read_to_string(&m)
@@ -699,5 +733,141 @@ mod tests {
             Cassette::open(dir.path()),
             Err(CassetteError::Missing(_, "final.json"))
         ));
+    }
+
+    /// A cassette of a few records, closed.
+    fn small_cassette(dir: &Path) {
+        let tee = Tee::new();
+        tee.add_sink(Box::new(
+            Recorder::create(dir, manifest(), Scrubber::new(Vec::new())).unwrap(),
+        ));
+        tee.record(Event::Output {
+            bytes: vec![b'a'; 100],
+        });
+        tee.record(Event::Input {
+            bytes: b"x".to_vec(),
+        });
+        tee.record(Event::Output {
+            bytes: vec![b'b'; 100],
+        });
+        tee.record(Event::Exit {
+            code: Some(0),
+            signal: None,
+        });
+        tee.close_sinks();
+    }
+
+    #[test]
+    fn check_finds_a_changed_digest_a_seq_gap_and_untiled_output() {
+        let fresh = || {
+            let dir = tempfile::tempdir().unwrap();
+            small_cassette(dir.path());
+            assert_eq!(
+                Cassette::open(dir.path()).unwrap().problems(),
+                Vec::<String>::new()
+            );
+            dir
+        };
+        let has = |dir: &Path, needle: &str| {
+            let problems = Cassette::open(dir).unwrap().problems();
+            assert!(problems.iter().any(|p| p.contains(needle)), "{problems:?}");
+        };
+        // One byte of the output changed.
+        let d = fresh();
+        let raw = d.path().join("output.raw");
+        let mut bytes = std::fs::read(&raw).unwrap();
+        bytes[0] = b'z';
+        std::fs::write(&raw, bytes).unwrap();
+        has(d.path(), "content_digest");
+        // A record dropped from a stream.
+        let d = fresh();
+        std::fs::write(d.path().join("input.jsonl"), "").unwrap();
+        has(d.path(), "without gaps");
+        // A chunk that does not start where the previous one ended.
+        let d = fresh();
+        let index = d.path().join("output.jsonl");
+        let mut chunks: Vec<Value> = std::fs::read_to_string(&index)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let second = chunks[1]["offset"].as_u64().unwrap();
+        assert!(second > 0);
+        chunks[1]["offset"] = (second - 1).into();
+        let text = chunks
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&index, text).unwrap();
+        has(d.path(), &format!("starts at Some({})", second - 1));
+        // A record without its number is refused when read.
+        let d = fresh();
+        std::fs::write(d.path().join("input.jsonl"), "{\"t_ms\":0}\n").unwrap();
+        assert!(matches!(
+            Cassette::open(d.path()),
+            Err(CassetteError::Bad { line: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_failing_recorder_stops_and_the_session_goes_on() {
+        use crate::pty::session::{Session, Size, Spawn};
+        let dir = tempfile::tempdir().unwrap();
+        // Every write to `output.raw` fails (ENOSPC) once its buffer fills.
+        std::os::unix::fs::symlink("/dev/full", dir.path().join("output.raw")).unwrap();
+        let tee = Tee::new();
+        tee.add_sink(Box::new(
+            Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap(),
+        ));
+        let spawn = Spawn {
+            argv: vec!["cat".into()],
+            cwd: std::env::temp_dir(),
+            env_clear: false,
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            size: Size { rows: 24, cols: 80 },
+        };
+        let mut s = Session::spawn(&spawn, Some(tee.clone())).unwrap();
+        let output = s.take_output();
+        let moved = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = moved.clone();
+        std::thread::spawn(move || {
+            for chunk in output {
+                counter.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        // 64 lines of 1,000 bytes, each echoed by the terminal and written back by `cat`
+        // (2,004 bytes back), one after the other: all of it comes back although the recorder
+        // failed on the first few.
+        let line = [vec![b'y'; 1000], b"\r".to_vec()].concat();
+        for i in 1..=64 {
+            s.write(&line).unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while moved.load(std::sync::atomic::Ordering::Relaxed) < i * 2004 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "line {i}: the session stalled after {} bytes",
+                    moved.load(std::sync::atomic::Ordering::Relaxed)
+                );
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+        s.write(&[4]).unwrap();
+        let exit = s
+            .wait_timeout(std::time::Duration::from_secs(20))
+            .unwrap()
+            .expect("the session ended");
+        assert_eq!(exit.code, Some(0));
+        tee.close_sinks();
+        // The recording stopped where it failed: it indexed a little of the output and never
+        // finished (no `final.json`).
+        assert!(!dir.path().join("final.json").exists());
+        let indexed: u64 = std::fs::read_to_string(dir.path().join("output.jsonl"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok()?["len"].as_u64())
+            .sum();
+        assert!(indexed < 64 * 1000, "indexed {indexed} bytes");
     }
 }

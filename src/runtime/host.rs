@@ -29,11 +29,15 @@ pub struct HostSpec {
     pub store: ProjectStore,
     pub socket: PathBuf,
     pub spawn: Spawn,
+    /// Literal text a recording scrubs besides spex's own rules (config `scrub`).
+    pub scrub: Vec<String>,
 }
 
 struct Shared {
     session: Mutex<Session>,
-    term: Mutex<Terminal>,
+    /// Shared with the thread that copies record events into a recording (it notes the screen
+    /// at each one).
+    term: Arc<Mutex<Terminal>>,
     /// Attached terminals (by a number of their own), each getting every output chunk.
     clients: Mutex<Vec<(u64, UnixStream)>>,
     next_client: std::sync::atomic::AtomicU64,
@@ -45,6 +49,7 @@ struct Shared {
     /// Everything crossing the terminal; a recorder listens while the session is recorded.
     tee: Tee,
     spawn: Spawn,
+    scrub: Vec<String>,
     following_events: std::sync::atomic::AtomicBool,
     /// Output chunks seen so far, signalled on each: an injection waits for the harness to
     /// react to its Enter before the next one types.
@@ -141,7 +146,7 @@ impl Shared {
         };
         let mut spawn = self.spawn.clone();
         spawn.size = Size { rows, cols };
-        let mut recorder = recorder(self.harness, &spawn, dir).ok_or_else(|| {
+        let mut recorder = recorder(self.harness, &spawn, &self.scrub, dir).ok_or_else(|| {
             std::io::Error::other("the recording could not start (see the host log)")
         })?;
         if !from_start {
@@ -156,7 +161,12 @@ impl Shared {
             .following_events
             .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            follow_events(&self.store, &self.id, self.tee.clone());
+            follow_events(
+                &self.store,
+                &self.id,
+                self.tee.clone(),
+                Arc::clone(&self.term),
+            );
         }
         Ok(())
     }
@@ -243,7 +253,7 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     let Size { rows, cols } = spec.spawn.size;
     let shared = Arc::new(Shared {
         session: Mutex::new(session),
-        term: Mutex::new(Terminal::new(rows, cols)),
+        term: Arc::new(Mutex::new(Terminal::new(rows, cols))),
         clients: Mutex::new(Vec::new()),
         next_client: std::sync::atomic::AtomicU64::new(0),
         harness: spec.harness,
@@ -253,6 +263,7 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         watch: Mutex::new(Watch::default()),
         tee,
         spawn: spec.spawn.clone(),
+        scrub: spec.scrub.clone(),
         following_events: std::sync::atomic::AtomicBool::new(false),
         chunks: (Mutex::new(0), Condvar::new()),
         injecting: Mutex::new(()),
@@ -269,8 +280,28 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
             .spawn(move || accept(&listener, &shared))?;
     }
     // The pump: every output chunk goes to the model (which may answer a query) and to every
-    // attached terminal; the stream ends when the program has closed the terminal.
-    while let Ok(chunk) = output.recv() {
+    // attached terminal; the stream ends when the program has closed the terminal. While the
+    // session is recorded, the screen is noted once output has paused for a moment (a timed
+    // wait only after output and only while recording: an idle host never wakes).
+    let mut unframed = false;
+    loop {
+        let chunk = if unframed && shared.tee.has_sinks() {
+            match output.recv_timeout(QUIET_FRAME) {
+                Ok(chunk) => chunk,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    shared.frame("quiet");
+                    unframed = false;
+                    continue;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match output.recv() {
+                Ok(chunk) => chunk,
+                Err(_) => break,
+            }
+        };
+        unframed = true;
         let replies = lock(&shared.term).feed(&chunk);
         if !replies.is_empty() {
             let _ = shared.write(&replies);
@@ -283,13 +314,16 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         *lock(&shared.chunks.0) += 1;
         shared.chunks.1.notify_all();
     }
-    shared.frame("end");
     let exit = loop {
         if let Some(exit) = lock(&shared.session).wait_timeout(Duration::from_secs(1))? {
             break exit;
         }
     };
     record_exit(&spec.store, &spec.id, exit);
+    // The recording ends with the last screen (its `final.json` quotes it) and every byte the
+    // program wrote, even after it was reaped.
+    shared.frame("end");
+    shared.tee.close_sinks();
     // The last screen says why a program ended early (a refused flag, a dialog).
     eprintln!("final screen:\n{}", lock(&shared.term).text());
     let _ = std::fs::remove_file(&spec.socket);
@@ -301,7 +335,12 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
 
 /// The recorder writing a cassette into `dir`, or `None` (logged) when it cannot start: a
 /// recording never stands in the session's way.
-fn recorder(harness: &dyn Harness, spawn: &Spawn, dir: &std::path::Path) -> Option<Recorder> {
+fn recorder(
+    harness: &dyn Harness,
+    spawn: &Spawn,
+    scrub: &[String],
+    dir: &std::path::Path,
+) -> Option<Recorder> {
     let env = crate::env::Env::from_process(crate::adapters::env_vars());
     let rule = |name: &str, find: &std::path::Path, replace: &str| Rule {
         name: name.to_owned(),
@@ -320,6 +359,13 @@ fn recorder(harness: &dyn Harness, spawn: &Spawn, dir: &std::path::Path) -> Opti
             replace: format!("${name}"),
         });
     }
+    for (i, text) in scrub.iter().enumerate() {
+        rules.push(Rule {
+            name: format!("config scrub[{i}]"),
+            find: text.clone(),
+            replace: "<scrubbed>".into(),
+        });
+    }
     let mut scrubber = Scrubber::new(rules);
     let argv: Vec<String> = spawn
         .argv
@@ -327,6 +373,8 @@ fn recorder(harness: &dyn Harness, spawn: &Spawn, dir: &std::path::Path) -> Opti
         .map(|a| scrubber.scrub_str(&a.to_string_lossy()))
         .collect();
     let binary = spawn.argv.first().map(PathBuf::from).unwrap_or_default();
+    // What the binary says it is (its `--version`), beside the version spex was verified with.
+    let version = crate::adapters::version_output(&binary).and_then(|o| harness.parse_version(&o));
     let fingerprint = std::fs::metadata(&binary).ok().map(|m| {
         use std::os::unix::fs::MetadataExt;
         format!("size {} mtime {}", m.len(), m.mtime())
@@ -335,7 +383,7 @@ fn recorder(harness: &dyn Harness, spawn: &Spawn, dir: &std::path::Path) -> Opti
         version: cassette::VERSION,
         id: super::new_id().unwrap_or_default(),
         content_digest: None,
-        harness: serde_json::json!({"id": harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "pinned_version": harness.pinned_version()}),
+        harness: serde_json::json!({"id": harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "version": version, "pinned_version": harness.pinned_version()}),
         command: serde_json::json!({"argv": argv, "cwd": "$TREE", "env_names": crate::env::Env::names()}),
         terminal: serde_json::json!({"rows": spawn.size.rows, "cols": spawn.size.cols,
             "term": std::env::var("TERM").ok(), "locale": std::env::var("LANG").ok(),
@@ -356,8 +404,9 @@ fn recorder(harness: &dyn Harness, spawn: &Spawn, dir: &std::path::Path) -> Opti
 }
 
 /// Copies the session's new record events into the recording as they are appended (inotify on
-/// the session folder), so they are numbered in the order they happened.
-fn follow_events(store: &ProjectStore, id: &str, tee: Tee) {
+/// the session folder), so they are numbered in the order they happened, each followed by a
+/// frame: the screen when the event was seen.
+fn follow_events(store: &ProjectStore, id: &str, tee: Tee, term: Arc<Mutex<Terminal>>) {
     let dir = store.session_dir(id);
     let store = store.clone();
     let id = id.to_owned();
@@ -369,9 +418,17 @@ fn follow_events(store: &ProjectStore, id: &str, tee: Tee) {
             let _ = super::wait_for(&dir, forever, || -> Option<()> {
                 let events = store.events(&id, None).ok()?;
                 for e in events.iter().skip(seen) {
+                    if !tee.has_sinks() {
+                        break;
+                    }
                     tee.record(TeeEvent::Mark {
                         stream: "service".into(),
                         data: serde_json::to_value(e).unwrap_or_default(),
+                    });
+                    let screen = lock(&term).snapshot();
+                    tee.record(TeeEvent::Mark {
+                        stream: "frames".into(),
+                        data: serde_json::json!({ "reason": e.kind, "screen": screen }),
                     });
                 }
                 seen = seen.max(events.len());
@@ -503,6 +560,7 @@ fn handle(shared: &Shared, request: Request) -> Response {
         Request::Stop { grace_ms } => stop(shared, Duration::from_millis(grace_ms)),
         Request::Record { dir: Some(dir) } => shared.start_recording(&dir, false),
         Request::Record { dir: None } => {
+            shared.frame("end");
             shared.tee.close_sinks();
             Ok(())
         }
@@ -523,13 +581,51 @@ fn resize(shared: &Shared, rows: u16, cols: u16) -> std::io::Result<()> {
     lock(&shared.session).resize(Size { rows, cols })
 }
 
+/// Ends the program: at an idle prompt first as a person would (the harness's exit keys), then
+/// SIGTERM to its process group, then SIGKILL after `grace`.
 fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
+    let keys = shared.harness.exit_keys();
+    // A turn that just ended can still be drawing its last lines (Claude runs its Stop hook
+    // under a spinner): give the prompt a moment to come back.
+    let idle = || lock(&shared.watch).activity == Some(Activity::Idle);
+    let deadline = std::time::Instant::now() + IDLE_WAIT.min(grace);
+    while !keys.is_empty() && !idle() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if idle() && !keys.is_empty() {
+        eprintln!("{} stop: typing the exit keys", crate::store::now_rfc3339());
+        {
+            let _one_at_a_time = lock(&shared.injecting);
+            for key in keys {
+                shared.write(key)?;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if ended_within(shared, EXIT_KEYS_WAIT.min(grace))? {
+            return Ok(());
+        }
+    }
+    eprintln!("{} stop: SIGTERM", crate::store::now_rfc3339());
     lock(&shared.session).signal(rustix::process::Signal::TERM)?;
-    let ended = lock(&shared.session).wait_timeout(grace)?;
-    if ended.is_none() {
+    if !ended_within(shared, grace)? {
         lock(&shared.session).signal(rustix::process::Signal::KILL)?;
     }
     Ok(())
+}
+
+/// Whether the program ends within `limit`; the session lock is held only for each look, so
+/// the pump can still answer the program's terminal queries meanwhile.
+fn ended_within(shared: &Shared, limit: Duration) -> std::io::Result<bool> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if lock(&shared.session).try_wait()?.is_some() {
+            return Ok(true);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Streams the terminal to one client: a redraw of the screen, then every chunk (the pump
@@ -591,6 +687,15 @@ fn attach(
 
 /// What host-made transitions name as their source.
 const SOURCE: &str = "host";
+
+/// How long output must pause before a recording notes the screen.
+const QUIET_FRAME: Duration = Duration::from_millis(500);
+
+/// How long `stop` waits for a session's screen to come back to its prompt before it signals.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+/// How long `stop` waits for the harness to exit on its own exit keys before signalling.
+const EXIT_KEYS_WAIT: Duration = Duration::from_secs(3);
 
 /// Read-modify-write of the record under its lock; `f` may change it and add events.
 fn record(

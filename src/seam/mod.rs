@@ -175,6 +175,11 @@ pub trait Harness: Sync {
     fn interrupt_keys(&self) -> Option<&'static [u8]> {
         None
     }
+    /// The keystrokes that make the harness exit on its own from an idle prompt (each written
+    /// separately, a moment apart): `stop` tries them before any signal. None: signals only.
+    fn exit_keys(&self) -> &'static [&'static [u8]] {
+        &[]
+    }
     /// The pause between a pasted prompt and the Enter that submits it.
     fn submit_pause(&self) -> std::time::Duration {
         std::time::Duration::from_millis(200)

@@ -85,6 +85,31 @@ fn committed_cassettes_check_and_replay_byte_exact_without_a_harness() {
 }
 
 #[test]
+fn replay_frames_prints_the_recorded_screens() {
+    let w = World::new();
+    let dir = cassette("permission");
+    let out = spex(&w, &["replay", dir.to_str().unwrap(), "--frames"]);
+    assert!(out.status.success());
+    let frames: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let recorded = std::fs::read_to_string(dir.join("frames.jsonl")).unwrap();
+    assert_eq!(frames.len(), recorded.lines().count());
+    let last = frames.last().unwrap();
+    assert_eq!(last["reason"], "end");
+    let lines = last["screen"]["lines"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("Do you want to proceed?")),
+        "{last}"
+    );
+    assert!(
+        frames
+            .iter()
+            .all(|f| f["seq"].is_u64() && f["t_ms"].is_u64())
+    );
+}
+
+#[test]
 fn a_completed_turn_replays_through_the_terminal_model() {
     let w = World::new();
     let (status, screen) = at(&w, "turn", t_of("turn", "turn.started"));

@@ -7,6 +7,7 @@ mod codex_runtime;
 mod common;
 mod dispatch;
 mod fuzz_dispatch;
+mod host;
 mod materialize;
 mod peers_smoke;
 mod real_peers;

@@ -164,11 +164,87 @@ fn launch_deliver_stop_a_real_claude_session() {
 
     let stopped = stop(&w, &fake, &id);
     assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
-    assert!(stopped["exit_status"].is_object(), "{}", pretty(&stopped));
+    // Idle at its prompt, Claude exits on its own exit keys: no signal was needed.
+    assert_eq!(
+        stopped["exit_status"],
+        serde_json::json!({"code": 0, "signal": null}),
+        "{}\n{}",
+        pretty(&stopped),
+        host_log(&w, &id)
+    );
+    let log = host_log(&w, &id);
+    assert!(
+        log.contains("stop: typing the exit keys") && !log.contains("stop: SIGTERM"),
+        "{log}"
+    );
     let socket = w.dir.path().join("run/spex").join(format!("{id}.sock"));
     assert!(!socket.exists(), "the host left its socket behind");
     let gone = run_json(&w, &fake, &["deliver", &id, "hello?", "--json"]).unwrap_err();
     assert!(gone.contains("has exited"), "{gone}");
+}
+
+/// `launch PROMPT` (here from stdin, `-`): the prompt is the first turn, confirmed; Claude runs
+/// in the checkout with this session's `SPEX_SESSION_ID` and without the identity variables of
+/// the session the launcher itself ran in.
+#[test]
+fn launch_with_a_prompt_runs_it_as_the_first_turn_in_a_clean_identity() {
+    use std::io::Write;
+    let (w, fake) = claude_world(SeedOptions::default());
+    let mut cmd = spex_cmd(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json", "-"],
+    );
+    cmd.env("SPEX_SESSION_ID", "the-launchers-own-session")
+        .env("CLAUDE_CODE_SESSION_ID", "the-launchers-claude-session")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all("USE_NONE the first prompt ✓".as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let launched: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        launched["delivery"]["confirmed"],
+        true,
+        "{}",
+        pretty(&launched)
+    );
+    assert_eq!(launched["delivery"]["mode"], "inject");
+    let started: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn.started")
+        .collect();
+    assert_eq!(started.len(), 1, "{}", host_log(&w, &id));
+    assert_eq!(started[0]["prompt"], "USE_NONE the first prompt ✓");
+    let pid = launched["session"]["child_pid"].as_u64().unwrap();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let vars: Vec<String> = environ
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    assert!(vars.contains(&format!("SPEX_SESSION_ID={id}")), "{vars:?}");
+    assert!(
+        !vars
+            .iter()
+            .any(|v| v.starts_with("CLAUDE_CODE_SESSION_ID=")),
+        "{vars:?}"
+    );
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    assert_eq!(cwd, w.repo);
+    stop(&w, &fake, &id);
 }
 
 #[test]
@@ -298,6 +374,38 @@ fn deliver_into_an_open_permission_dialog_is_refused() {
         !w.repo.join("bash_out.txt").exists(),
         "the dialog was answered"
     );
+    // `--force` types anyway: the dialog takes the keys (Enter picks "1. Yes") and no prompt
+    // hook reports the text, so the delivery times out, saying so.
+    let started = Instant::now();
+    let forced = run_json(
+        &w,
+        &fake,
+        &[
+            "deliver",
+            &id,
+            "TYPED_WITH_FORCE",
+            "--force",
+            "--json",
+            "--timeout",
+            "3",
+        ],
+    )
+    .unwrap_err();
+    assert!(forced.contains("exit status: 2"), "{forced}");
+    assert!(
+        forced.contains("did not report the prompt within 3 s"),
+        "{forced}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !w.repo.join("bash_out.txt").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        w.repo.join("bash_out.txt").exists(),
+        "the forced keys did not reach the dialog:\n{}",
+        screen(&w, &fake, &id)
+    );
     stop(&w, &fake, &id);
 }
 
@@ -415,6 +523,11 @@ fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
     use std::io::Write;
 
     let (w, fake) = claude_world(SeedOptions::default());
+    // This project detaches on Ctrl-] instead of Ctrl-\.
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"], \"detachKey\": \"ctrl-]\" }\n",
+    );
     let id = launch(&w, &fake);
     let Attached {
         pair,
@@ -431,7 +544,7 @@ fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
         }
     }
     let text = String::from_utf8_lossy(&seen).into_owned();
-    assert!(text.contains("attached to"), "{text}");
+    assert!(text.contains("Ctrl-] detaches"), "{text}");
     assert!(
         text.contains("shortcuts"),
         "the screen was not redrawn:\n{text}"
@@ -457,7 +570,7 @@ fn attach_from_a_second_terminal_and_detach_leaves_it_running() {
         (resized["rows"].clone(), resized["cols"].clone()),
         (30.into(), 100.into())
     );
-    writer.write_all(&[0x1c]).unwrap();
+    writer.write_all(&[0x1d]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -521,7 +634,9 @@ fn interrupt_ends_the_turn_and_the_title_becomes_the_headline() {
 #[test]
 fn killed_session_resumes_and_takes_a_prompt() {
     let (w, fake) = claude_world(SeedOptions::default());
-    let id = launch(&w, &fake);
+    let launched = launch_json(&w, &fake, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let child = launched["session"]["child_pid"].as_i64().unwrap();
     run_json(
         &w,
         &fake,
@@ -545,10 +660,12 @@ fn killed_session_resumes_and_takes_a_prompt() {
     while !read_or_empty(&transcript).contains("PLAIN_ANSWER_OK") && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    // SIGTERM lets Claude finish writing; a SIGKILL right after a turn can lose it.
-    let stopped = run_json(&w, &fake, &["stop", &id, "--json", "--grace", "5"])
-        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
-    assert_eq!(stopped["status"], "exited");
+    Command::new("kill")
+        .args(["-9", &child.to_string()])
+        .status()
+        .unwrap();
+    let killed = wait_status(&w, &id, "exited", Duration::from_secs(5));
+    assert_eq!(killed["exit_status"]["signal"], 9, "{}", pretty(&killed));
 
     let resumed = run_json(&w, &fake, &["resume", &id, "--detach", "--json"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
@@ -740,6 +857,11 @@ fn a_prompt_delivered_while_busy_is_queued_and_confirmed_when_taken_up() {
 #[test]
 fn a_recorded_session_checks_replays_and_exports() {
     let (w, fake) = claude_world(SeedOptions::default());
+    // The project adds a rule: the fake model's answer is scrubbed from the recording.
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"], \"scrub\": [\"PLAIN_ANSWER\"] }\n",
+    );
     let launched = launch_json(&w, &fake, &["--record"]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let prompt = "USE_NONE a recorded prompt";
@@ -752,6 +874,8 @@ fn a_recorded_session_checks_replays_and_exports() {
         "PLAIN_ANSWER_OK",
         Duration::from_mins(1)
     ));
+    // A moment with nothing on the screen changing: the recording notes the screen.
+    std::thread::sleep(Duration::from_secs(1));
     stop(&w, &fake, &id);
     let dir = w.project_dir().join("sessions").join(&id).join("cassette");
 
@@ -783,7 +907,37 @@ fn a_recorded_session_checks_replays_and_exports() {
             .any(|e| e["kind"] == "turn.started" && e["prompt"] == prompt),
         "{service:?}"
     );
-    assert!(!lines("frames.jsonl").is_empty());
+    let frames = lines("frames.jsonl");
+    let reasons: Vec<&str> = frames.iter().filter_map(|f| f["reason"].as_str()).collect();
+    for reason in [
+        "session.started",
+        "turn.started",
+        "turn.completed",
+        "quiet",
+        "end",
+    ] {
+        assert!(
+            reasons.contains(&reason),
+            "no `{reason}` frame: {reasons:?}"
+        );
+    }
+    let manifest: Value = serde_json::from_str(&read_or_empty(&dir.join("manifest.json"))).unwrap();
+    assert_eq!(
+        manifest["harness"]["version"],
+        "2.1.197",
+        "{}",
+        pretty(&manifest)
+    );
+    let last: Value = serde_json::from_str(&read_or_empty(&dir.join("final.json"))).unwrap();
+    assert!(
+        last["screen"]
+            .as_str()
+            .is_some_and(|s| s.contains("<scrubbed>_OK")),
+        "{}",
+        pretty(&last)
+    );
+    let report = read_or_empty(&dir.join("scrub-report.json"));
+    assert!(report.contains("config scrub[0]"), "{report}");
     // Nothing private anywhere in the cassette.
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -792,6 +946,7 @@ fn a_recorded_session_checks_replays_and_exports() {
             DUMMY_API_KEY,
             w.home.to_str().unwrap(),
             w.repo.to_str().unwrap(),
+            "PLAIN_ANSWER",
         ] {
             assert!(
                 !text.contains(secret),

@@ -173,6 +173,12 @@ impl Harness for Claude {
         Some(b"\x1b")
     }
 
+    fn exit_keys(&self) -> &'static [&'static [u8]] {
+        // Ctrl-D twice at the prompt exits like `/exit` (SessionEnd `prompt_input_exit`,
+        // facts/claude.md §7.4 "Interrupting and exiting").
+        &[b"\x04", b"\x04"]
+    }
+
     fn submit_pause(&self) -> std::time::Duration {
         // Enter as a separate write: the first prompt after start stays unsubmitted with no
         // gap; 100-300 ms always worked (facts/claude.md §7.4).

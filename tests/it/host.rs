@@ -1,0 +1,268 @@
+//! The PTY host (`spex host`) with an ordinary program instead of a harness: its socket's
+//! permissions, the versioned protocol (ping, snapshot, inject, resize, attach by several
+//! clients), and `stop` escalating to SIGKILL of a program that ignores SIGTERM. No harness
+//! binary is needed; the host reads the screen through the Claude adapter, which finds nothing
+//! to say about a shell loop.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{World, pretty, read_or_empty};
+
+const ID: &str = "host-test-1";
+
+/// One request line, one response line.
+fn call(socket: &Path, request: &str) -> Value {
+    let mut s = UnixStream::connect(socket).expect("the host answers");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    s.write_all(b"\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+}
+
+fn screen(socket: &Path) -> String {
+    let r = call(socket, r#"{"v":1,"op":"snapshot"}"#);
+    r["snapshot"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn wait_screen(socket: &Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = screen(socket);
+        if s.contains(needle) || Instant::now() > deadline {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An attached client: the response line, then raw bytes.
+struct Attached {
+    stream: UnixStream,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+fn attach(socket: &Path) -> Attached {
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream
+        .write_all(b"{\"v\":1,\"op\":\"attach\",\"rows\":0,\"cols\":0}\n")
+        .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["ok"], true, "{line}");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    Attached { stream, seen }
+}
+
+impl Attached {
+    fn wait_for(&self, needle: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if String::from_utf8_lossy(&self.seen.lock().unwrap()).contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+/// A record for `ID`, as a harness's first hook makes it.
+fn record(w: &World) {
+    let start = json!({ "session_id": ID, "cwd": w.repo, "hook_event_name": "SessionStart" });
+    assert!(
+        w.dispatch(&w.repo, "claude", "SessionStart", &start)
+            .status
+            .success()
+    );
+}
+
+/// The host of `ID` running `script`, once it serves its socket.
+fn host(w: &World, socket: &Path, script: &str) -> Child {
+    let log = std::fs::File::create(w.dir.path().join("host.log")).unwrap();
+    let repo = w.repo.to_str().unwrap().to_owned();
+    let sock = socket.to_str().unwrap().to_owned();
+    let args = [
+        "host",
+        "--session",
+        ID,
+        "--harness",
+        "claude",
+        "--tree",
+        &repo,
+        "--socket",
+        &sock,
+        "--rows",
+        "24",
+        "--cols",
+        "80",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    let child = w
+        .cmd(&w.repo, &args)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(socket).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the host never served its socket"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn the_host_serves_a_private_versioned_socket_and_kills_what_ignores_term() {
+    let w = World::new();
+    let run: PathBuf = w.dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    record(&w);
+    // Any command that needs the runtime folder makes it private first.
+    let out = w
+        .cmd(&w.repo, &["snapshot", ID])
+        .env("XDG_RUNTIME_DIR", &run)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has no running host"), "{err}");
+    let dir = run.join("spex");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let socket = dir.join(format!("{ID}.sock"));
+    let mut child = host(
+        &w,
+        &socket,
+        "trap '' TERM; echo ready; while read -r l; do echo \"got:$l\"; done",
+    );
+    assert_eq!(mode(&socket), 0o600);
+
+    let pong = call(&socket, r#"{"v":1,"op":"ping"}"#);
+    assert_eq!(pong["ok"], true, "{pong}");
+    assert!(pong["host_pid"].as_u64().is_some() && pong["child_pid"].as_u64().is_some());
+    let newer = call(&socket, r#"{"v":2,"op":"ping"}"#);
+    assert_eq!(newer["ok"], false);
+    assert!(
+        newer["error"]
+            .as_str()
+            .unwrap()
+            .contains("protocol version 2 is not served"),
+        "{newer}"
+    );
+    let bad = call(&socket, r#"{"v":1,"op":"dance"}"#);
+    assert_eq!(bad["ok"], false);
+    assert!(
+        bad["error"].as_str().unwrap().contains("bad request"),
+        "{bad}"
+    );
+
+    assert!(wait_screen(&socket, "ready").contains("ready"));
+    // Two terminals attached at once both see what the program writes; what one types
+    // reaches the program.
+    let mut a = attach(&socket);
+    let b = attach(&socket);
+    assert!(a.wait_for("ready") && b.wait_for("ready"), "no redraw");
+    a.stream.write_all(b"typed-by-a\r").unwrap();
+    assert!(a.wait_for("got:typed-by-a") && b.wait_for("got:typed-by-a"));
+    let injected = call(
+        &socket,
+        r#"{"v":1,"op":"inject","text":"pasted","submit":true}"#,
+    );
+    assert_eq!(injected["ok"], true, "{injected}");
+    assert!(wait_screen(&socket, "pasted").contains("got:"));
+    assert!(b.wait_for("pasted"));
+    let resized = call(&socket, r#"{"v":1,"op":"resize","rows":30,"cols":100}"#);
+    assert_eq!(resized["ok"], true);
+    let snap = call(&socket, r#"{"v":1,"op":"snapshot"}"#)["snapshot"].clone();
+    assert_eq!(
+        (snap["rows"].as_u64(), snap["cols"].as_u64()),
+        (Some(30), Some(100))
+    );
+    for key in ["cursor", "title", "lines"] {
+        assert!(snap.get(key).is_some(), "{snap}");
+    }
+
+    // SIGTERM is ignored: SIGKILL of the group follows the grace period.
+    let asked = Instant::now();
+    let stopped = call(&socket, r#"{"v":1,"op":"stop","grace_ms":300}"#);
+    assert_eq!(stopped["ok"], true, "{stopped}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let record = loop {
+        let r = w.record(ID);
+        if r["status"] == "exited" || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let log = || read_or_empty(&w.dir.path().join("host.log"));
+    assert_eq!(record["status"], "exited", "{}\n{}", pretty(&record), log());
+    assert_eq!(record["exit_status"]["signal"], 9, "{}", pretty(&record));
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the host outlived its program");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}\n{}", log());
+    assert!(!socket.exists(), "the socket was left behind");
+}
+
+#[test]
+fn a_runtime_folder_others_can_enter_is_refused() {
+    let w = World::new();
+    let run = w.dir.path().join("run");
+    std::fs::create_dir_all(run.join("spex")).unwrap();
+    std::fs::set_permissions(run.join("spex"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    record(&w);
+    let out = w
+        .cmd(&w.repo, &["snapshot", ID])
+        .env("XDG_RUNTIME_DIR", &run)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is not a private folder of this user"),
+        "{err}"
+    );
+}
