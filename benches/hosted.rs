@@ -142,7 +142,12 @@ fn active(w: &World, id: &str) -> (Vec<Duration>, Duration) {
         let start = Instant::now();
         let d = w.spex(&["deliver", id, &format!("USE_NONE prompt {i}"), "--json"]);
         took.push(start.elapsed());
-        assert_eq!(d["confirmed"], true, "{d}");
+        assert_eq!(
+            d["confirmed"],
+            true,
+            "{d}\n{}",
+            w.spex(&["show", id, "--json", "--events", "30"])
+        );
         wait_idle(w, id);
     }
     (took, began.elapsed())

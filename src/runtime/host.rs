@@ -51,11 +51,19 @@ struct Shared {
     spawn: Spawn,
     scrub: Vec<String>,
     following_events: std::sync::atomic::AtomicBool,
-    /// Output chunks seen so far, signalled on each: an injection waits for the harness to
-    /// react to its Enter before the next one types.
-    chunks: (Mutex<u64>, Condvar),
-    /// Held through one whole injection, so two deliveries never interleave their keys.
-    injecting: Mutex<()>,
+    /// Output chunks seen so far and when the last came, signalled on each: an injection
+    /// waits for the harness to react to the previous Enter before it types.
+    chunks: (Mutex<Chunks>, Condvar),
+    /// Held through one whole injection, so two deliveries never interleave their keys; holds
+    /// the chunk count at the last Enter until the next injection has seen the harness settle
+    /// after it (the delivery that typed it is answered at once).
+    injecting: Mutex<Option<u64>>,
+}
+
+/// The output chunks a host has seen.
+struct Chunks {
+    count: u64,
+    last: std::time::Instant,
 }
 
 /// What the host last saw the harness do, to act on transitions only.
@@ -96,28 +104,26 @@ impl Shared {
     fn settle(&self, seen: u64) {
         const QUIET: Duration = Duration::from_millis(60);
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        let mut count = lock(&self.chunks.0);
-        let mut last = seen;
+        let mut chunks = lock(&self.chunks.0);
         loop {
             let now = std::time::Instant::now();
+            if chunks.count != seen && now.duration_since(chunks.last) >= QUIET {
+                return;
+            }
             if now >= deadline {
                 return;
             }
-            let wait = if *count == seen {
+            let wait = if chunks.count == seen {
                 deadline - now
             } else {
-                QUIET.min(deadline - now)
+                (chunks.last + QUIET).saturating_duration_since(now)
             };
-            let (next, timeout) = self
+            chunks = self
                 .chunks
                 .1
-                .wait_timeout(count, wait)
-                .unwrap_or_else(PoisonError::into_inner);
-            count = next;
-            if timeout.timed_out() && *count != seen && *count == last {
-                return;
-            }
-            last = *count;
+                .wait_timeout(chunks, wait.min(deadline - now))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
     }
 
@@ -265,8 +271,14 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         spawn: spec.spawn.clone(),
         scrub: spec.scrub.clone(),
         following_events: std::sync::atomic::AtomicBool::new(false),
-        chunks: (Mutex::new(0), Condvar::new()),
-        injecting: Mutex::new(()),
+        chunks: (
+            Mutex::new(Chunks {
+                count: 0,
+                last: std::time::Instant::now(),
+            }),
+            Condvar::new(),
+        ),
+        injecting: Mutex::new(None),
     });
     if let Some(dir) = &spec.record
         && let Err(e) = shared.start_recording(dir, true)
@@ -311,7 +323,11 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         shared.set_clients(&clients);
         drop(clients);
         shared.observe();
-        *lock(&shared.chunks.0) += 1;
+        {
+            let mut chunks = lock(&shared.chunks.0);
+            chunks.count += 1;
+            chunks.last = std::time::Instant::now();
+        }
         shared.chunks.1.notify_all();
     }
     let exit = loop {
@@ -537,7 +553,10 @@ fn handle(shared: &Shared, request: Request) -> Response {
                 text.len(),
                 if submit { " + submit" } else { "" }
             );
-            let _one_at_a_time = lock(&shared.injecting);
+            let mut one_at_a_time = lock(&shared.injecting);
+            if let Some(seen) = one_at_a_time.take() {
+                shared.settle(seen);
+            }
             let (paste, pause, enter) = shared.harness.paste(&text);
             let typed = if text.is_empty() {
                 Ok(())
@@ -549,9 +568,9 @@ fn handle(shared: &Shared, request: Request) -> Response {
                     if !text.is_empty() {
                         std::thread::sleep(pause);
                     }
-                    let seen = *lock(&shared.chunks.0);
+                    let seen = lock(&shared.chunks.0).count;
                     shared.write(&enter)?;
-                    shared.settle(seen);
+                    *one_at_a_time = Some(seen);
                 }
                 Ok(())
             })
@@ -595,7 +614,10 @@ fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
     if idle() && !keys.is_empty() {
         eprintln!("{} stop: typing the exit keys", crate::store::now_rfc3339());
         {
-            let _one_at_a_time = lock(&shared.injecting);
+            let mut one_at_a_time = lock(&shared.injecting);
+            if let Some(seen) = one_at_a_time.take() {
+                shared.settle(seen);
+            }
             for key in keys {
                 shared.write(key)?;
                 std::thread::sleep(Duration::from_millis(100));

@@ -142,6 +142,10 @@ fn launch_deliver_stop_a_real_claude_session() {
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
     assert_eq!(d["confirmed"], true, "{}", pretty(&d));
     assert_eq!(d["mode"], "inject");
+    // A reader right after the confirmation sees the delivered turn in the record.
+    let now = w.record(&id);
+    assert_eq!(now["turn"]["prompt"], prompt, "{}", pretty(&now));
+    assert_eq!(now["turn"]["id"], d["turn_id"], "{}", pretty(&now));
     let events = w.events(&id);
     let started: Vec<&Value> = events
         .iter()
