@@ -580,6 +580,8 @@ impl Plan {
     /// edit is redone on what is there now, until it lands on the bytes it was made from.
     fn apply_by_key(&mut self, i: usize) -> Result<bool, MaterializeError> {
         const ATTEMPTS: usize = 200;
+        /// How long a writer that read a transient version has to write what it made of it.
+        const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
         let path = self.changes[i].path.clone();
         let mut expected = self.changes[i].before.clone();
         let mut after = self.changes[i].after.clone();
@@ -596,10 +598,22 @@ impl Plan {
                     .map_err(io_err(&path))?
                 {
                     Swap::Done => {
-                        if let Some(r) = redone {
+                        if let Some(r) = redone.take() {
                             self.adopt(&path, r);
                         }
-                        return Ok(true);
+                        // A race lost on the way had a version without their change in place
+                        // for a moment: a writer that read it may still write what it made
+                        // from it. Watch a moment, and carry their change into that too.
+                        let Some(Rewritten(now)) = clobbered
+                            .as_ref()
+                            .map(|_| changed_within(&path, after.as_deref(), LINGER))
+                            .transpose()
+                            .map_err(io_err(&path))?
+                            .flatten()
+                        else {
+                            return Ok(true);
+                        };
+                        (now.clone(), now, false)
                     }
                     Swap::Changed => {
                         let now = fsutil::read_opt(&path).map_err(io_err(&path))?;
@@ -609,7 +623,14 @@ impl Plan {
                     Swap::Raced(theirs) => (after.clone(), Some(theirs), true),
                 };
             let base = match (&clobbered, base) {
-                (Some(c), Some(x)) if x != c.theirs => Some(self.carry(&path, c, x)),
+                (Some(c), Some(x)) if x != c.theirs => {
+                    let carried = self.carry(&path, c, x.clone());
+                    if carried == x && !raced {
+                        // Made from a version that had their change: nothing left to carry.
+                        clobbered = None;
+                    }
+                    Some(carried)
+                }
                 (_, base) => base,
             };
             if raced {
@@ -693,7 +714,29 @@ impl Plan {
     }
 }
 
-/// An edit by key redone on bytes another program wrote.
+/// The bytes of a file another program wrote (`None`: it removed the file).
+struct Rewritten(Option<Vec<u8>>);
+
+/// What `path` holds once it no longer holds `written` (`None`: absent), if that happens
+/// within `within`.
+fn changed_within(
+    path: &Path,
+    written: Option<&[u8]>,
+    within: std::time::Duration,
+) -> std::io::Result<Option<Rewritten>> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let now = fsutil::read_opt(path)?;
+        if now.as_deref() != written {
+            return Ok(Some(Rewritten(now)));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// A race lost by a write by key (see `carry`).
 struct Clobbered {
     ours_base: Option<Vec<u8>>,
