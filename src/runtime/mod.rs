@@ -64,11 +64,31 @@ pub enum RuntimeError {
         secs: u64,
         screen: String,
     },
-    #[error("the host of session `{id}` ended before it was ready; its log `{log}`:\n{text}")]
+    #[error(
+        "session `{id}` cannot start: {what}; its screen:\n{screen}\nhint: {hint}; while the session still shows that screen, `spex attach {id}` answers it and `spex stop {id}` ends it"
+    )]
+    Blocked {
+        id: String,
+        what: String,
+        hint: String,
+        screen: String,
+    },
+    #[error(
+        "session `{id}` stopped at a screen spex does not know (no prompt, unchanged for {secs} s); its screen:\n{screen}\nhint: answer it with `spex attach {id}` (`spex stop {id}` ends the session), or prepare the harness so it starts straight into its prompt"
+    )]
+    Stuck {
+        id: String,
+        secs: u64,
+        screen: String,
+    },
+    #[error(
+        "the host of session `{id}` ended before it was ready; its log `{log}`:\n{text}\nhint: {hint}"
+    )]
     HostFailed {
         id: String,
         log: PathBuf,
         text: String,
+        hint: String,
     },
     #[error(
         "session `{id}` did not report the prompt within {secs} s\nhint: `spex snapshot {id}` shows its screen"
@@ -394,17 +414,23 @@ fn start_host(
     cmd.env("SPEX_SESSION_ID", id);
     let mut host = cmd.spawn().map_err(io(&l.spex_bin))?;
     let failed = |host: &mut std::process::Child| {
-        host.try_wait()
-            .ok()
-            .flatten()
-            .map(|_| RuntimeError::HostFailed {
+        host.try_wait().ok().flatten().map(|_| {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let hint = l.harness.blocking_screen(&text).map_or_else(
+                || "the program's last screen above says why it ended".to_owned(),
+                |b| format!("{}: {}", b.what, b.hint),
+            );
+            RuntimeError::HostFailed {
                 id: id.to_owned(),
                 log: log.clone(),
-                text: std::fs::read_to_string(&log).unwrap_or_default(),
-            })
+                text,
+                hint,
+            }
+        })
     };
     let deadline = Instant::now() + l.ready_timeout;
     let mut last_screen = String::new();
+    let mut changed_at = Instant::now();
     let ready = loop {
         if let Some(e) = failed(&mut host) {
             return Err(e);
@@ -415,19 +441,44 @@ fn start_host(
                 .as_ref()
                 .map(|s| s.lines.join("\n"))
                 .unwrap_or_default();
+            // A screen the adapter knows spex cannot answer fails at once, with what to do.
+            if let Some(b) = l.harness.blocking_screen(&screen) {
+                return Err(RuntimeError::Blocked {
+                    id: id.to_owned(),
+                    what: b.what,
+                    hint: b.hint,
+                    screen: shown(&screen),
+                });
+            }
             let started = store
                 .load(id)?
                 .is_some_and(|s| s.status != Status::Starting);
-            if started && l.harness.ready_for_input(&screen) {
+            let at_prompt = l.harness.ready_for_input(&screen);
+            if started && at_prompt {
                 break r;
             }
-            last_screen = screen;
+            // Any other screen that sits unchanged with no prompt before the harness reported
+            // its start is waiting for a person: a harness still starting keeps drawing.
+            if screen != last_screen {
+                last_screen = screen;
+                changed_at = Instant::now();
+            } else if !started
+                && !at_prompt
+                && !screen.trim().is_empty()
+                && changed_at.elapsed() >= STUCK_AFTER
+            {
+                return Err(RuntimeError::Stuck {
+                    id: id.to_owned(),
+                    secs: STUCK_AFTER.as_secs(),
+                    screen: shown(&screen),
+                });
+            }
         }
         if Instant::now() >= deadline {
             return Err(RuntimeError::NotReady {
                 id: id.to_owned(),
                 secs: l.ready_timeout.as_secs(),
-                screen: last_screen.trim_end().to_owned(),
+                screen: shown(&last_screen),
             });
         }
         // Readiness is a screen state, which no file change announces: look ten times a second.
@@ -441,6 +492,17 @@ fn start_host(
         host_pid: ready.host_pid,
         child_pid: ready.child_pid,
     })
+}
+
+/// How long a screen with no prompt may sit unchanged, before the harness reported its start,
+/// until `launch` takes it for a question spex cannot answer. Claude 2.1.197 under a loaded
+/// machine draws its prompt well within a second of its first frame.
+const STUCK_AFTER: Duration = Duration::from_secs(5);
+
+/// A screen's text for a message: without the blank rows around it.
+fn shown(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().skip_while(|l| l.trim().is_empty()).collect();
+    lines.join("\n").trim_end().to_owned()
 }
 
 /// Folds the host's liveness into a hosted session's record: a host that no longer answers

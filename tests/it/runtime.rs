@@ -280,35 +280,94 @@ fn killed_claude_is_exited_within_a_second() {
     assert_eq!(exited.len(), 1, "{}", host_log(&w, &id));
 }
 
+/// A home that lacks the API-key approval: Claude 2.1.197 stops at "Do you want to use this API
+/// key?" (default No). Launch fails at once (not when `--ready-timeout`, 60 s, runs out) with
+/// the dialog's text and what to do.
 #[test]
 fn launch_stops_at_a_screen_it_cannot_answer() {
     let (w, fake) = claude_world(SeedOptions {
         approve_key: false,
         ..SeedOptions::default()
     });
+    let started = Instant::now();
     let err = run_json(
         &w,
         &fake,
-        &[
-            "launch",
-            "--harness",
-            "claude",
-            "--detach",
-            "--json",
-            "--ready-timeout",
-            "15",
-        ],
+        &["launch", "--harness", "claude", "--detach", "--json"],
     )
     .unwrap_err();
-    assert!(err.contains("did not become ready"), "{err}");
+    let took = started.elapsed();
+    assert!(err.contains("exit status: 2"), "{err}");
     assert!(
-        err.to_lowercase().contains("api key"),
+        took < Duration::from_secs(15),
+        "failed after {took:?}:\n{err}"
+    );
+    assert!(err.contains("cannot start"), "{err}");
+    assert!(
+        err.contains("Do you want to use this API key?")
+            && err.contains("Detected a custom API key in your environment"),
         "the dialog's text is shown:\n{err}"
+    );
+    assert!(
+        err.contains("hint: approve the key once")
+            && err.contains("customApiKeyResponses.approved")
+            && err.contains("ANTHROPIC_AUTH_TOKEN"),
+        "the hint says what to do:\n{err}"
     );
     // The session stays for a person to answer the dialog; this test ends it.
     let ids = w.session_ids();
     assert_eq!(ids.len(), 1);
+    assert!(err.contains(&format!("spex attach {}", ids[0])), "{err}");
     stop(&w, &fake, &ids[0]);
+}
+
+/// A screen no adapter knows (here a "harness" that asks a question and waits): once it has sat
+/// unchanged with no prompt and no session start for a few seconds, launch fails with its text.
+#[test]
+fn launch_fails_soon_at_an_unknown_screen_that_does_not_change() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let asker = w.dir.path().join("asker.sh");
+    crate::common::executable(
+        &asker,
+        "#!/bin/sh\nprintf 'Pick a colour for the widget\\n  1. Red\\n  2. Blue\\n'\nexec sleep 120\n",
+    );
+    write(
+        &w.repo.join("spex.jsonc"),
+        format!(
+            "{{ \"harnesses\": [\"claude\"], \"harness\": {{ \"claude\": {{ \"command\": \"{}\" }} }} }}\n",
+            asker.display()
+        ),
+    );
+    let started = Instant::now();
+    let err = run_json(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .unwrap_err();
+    let took = started.elapsed();
+    assert!(err.contains("exit status: 2"), "{err}");
+    assert!(
+        took < Duration::from_secs(15),
+        "failed after {took:?}:\n{err}"
+    );
+    assert!(
+        err.contains("a screen spex does not know") && err.contains("unchanged for 5 s"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Pick a colour for the widget\n  1. Red\n  2. Blue"),
+        "the screen's text is shown:\n{err}"
+    );
+    let ids = w.session_ids();
+    assert_eq!(ids.len(), 1);
+    assert!(
+        err.contains(&format!("hint: answer it with `spex attach {}`", ids[0])),
+        "{err}"
+    );
+    let stopped = run_json(&w, &fake, &["stop", &ids[0], "--json", "--grace", "2"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
 }
 
 /// Waits until the record of `id` has `status`.
