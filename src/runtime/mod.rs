@@ -39,13 +39,14 @@ pub enum RuntimeError {
         hint: String,
     },
     #[error(
-        "session `{id}` has no running host (nothing answers on `{socket}`)\nhint: `spex sessions` shows whether it exited; `spex launch` starts a new one"
+        "session `{id}` has no running host (nothing answers on `{socket}`): the host was killed or crashed, which ends the session\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one"
     )]
     HostGone { id: String, socket: PathBuf },
     #[error(
-        "session `{0}` has exited\nhint: `spex resume {0}` brings it back; `spex launch` starts a new one"
+        "session `{id}` has exited{}\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one",
+        .reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
     )]
-    Exited(String),
+    Exited { id: String, reason: Option<String> },
     #[error(
         "session `{id}` is waiting for an answer ({reason}): {text}\nhint: answer it in the session (`spex attach {id}`), or pass `--force` to type anyway (the text would pick an option)"
     )]
@@ -111,6 +112,36 @@ pub enum RuntimeError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl RuntimeError {
+    /// The session has exited, as its record says (with its exit reason).
+    pub fn exited(s: &Session) -> RuntimeError {
+        RuntimeError::Exited {
+            id: s.id.clone(),
+            reason: s.exit_reason.clone(),
+        }
+    }
+
+    /// Whether the error means the session is gone (its program or host ended).
+    pub fn gone(&self) -> bool {
+        matches!(
+            self,
+            RuntimeError::HostGone { .. } | RuntimeError::Exited { .. }
+        )
+    }
+
+    /// A stable word for what went wrong, for `--json` answers.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RuntimeError::HostGone { .. } => "host_gone",
+            RuntimeError::Exited { .. } => "exited",
+            RuntimeError::NeedsAttention { .. } => "needs_attention",
+            RuntimeError::NotConfirmed { .. } => "not_confirmed",
+            RuntimeError::Refused { .. } => "refused",
+            _ => "error",
+        }
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
@@ -676,10 +707,23 @@ pub fn deliver(
     let s = store
         .load(id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
-    if s.status == Status::Exited {
-        return Err(RuntimeError::Exited(id.to_owned()));
+    match call(env, id, Request::Ping) {
+        // A killed host takes the program with it (it loses its terminal and may still report
+        // its own end through a hook), but only a host that saw the program end records its
+        // exit status: without one, the host is what died, and the answer says so.
+        Err(e @ RuntimeError::HostGone { .. })
+            if s.status != Status::Exited
+                || (s.exit_status.is_none()
+                    && store.session_dir(id).join("host.log").is_file()) =>
+        {
+            reconcile_hosted(env, store, &s);
+            return Err(e);
+        }
+        Err(RuntimeError::HostGone { .. }) => return Err(RuntimeError::exited(&s)),
+        Err(e) => return Err(e),
+        Ok(_) if s.status == Status::Exited => return Err(RuntimeError::exited(&s)),
+        Ok(_) => {}
     }
-    call(env, id, Request::Ping)?;
     if s.status == Status::NeedsAttention && !force {
         let (reason, text) = s.attention.map(|a| (a.reason, a.text)).unwrap_or_default();
         return Err(RuntimeError::NeedsAttention {

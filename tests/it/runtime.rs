@@ -1169,3 +1169,73 @@ fn a_hosted_record_whose_host_never_answers_reads_host_gone() {
         pretty(&shown)
     );
 }
+
+/// `deliver` to a session whose host was killed (`kill -9`): it fails at once with exit code 3
+/// (the session is gone), saying the host no longer answers, and `--json` prints the same
+/// verdict on stdout; the record reads `exited`.
+#[test]
+fn deliver_to_a_session_whose_host_was_killed_says_why() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = launch_json(&w, &fake, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let host = launched["session"]["host_pid"].as_i64().unwrap();
+    let child = launched["session"]["child_pid"].as_i64().unwrap();
+    Command::new("kill")
+        .args(["-9", &host.to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{host}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    let out = spex_cmd(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE anyone there?", "--json"],
+    )
+    .output()
+    .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let diag = format!("{}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert_eq!(out.status.code(), Some(3), "{diag}");
+    assert!(took < Duration::from_secs(5), "took {took:?}\n{diag}");
+    assert!(
+        stderr.contains(&format!("error: session `{id}` has no running host")),
+        "{diag}"
+    );
+    assert!(
+        stderr.contains(&format!("hint: `spex resume {id}`")),
+        "{diag}"
+    );
+    let verdict: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}\n{diag}"));
+    assert_eq!(verdict["delivered"], false, "{diag}");
+    assert_eq!(verdict["confirmed"], false, "{diag}");
+    assert_eq!(verdict["reason"], "host_gone", "{diag}");
+    assert!(
+        verdict["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("has no running host")),
+        "{diag}"
+    );
+    let record = w.record(&id);
+    assert_eq!(record["status"], "exited", "{}", pretty(&record));
+    // Claude, which lost its terminal, may have reported its end meanwhile; the answer still
+    // names the dead host (no exit status was recorded).
+    let again = spex_cmd(&w, &fake, &["deliver", &id, "USE_NONE still?", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(3));
+    let verdict: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(verdict["reason"], "host_gone", "{}", pretty(&verdict));
+    assert!(
+        !w.events(&id).iter().any(|e| e["kind"] == "turn.started"),
+        "nothing was delivered"
+    );
+    let _ = Command::new("kill")
+        .args(["-9", &child.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status();
+}
