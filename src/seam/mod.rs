@@ -190,6 +190,13 @@ pub trait Harness: Sync {
     fn interrupt_keys(&self) -> Option<&'static [u8]> {
         None
     }
+    /// The key that deletes the text before the cursor in the harness's input box, a piece at a
+    /// time. Before typing a prompt into an idle session whose screen is not `ready_for_input`
+    /// (its input box holds text), the host sends it until the box is empty, so that text does
+    /// not join the prompt. None: the host types into whatever the box holds.
+    fn clear_input_key(&self) -> Option<&'static [u8]> {
+        None
+    }
     /// The keystrokes that make the harness exit on its own from an idle prompt (each written
     /// separately, a moment apart): `stop` tries them before any signal. None: signals only.
     fn exit_keys(&self) -> &'static [&'static [u8]] {

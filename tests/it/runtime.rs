@@ -1239,3 +1239,89 @@ fn deliver_to_a_session_whose_host_was_killed_says_why() {
         .stderr(std::process::Stdio::null())
         .status();
 }
+
+/// Ctrl-C typed by a person in an attached terminal during a turn: Claude interrupts the turn
+/// and fires no hook for it; the host sees the key and the prompt come back, and ends the turn
+/// `interrupted` with the session `idle`.
+#[test]
+fn ctrl_c_in_an_attached_terminal_interrupts_the_turn() {
+    use std::io::Write;
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    // The model answers after 30 s: the turn is still running when Ctrl-C comes. Three lines:
+    // all of them come back into the input box after the interrupt.
+    let first = "USE_NONE DELAY=30 take your time\nsecond line\nthird line";
+    run_json(&w, &fake, &["deliver", &id, first, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    let record = wait_status(&w, &id, "working", Duration::from_secs(10));
+    assert_eq!(record["status"], "working", "{}", pretty(&record));
+    let mut a = attach_in_pty(&w, &fake, &id);
+    // Let the attach redraw arrive and the spinner run.
+    let _ = a.rx.recv_timeout(Duration::from_secs(5));
+    std::thread::sleep(Duration::from_secs(2));
+    let pressed = Instant::now();
+    a.writer.write_all(&[0x03]).unwrap();
+    let deadline = pressed + Duration::from_secs(10);
+    let record = loop {
+        let r = w.record(&id);
+        if r["turn"]["state"] != "running" || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = pressed.elapsed();
+    let diag = || {
+        format!(
+            "{}\n{}\nscreen:\n{}",
+            pretty(&w.record(&id)),
+            host_log(&w, &id),
+            screen(&w, &fake, &id)
+        )
+    };
+    assert_eq!(record["turn"]["state"], "interrupted", "{}", diag());
+    assert_eq!(record["status"], "idle", "{}", diag());
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    let endings: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn.interrupted")
+        .collect();
+    assert_eq!(endings.len(), 1, "{}", diag());
+    assert_eq!(endings[0]["source"], "host", "{}", diag());
+    // One Ctrl-C interrupts; the session goes on.
+    a.writer.write_all(&[0x1c]).unwrap();
+    let _ = a.child.wait();
+    drop(a.pair);
+    // Claude puts the interrupted prompt back into the input box.
+    assert!(
+        screen(&w, &fake, &id).contains("USE_NONE DELAY=30 take your time"),
+        "{}",
+        diag()
+    );
+    let d = run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE after the interrupt", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
+    assert_eq!(d["confirmed"], true);
+    // The prompt left in the box was cleared first: the model got exactly the delivered text.
+    let prompts: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn.started")
+        .map(|e| e["prompt"].clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        [first, "USE_NONE after the interrupt"],
+        "{}",
+        diag()
+    );
+    assert!(
+        host_log(&w, &id).contains("cleared the input box"),
+        "{}",
+        diag()
+    );
+    stop(&w, &fake, &id);
+}

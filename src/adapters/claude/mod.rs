@@ -178,6 +178,14 @@ impl Harness for Claude {
         Some(b"\x1b")
     }
 
+    fn clear_input_key(&self) -> Option<&'static [u8]> {
+        // Ctrl-U deletes to the start of the line, and at a line's start the line break; many
+        // in one write clear a multi-line box. An interrupted prompt comes back into the box
+        // (seen live); Ctrl-U on an empty box does nothing (the footer offers Ctrl+Y to paste
+        // the deleted text back). Not Esc Esc: on an empty box it opens the Rewind dialog.
+        Some(b"\x15")
+    }
+
     fn exit_keys(&self) -> &'static [&'static [u8]] {
         // Ctrl-D twice at the prompt exits like `/exit` (SessionEnd `prompt_input_exit`,
         // facts/claude.md §7.4 "Interrupting and exiting").
