@@ -6,12 +6,14 @@ use super::Outcome;
 use super::launch::text_arg;
 use super::output;
 use crate::env::Env;
-use crate::runtime;
+use crate::runtime::{self, RuntimeError};
 
 /// Deliver a prompt to a running session, confirmed by the session's own prompt hook.
 ///
 /// Refused while the session waits for an answer (a permission or question dialog would take
-/// the keystrokes), unless `--force`. A busy session queues the prompt (`mode: queued`).
+/// the keystrokes), unless `--force`. A busy session queues the prompt (`mode: queued`). A
+/// session that has exited, or whose host no longer answers, exits 3; with `--json` a failure
+/// prints `{delivered, confirmed: false, reason, error}` too.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Session id or a unique prefix of it.
@@ -46,7 +48,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let d = if let Some(server) = super::launch::server_of(env, &store, &record, false)? {
         server.deliver(&id, &text)?
     } else {
-        runtime::deliver(
+        match runtime::deliver(
             env,
             &store,
             &id,
@@ -54,7 +56,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             args.force,
             args.wait,
             Duration::from_secs(args.timeout),
-        )?
+        ) {
+            Ok(d) => d,
+            Err(e) => return failed(args.json, e),
+        }
     };
     if args.json {
         output::json(&d);
@@ -72,4 +77,23 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         ));
     }
     Ok(Outcome::Ok)
+}
+
+/// A delivery that failed says why on stderr and, with `--json`, on stdout as well; a session
+/// that is gone (exited, or its host does not answer) exits 3, as `wait` does.
+fn failed(json: bool, e: RuntimeError) -> anyhow::Result<Outcome> {
+    if json {
+        output::json(&serde_json::json!({
+            // Not confirmed: the text was typed, but the harness never reported it.
+            "delivered": matches!(e, RuntimeError::NotConfirmed { .. }),
+            "confirmed": false,
+            "reason": e.reason(),
+            "error": e.to_string(),
+        }));
+    }
+    if e.gone() {
+        eprintln!("error: {e}");
+        return Ok(Outcome::Gone);
+    }
+    Err(e.into())
 }

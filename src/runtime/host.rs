@@ -127,6 +127,40 @@ impl Shared {
         }
     }
 
+    /// Empties the input box of an idle harness before a prompt is typed into it: text left
+    /// there (an interrupted prompt the harness put back, a person's draft) would join the
+    /// prompt. The harness's clear key goes in batches that double until the screen shows an
+    /// empty box, or a batch changes nothing.
+    fn clear_input(&self) -> std::io::Result<()> {
+        let Some(key) = self.harness.clear_input_key() else {
+            return Ok(());
+        };
+        if lock(&self.watch).activity != Some(Activity::Idle) {
+            return Ok(());
+        }
+        let screen = || lock(&self.term).text();
+        let mut sent = 0;
+        let mut batch = 1;
+        while !self.harness.ready_for_input(&screen()) && sent < MAX_CLEAR_KEYS {
+            let before = screen();
+            let seen = *lock(&self.chunks.0);
+            self.write(&key.repeat(batch))?;
+            self.settle(seen);
+            sent += batch;
+            batch *= 2;
+            if screen() == before {
+                break;
+            }
+        }
+        if sent > 0 {
+            eprintln!(
+                "{} cleared the input box ({sent} keys)",
+                crate::store::now_rfc3339()
+            );
+        }
+        Ok(())
+    }
+
     /// Notes the screen in the recording (at transitions and at the end).
     fn frame(&self, reason: &str) {
         if self.tee.has_sinks() {
@@ -561,7 +595,7 @@ fn handle(shared: &Shared, request: Request) -> Response {
             let typed = if text.is_empty() {
                 Ok(())
             } else {
-                shared.write(&paste)
+                shared.clear_input().and_then(|()| shared.write(&paste))
             };
             typed.and_then(|()| {
                 if submit {
@@ -712,6 +746,10 @@ const SOURCE: &str = "host";
 
 /// How long output must pause before a recording notes the screen.
 const QUIET_FRAME: Duration = Duration::from_millis(500);
+
+/// At most this many clear keys go into one input box (a 64 KiB prompt of 1,500 lines needs
+/// about 3,000 with Claude's Ctrl-U).
+const MAX_CLEAR_KEYS: usize = 16_384;
 
 /// How long `stop` waits for a session's screen to come back to its prompt before it signals.
 const IDLE_WAIT: Duration = Duration::from_secs(1);

@@ -39,13 +39,14 @@ pub enum RuntimeError {
         hint: String,
     },
     #[error(
-        "session `{id}` has no running host (nothing answers on `{socket}`)\nhint: `spex sessions` shows whether it exited; `spex launch` starts a new one"
+        "session `{id}` has no running host (nothing answers on `{socket}`): the host was killed or crashed, which ends the session\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one"
     )]
     HostGone { id: String, socket: PathBuf },
     #[error(
-        "session `{0}` has exited\nhint: `spex resume {0}` brings it back; `spex launch` starts a new one"
+        "session `{id}` has exited{}\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one",
+        .reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
     )]
-    Exited(String),
+    Exited { id: String, reason: Option<String> },
     #[error(
         "session `{id}` is waiting for an answer ({reason}): {text}\nhint: answer it in the session (`spex attach {id}`), or pass `--force` to type anyway (the text would pick an option)"
     )]
@@ -64,11 +65,31 @@ pub enum RuntimeError {
         secs: u64,
         screen: String,
     },
-    #[error("the host of session `{id}` ended before it was ready; its log `{log}`:\n{text}")]
+    #[error(
+        "session `{id}` cannot start: {what}; its screen:\n{screen}\nhint: {hint}; while the session still shows that screen, `spex attach {id}` answers it and `spex stop {id}` ends it"
+    )]
+    Blocked {
+        id: String,
+        what: String,
+        hint: String,
+        screen: String,
+    },
+    #[error(
+        "session `{id}` stopped at a screen spex does not know (no prompt, unchanged for {secs} s); its screen:\n{screen}\nhint: answer it with `spex attach {id}` (`spex stop {id}` ends the session), or prepare the harness so it starts straight into its prompt"
+    )]
+    Stuck {
+        id: String,
+        secs: u64,
+        screen: String,
+    },
+    #[error(
+        "the host of session `{id}` ended before it was ready; its log `{log}`:\n{text}\nhint: {hint}"
+    )]
     HostFailed {
         id: String,
         log: PathBuf,
         text: String,
+        hint: String,
     },
     #[error(
         "session `{id}` did not report the prompt within {secs} s\nhint: `spex snapshot {id}` shows its screen"
@@ -91,6 +112,36 @@ pub enum RuntimeError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl RuntimeError {
+    /// The session has exited, as its record says (with its exit reason).
+    pub fn exited(s: &Session) -> RuntimeError {
+        RuntimeError::Exited {
+            id: s.id.clone(),
+            reason: s.exit_reason.clone(),
+        }
+    }
+
+    /// Whether the error means the session is gone (its program or host ended).
+    pub fn gone(&self) -> bool {
+        matches!(
+            self,
+            RuntimeError::HostGone { .. } | RuntimeError::Exited { .. }
+        )
+    }
+
+    /// A stable word for what went wrong, for `--json` answers.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RuntimeError::HostGone { .. } => "host_gone",
+            RuntimeError::Exited { .. } => "exited",
+            RuntimeError::NeedsAttention { .. } => "needs_attention",
+            RuntimeError::NotConfirmed { .. } => "not_confirmed",
+            RuntimeError::Refused { .. } => "refused",
+            _ => "error",
+        }
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
@@ -394,17 +445,23 @@ fn start_host(
     cmd.env("SPEX_SESSION_ID", id);
     let mut host = cmd.spawn().map_err(io(&l.spex_bin))?;
     let failed = |host: &mut std::process::Child| {
-        host.try_wait()
-            .ok()
-            .flatten()
-            .map(|_| RuntimeError::HostFailed {
+        host.try_wait().ok().flatten().map(|_| {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let hint = l.harness.blocking_screen(&text).map_or_else(
+                || "the program's last screen above says why it ended".to_owned(),
+                |b| format!("{}: {}", b.what, b.hint),
+            );
+            RuntimeError::HostFailed {
                 id: id.to_owned(),
                 log: log.clone(),
-                text: std::fs::read_to_string(&log).unwrap_or_default(),
-            })
+                text,
+                hint,
+            }
+        })
     };
     let deadline = Instant::now() + l.ready_timeout;
     let mut last_screen = String::new();
+    let mut changed_at = Instant::now();
     let ready = loop {
         if let Some(e) = failed(&mut host) {
             return Err(e);
@@ -415,19 +472,44 @@ fn start_host(
                 .as_ref()
                 .map(|s| s.lines.join("\n"))
                 .unwrap_or_default();
+            // A screen the adapter knows spex cannot answer fails at once, with what to do.
+            if let Some(b) = l.harness.blocking_screen(&screen) {
+                return Err(RuntimeError::Blocked {
+                    id: id.to_owned(),
+                    what: b.what,
+                    hint: b.hint,
+                    screen: shown(&screen),
+                });
+            }
             let started = store
                 .load(id)?
                 .is_some_and(|s| s.status != Status::Starting);
-            if started && l.harness.ready_for_input(&screen) {
+            let at_prompt = l.harness.ready_for_input(&screen);
+            if started && at_prompt {
                 break r;
             }
-            last_screen = screen;
+            // Any other screen that sits unchanged with no prompt before the harness reported
+            // its start is waiting for a person: a harness still starting keeps drawing.
+            if screen != last_screen {
+                last_screen = screen;
+                changed_at = Instant::now();
+            } else if !started
+                && !at_prompt
+                && !screen.trim().is_empty()
+                && changed_at.elapsed() >= STUCK_AFTER
+            {
+                return Err(RuntimeError::Stuck {
+                    id: id.to_owned(),
+                    secs: STUCK_AFTER.as_secs(),
+                    screen: shown(&screen),
+                });
+            }
         }
         if Instant::now() >= deadline {
             return Err(RuntimeError::NotReady {
                 id: id.to_owned(),
                 secs: l.ready_timeout.as_secs(),
-                screen: last_screen.trim_end().to_owned(),
+                screen: shown(&last_screen),
             });
         }
         // Readiness is a screen state, which no file change announces: look ten times a second.
@@ -441,6 +523,17 @@ fn start_host(
         host_pid: ready.host_pid,
         child_pid: ready.child_pid,
     })
+}
+
+/// How long a screen with no prompt may sit unchanged, before the harness reported its start,
+/// until `launch` takes it for a question spex cannot answer. Claude 2.1.197 under a loaded
+/// machine draws its prompt well within a second of its first frame.
+const STUCK_AFTER: Duration = Duration::from_secs(5);
+
+/// A screen's text for a message: without the blank rows around it.
+fn shown(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().skip_while(|l| l.trim().is_empty()).collect();
+    lines.join("\n").trim_end().to_owned()
 }
 
 /// Folds the host's liveness into a hosted session's record: a host that no longer answers
@@ -614,10 +707,23 @@ pub fn deliver(
     let s = store
         .load(id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
-    if s.status == Status::Exited {
-        return Err(RuntimeError::Exited(id.to_owned()));
+    match call(env, id, Request::Ping) {
+        // A killed host takes the program with it (it loses its terminal and may still report
+        // its own end through a hook), but only a host that saw the program end records its
+        // exit status: without one, the host is what died, and the answer says so.
+        Err(e @ RuntimeError::HostGone { .. })
+            if s.status != Status::Exited
+                || (s.exit_status.is_none()
+                    && store.session_dir(id).join("host.log").is_file()) =>
+        {
+            reconcile_hosted(env, store, &s);
+            return Err(e);
+        }
+        Err(RuntimeError::HostGone { .. }) => return Err(RuntimeError::exited(&s)),
+        Err(e) => return Err(e),
+        Ok(_) if s.status == Status::Exited => return Err(RuntimeError::exited(&s)),
+        Ok(_) => {}
     }
-    call(env, id, Request::Ping)?;
     if s.status == Status::NeedsAttention && !force {
         let (reason, text) = s.attention.map(|a| (a.reason, a.text)).unwrap_or_default();
         return Err(RuntimeError::NeedsAttention {

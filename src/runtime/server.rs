@@ -459,7 +459,7 @@ impl<'a> Server<'a> {
         let started = Instant::now();
         let s = self.ours(id)?;
         if s.status == Status::Exited {
-            return Err(RuntimeError::Exited(id.to_owned()));
+            return Err(RuntimeError::exited(&s));
         }
         let d = self
             .proto
@@ -481,7 +481,7 @@ impl<'a> Server<'a> {
     pub fn interrupt(&self, id: &str, timeout: Duration) -> Result<Session, RuntimeError> {
         let s = self.ours(id)?;
         if s.status == Status::Exited {
-            return Err(RuntimeError::Exited(id.to_owned()));
+            return Err(RuntimeError::exited(&s));
         }
         let interrupted = self
             .proto
@@ -596,7 +596,7 @@ impl<'a> Server<'a> {
     pub fn attach(&self, id: &str) -> Result<(), RuntimeError> {
         let s = self.ours(id)?;
         if s.status == Status::Exited {
-            return Err(RuntimeError::Exited(id.to_owned()));
+            return Err(RuntimeError::exited(&s));
         }
         let thread = Self::thread_of(&s);
         let loaded = self

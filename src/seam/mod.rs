@@ -105,6 +105,16 @@ pub enum Activity {
     Idle,
 }
 
+/// A screen the harness stopped at that spex cannot answer for the person (a login, an
+/// approval, a warning to accept): what it asks and what to do so the next start skips it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocker {
+    /// What the screen asks, in a few words.
+    pub what: String,
+    /// What the person can do about it.
+    pub hint: String,
+}
+
 pub trait Harness: Sync {
     /// Stable id used in hook commands, config and session records.
     fn id(&self) -> &'static str;
@@ -159,6 +169,11 @@ pub trait Harness: Sync {
     fn ready_for_input(&self, _screen: &str) -> bool {
         false
     }
+    /// Whether `screen` (the terminal's text, or the last screen of a program that ended) is one
+    /// of the harness's known screens that keep a session from taking prompts, and which.
+    fn blocking_screen(&self, _screen: &str) -> Option<Blocker> {
+        None
+    }
     /// The argv that resumes session `id` (its conversation) in a new terminal.
     fn resume_argv(&self, _binary: &Path, _args: &[String], _id: &str) -> Option<Vec<String>> {
         None
@@ -173,6 +188,13 @@ pub trait Harness: Sync {
     }
     /// The keys that interrupt a running turn.
     fn interrupt_keys(&self) -> Option<&'static [u8]> {
+        None
+    }
+    /// The key that deletes the text before the cursor in the harness's input box, a piece at a
+    /// time. Before typing a prompt into an idle session whose screen is not `ready_for_input`
+    /// (its input box holds text), the host sends it until the box is empty, so that text does
+    /// not join the prompt. None: the host types into whatever the box holds.
+    fn clear_input_key(&self) -> Option<&'static [u8]> {
         None
     }
     /// The keystrokes that make the harness exit on its own from an idle prompt (each written

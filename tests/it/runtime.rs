@@ -284,35 +284,94 @@ fn killed_claude_is_exited_within_a_second() {
     assert_eq!(exited.len(), 1, "{}", host_log(&w, &id));
 }
 
+/// A home that lacks the API-key approval: Claude 2.1.197 stops at "Do you want to use this API
+/// key?" (default No). Launch fails at once (not when `--ready-timeout`, 60 s, runs out) with
+/// the dialog's text and what to do.
 #[test]
 fn launch_stops_at_a_screen_it_cannot_answer() {
     let (w, fake) = claude_world(SeedOptions {
         approve_key: false,
         ..SeedOptions::default()
     });
+    let started = Instant::now();
     let err = run_json(
         &w,
         &fake,
-        &[
-            "launch",
-            "--harness",
-            "claude",
-            "--detach",
-            "--json",
-            "--ready-timeout",
-            "15",
-        ],
+        &["launch", "--harness", "claude", "--detach", "--json"],
     )
     .unwrap_err();
-    assert!(err.contains("did not become ready"), "{err}");
+    let took = started.elapsed();
+    assert!(err.contains("exit status: 2"), "{err}");
     assert!(
-        err.to_lowercase().contains("api key"),
+        took < Duration::from_secs(15),
+        "failed after {took:?}:\n{err}"
+    );
+    assert!(err.contains("cannot start"), "{err}");
+    assert!(
+        err.contains("Do you want to use this API key?")
+            && err.contains("Detected a custom API key in your environment"),
         "the dialog's text is shown:\n{err}"
+    );
+    assert!(
+        err.contains("hint: approve the key once")
+            && err.contains("customApiKeyResponses.approved")
+            && err.contains("ANTHROPIC_AUTH_TOKEN"),
+        "the hint says what to do:\n{err}"
     );
     // The session stays for a person to answer the dialog; this test ends it.
     let ids = w.session_ids();
     assert_eq!(ids.len(), 1);
+    assert!(err.contains(&format!("spex attach {}", ids[0])), "{err}");
     stop(&w, &fake, &ids[0]);
+}
+
+/// A screen no adapter knows (here a "harness" that asks a question and waits): once it has sat
+/// unchanged with no prompt and no session start for a few seconds, launch fails with its text.
+#[test]
+fn launch_fails_soon_at_an_unknown_screen_that_does_not_change() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let asker = w.dir.path().join("asker.sh");
+    crate::common::executable(
+        &asker,
+        "#!/bin/sh\nprintf 'Pick a colour for the widget\\n  1. Red\\n  2. Blue\\n'\nexec sleep 120\n",
+    );
+    write(
+        &w.repo.join("spex.jsonc"),
+        format!(
+            "{{ \"harnesses\": [\"claude\"], \"harness\": {{ \"claude\": {{ \"command\": \"{}\" }} }} }}\n",
+            asker.display()
+        ),
+    );
+    let started = Instant::now();
+    let err = run_json(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .unwrap_err();
+    let took = started.elapsed();
+    assert!(err.contains("exit status: 2"), "{err}");
+    assert!(
+        took < Duration::from_secs(15),
+        "failed after {took:?}:\n{err}"
+    );
+    assert!(
+        err.contains("a screen spex does not know") && err.contains("unchanged for 5 s"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Pick a colour for the widget\n  1. Red\n  2. Blue"),
+        "the screen's text is shown:\n{err}"
+    );
+    let ids = w.session_ids();
+    assert_eq!(ids.len(), 1);
+    assert!(
+        err.contains(&format!("hint: answer it with `spex attach {}`", ids[0])),
+        "{err}"
+    );
+    let stopped = run_json(&w, &fake, &["stop", &ids[0], "--json", "--grace", "2"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
 }
 
 /// Waits until the record of `id` has `status`.
@@ -1113,4 +1172,160 @@ fn a_hosted_record_whose_host_never_answers_reads_host_gone() {
         "{}",
         pretty(&shown)
     );
+}
+
+/// `deliver` to a session whose host was killed (`kill -9`): it fails at once with exit code 3
+/// (the session is gone), saying the host no longer answers, and `--json` prints the same
+/// verdict on stdout; the record reads `exited`.
+#[test]
+fn deliver_to_a_session_whose_host_was_killed_says_why() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = launch_json(&w, &fake, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let host = launched["session"]["host_pid"].as_i64().unwrap();
+    let child = launched["session"]["child_pid"].as_i64().unwrap();
+    Command::new("kill")
+        .args(["-9", &host.to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{host}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    let out = spex_cmd(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE anyone there?", "--json"],
+    )
+    .output()
+    .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let diag = format!("{}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert_eq!(out.status.code(), Some(3), "{diag}");
+    assert!(took < Duration::from_secs(5), "took {took:?}\n{diag}");
+    assert!(
+        stderr.contains(&format!("error: session `{id}` has no running host")),
+        "{diag}"
+    );
+    assert!(
+        stderr.contains(&format!("hint: `spex resume {id}`")),
+        "{diag}"
+    );
+    let verdict: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}\n{diag}"));
+    assert_eq!(verdict["delivered"], false, "{diag}");
+    assert_eq!(verdict["confirmed"], false, "{diag}");
+    assert_eq!(verdict["reason"], "host_gone", "{diag}");
+    assert!(
+        verdict["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("has no running host")),
+        "{diag}"
+    );
+    let record = w.record(&id);
+    assert_eq!(record["status"], "exited", "{}", pretty(&record));
+    // Claude, which lost its terminal, may have reported its end meanwhile; the answer still
+    // names the dead host (no exit status was recorded).
+    let again = spex_cmd(&w, &fake, &["deliver", &id, "USE_NONE still?", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(3));
+    let verdict: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(verdict["reason"], "host_gone", "{}", pretty(&verdict));
+    assert!(
+        !w.events(&id).iter().any(|e| e["kind"] == "turn.started"),
+        "nothing was delivered"
+    );
+    let _ = Command::new("kill")
+        .args(["-9", &child.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+/// Ctrl-C typed by a person in an attached terminal during a turn: Claude interrupts the turn
+/// and fires no hook for it; the host sees the key and the prompt come back, and ends the turn
+/// `interrupted` with the session `idle`.
+#[test]
+fn ctrl_c_in_an_attached_terminal_interrupts_the_turn() {
+    use std::io::Write;
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    // The model answers after 30 s: the turn is still running when Ctrl-C comes. Three lines:
+    // all of them come back into the input box after the interrupt.
+    let first = "USE_NONE DELAY=30 take your time\nsecond line\nthird line";
+    run_json(&w, &fake, &["deliver", &id, first, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    let record = wait_status(&w, &id, "working", Duration::from_secs(10));
+    assert_eq!(record["status"], "working", "{}", pretty(&record));
+    let mut a = attach_in_pty(&w, &fake, &id);
+    // Let the attach redraw arrive and the spinner run.
+    let _ = a.rx.recv_timeout(Duration::from_secs(5));
+    std::thread::sleep(Duration::from_secs(2));
+    let pressed = Instant::now();
+    a.writer.write_all(&[0x03]).unwrap();
+    let deadline = pressed + Duration::from_secs(10);
+    let record = loop {
+        let r = w.record(&id);
+        if r["turn"]["state"] != "running" || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = pressed.elapsed();
+    let diag = || {
+        format!(
+            "{}\n{}\nscreen:\n{}",
+            pretty(&w.record(&id)),
+            host_log(&w, &id),
+            screen(&w, &fake, &id)
+        )
+    };
+    assert_eq!(record["turn"]["state"], "interrupted", "{}", diag());
+    assert_eq!(record["status"], "idle", "{}", diag());
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    let endings: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn.interrupted")
+        .collect();
+    assert_eq!(endings.len(), 1, "{}", diag());
+    assert_eq!(endings[0]["source"], "host", "{}", diag());
+    // One Ctrl-C interrupts; the session goes on.
+    a.writer.write_all(&[0x1c]).unwrap();
+    let _ = a.child.wait();
+    drop(a.pair);
+    // Claude puts the interrupted prompt back into the input box.
+    assert!(
+        screen(&w, &fake, &id).contains("USE_NONE DELAY=30 take your time"),
+        "{}",
+        diag()
+    );
+    let d = run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE after the interrupt", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
+    assert_eq!(d["confirmed"], true);
+    // The prompt left in the box was cleared first: the model got exactly the delivered text.
+    let prompts: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn.started")
+        .map(|e| e["prompt"].clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        [first, "USE_NONE after the interrupt"],
+        "{}",
+        diag()
+    );
+    assert!(
+        host_log(&w, &id).contains("cleared the input box"),
+        "{}",
+        diag()
+    );
+    stop(&w, &fake, &id);
 }

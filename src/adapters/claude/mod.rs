@@ -13,7 +13,7 @@ use crate::env::Env;
 use crate::seam::edit::MaterializeError;
 use crate::seam::edit::workspace::Workspace;
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
-use crate::seam::{Activity, Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
+use crate::seam::{Activity, Blocker, Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::spec::{SpecNode, Surface};
 
 pub struct Claude;
@@ -121,8 +121,13 @@ impl Harness for Claude {
     }
 
     fn ready_for_input(&self, screen: &str) -> bool {
-        // The prompt box's footer; dialogs (trust, API key, theme) show none.
-        screen.contains("? for shortcuts")
+        // The prompt box's footer, shown while the box is empty; dialogs (trust, API key,
+        // theme) show none, and a box holding text shows other hints there.
+        screen.contains(PROMPT_FOOTER)
+    }
+
+    fn blocking_screen(&self, screen: &str) -> Option<Blocker> {
+        blocking_screen(screen)
     }
 
     fn resume_argv(&self, binary: &Path, args: &[String], id: &str) -> Option<Vec<String>> {
@@ -146,7 +151,7 @@ impl Harness for Claude {
             Some(Activity::Busy)
         } else if screen.contains("Esc to cancel") {
             Some(Activity::Waiting)
-        } else if title.starts_with('✳') || screen.contains("? for shortcuts") {
+        } else if title.starts_with('✳') || screen.contains(PROMPT_FOOTER) {
             // An interrupted first prompt goes back into the input box, which hides the
             // footer: the title's idle glyph still tells.
             Some(Activity::Idle)
@@ -171,6 +176,14 @@ impl Harness for Claude {
 
     fn interrupt_keys(&self) -> Option<&'static [u8]> {
         Some(b"\x1b")
+    }
+
+    fn clear_input_key(&self) -> Option<&'static [u8]> {
+        // Ctrl-U deletes to the start of the line, and at a line's start the line break; many
+        // in one write clear a multi-line box. An interrupted prompt comes back into the box
+        // (seen live); Ctrl-U on an empty box does nothing (the footer offers Ctrl+Y to paste
+        // the deleted text back). Not Esc Esc: on an empty box it opens the Rewind dialog.
+        Some(b"\x15")
     }
 
     fn exit_keys(&self) -> &'static [&'static [u8]] {
@@ -349,6 +362,70 @@ impl Harness for Claude {
     }
 }
 
+/// The prompt box's footer (`ready_for_input`).
+const PROMPT_FOOTER: &str = "? for shortcuts";
+
+/// Screens 2.1.197 stops at before its prompt, each seen live under spex's host (offline, fake
+/// Messages API, facts/claude.md §7.3): (texts any of which marks the screen, what it asks,
+/// what to do). A dialog counts only while the prompt box is not on screen, so a resumed
+/// conversation quoting one of these texts is no dialog.
+const DIALOGS: &[(&[&str], &str, &str)] = &[
+    (
+        &[
+            "Do you want to use this API key?",
+            "Detected a custom API key",
+        ],
+        "Claude Code asks whether to use the API key in `ANTHROPIC_API_KEY` (its default answer is No)",
+        "approve the key once: add its last 20 characters to `customApiKeyResponses.approved` in `~/.claude.json` (or run `claude` and pick `1. Yes`), or pass it as `ANTHROPIC_AUTH_TOKEN`, which asks nothing",
+    ),
+    (
+        &["Yes, I trust this folder", "Accessing workspace:"],
+        "Claude Code asks whether to trust this folder",
+        "`spex materialize` in the main checkout records the trust (`projects.<path>.hasTrustDialogAccepted` in `~/.claude.json`); worktrees inherit it",
+    ),
+    (
+        &["running in Bypass Permissions mode"],
+        "Claude Code asks to accept Bypass Permissions mode (`--dangerously-skip-permissions`; its default answer is No, exit)",
+        "accept it once: `bypassPermissionsModeAccepted: true` in `~/.claude.json`, or drop the flag from `harness.claude.args`",
+    ),
+    (
+        &["Settings Warning"],
+        "Claude Code warns about entries in its settings that it skipped",
+        "fix the settings file the screen names (an unknown hook event name is the usual cause)",
+    ),
+    (
+        // The first-run setup checks api.anthropic.com itself, whatever `ANTHROPIC_BASE_URL`
+        // says; offline it shows this and exits.
+        &["Unable to connect to Anthropic services"],
+        "Claude Code's first-run setup could not reach Anthropic",
+        "finish Claude Code's setup once (run `claude` online), or mark it done: `hasCompletedOnboarding: true` in `~/.claude.json`",
+    ),
+];
+
+/// The prompt box's footer when no key or login is usable: the prompt is there, but every
+/// prompt fails until the person logs in (seen live with no `ANTHROPIC_API_KEY`).
+const NOT_LOGGED_IN: &str = "Not logged in · Run /login";
+
+fn blocking_screen(screen: &str) -> Option<Blocker> {
+    let blocker = |what: &str, hint: &str| Blocker {
+        what: what.to_owned(),
+        hint: hint.to_owned(),
+    };
+    if screen.contains(NOT_LOGGED_IN) {
+        return Some(blocker(
+            "Claude Code is not logged in (no API key or login it may use)",
+            "set `ANTHROPIC_API_KEY` (approved in `~/.claude.json`) or `ANTHROPIC_AUTH_TOKEN`, or run `claude` and `/login` once",
+        ));
+    }
+    if screen.contains(PROMPT_FOOTER) {
+        return None;
+    }
+    DIALOGS
+        .iter()
+        .find(|(marks, _, _)| marks.iter().any(|m| screen.contains(m)))
+        .map(|(_, what, hint)| blocker(what, hint))
+}
+
 /// Tools whose input names the file they edit.
 fn edited_file(tool: &str, input: &Value) -> Option<String> {
     match tool {
@@ -492,5 +569,39 @@ mod screen_tests {
         );
         assert_eq!(c.title_summary("✳ Claude Code"), None);
         assert_eq!(c.title_summary(""), None);
+    }
+
+    /// Screens captured from 2.1.197 under spex's host (the live launches that stopped there).
+    #[test]
+    fn knows_the_screens_that_block_a_start_and_not_the_prompt() {
+        let api_key = "  Detected a custom API key in your environment\n\n  ANTHROPIC_API_KEY: sk-ant-...-for-spex-tests-0000\n\n  Do you want to use this API key?\n\n    1. Yes\n  ❯ 2. No (recommended)\n\n  Enter to confirm · Esc to cancel";
+        let trust = " Accessing workspace:\n\n /tmp/probe/trust/repo\n\n ❯ 1. Yes, I trust this folder\n   2. No, exit\n\n Enter to confirm · Esc to cancel";
+        let bypass = "  WARNING: Claude Code running in Bypass Permissions mode\n\n  ❯ 1. No, exit\n    2. Yes, I accept";
+        let settings = "  Settings Warning\n\n  └ hooks.FooBarEvent: Unknown hook event \"FooBarEvent\" was ignored.\n  ❯ 1. Continue";
+        let onboarding = "Welcome to Claude Code v2.1.197\n Unable to connect to Anthropic services\n\n Failed to connect to api.anthropic.com: ENOTFOUND";
+        let no_login = "❯\n  ? for shortcuts · ← for agents          Not logged in · Run /login";
+        let prompt = "❯\n  ? for shortcuts · ← for agents          ● high · /effort";
+        let resumed = "> tell me about the Settings Warning dialog\n❯\n  ? for shortcuts";
+        let c = Claude;
+        for (screen, want) in [
+            (api_key, Some("API key")),
+            (trust, Some("trust this folder")),
+            (bypass, Some("Bypass Permissions")),
+            (settings, Some("settings")),
+            (onboarding, Some("first-run setup")),
+            (no_login, Some("not logged in")),
+            (prompt, None),
+            (resumed, None),
+        ] {
+            let got = c.blocking_screen(screen);
+            match want {
+                Some(w) => assert!(
+                    got.as_ref()
+                        .is_some_and(|b| b.what.contains(w) && !b.hint.is_empty()),
+                    "{screen:?}: {got:?}"
+                ),
+                None => assert_eq!(got, None, "{screen:?}"),
+            }
+        }
     }
 }
