@@ -143,7 +143,7 @@ impl Shared {
         let mut batch = 1;
         while !self.harness.ready_for_input(&screen()) && sent < MAX_CLEAR_KEYS {
             let before = screen();
-            let seen = *lock(&self.chunks.0);
+            let seen = lock(&self.chunks.0).count;
             self.write(&key.repeat(batch))?;
             self.settle(seen);
             sent += batch;
