@@ -36,12 +36,13 @@ struct World {
 }
 
 impl World {
-    fn spex(&self, args: &[&str]) -> Value {
+    /// `spex args` in the world; its output whatever its exit.
+    fn run(&self, args: &[&str]) -> std::process::Output {
         let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/node_modules/.bin");
         let mut path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
             .collect::<Vec<_>>();
         path.insert(0, peers);
-        let out = Command::new(env!("CARGO_BIN_EXE_spex"))
+        Command::new(env!("CARGO_BIN_EXE_spex"))
             .args(args)
             .current_dir(self.base.join("repo"))
             .env_clear()
@@ -55,13 +56,30 @@ impl World {
             .env("DISABLE_AUTOUPDATER", "1")
             .env("TERM", "xterm-256color")
             .output()
-            .expect("spex runs");
+            .expect("spex runs")
+    }
+
+    fn spex(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
         assert!(
             out.status.success(),
             "spex {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+}
+
+/// A bench that fails half way leaves no host running.
+impl Drop for World {
+    fn drop(&mut self) {
+        let out = self.run(&["sessions", "--json"]);
+        let live: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        for s in live.as_array().into_iter().flatten() {
+            if let Some(id) = s["id"].as_str() {
+                let _ = self.run(&["stop", id]);
+            }
+        }
     }
 }
 
