@@ -8,6 +8,7 @@ use super::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::pty::cassette::Cassette;
+use crate::pty::normalize;
 use crate::pty::terminal::Terminal;
 use crate::runtime;
 
@@ -26,8 +27,9 @@ pub struct Args {
     #[arg(long)]
     pub frames: bool,
     /// Print, as JSON, the session at this moment of the recording (milliseconds from its
-    /// start, on the recording's own clock): the screen the terminal model shows and the state
-    /// the session's events had reached.
+    /// start, on the recording's own clock): the screen the terminal model shows, its lines
+    /// with clocks, durations, spinners and token counts made stable (`normalized`, for
+    /// comparing recordings) and the state the session's events had reached.
     #[arg(long, value_name = "MS", conflicts_with_all = ["frames", "speed", "collapsed"])]
     pub at: Option<u64>,
 }
@@ -90,11 +92,13 @@ fn at(cassette: &Cassette, at: u64) -> serde_json::Value {
         }
     }
     let status = status_after(events.iter().filter_map(|e| e["kind"].as_str()));
+    let screen = term.snapshot();
     serde_json::json!({
         "t_ms": at,
         "status": status,
         "last_event": events.last(),
-        "screen": term.snapshot(),
+        "normalized": normalize::lines(&screen.lines),
+        "screen": screen,
     })
 }
 
