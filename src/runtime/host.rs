@@ -408,7 +408,10 @@ fn recorder(
 
 /// Copies the session's new record events into the recording as they are appended (inotify on
 /// the session folder), so they are numbered in the order they happened, each followed by a
-/// frame: the screen when the event was seen.
+/// frame: the screen when the event was seen. An event is copied once the record written with
+/// it is saved (the store appends the events first); the last one copied carries the state the
+/// record reached (`record`: status and turn state), so a replay reads spex's own state
+/// instead of deriving it from the event kinds.
 fn follow_events(store: &ProjectStore, id: &str, frames: Arc<Frames>) {
     let dir = store.session_dir(id);
     let store = store.clone();
@@ -420,17 +423,28 @@ fn follow_events(store: &ProjectStore, id: &str, frames: Arc<Frames>) {
             let forever = std::time::Instant::now() + Duration::from_secs(u64::from(u32::MAX));
             let _ = super::wait_for(&dir, forever, || -> Option<()> {
                 let events = store.events(&id, None).ok()?;
-                for e in events.iter().skip(seen) {
+                let record = store.load(&id).ok().flatten();
+                let done = record.as_ref().map_or(events.len(), |r| {
+                    events.iter().take_while(|e| e.seq <= r.seq).count()
+                });
+                for (i, e) in events.iter().enumerate().take(done).skip(seen) {
                     if !frames.tee.has_sinks() {
                         break;
                     }
+                    let mut data = serde_json::to_value(e).unwrap_or_default();
+                    if let Some(r) = record.as_ref().filter(|r| i + 1 == done && r.seq == e.seq) {
+                        data["record"] = serde_json::json!({
+                            "status": r.status.as_str(),
+                            "turn": r.turn.as_ref().map(|t| t.state.as_str()),
+                        });
+                    }
                     frames.tee.record(TeeEvent::Mark {
                         stream: "service".into(),
-                        data: serde_json::to_value(e).unwrap_or_default(),
+                        data,
                     });
                     frames.note(&e.kind, false);
                 }
-                seen = seen.max(events.len());
+                seen = seen.max(done);
                 None
             });
         });
