@@ -111,21 +111,28 @@ impl Scrubber {
     }
 
     pub fn scrub(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.scrub_mapped(bytes, &mut [])
+    }
+
+    /// `scrub`, also moving `positions` (offsets into `bytes`, ascending) to the matching
+    /// offsets of the result. A position inside a replaced text moves to the end of its
+    /// placeholder: the placeholder goes with the bytes before the position.
+    pub fn scrub_mapped(&mut self, bytes: &[u8], positions: &mut [usize]) -> Vec<u8> {
         let mut out = bytes.to_vec();
         for i in 0..self.rules.len() {
             let (find, replace) = (
                 self.rules[i].find.as_bytes().to_vec(),
                 self.rules[i].replace.as_bytes().to_vec(),
             );
-            let (next, n) = replace_all(&out, &find, &replace);
+            let (next, n) = replace_all(&out, &find, &replace, positions);
             out = next;
             let name = self.rules[i].name.clone();
             self.hit(&name, n);
         }
-        let (next, n) = replace_tokens(&out, b"sk-", 16, b"sk-<scrubbed>");
+        let (next, n) = replace_tokens(&out, b"sk-", 16, b"sk-<scrubbed>", positions);
         out = next;
         self.hit(KEY_RULE, n);
-        let (next, n) = replace_tokens(&out, b"Bearer ", 8, b"Bearer <scrubbed>");
+        let (next, n) = replace_tokens(&out, b"Bearer ", 8, b"Bearer <scrubbed>", positions);
         self.hit(BEARER_RULE, n);
         next
     }
@@ -135,36 +142,75 @@ impl Scrubber {
     }
 }
 
-fn replace_all(hay: &[u8], find: &[u8], replace: &[u8]) -> (Vec<u8>, u64) {
+/// Moves positions (ascending offsets into a pass's input) to the same places in its output,
+/// as the pass goes: a position at the start of a replaced text stays before its placeholder;
+/// one inside it moves past it.
+struct Mover<'a> {
+    positions: &'a mut [usize],
+    next: usize,
+}
+
+impl Mover<'_> {
+    /// Every position up to `at` (of the input) lands at `out_len` (of the output).
+    fn upto(&mut self, at: usize, out_len: usize) {
+        while self.next < self.positions.len() && self.positions[self.next] <= at {
+            self.positions[self.next] = out_len;
+            self.next += 1;
+        }
+    }
+
+    /// Every position before `at` lands at `out_len`.
+    fn before(&mut self, at: usize, out_len: usize) {
+        while self.next < self.positions.len() && self.positions[self.next] < at {
+            self.positions[self.next] = out_len;
+            self.next += 1;
+        }
+    }
+}
+
+fn replace_all(hay: &[u8], find: &[u8], replace: &[u8], positions: &mut [usize]) -> (Vec<u8>, u64) {
     let mut out = Vec::with_capacity(hay.len());
+    let mut moved = Mover { positions, next: 0 };
     let mut n = 0;
     let mut i = 0;
     while i < hay.len() {
+        moved.upto(i, out.len());
         if hay[i..].starts_with(find) {
             out.extend_from_slice(replace);
             i += find.len();
+            moved.before(i, out.len());
             n += 1;
         } else {
             out.push(hay[i]);
             i += 1;
         }
     }
+    moved.upto(usize::MAX, out.len());
     (out, n)
 }
 
 /// Replaces `prefix` + a run of at least `min` token characters.
-fn replace_tokens(hay: &[u8], prefix: &[u8], min: usize, with: &[u8]) -> (Vec<u8>, u64) {
+fn replace_tokens(
+    hay: &[u8],
+    prefix: &[u8],
+    min: usize,
+    with: &[u8],
+    positions: &mut [usize],
+) -> (Vec<u8>, u64) {
     let token = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.';
     let mut out = Vec::with_capacity(hay.len());
+    let mut moved = Mover { positions, next: 0 };
     let mut n = 0;
     let mut i = 0;
     while i < hay.len() {
+        moved.upto(i, out.len());
         if hay[i..].starts_with(prefix) && !hay[i + prefix.len()..].starts_with(b"<scrubbed>") {
             let rest = &hay[i + prefix.len()..];
             let len = rest.iter().take_while(|&&b| token(b)).count();
             if len >= min {
                 out.extend_from_slice(with);
                 i += prefix.len() + len;
+                moved.before(i, out.len());
                 n += 1;
                 continue;
             }
@@ -172,6 +218,7 @@ fn replace_tokens(hay: &[u8], prefix: &[u8], min: usize, with: &[u8]) -> (Vec<u8
         out.push(hay[i]);
         i += 1;
     }
+    moved.upto(usize::MAX, out.len());
     (out, n)
 }
 
@@ -214,12 +261,14 @@ pub struct Recorder {
     offset: u64,
     /// Output held back so a secret split across chunks is still found.
     carry: Vec<u8>,
+    /// The output chunks whose bytes are not all out of `carry` yet, oldest first: each is
+    /// indexed once its last byte is written, under its own `seq` and `t_ms` (when it was
+    /// received, not when the next chunk let its held bytes go).
+    pending: std::collections::VecDeque<Pending>,
     digest: Sha256,
     scrubber: Scrubber,
     failed: bool,
     last_t: u64,
-    /// Records written so far (the next one's number).
-    written: u64,
     /// `final.json` is written: nothing more goes in.
     finished: bool,
     /// How the program ended, once it has (the recording goes on until it is closed, so the
@@ -230,6 +279,16 @@ pub struct Recorder {
     /// The tee's number and time of the first observation: a recording started mid-session
     /// still numbers from 0 and times from its own start.
     base: Option<(u64, u64)>,
+}
+
+/// An output chunk not yet indexed: its bytes still in `carry` and those written so far.
+struct Pending {
+    seq: u64,
+    t: u64,
+    /// Its bytes still held in `carry`.
+    raw: usize,
+    /// Its bytes written to `output.raw` so far, scrubbed.
+    clean: u64,
 }
 
 impl Recorder {
@@ -260,11 +319,11 @@ impl Recorder {
             resolution_ms,
             offset: 0,
             carry: Vec::new(),
+            pending: std::collections::VecDeque::new(),
             digest: Sha256::new(),
             scrubber,
             failed: false,
             last_t: 0,
-            written: 0,
             finished: false,
             exit: None,
             last_screen: None,
@@ -298,6 +357,12 @@ impl Recorder {
 
     fn output(&mut self, seq: u64, t: u64, bytes: &[u8], flush: bool) -> std::io::Result<()> {
         self.carry.extend_from_slice(bytes);
+        self.pending.push_back(Pending {
+            seq,
+            t,
+            raw: bytes.len(),
+            clean: 0,
+        });
         let keep = if flush { 0 } else { self.scrubber.longest() };
         let release = self.carry.len().saturating_sub(keep);
         // Never split a UTF-8 character (or a placeholder) across the release point.
@@ -305,15 +370,46 @@ impl Recorder {
         while cut > 0 && cut < self.carry.len() && (self.carry[cut] & 0xC0) == 0x80 {
             cut -= 1;
         }
+        self.release(cut)
+    }
+
+    /// Scrubs and writes the first `cut` bytes of `carry`, then indexes every chunk whose
+    /// bytes are now all out. A secret split across two chunks goes, as its placeholder, with
+    /// the chunk it started in.
+    fn release(&mut self, cut: usize) -> std::io::Result<()> {
         let out: Vec<u8> = self.carry.drain(..cut).collect();
-        let clean = self.scrubber.scrub(&out);
+        // Where each pending chunk's bytes end in `out`, moved to where they end once scrubbed.
+        let mut ends = Vec::with_capacity(self.pending.len());
+        let mut end = 0;
+        for p in &self.pending {
+            end += p.raw;
+            ends.push(end.min(cut));
+        }
+        let clean = self.scrubber.scrub_mapped(&out, &mut ends);
         self.output_raw.write_all(&clean)?;
         self.digest.update(&clean);
-        Self::line(
-            &mut self.output_index,
-            &json!({"seq": seq, "t_ms": t, "offset": self.offset, "len": clean.len()}),
-        )?;
+        let base = self.offset;
         self.offset += clean.len() as u64;
+        let (mut from, mut left) = (0, cut);
+        for (p, &to) in self.pending.iter_mut().zip(&ends) {
+            p.clean += (to - from) as u64;
+            from = to;
+            let took = p.raw.min(left);
+            p.raw -= took;
+            left -= took;
+        }
+        // A finished chunk's bytes end where its end moved to; some may have gone out before.
+        for end in ends {
+            let Some(p) = self.pending.front().filter(|p| p.raw == 0) else {
+                break;
+            };
+            let end = base + end as u64;
+            Self::line(
+                &mut self.output_index,
+                &json!({"seq": p.seq, "t_ms": p.t, "offset": end - p.clean, "len": p.clean}),
+            )?;
+            self.pending.pop_front();
+        }
         Ok(())
     }
 
@@ -363,8 +459,8 @@ impl Recorder {
                 Self::line(w, &v)?;
             }
             Event::Exit { code, signal } => {
-                // The output held back so far goes out under the exit's number; the recording
-                // ends when it is closed.
+                // The output held back so far goes out, each chunk under its own number, and
+                // the exit as an empty chunk; the recording ends when it is closed.
                 self.output(seq, t, &[], true)?;
                 self.exit = Some((*code, *signal));
             }
@@ -417,13 +513,9 @@ impl Sink for Recorder {
         if self.failed || self.finished {
             return;
         }
-        // What was held back goes out under the next number.
-        let (seq, t) = (self.written, self.last_t);
-        let flushed = if self.carry.is_empty() {
-            Ok(())
-        } else {
-            self.output(seq, t, &[], true)
-        };
+        // What was held back goes out under the numbers and times of the chunks it came in.
+        let t = self.last_t;
+        let flushed = self.release(self.carry.len());
         let result = flushed.and_then(|()| self.finish(t));
         if let Err(e) = result {
             eprintln!(
@@ -438,7 +530,6 @@ impl Sink for Recorder {
             return;
         }
         let result = self.observe_inner(o);
-        self.written += 1;
         if let Err(e) = result {
             self.failed = true;
             eprintln!(
@@ -693,8 +784,9 @@ mod tests {
             "{all}"
         );
         assert!(all.contains("\"kind\":\"paste\""), "{all}");
-        // Seven observations, and what was held back at the close.
-        assert_eq!(c.records.len(), 8);
+        // Seven observations, one record each: what was held back until the close went out
+        // under the numbers of the chunks it came in.
+        assert_eq!(c.records.len(), 7);
         let last: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("final.json")).unwrap())
                 .unwrap();
@@ -704,6 +796,62 @@ mod tests {
         // The home folder in the output, the service event and the last screen.
         assert!(report.contains("\"hits\": 3"), "{report}");
         assert!(c.asciicast().starts_with("{\"env\""));
+    }
+
+    /// An observation at `ms` milliseconds, numbered `seq`.
+    fn at(seq: u64, ms: u64, event: Event) -> Observation {
+        Observation {
+            seq,
+            t_us: ms * 1000,
+            event,
+        }
+    }
+
+    #[test]
+    fn held_back_output_keeps_the_time_it_was_received() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap();
+        let out = |bytes: &[u8]| Event::Output {
+            bytes: bytes.to_vec(),
+        };
+        // A key split across two chunks 600 ms apart, then a short tail, then a minute of
+        // nothing but a frame.
+        let first = [vec![b'x'; 100], b" key sk-ant-0123".to_vec()].concat();
+        let second = [b"456789abcdefXYZ done ".to_vec(), vec![b'y'; 100]].concat();
+        r.observe(&at(0, 0, out(b"")));
+        r.observe(&at(1, 1100, out(&first)));
+        r.observe(&at(2, 1700, out(&second)));
+        r.observe(&at(3, 2000, out(b"tail")));
+        r.observe(&at(
+            4,
+            62_000,
+            Event::Mark {
+                stream: "frames".into(),
+                data: json!({"reason": "quiet", "screen": {"lines": ["tail"]}}),
+            },
+        ));
+        r.close();
+        let c = Cassette::open(dir.path()).unwrap();
+        assert_eq!(c.problems(), Vec::<String>::new());
+        let chunks: Vec<(u64, String)> = c
+            .output_chunks()
+            .into_iter()
+            .map(|(t, b)| (t, String::from_utf8(b.to_vec()).unwrap()))
+            .collect();
+        let want = [
+            (0, String::new()),
+            // The placeholder goes with the chunk the key started in, at that chunk's time.
+            (1100, format!("{} key sk-<scrubbed>", "x".repeat(100))),
+            (1700, format!(" done {}", "y".repeat(100))),
+            // Held until the close a minute later, stamped when it came.
+            (2000, "tail".to_owned()),
+        ];
+        assert_eq!(chunks, want);
+        assert_eq!(
+            c.records.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4]
+        );
+        assert!(!String::from_utf8_lossy(&c.output).contains("0123456789"));
     }
 
     #[test]

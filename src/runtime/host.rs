@@ -48,6 +48,8 @@ struct Shared {
     watch: Mutex<Watch>,
     /// Everything crossing the terminal; a recorder listens while the session is recorded.
     tee: Tee,
+    /// Notes screens in the recording (shared with the thread that copies record events).
+    frames: Arc<Frames>,
     spawn: Spawn,
     scrub: Vec<String>,
     following_events: std::sync::atomic::AtomicBool,
@@ -163,13 +165,7 @@ impl Shared {
 
     /// Notes the screen in the recording (at transitions and at the end).
     fn frame(&self, reason: &str) {
-        if self.tee.has_sinks() {
-            let snapshot = lock(&self.term).snapshot();
-            self.tee.record(TeeEvent::Mark {
-                stream: "frames".into(),
-                data: serde_json::json!({ "reason": reason, "screen": snapshot }),
-            });
-        }
+        self.frames.note(reason, false);
     }
 
     /// Starts recording into `dir`. Mid-session, the recording opens with the current screen
@@ -192,6 +188,8 @@ impl Shared {
         if !from_start {
             recorder.set_partial();
         }
+        // A new recording has no frame yet to compare a quiet screen with.
+        *lock(&self.frames.last) = None;
         self.tee.add_sink(Box::new(recorder));
         if !from_start {
             let screen = lock(&self.term).redraw();
@@ -201,12 +199,7 @@ impl Shared {
             .following_events
             .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            follow_events(
-                &self.store,
-                &self.id,
-                self.tee.clone(),
-                Arc::clone(&self.term),
-            );
+            follow_events(&self.store, &self.id, Arc::clone(&self.frames));
         }
         Ok(())
     }
@@ -291,9 +284,16 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     let output = session.take_output();
     let child_pid = session.pid();
     let Size { rows, cols } = spec.spawn.size;
+    let term = Arc::new(Mutex::new(Terminal::new(rows, cols)));
+    let frames = Arc::new(Frames {
+        tee: tee.clone(),
+        term: Arc::clone(&term),
+        last: Mutex::new(None),
+    });
     let shared = Arc::new(Shared {
         session: Mutex::new(session),
-        term: Arc::new(Mutex::new(Terminal::new(rows, cols))),
+        term,
+        frames,
         clients: Mutex::new(Vec::new()),
         next_client: std::sync::atomic::AtomicU64::new(0),
         harness: spec.harness,
@@ -335,7 +335,10 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
             match output.recv_timeout(QUIET_FRAME) {
                 Ok(chunk) => chunk,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    shared.frame("quiet");
+                    // Only when the screen changed since the last frame: a quiet period
+                    // after output that redrew the same text (a cursor blink, a repaint) adds
+                    // nothing to the recording.
+                    shared.frames.note("quiet", true);
                     unframed = false;
                     continue;
                 }
@@ -455,8 +458,11 @@ fn recorder(
 
 /// Copies the session's new record events into the recording as they are appended (inotify on
 /// the session folder), so they are numbered in the order they happened, each followed by a
-/// frame: the screen when the event was seen.
-fn follow_events(store: &ProjectStore, id: &str, tee: Tee, term: Arc<Mutex<Terminal>>) {
+/// frame: the screen when the event was seen. An event is copied once the record written with
+/// it is saved (the store appends the events first); the last one copied carries the state the
+/// record reached (`record`: status and turn state), so a replay reads spex's own state
+/// instead of deriving it from the event kinds.
+fn follow_events(store: &ProjectStore, id: &str, frames: Arc<Frames>) {
     let dir = store.session_dir(id);
     let store = store.clone();
     let id = id.to_owned();
@@ -467,24 +473,59 @@ fn follow_events(store: &ProjectStore, id: &str, tee: Tee, term: Arc<Mutex<Termi
             let forever = std::time::Instant::now() + Duration::from_secs(u64::from(u32::MAX));
             let _ = super::wait_for(&dir, forever, || -> Option<()> {
                 let events = store.events(&id, None).ok()?;
-                for e in events.iter().skip(seen) {
-                    if !tee.has_sinks() {
+                let record = store.load(&id).ok().flatten();
+                let done = record.as_ref().map_or(events.len(), |r| {
+                    events.iter().take_while(|e| e.seq <= r.seq).count()
+                });
+                for (i, e) in events.iter().enumerate().take(done).skip(seen) {
+                    if !frames.tee.has_sinks() {
                         break;
                     }
-                    tee.record(TeeEvent::Mark {
+                    let mut data = serde_json::to_value(e).unwrap_or_default();
+                    if let Some(r) = record.as_ref().filter(|r| i + 1 == done && r.seq == e.seq) {
+                        data["record"] = serde_json::json!({
+                            "status": r.status.as_str(),
+                            "turn": r.turn.as_ref().map(|t| t.state.as_str()),
+                        });
+                    }
+                    frames.tee.record(TeeEvent::Mark {
                         stream: "service".into(),
-                        data: serde_json::to_value(e).unwrap_or_default(),
+                        data,
                     });
-                    let screen = lock(&term).snapshot();
-                    tee.record(TeeEvent::Mark {
-                        stream: "frames".into(),
-                        data: serde_json::json!({ "reason": e.kind, "screen": screen }),
-                    });
+                    frames.note(&e.kind, false);
                 }
-                seen = seen.max(events.len());
+                seen = seen.max(done);
                 None
             });
         });
+}
+
+/// Notes the screen in a recording as a frame, remembering the text of the last one.
+struct Frames {
+    tee: Tee,
+    term: Arc<Mutex<Terminal>>,
+    /// The lines of the last frame noted in the current recording.
+    last: Mutex<Option<Vec<String>>>,
+}
+
+impl Frames {
+    /// Notes the screen with `reason` while recording; with `if_changed`, only when its text
+    /// differs from the last frame's.
+    fn note(&self, reason: &str, if_changed: bool) {
+        if !self.tee.has_sinks() {
+            return;
+        }
+        let mut last = lock(&self.last);
+        let snapshot = lock(&self.term).snapshot();
+        if if_changed && last.as_ref() == Some(&snapshot.lines) {
+            return;
+        }
+        *last = Some(snapshot.lines.clone());
+        self.tee.record(TeeEvent::Mark {
+            stream: "frames".into(),
+            data: serde_json::json!({ "reason": reason, "screen": snapshot }),
+        });
+    }
 }
 
 /// Binds the session's socket, replacing a stale file (one nobody answers on), never a live one.
@@ -800,4 +841,45 @@ fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
             s.stamp(before, now, SOURCE, None);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pty::tee::{Event as TeeEvent, Memory};
+
+    #[test]
+    fn a_quiet_frame_of_an_unchanged_screen_is_not_written() {
+        let tee = Tee::new();
+        let memory = Memory::default();
+        tee.add_sink(Box::new(memory.clone()));
+        let term = Arc::new(Mutex::new(Terminal::new(4, 20)));
+        let frames = Frames {
+            tee: tee.clone(),
+            term: Arc::clone(&term),
+            last: Mutex::new(None),
+        };
+        let reasons = || -> Vec<String> {
+            memory
+                .observations()
+                .iter()
+                .filter_map(|o| match &o.event {
+                    TeeEvent::Mark { data, .. } => data["reason"].as_str().map(str::to_owned),
+                    _ => None,
+                })
+                .collect()
+        };
+        lock(&term).feed(b"hello");
+        frames.note("turn.started", false);
+        // The same text, redrawn (the cursor moved): nothing new to note.
+        lock(&term).feed(b"\rhello\x1b[H");
+        frames.note("quiet", true);
+        assert_eq!(reasons(), ["turn.started"]);
+        lock(&term).feed(b"\r\nworld");
+        frames.note("quiet", true);
+        frames.note("quiet", true);
+        // A frame of any other reason is written even when nothing changed.
+        frames.note("end", false);
+        assert_eq!(reasons(), ["turn.started", "quiet", "end"]);
+    }
 }

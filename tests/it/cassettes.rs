@@ -40,8 +40,15 @@ fn t_of(name: &str, kind: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {kind} in {name}"))
 }
 
-/// `spex replay <cassette> --at <t>`: `(status, screen text)`.
+/// `spex replay <cassette> --at <t>`: `(status, screen text)`, the text with its volatile parts
+/// (clocks, durations, spinners, token counts) normalized, as assertions should see it.
 fn at(w: &World, name: &str, t: u64) -> (String, String) {
+    let (status, _, normalized) = at_raw(w, name, t);
+    (status, normalized)
+}
+
+/// `spex replay <cassette> --at <t>`: `(status, screen text as drawn, normalized text)`.
+fn at_raw(w: &World, name: &str, t: u64) -> (String, String, String) {
     let dir = cassette(name);
     let out = spex(
         w,
@@ -53,14 +60,20 @@ fn at(w: &World, name: &str, t: u64) -> (String, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let screen = v["screen"]["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect::<Vec<_>>()
-        .join("\n");
-    (v["status"].as_str().unwrap().to_owned(), screen)
+    let text = |lines: &Value| {
+        lines
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    (
+        v["status"].as_str().unwrap().to_owned(),
+        text(&v["screen"]["lines"]),
+        text(&v["normalized"]),
+    )
 }
 
 #[test]
@@ -120,6 +133,22 @@ fn a_completed_turn_replays_through_the_terminal_model() {
     assert_eq!(status, "idle");
     assert!(screen.contains("❯ USE_NONE hello"), "{screen}");
     assert!(screen.contains("PLAIN_ANSWER_OK"), "{screen}");
+}
+
+#[test]
+fn replay_at_normalizes_volatile_screen_text_but_not_the_recording() {
+    let w = World::new();
+    let before_exit = t_of("turn", "session.exited") - 1;
+    let (_, drawn, normalized) = at_raw(&w, "turn", before_exit);
+    // The turn's summary line: its spinner glyph and its duration vary between recordings.
+    assert!(drawn.contains("✻ Crunched for 0s"), "{drawn}");
+    assert!(
+        normalized.contains("<spin> Crunched for <duration>"),
+        "{normalized}"
+    );
+    assert!(!normalized.contains("for 0s"), "{normalized}");
+    let raw = std::fs::read(cassette("turn").join("output.raw")).unwrap();
+    assert!(!String::from_utf8_lossy(&raw).contains("<duration>"));
 }
 
 #[test]

@@ -970,6 +970,20 @@ fn a_recorded_session_checks_replays_and_exports() {
             .any(|e| e["kind"] == "turn.started" && e["prompt"] == prompt),
         "{service:?}"
     );
+    // The record's own state goes in with the events: a replay reads it instead of deriving
+    // it from the event kinds.
+    let completed = service
+        .iter()
+        .position(|e| e["kind"] == "turn.completed")
+        .unwrap_or_else(|| panic!("no turn.completed: {service:?}"));
+    let with_state = service[completed..]
+        .iter()
+        .find(|e| e["record"]["status"].is_string())
+        .unwrap_or_else(|| panic!("no record state after turn.completed: {service:?}"));
+    assert_eq!(with_state["record"]["status"], "idle", "{service:?}");
+    let t = with_state["t_ms"].as_u64().unwrap().to_string();
+    let replayed = run_json(&w, &fake, &["replay", &id, "--at", &t]).unwrap();
+    assert_eq!(replayed["status"], "idle", "{}", pretty(&replayed));
     let frames = lines("frames.jsonl");
     let reasons: Vec<&str> = frames.iter().filter_map(|f| f["reason"].as_str()).collect();
     for reason in [
