@@ -52,6 +52,12 @@ fn payload(repo: &Path, thread: &str, event: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Flushes what setting the store up wrote, so its writeback does not land in the timed runs
+/// (each dispatch renames a record, which waits on the file system's journal).
+fn settle_writes() {
+    assert!(Command::new("sync").status().expect("sync").success());
+}
+
 fn main() {
     let spex = PathBuf::from(env!("CARGO_BIN_EXE_spex"));
     let dir = tempfile::tempdir().expect("tempdir");
@@ -111,6 +117,7 @@ fn main() {
     );
     let hot = payload(&repo, "thread-0500", "PreToolUse");
     let truth = PathBuf::from("/bin/true");
+    settle_writes();
     // Warm the page cache for both.
     for _ in 0..20 {
         run(
@@ -229,6 +236,7 @@ fn main() {
         ),
     ];
     let args = ["dispatch", "codex", "PreToolUse"];
+    settle_writes();
     let mut took: Vec<Vec<Duration>> = vec![Vec::with_capacity(RUNS); cases.len() + 1];
     for round in 0..RUNS {
         // Interleaved, each round starting one case later, so no case always follows another.
