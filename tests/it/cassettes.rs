@@ -60,19 +60,10 @@ fn at_raw(w: &World, name: &str, t: u64) -> (String, String, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let text = |lines: &Value| {
-        lines
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     (
         v["status"].as_str().unwrap().to_owned(),
-        text(&v["screen"]["lines"]),
-        text(&v["normalized"]),
+        crate::common::screen_text(&v["screen"]["lines"]),
+        crate::common::screen_text(&v["normalized"]),
     )
 }
 

@@ -30,13 +30,7 @@ fn call(socket: &Path, request: &str) -> Value {
 
 fn screen(socket: &Path) -> String {
     let r = call(socket, r#"{"v":1,"op":"snapshot"}"#);
-    r["snapshot"]["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::common::screen_text(&r["snapshot"]["lines"])
 }
 
 fn wait_screen(socket: &Path, needle: &str) -> String {
