@@ -341,7 +341,7 @@ fn launch_fails_soon_at_an_unknown_screen_that_does_not_change() {
     );
     let err = launch_fails_soon(&w, &fake);
     assert!(
-        err.contains("a screen spex does not know") && err.contains("unchanged for 5 s"),
+        err.contains("a screen spex does not know") && err.contains("unchanged for 8 s"),
         "{err}"
     );
     assert!(
