@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the pinned real harnesses (Codex CLI, Claude Code) into <repo>/.peers so the
-# integration tests can drive the real binaries offline against the fakes in tests/it/support.
+# integration tests can drive the real binaries offline against the fakes in tests/it/support,
+# and the pinned asciinema that plays the casts spex exports.
 # Idempotent: when the installed binaries already report the pinned versions, nothing is fetched.
 set -euo pipefail
 
@@ -25,8 +26,28 @@ installed() {
     [[ "$(claude_version)" == "$CLAUDE_VERSION"* ]]
 }
 
+# asciinema, in its own virtual environment under .peers: the tests play the asciicasts spex
+# exports through it.
+: "${ASCIINEMA_VERSION:?ASCIINEMA_VERSION missing from scripts/peers.env}"
+asciinema="$prefix/asciinema/bin/asciinema"
+asciinema_version() { "$asciinema" --version 2>/dev/null || true; }
+if [[ "$(asciinema_version)" != "asciinema $ASCIINEMA_VERSION" ]]; then
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "error: python3 not found on PATH; install Python 3 (with venv), then rerun $0" >&2
+    exit 1
+  fi
+  echo "installing asciinema==$ASCIINEMA_VERSION into $prefix/asciinema" >&2
+  rm -rf "$prefix/asciinema"
+  python3 -m venv "$prefix/asciinema"
+  "$prefix/asciinema/bin/pip" install --quiet --disable-pip-version-check "asciinema==$ASCIINEMA_VERSION"
+  if [[ "$(asciinema_version)" != "asciinema $ASCIINEMA_VERSION" ]]; then
+    echo "error: asciinema --version says '$(asciinema_version)' (want 'asciinema $ASCIINEMA_VERSION')" >&2
+    exit 1
+  fi
+fi
+
 if installed; then
-  echo "peers already installed: codex-cli $CODEX_VERSION, claude $CLAUDE_VERSION ($bin)" >&2
+  echo "peers already installed: codex-cli $CODEX_VERSION, claude $CLAUDE_VERSION ($bin), asciinema $ASCIINEMA_VERSION" >&2
   exit 0
 fi
 

@@ -88,6 +88,48 @@ fn committed_cassettes_check_and_replay_byte_exact_without_a_harness() {
     }
 }
 
+/// The asciicast `cassette export` writes of each committed cassette is one the real asciinema
+/// (the pinned one in `.peers/`) reads: `asciinema cat` writes back exactly the recorded output.
+#[test]
+fn exported_asciicasts_play_in_asciinema() {
+    let w = World::new();
+    let asciinema = crate::support::peers::asciinema_bin();
+    for name in ["turn", "permission", "interrupt"] {
+        let dir = cassette(name);
+        let cast = w.dir.path().join(format!("{name}.cast"));
+        let export = spex(
+            &w,
+            &[
+                "cassette",
+                "export",
+                dir.to_str().unwrap(),
+                "--cast",
+                cast.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            export.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&export.stderr)
+        );
+        let played = std::process::Command::new(&asciinema)
+            .arg("cat")
+            .arg(&cast)
+            .env("HOME", &w.home)
+            .output()
+            .expect("asciinema runs");
+        assert!(
+            played.status.success(),
+            "{name}: asciinema cat failed: {}",
+            String::from_utf8_lossy(&played.stderr)
+        );
+        assert!(
+            played.stdout == std::fs::read(dir.join("output.raw")).unwrap(),
+            "{name}: asciinema's output is not the recorded output"
+        );
+    }
+}
+
 #[test]
 fn replay_frames_prints_the_recorded_screens() {
     let w = World::new();

@@ -32,6 +32,17 @@ pub fn claude_bin() -> PathBuf {
     peer("claude")
 }
 
+/// The pinned asciinema (its own virtual environment under `.peers/`).
+pub fn asciinema_bin() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/asciinema/bin/asciinema");
+    assert!(
+        p.exists(),
+        "{} not found: run scripts/install-peers.sh (installs the pinned asciinema into .peers/)",
+        p.display()
+    );
+    p
+}
+
 /// A command with an EMPTY environment except `PATH` (inherited: the harnesses need node, git,
 /// bash), `HOME` and `LANG`. Nothing from the developer's shell (API keys, `CLAUDE_*`,
 /// `CODEX_*`, `SPEX_*`) leaks into the harness under test.
