@@ -182,7 +182,6 @@ fn launch_deliver_stop_a_real_claude_session() {
 /// the session the launcher itself ran in.
 #[test]
 fn launch_with_a_prompt_runs_it_as_the_first_turn_in_a_clean_identity() {
-    use std::io::Write;
     let (w, fake) = claude_world(SeedOptions::default());
     let mut cmd = spex_cmd(
         &w,
@@ -190,18 +189,8 @@ fn launch_with_a_prompt_runs_it_as_the_first_turn_in_a_clean_identity() {
         &["launch", "--harness", "claude", "--detach", "--json", "-"],
     );
     cmd.env("SPEX_SESSION_ID", "the-launchers-own-session")
-        .env("CLAUDE_CODE_SESSION_ID", "the-launchers-claude-session")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all("USE_NONE the first prompt ✓".as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        .env("CLAUDE_CODE_SESSION_ID", "the-launchers-claude-session");
+    let out = crate::common::feed(&mut cmd, "USE_NONE the first prompt ✓".as_bytes());
     assert!(
         out.status.success(),
         "{}",
@@ -732,7 +721,6 @@ fn killed_session_resumes_and_takes_a_prompt() {
 
 #[test]
 fn a_64k_multiline_unicode_prompt_arrives_exactly() {
-    use std::io::Write;
     let (w, fake) = claude_world(SeedOptions::default());
     let id = launch(&w, &fake);
     let mut prompt = String::from("USE_NONE long prompt\n");
@@ -749,17 +737,7 @@ fn a_64k_multiline_unicode_prompt_arrives_exactly() {
         &fake,
         &["deliver", &id, "-", "--json", "--timeout", "60"],
     );
-    cmd.stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(prompt.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = crate::common::feed(&mut cmd, prompt.as_bytes());
     assert!(
         out.status.success(),
         "{}\n{}",
