@@ -193,6 +193,18 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     )?;
     let prompt = args.prompt.as_deref().map(text_arg).transpose()?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
+    // Without spex's hooks the harness never reports its start or a turn: refuse before
+    // starting anything rather than wait out `--ready-timeout`.
+    let id = launch.harness.id();
+    if !store
+        .receipt(&tree.root)
+        .is_some_and(|r| r.harnesses.iter().any(|h| h == id))
+    {
+        anyhow::bail!(
+            "`{id}` is not materialized in {}: spex's hooks, which report the session's start and its turns, are not installed there\nhint: add \"{id}\" to `harnesses` in spex.jsonc and run `spex materialize` (`spex init` sets a project up)",
+            tree.root.display()
+        );
+    }
     if let Some(server) = Server::new(
         env,
         launch.harness,

@@ -6,6 +6,7 @@ use super::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime;
+use crate::store::session::{Session, Status};
 
 /// End a hosted session: its own exit keys at an idle prompt, then SIGTERM to its process
 /// group, then SIGKILL after the grace period.
@@ -26,25 +27,40 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
-    let s = match super::launch::server_of(env, &store, &record, false)? {
-        Some(server) => server.stop(&id)?,
-        None => runtime::stop(env, &store, &id, Duration::from_secs(args.grace))?,
+    // Nothing left to stop: say how it ended (stopping twice is not an error).
+    let already = record.status == Status::Exited;
+    let s = if already {
+        record
+    } else {
+        match super::launch::server_of(env, &store, &record, false)? {
+            Some(server) => server.stop(&id)?,
+            None => runtime::stop(env, &store, &id, Duration::from_secs(args.grace))?,
+        }
     };
     if args.json {
         output::json(&s);
     } else {
-        let how = match s.exit_status {
-            Some(e) => match (e.code, e.signal) {
-                (_, Some(sig)) => format!("signal {sig}"),
-                (Some(code), None) => format!("exit code {code}"),
-                (None, None) => "unknown status".to_owned(),
-            },
-            None => s
-                .exit_reason
-                .clone()
-                .unwrap_or_else(|| "unknown status".to_owned()),
+        let when = if already {
+            "had already exited"
+        } else {
+            "exited"
         };
-        output::print(&format!("{id}: exited ({how})\n"));
+        output::print(&format!("{id}: {when} ({})\n", how(&s)));
     }
     Ok(Outcome::Ok)
+}
+
+/// How the session's program ended, in a few words.
+fn how(s: &Session) -> String {
+    match s.exit_status {
+        Some(e) => match (e.code, e.signal) {
+            (_, Some(sig)) => format!("signal {sig}"),
+            (Some(code), None) => format!("exit code {code}"),
+            (None, None) => "unknown status".to_owned(),
+        },
+        None => s
+            .exit_reason
+            .clone()
+            .unwrap_or_else(|| "unknown status".to_owned()),
+    }
 }

@@ -175,6 +175,37 @@ fn launch_deliver_stop_a_real_claude_session() {
     assert!(!socket.exists(), "the host left its socket behind");
     let gone = run_json(&w, &fake, &["deliver", &id, "hello?", "--json"]).unwrap_err();
     assert!(gone.contains("has exited"), "{gone}");
+    // Stopping it again is no error: it says how the session ended and changes nothing.
+    let seq = w.record(&id)["seq"].clone();
+    let again = spex_cmd(&w, &fake, &["stop", &id]).output().unwrap();
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "{again:?}");
+    assert!(said.contains("had already exited (exit code 0)"), "{said}");
+    assert_eq!(w.record(&id)["seq"], seq);
+}
+
+/// A checkout where spex's hooks are not installed for the harness: the harness would never
+/// report its start or a turn, so launch refuses before it starts anything, saying what to do.
+#[test]
+fn launch_where_the_harness_hooks_are_not_installed_is_refused() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"codex\"] }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let err = run_json(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .unwrap_err();
+    assert!(err.contains("exit status: 2"), "{err}");
+    assert!(
+        err.contains("`claude` is not materialized") && err.contains("run `spex materialize`"),
+        "{err}"
+    );
+    assert!(w.session_ids().is_empty(), "a session was started: {err}");
 }
 
 /// `launch PROMPT` (here from stdin, `-`): the prompt is the first turn, confirmed; Claude runs
