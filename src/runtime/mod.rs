@@ -83,6 +83,14 @@ pub enum RuntimeError {
         screen: String,
     },
     #[error(
+        "session `{id}` is at its prompt, but its start hook has not reported in {secs} s, so spex would see none of its turns; its screen:\n{screen}\nhint: `spex doctor` checks this checkout's hooks (shims and trust); `spex stop {id}` ends the session"
+    )]
+    NoStart {
+        id: String,
+        secs: u64,
+        screen: String,
+    },
+    #[error(
         "the host of session `{id}` ended before it was ready; its log `{log}`:\n{text}\nhint: {hint}"
     )]
     HostFailed {
@@ -462,6 +470,7 @@ fn start_host(
     let deadline = Instant::now() + l.ready_timeout;
     let mut last_screen = String::new();
     let mut changed_at = Instant::now();
+    let mut prompt_since: Option<Instant> = None;
     let ready = loop {
         if let Some(e) = failed(&mut host) {
             return Err(e);
@@ -487,6 +496,16 @@ fn start_host(
             let at_prompt = l.harness.ready_for_input(&screen);
             if started && at_prompt {
                 break r;
+            }
+            // At its prompt, yet its start hook never reported: nothing will report its turns.
+            if !at_prompt {
+                prompt_since = None;
+            } else if prompt_since.get_or_insert_with(Instant::now).elapsed() >= NO_START_AFTER {
+                return Err(RuntimeError::NoStart {
+                    id: id.to_owned(),
+                    secs: NO_START_AFTER.as_secs(),
+                    screen: shown(&screen),
+                });
             }
             // Any other screen that sits unchanged with no prompt before the harness reported
             // its start is waiting for a person: a harness still starting keeps drawing.
@@ -529,6 +548,10 @@ fn start_host(
 /// until `launch` takes it for a question spex cannot answer. Claude 2.1.197 draws its prompt
 /// well within a second of its first frame; the margin is for a loaded machine.
 const STUCK_AFTER: Duration = Duration::from_secs(8);
+
+/// How long a harness may sit at its prompt before its start hook reports (it fires as the
+/// harness starts, before or about when the prompt is drawn).
+const NO_START_AFTER: Duration = Duration::from_secs(10);
 
 /// A screen's text for a message: without the blank rows around it.
 fn shown(screen: &str) -> String {

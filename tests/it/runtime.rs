@@ -208,6 +208,36 @@ fn launch_where_the_harness_hooks_are_not_installed_is_refused() {
     assert!(w.session_ids().is_empty(), "a session was started: {err}");
 }
 
+/// A harness that draws its prompt but whose start hook never reports (here a script that
+/// shows Claude's prompt footer and waits): launch fails soon, saying so and naming
+/// `spex doctor`, instead of waiting out `--ready-timeout`.
+#[test]
+fn launch_at_a_prompt_whose_start_hook_never_reports_fails_soon() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let silent = w.dir.path().join("silent.sh");
+    crate::common::executable(
+        &silent,
+        "#!/bin/sh\nprintf '> \\n  ? for shortcuts\\n'\nexec sleep 120\n",
+    );
+    write(
+        &w.repo.join("spex.jsonc"),
+        format!(
+            "{{ \"harnesses\": [\"claude\"], \"harness\": {{ \"claude\": {{ \"command\": \"{}\" }} }} }}\n",
+            silent.display()
+        ),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    // 10 s at the prompt, with room for a loaded machine (the ready timeout is 60 s).
+    let err = launch_fails_within(&w, &fake, Duration::from_secs(30));
+    assert!(
+        err.contains("its start hook has not reported in 10 s") && err.contains("spex doctor"),
+        "{err}"
+    );
+    let ids = w.session_ids();
+    assert_eq!(ids.len(), 1, "{err}");
+    stop(&w, &fake, &ids[0]);
+}
+
 /// `launch PROMPT` (here from stdin, `-`): the prompt is the first turn, confirmed; Claude runs
 /// in the checkout with this session's `SPEX_SESSION_ID` and without the identity variables of
 /// the session the launcher itself ran in.
@@ -297,6 +327,11 @@ fn killed_claude_is_exited_within_a_second() {
 /// `launch` in `w`, which must fail with exit 2 within 15 s (not when `--ready-timeout`, 60 s,
 /// runs out): what it said.
 fn launch_fails_soon(w: &World, fake: &FakeAnthropic) -> String {
+    launch_fails_within(w, fake, Duration::from_secs(15))
+}
+
+/// `launch` in `w`, which must fail with exit 2 within `bound`: what it said.
+fn launch_fails_within(w: &World, fake: &FakeAnthropic, bound: Duration) -> String {
     let started = Instant::now();
     let err = run_json(
         w,
@@ -306,10 +341,7 @@ fn launch_fails_soon(w: &World, fake: &FakeAnthropic) -> String {
     .unwrap_err();
     let took = started.elapsed();
     assert!(err.contains("exit status: 2"), "{err}");
-    assert!(
-        took < Duration::from_secs(15),
-        "failed after {took:?}:\n{err}"
-    );
+    assert!(took < bound, "failed after {took:?}:\n{err}");
     err
 }
 
