@@ -213,20 +213,7 @@ fn launch_where_the_harness_hooks_are_not_installed_is_refused() {
 /// `spex doctor`, instead of waiting out `--ready-timeout`.
 #[test]
 fn launch_at_a_prompt_whose_start_hook_never_reports_fails_soon() {
-    let (w, fake) = claude_world(SeedOptions::default());
-    let silent = w.dir.path().join("silent.sh");
-    crate::common::executable(
-        &silent,
-        "#!/bin/sh\nprintf '> \\n  ? for shortcuts\\n'\nexec sleep 120\n",
-    );
-    write(
-        &w.repo.join("spex.jsonc"),
-        format!(
-            "{{ \"harnesses\": [\"claude\"], \"harness\": {{ \"claude\": {{ \"command\": \"{}\" }} }} }}\n",
-            silent.display()
-        ),
-    );
-    w.ok(&w.repo, &["materialize"]);
+    let (w, fake) = scripted_claude_world("printf '> \\n  ? for shortcuts\\n'");
     // 10 s at the prompt, with room for a loaded machine (the ready timeout is 60 s).
     let err = launch_fails_within(&w, &fake, Duration::from_secs(30));
     assert!(
@@ -324,6 +311,23 @@ fn killed_claude_is_exited_within_a_second() {
     assert_eq!(exited.len(), 1, "{}", host_log(&w, &id));
 }
 
+/// A Claude world whose configured `claude` command is a script that runs `draw` (shell) and
+/// then waits, firing no hook: a stand-in for a harness stopped at some screen.
+fn scripted_claude_world(draw: &str) -> (World, FakeAnthropic) {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let script = w.dir.path().join("scripted.sh");
+    crate::common::executable(&script, &format!("#!/bin/sh\n{draw}\nexec sleep 120\n"));
+    write(
+        &w.repo.join("spex.jsonc"),
+        format!(
+            "{{ \"harnesses\": [\"claude\"], \"harness\": {{ \"claude\": {{ \"command\": \"{}\" }} }} }}\n",
+            script.display()
+        ),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    (w, fake)
+}
+
 /// `launch` in `w`, which must fail with exit 2 within 15 s (not when `--ready-timeout`, 60 s,
 /// runs out): what it said.
 fn launch_fails_soon(w: &World, fake: &FakeAnthropic) -> String {
@@ -378,19 +382,8 @@ fn launch_stops_at_a_screen_it_cannot_answer() {
 /// unchanged with no prompt and no session start for a few seconds, launch fails with its text.
 #[test]
 fn launch_fails_soon_at_an_unknown_screen_that_does_not_change() {
-    let (w, fake) = claude_world(SeedOptions::default());
-    let asker = w.dir.path().join("asker.sh");
-    crate::common::executable(
-        &asker,
-        "#!/bin/sh\nprintf 'Pick a colour for the widget\\n  1. Red\\n  2. Blue\\n'\nexec sleep 120\n",
-    );
-    write(
-        &w.repo.join("spex.jsonc"),
-        format!(
-            "{{ \"harnesses\": [\"claude\"], \"harness\": {{ \"claude\": {{ \"command\": \"{}\" }} }} }}\n",
-            asker.display()
-        ),
-    );
+    let (w, fake) =
+        scripted_claude_world("printf 'Pick a colour for the widget\\n  1. Red\\n  2. Blue\\n'");
     let err = launch_fails_soon(&w, &fake);
     assert!(
         err.contains("a screen spex does not know") && err.contains("unchanged for 8 s"),
