@@ -164,7 +164,7 @@ mod tests {
                 "took <duration>; <n> token left",
             ),
             // Not volatile: versions, words with digits, a bullet that is a word, ratios.
-            ("Claude Code v2.1.197", "Claude Code v2.1.197"),
+            ("Some Agent v2.1.197", "Some Agent v2.1.197"),
             (
                 "● No tool needed. PLAIN_ANSWER_OK",
                 "● No tool needed. PLAIN_ANSWER_OK",
