@@ -25,6 +25,9 @@ pub struct Ctx<'a> {
     pub store: &'a ProjectStore,
     /// A project hook node blocks this call.
     pub denied: bool,
+    /// The harness runs spex-launched sessions on a server that reports failed commands
+    /// (which its hook payloads lack) on its own.
+    pub server_reports_failures: bool,
 }
 
 pub use crate::store::session::NewEvent;
@@ -135,8 +138,10 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             let mut ok = ev.kind == Some(Kind::ToolCompleted);
             let mut error = ev.error.clone();
             // The harness's server may have told spex the command failed (a payload without
-            // an exit code).
-            if let Some(code) = ev.call_id.as_deref().and_then(|c| s.flags.take_failure(c)) {
+            // an exit code); only its sessions keep that bookkeeping.
+            let on_server = ctx.server_reports_failures && s.launched_by == "spex";
+            let failed = ev.call_id.as_deref().filter(|_| on_server);
+            if let Some(code) = failed.and_then(|c| s.flags.take_failure(c)) {
                 ok = false;
                 error = Some(format!("exit code {code}"));
             }
@@ -295,7 +300,7 @@ fn record_touched(ctx: &Ctx, s: &mut Session) {
 /// milliseconds apart, for one turn). An interrupt and a new prompt typed by a person are
 /// seconds apart.
 fn joins_queue(turn_started: &str, now: &str) -> bool {
-    let at = |t: &str| humantime::parse_rfc3339_weak(t.trim_end_matches('Z')).ok();
+    let at = crate::store::parse_time;
     match (at(turn_started), at(now)) {
         (Some(start), Some(now)) => now
             .duration_since(start)

@@ -744,6 +744,7 @@ struct Clobbered {
     ours: Option<Vec<u8>>,
 }
 
+/// An edit by key redone on bytes another program wrote.
 enum Rekeyed {
     Toml(toml_entries::Outcome),
     Json(Redone),

@@ -176,3 +176,8 @@ pub fn json_bytes<T: Serialize>(value: &T) -> Vec<u8> {
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
+
+/// A time the store wrote ([`now_rfc3339`]), read back.
+pub fn parse_time(rfc3339: &str) -> Option<std::time::SystemTime> {
+    humantime::parse_rfc3339_weak(rfc3339.trim_end_matches('Z')).ok()
+}

@@ -17,7 +17,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 
 /// When the record last changed, from its `updated_at`.
 fn last_change(s: &Session) -> Option<SystemTime> {
-    humantime::parse_rfc3339_weak(&s.updated_at).ok()
+    super::parse_time(&s.updated_at)
 }
 
 impl ProjectStore {

@@ -350,8 +350,6 @@ impl Session {
         }
     }
 
-    /// The session is over: a running turn is closed (`turn.interrupted`), attention that
-    /// asked for a person is cleared (a failed turn's stays visible), `session.exited`.
     /// A new harness process runs the session (it was resumed): forget the old one and what
     /// its evidence said, so the readers find the new one.
     pub fn forget_process(&mut self) {
@@ -361,6 +359,8 @@ impl Session {
         self.exit_status = None;
     }
 
+    /// The session is over: a running turn is closed (`turn.interrupted`), attention that
+    /// asked for a person is cleared (a failed turn's stays visible), `session.exited`.
     pub fn exit(&mut self, reason: &str, now: &str, source: &str) -> Vec<NewEvent> {
         let mut out: Vec<NewEvent> = Vec::new();
         out.extend(self.end_turn(TurnState::Interrupted, now, source, Value::Null));
@@ -675,6 +675,26 @@ pub fn is_valid_id(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_reported_before_or_after_its_hook_is_told_apart() {
+        let mut f = Flags::default();
+        // The server first: kept for the hook, which takes it once.
+        assert!(f.note_failure("c1", 3));
+        assert_eq!(f.take_failure("c1"), Some(3));
+        assert_eq!(f.take_failure("c1"), None);
+        // The hook first: the failure comes too late to be the hook's, and says so.
+        assert_eq!(f.take_failure("c2"), None);
+        assert!(!f.note_failure("c2", 1));
+        // Bounded: the oldest calls are forgotten.
+        for i in 0..CALLS_KEPT + 4 {
+            f.take_failure(&format!("x{i}"));
+            f.note_failure(&format!("y{i}"), 1);
+        }
+        assert_eq!(f.completed_calls.len(), CALLS_KEPT);
+        assert_eq!(f.failed_calls.len(), CALLS_KEPT);
+        assert!(f.note_failure("x0", 1), "x0 was forgotten");
+    }
 
     fn store_with(ids: &[&str]) -> (tempfile::TempDir, ProjectStore) {
         let dir = tempfile::tempdir().unwrap();

@@ -92,7 +92,7 @@ fn scan(dir: &Path) -> HashMap<String, Entry> {
 
 /// Milliseconds since the epoch of an RFC 3339 time in a record.
 fn ms(rfc3339: &str) -> Option<u64> {
-    let t = humantime::parse_rfc3339_weak(rfc3339.trim_end_matches('Z')).ok()?;
+    let t = crate::store::parse_time(rfc3339)?;
     u64::try_from(t.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 

@@ -24,9 +24,7 @@ pub const RETRY_BOUND: Duration = Duration::from_secs(8);
 
 fn judge(s: &Session, now: SystemTime) -> Option<Evidence> {
     let t = s.turn.as_ref().filter(|_| s.turn_running())?;
-    let failed_at =
-        humantime::parse_rfc3339_weak(t.attempt_failed_at.as_deref()?.trim_end_matches('Z'))
-            .ok()?;
+    let failed_at = crate::store::parse_time(t.attempt_failed_at.as_deref()?)?;
     let quiet = now.duration_since(failed_at).ok()?;
     (quiet >= RETRY_BOUND).then(|| Evidence {
         attended: None,
