@@ -79,6 +79,14 @@ fn status_from_kinds<'a>(events: impl Iterator<Item = &'a str>) -> &'static str 
     status
 }
 
+/// The glyphs the recorded harness spins with (none for a harness spex does not know).
+fn spinner_glyphs(cassette: &Cassette) -> &'static [char] {
+    cassette.manifest.harness["id"]
+        .as_str()
+        .and_then(crate::adapters::lookup)
+        .map_or(&[], |h| h.spinner_glyphs())
+}
+
 /// The screen and the session state at `at` ms of the recording.
 fn at(cassette: &Cassette, at: u64) -> serde_json::Value {
     let rows = cassette
@@ -130,7 +138,7 @@ fn at(cassette: &Cassette, at: u64) -> serde_json::Value {
         "t_ms": at,
         "status": status,
         "last_event": events.last(),
-        "normalized": normalize::lines(&screen.lines),
+        "normalized": normalize::lines(&screen.lines, spinner_glyphs(cassette)),
         "screen": screen,
     })
 }

@@ -1,21 +1,20 @@
 //! Volatile screen content made stable for assertions: clocks, durations, spinner glyphs and
 //! token counters change from one recording of the same session to the next. Only what a test
 //! or `replay --at` compares goes through here; `output.raw` and the recorded frames keep what
-//! the program drew. Knows no harness: the patterns are ones many terminal programs draw.
+//! the program drew. Knows no harness: the patterns are ones many terminal programs draw, and
+//! the glyphs a harness spins with come from its adapter.
 
-/// Glyphs that spin at the start of a status line (braille dots are checked apart).
-const SPINNER: &[char] = &[
-    '*', '·', '✢', '✳', '✶', '✻', '✽', '◐', '◓', '◑', '◒', '|', '/', '\\',
-];
+/// Spinner glyphs many programs draw (braille dots are checked apart).
+const SPINNER: &[char] = &['◐', '◓', '◑', '◒'];
 
-/// Each line with its volatile parts replaced: `<clock>`, `<duration>`, `<spin>` and the count
-/// of a token counter as `<n>`.
-pub fn lines(lines: &[String]) -> Vec<String> {
-    lines.iter().map(|l| line(l)).collect()
+/// Each line with its volatile parts replaced: `<clock>`, `<duration>`, `<spin>` (a glyph of
+/// `spinner`, or a common one, leading its line) and the count of a token counter as `<n>`.
+pub fn lines(lines: &[String], spinner: &[char]) -> Vec<String> {
+    lines.iter().map(|l| line(l, spinner)).collect()
 }
 
 /// One line with its volatile parts replaced (see `lines`).
-pub fn line(text: &str) -> String {
+pub fn line(text: &str, spinner: &[char]) -> String {
     let c: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -25,7 +24,9 @@ pub fn line(text: &str) -> String {
     }
     // A spinner is a glyph leading its line, followed by a space (or nothing).
     if i < c.len()
-        && (SPINNER.contains(&c[i]) || ('\u{2800}'..='\u{28FF}').contains(&c[i]))
+        && (spinner.contains(&c[i])
+            || SPINNER.contains(&c[i])
+            || ('\u{2800}'..='\u{28FF}').contains(&c[i]))
         && c.get(i + 1).is_none_or(|&n| n == ' ')
     {
         out.push_str("<spin>");
@@ -144,10 +145,10 @@ mod tests {
     #[test]
     fn volatile_parts_are_replaced_and_the_rest_kept() {
         let cases = [
-            ("✻ Crunched for 0s", "<spin> Crunched for <duration>"),
+            ("✻ Worked for 0s", "<spin> Worked for <duration>"),
             (
-                "✶ Germinating… (1m 2s · ↓ 1.2k tokens)",
-                "<spin> Germinating… (<duration> · ↓ <n> tokens)",
+                "✶ Working… (1m 2s · ↓ 1.2k tokens)",
+                "<spin> Working… (<duration> · ↓ <n> tokens)",
             ),
             (
                 "* Thinking… (350ms · 1,234 tokens)",
@@ -165,17 +166,18 @@ mod tests {
             ),
             // Not volatile: versions, words with digits, a bullet that is a word, ratios.
             ("Some Agent v2.1.197", "Some Agent v2.1.197"),
-            (
-                "● No tool needed. PLAIN_ANSWER_OK",
-                "● No tool needed. PLAIN_ANSWER_OK",
-            ),
+            ("● No tool needed. DONE", "● No tool needed. DONE"),
+            // A glyph the program was not said to spin with.
+            ("✳ not a spinner here", "✳ not a spinner here"),
             ("*bold* 3 files in 2s3", "*bold* 3 files in 2s3"),
             ("a 123:4567 b 10ms2", "a 123:4567 b 10ms2"),
             ("took 1m2s 4 files", "took <duration> 4 files"),
             ("5min 3sec", "5min 3sec"),
         ];
+        // The glyphs an adapter would hand in.
+        let spinner = ['✻', '✶', '*'];
         for (input, want) in cases {
-            assert_eq!(line(input), want, "{input:?}");
+            assert_eq!(line(input, &spinner), want, "{input:?}");
         }
     }
 }

@@ -186,6 +186,11 @@ pub trait Harness: Sync {
     fn title_summary(&self, _title: &str) -> Option<String> {
         None
     }
+    /// The glyphs the harness spins at the start of a status line while it works, which a
+    /// recording's screens normalize for assertions.
+    fn spinner_glyphs(&self) -> &'static [char] {
+        &[]
+    }
     /// The keys that interrupt a running turn.
     fn interrupt_keys(&self) -> Option<&'static [u8]> {
         None

@@ -178,6 +178,10 @@ impl Harness for Claude {
         Some(b"\x1b")
     }
 
+    fn spinner_glyphs(&self) -> &'static [char] {
+        &['*', '·', '✢', '✳', '✶', '✻', '✽']
+    }
+
     fn clear_input_key(&self) -> Option<&'static [u8]> {
         // Ctrl-U deletes to the start of the line, and at a line's start the line break; many
         // in one write clear a multi-line box. An interrupted prompt comes back into the box
