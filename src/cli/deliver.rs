@@ -12,8 +12,8 @@ use crate::runtime::{self, RuntimeError};
 ///
 /// Refused while the session waits for an answer (a permission or question dialog would take
 /// the keystrokes), unless `--force`. A busy session queues the prompt (`mode: queued`). A
-/// session that has exited, or whose host no longer answers, exits 3; with `--json` a failure
-/// prints `{delivered, confirmed: false, reason, error}` too.
+/// session that has exited, or whose host no longer answers, exits 3 (whatever its transport);
+/// with `--json` a failure prints `{delivered, confirmed: false, reason, error}` too.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Session id or a unique prefix of it.
@@ -45,10 +45,9 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
-    let d = if let Some(server) = super::launch::server_of(env, &store, &record, false)? {
-        server.deliver(&id, &text)?
-    } else {
-        match runtime::deliver(
+    let delivered = match super::launch::server_of(env, &store, &record, false)? {
+        Some(server) => server.deliver(&id, &text),
+        None => runtime::deliver(
             env,
             &store,
             &id,
@@ -56,10 +55,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             args.force,
             args.wait,
             Duration::from_secs(args.timeout),
-        ) {
-            Ok(d) => d,
-            Err(e) => return failed(args.json, e),
-        }
+        ),
+    };
+    let d = match delivered {
+        Ok(d) => d,
+        Err(e) => return failed(args.json, e),
     };
     if args.json {
         output::json(&d);

@@ -484,6 +484,11 @@ fn killed_server_exits_its_sessions_and_resume_brings_the_thread_back() {
         refused.contains("has exited") && refused.contains(&format!("spex resume {id}")),
         "{refused}"
     );
+    // As for a hosted session: gone is exit 3, and the JSON answer says why.
+    assert!(
+        refused.contains("exit status: 3") && refused.contains("\"reason\": \"exited\""),
+        "{refused}"
+    );
     let resumed = rig
         .json(&rig.w.repo, &["resume", &id, "--detach", "--json"])
         .unwrap_or_else(|e| panic!("{e}"));
