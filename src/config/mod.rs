@@ -526,14 +526,17 @@ mod tests {
             assert_eq!(control_key(name), Some(byte), "{name}");
             assert_eq!(control_key(&control_key_name(byte)), Some(byte));
         }
-        for bad in [
-            "{\"detachKey\": \"q\"}",
-            "{\"detachKey\": \"ctrl-c\"}",
-            "{\"scrub\": [\"ab\"]}",
-            "{\"scrub\": \"x\"}",
+        for (bad, says) in [
+            ("{\"detachKey\": \"q\"}", "`q` is not a control key"),
+            (
+                "{\"detachKey\": \"ctrl-c\"}",
+                "`ctrl-c` is not a control key",
+            ),
+            ("{\"scrub\": [\"ab\"]}", "at least 4 characters"),
+            ("{\"scrub\": \"x\"}", "must be a list of strings"),
         ] {
             let err = parse(bad).unwrap_err().to_string();
-            assert!(err.contains("line 1"), "{bad}: {err}");
+            assert!(err.contains("line 1") && err.contains(says), "{bad}: {err}");
         }
     }
 

@@ -871,7 +871,7 @@ pub fn snapshot(env: &Env, id: &str) -> Result<Snapshot, RuntimeError> {
         }))
 }
 
-/// Ends the session's program (TERM, then KILL after `grace`) and waits until the record
+/// Ends the session's program (the harness's exit keys at an idle prompt, then TERM, then KILL after `grace`) and waits until the record
 /// says it exited.
 pub fn stop(
     env: &Env,

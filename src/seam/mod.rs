@@ -203,7 +203,7 @@ pub trait Harness: Sync {
         None
     }
     /// The keystrokes that make the harness exit on its own from an idle prompt (each written
-    /// separately, a moment apart): `stop` tries them before any signal. None: signals only.
+    /// separately, a moment apart): `stop` tries them before any signal. Empty: signals only.
     fn exit_keys(&self) -> &'static [&'static [u8]] {
         &[]
     }

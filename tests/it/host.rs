@@ -196,7 +196,9 @@ fn the_host_serves_a_private_versioned_socket_and_kills_what_ignores_term() {
         r#"{"v":1,"op":"inject","text":"pasted","submit":true}"#,
     );
     assert_eq!(injected["ok"], true, "{injected}");
-    assert!(wait_screen(&socket, "pasted").contains("got:"));
+    // Submitted: the program read the line (the echo alone would show "pasted").
+    let shown = wait_screen(&socket, "got:pasted");
+    assert!(shown.contains("got:pasted"), "{shown}");
     assert!(b.wait_for("pasted"));
     let resized = call(&socket, r#"{"v":1,"op":"resize","rows":30,"cols":100}"#);
     assert_eq!(resized["ok"], true);
