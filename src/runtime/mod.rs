@@ -871,8 +871,8 @@ pub fn snapshot(env: &Env, id: &str) -> Result<Snapshot, RuntimeError> {
         }))
 }
 
-/// Ends the session's program (the harness's exit keys at an idle prompt, then TERM, then KILL after `grace`) and waits until the record
-/// says it exited.
+/// Ends the session's program (the harness's exit keys at an idle prompt, then TERM, then KILL
+/// after `grace`) and waits until the record says it exited.
 pub fn stop(
     env: &Env,
     store: &ProjectStore,
