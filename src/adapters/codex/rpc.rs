@@ -10,11 +10,6 @@
 //! symlink to it; a client must send `initialize` then the `initialized` notification before
 //! anything else.
 
-#![allow(
-    dead_code,
-    reason = "a whole client: a few calls (`wait_notification`, `hooks_list_for_thread`, ...) serve only its tests so far"
-)]
-
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -93,6 +88,7 @@ pub enum RpcError {
         timeout: Duration,
     },
     #[error("no `{method}` notification from codex app-server at `{sock}` within {timeout:?}")]
+    #[cfg(test)]
     NotificationTimeout {
         method: String,
         sock: PathBuf,
@@ -126,6 +122,7 @@ pub enum RpcError {
 impl RpcError {
     /// The JSON-RPC error code when the server answered with an error, e.g. `-32600` for
     /// `turn/steer` with no active turn.
+    #[cfg(test)]
     pub fn server_code(&self) -> Option<i64> {
         match self {
             Self::Server { code, .. } => Some(*code),
@@ -248,20 +245,6 @@ impl Client {
         Ok(client)
     }
 
-    /// The socket path this client was opened with (as given, not canonicalized).
-    pub fn sock(&self) -> &Path {
-        &self.sock
-    }
-
-    /// The timeout used by the typed wrappers and `initialize`.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    pub fn set_timeout(&mut self, timeout: Duration) {
-        self.timeout = timeout;
-    }
-
     /// Sends `initialize` and then the `initialized` notification; codex answers every other
     /// request with `-32600 "Not initialized"` before that, and a second `initialize` on the
     /// same connection with `"Already initialized"`. The experimental API is requested because
@@ -281,6 +264,7 @@ impl Client {
     /// Installs the handler for server-to-client requests; a request it returns `None` for is
     /// answered "method not found". Without a handler requests are left unanswered, for the
     /// client that owns them (the person's terminal UI).
+    #[cfg(test)]
     pub fn set_request_handler(&mut self, handler: Box<RequestHandler>) {
         self.handler = Some(handler);
     }
@@ -320,17 +304,20 @@ impl Client {
     }
 
     /// Notifications read so far and not yet taken, oldest first.
+    #[cfg(test)]
     pub fn notifications(&self) -> impl Iterator<Item = &Notification> {
         self.notifications.iter()
     }
 
     /// Takes every buffered notification, oldest first.
+    #[cfg(test)]
     pub fn take_notifications(&mut self) -> Vec<Notification> {
         self.notifications.drain(..).collect()
     }
 
     /// Returns (and removes from the buffer) the oldest notification named `method` whose params
     /// satisfy `pred`, reading from the socket for at most `timeout` if none is buffered yet.
+    #[cfg(test)]
     pub fn wait_notification(
         &mut self,
         method: &str,
@@ -535,20 +522,6 @@ impl Client {
     pub fn hooks_list_by_cwd(&mut self, cwds: &[PathBuf]) -> Result<Vec<HooksListing>, RpcError> {
         const METHOD: &str = "hooks/list";
         let result = self.call(METHOD, json!({ "cwds": cwds }), self.timeout)?;
-        parse_hooks_list(&result).map_err(|source| RpcError::Decode {
-            method: METHOD.to_owned(),
-            source,
-        })
-    }
-
-    /// `hooks/list {threadId}`: the hooks a loaded thread runs with, grouped like
-    /// [`Client::hooks_list_by_cwd`].
-    pub fn hooks_list_for_thread(
-        &mut self,
-        thread_id: &str,
-    ) -> Result<Vec<HooksListing>, RpcError> {
-        const METHOD: &str = "hooks/list";
-        let result = self.call(METHOD, json!({ "threadId": thread_id }), self.timeout)?;
         parse_hooks_list(&result).map_err(|source| RpcError::Decode {
             method: METHOD.to_owned(),
             source,
@@ -1182,20 +1155,8 @@ impl AppServer {
         }
     }
 
-    pub fn sock(&self) -> &Path {
-        &self.sock
-    }
-
-    pub fn log_path(&self) -> &Path {
-        &self.log
-    }
-
-    /// Also the process group id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Opens an initialized client on this server.
+    #[cfg(test)]
     pub fn client(&self, client_name: &str, timeout: Duration) -> Result<Client, RpcError> {
         Client::open(&self.sock, client_name, timeout)
     }
@@ -1209,6 +1170,7 @@ impl AppServer {
 
     /// Stops the process group: SIGTERM, then SIGKILL if it is still alive after the grace
     /// period. Returns the server's exit status.
+    #[cfg(test)]
     pub fn shutdown(mut self) -> io::Result<ExitStatus> {
         self.stop()
     }

@@ -23,7 +23,7 @@ fn error(e: &RpcError) -> ServerError {
         RpcError::Connect { .. } | RpcError::Handshake { .. } | RpcError::Closed { .. } => {
             ServerErrorKind::Down
         }
-        RpcError::Timeout { .. } | RpcError::NotificationTimeout { .. } => ServerErrorKind::Timeout,
+        RpcError::Timeout { .. } => ServerErrorKind::Timeout,
         RpcError::Server { message, .. }
             if message.contains("no rollout found") || message.contains("not found") =>
         {
