@@ -100,6 +100,16 @@ impl Shared {
         self.write(bytes)
     }
 
+    /// Takes the right to type (one injection at a time), once the harness has settled after
+    /// the previous injection's Enter.
+    fn start_typing(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
+        let mut typing = lock(&self.injecting);
+        if let Some(seen) = typing.take() {
+            self.settle(seen);
+        }
+        typing
+    }
+
     /// Waits until the harness has drawn something after output chunk `seen` and then been
     /// quiet for a moment (bounded): keys typed while it still handles an Enter can be lost
     /// (a paste right behind a queued prompt's Enter vanished in Claude under load).
@@ -472,12 +482,9 @@ fn follow_events(store: &ProjectStore, id: &str, frames: Arc<Frames>) {
             let mut seen = store.events(&id, None).map_or(0, |e| e.len());
             let forever = std::time::Instant::now() + Duration::from_secs(u64::from(u32::MAX));
             let _ = super::wait_for(&dir, forever, || -> Option<()> {
-                let events = store.events(&id, None).ok()?;
-                let record = store.load(&id).ok().flatten();
-                let done = record.as_ref().map_or(events.len(), |r| {
-                    events.iter().take_while(|e| e.seq <= r.seq).count()
-                });
-                for (i, e) in events.iter().enumerate().take(done).skip(seen) {
+                let (record, events) = store.committed(&id).ok()?;
+                let done = events.len();
+                for (i, e) in events.iter().enumerate().skip(seen) {
                     if !frames.tee.has_sinks() {
                         break;
                     }
@@ -628,10 +635,7 @@ fn handle(shared: &Shared, request: Request) -> Response {
                 text.len(),
                 if submit { " + submit" } else { "" }
             );
-            let mut one_at_a_time = lock(&shared.injecting);
-            if let Some(seen) = one_at_a_time.take() {
-                shared.settle(seen);
-            }
+            let mut one_at_a_time = shared.start_typing();
             let (paste, pause, enter) = shared.harness.paste(&text);
             let typed = if text.is_empty() {
                 Ok(())
@@ -689,10 +693,7 @@ fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
     if idle() && !keys.is_empty() {
         eprintln!("{} stop: typing the exit keys", crate::store::now_rfc3339());
         {
-            let mut one_at_a_time = lock(&shared.injecting);
-            if let Some(seen) = one_at_a_time.take() {
-                shared.settle(seen);
-            }
+            let _typing = shared.start_typing();
             for key in keys {
                 shared.write(key)?;
                 std::thread::sleep(Duration::from_millis(100));

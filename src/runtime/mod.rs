@@ -780,9 +780,10 @@ pub fn deliver(
     }
     let want = normalized(text);
     let dir = store.session_dir(id);
+    // Read through the record, so a reader right after the delivery sees the turn too.
     let reported = || -> Option<Option<String>> {
-        let events = store.events(id, None).ok()?;
-        let event = events
+        let (_, events) = store.committed(id).ok()?;
+        events
             .iter()
             // A prompt taken up together with another one joins that one's turn.
             .filter(|e| e.seq > after && (e.kind == "turn.started" || e.kind == "turn.steered"))
@@ -792,17 +793,13 @@ pub fn deliver(
                     .and_then(|p| p.as_str())
                     .map(normalized)
                     == Some(want.clone())
-            })?;
-        // The log is written before the record: confirm once the record has the turn too, so
-        // a reader right after the delivery sees it.
-        let record = store.load(id).ok()??;
-        (record.seq >= event.seq).then(|| {
-            event
-                .fields
-                .get("turn_id")
-                .and_then(|t| t.as_str())
-                .map(str::to_owned)
-        })
+            })
+            .map(|e| {
+                e.fields
+                    .get("turn_id")
+                    .and_then(|t| t.as_str())
+                    .map(str::to_owned)
+            })
     };
     let deadline = started + timeout;
     // A prompt can stay in the input box unsubmitted (a first prompt, or one typed while the

@@ -506,6 +506,17 @@ impl ProjectStore {
         Ok(all.into_iter().skip(skip).collect())
     }
 
+    /// The record of `id` and the events it has taken in. The log is written before the
+    /// record, so a reader can see events the record does not hold yet; those wait.
+    pub fn committed(&self, id: &str) -> Result<(Option<Session>, Vec<Event>), StoreError> {
+        let mut events = self.events(id, None)?;
+        let record = self.load(id)?;
+        if let Some(r) = &record {
+            events.retain(|e| e.seq <= r.seq);
+        }
+        Ok((record, events))
+    }
+
     /// Every session id of the project.
     pub fn session_ids(&self) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(self.sessions_dir()) else {
