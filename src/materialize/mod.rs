@@ -662,26 +662,12 @@ impl Plan {
     /// `now` (made from ours by another program) with the change of theirs that ours had
     /// swapped out carried over; `now` itself when a version does not parse.
     fn carry(&self, path: &Path, c: &Clobbered, now: Vec<u8>) -> Vec<u8> {
-        let carried = if self.toml_jobs.contains_key(path) {
-            // An absent file reads as an empty document.
-            let text = |b: Option<&[u8]>| match b {
-                None => Some(String::new()),
-                Some(b) => std::str::from_utf8(b).ok().map(str::to_owned),
-            };
-            (|| {
-                let base = text(c.ours_base.as_deref())?;
-                let ours = text(c.ours.as_deref())?;
-                carry::toml(
-                    Some(&base),
-                    &text(Some(&c.theirs))?,
-                    Some(&ours),
-                    &text(Some(&now))?,
-                )
-                .map(String::into_bytes)
-            })()
+        let merge = if self.toml_jobs.contains_key(path) {
+            carry::toml
         } else {
-            carry::json(c.ours_base.as_deref(), &c.theirs, c.ours.as_deref(), &now)
+            carry::json
         };
+        let carried = merge(c.ours_base.as_deref(), &c.theirs, c.ours.as_deref(), &now);
         carried.unwrap_or(now)
     }
 

@@ -74,8 +74,19 @@ fn json_walk(
 }
 
 /// The TOML counterpart of [`json`], table by table (`toml_edit` keeps `x`'s formatting).
-pub fn toml(base: Option<&str>, theirs: &str, ours: Option<&str>, now: &str) -> Option<String> {
-    let doc = |t: Option<&str>| t.unwrap_or("").parse::<toml_edit::DocumentMut>().ok();
+pub fn toml(
+    base: Option<&[u8]>,
+    theirs: &[u8],
+    ours: Option<&[u8]>,
+    now: &[u8],
+) -> Option<Vec<u8>> {
+    // An absent file reads as an empty document.
+    let doc = |b: Option<&[u8]>| {
+        std::str::from_utf8(b.unwrap_or_default())
+            .ok()?
+            .parse::<toml_edit::DocumentMut>()
+            .ok()
+    };
     let (da, db, ds) = (doc(base)?, doc(Some(theirs))?, doc(ours)?);
     let mut dx = doc(Some(now))?;
     toml_walk(
@@ -84,7 +95,7 @@ pub fn toml(base: Option<&str>, theirs: &str, ours: Option<&str>, now: &str) -> 
         ds.as_table(),
         dx.as_table_mut(),
     );
-    Some(dx.to_string())
+    Some(dx.to_string().into_bytes())
 }
 
 /// An item's content, for comparing versions (formatting aside).
@@ -183,7 +194,14 @@ mod tests {
         let ours = "model = \"m\"\n\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n";
         let now =
             "model = \"m\"\n\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n\n[writer.t2]\nn = 2\n";
-        let out = toml(Some(base), theirs, Some(ours), now).unwrap();
+        let out = toml(
+            Some(base.as_bytes()),
+            theirs.as_bytes(),
+            Some(ours.as_bytes()),
+            now.as_bytes(),
+        )
+        .unwrap();
+        let out = String::from_utf8(out).unwrap();
         let d: toml_edit::DocumentMut = out.parse().unwrap();
         assert_eq!(d["writer"]["t1"]["n"].as_integer(), Some(1), "{out}");
         assert_eq!(d["writer"]["t2"]["n"].as_integer(), Some(2), "{out}");
