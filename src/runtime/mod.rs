@@ -113,6 +113,13 @@ pub enum RuntimeError {
         message: String,
         hint: String,
     },
+    /// The project's server failed before any one session was involved.
+    #[error("the {harness} server of this project: {message}\nhint: {hint}")]
+    ServerWide {
+        harness: String,
+        message: String,
+        hint: String,
+    },
     #[error(transparent)]
     Store(#[from] crate::store::session::StoreError),
     #[error("`{path}`: {source}")]

@@ -109,6 +109,15 @@ impl<'a> Server<'a> {
         self.proto.answers(&self.ctx(), PROBE_TIMEOUT)
     }
 
+    /// A server failure no session is bound to yet (starting the server, starting a thread).
+    fn failed_unbound(&self, e: &ServerError) -> RuntimeError {
+        RuntimeError::ServerWide {
+            harness: self.harness.id().to_owned(),
+            message: e.message.clone(),
+            hint: format!("see the server log `{}`", self.log.display()),
+        }
+    }
+
     fn failed(&self, id: &str, e: &ServerError) -> RuntimeError {
         let hint = match e.kind {
             ServerErrorKind::Down => format!(
@@ -177,13 +186,9 @@ impl<'a> Server<'a> {
         let deadline = Instant::now() + START_TIMEOUT + Duration::from_secs(5);
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(RuntimeError::Server {
-                    id: String::new(),
-                    message: format!(
-                        "the {} server did not start ({status}):\n{}",
-                        self.harness.id(),
-                        tail(&log, from)
-                    ),
+                return Err(RuntimeError::ServerWide {
+                    harness: self.harness.id().to_owned(),
+                    message: format!("it did not start ({status}):\n{}", tail(&log, from)),
                     hint: format!("see `{}`", log.display()),
                 });
             }
@@ -192,13 +197,9 @@ impl<'a> Server<'a> {
             }
             if Instant::now() >= deadline {
                 let _ = child.kill();
-                return Err(RuntimeError::Server {
-                    id: String::new(),
-                    message: format!(
-                        "the {} server did not answer within {} s",
-                        self.harness.id(),
-                        START_TIMEOUT.as_secs()
-                    ),
+                return Err(RuntimeError::ServerWide {
+                    harness: self.harness.id().to_owned(),
+                    message: format!("it did not answer within {} s", START_TIMEOUT.as_secs()),
                     hint: format!("see `{}`", log.display()),
                 });
             }
@@ -218,7 +219,7 @@ impl<'a> Server<'a> {
         let server_pid = self
             .proto
             .start(&self.ctx(), START_TIMEOUT)
-            .map_err(|e| self.failed("", &e))?;
+            .map_err(|e| self.failed_unbound(&e))?;
         let running = Running {
             server_pid,
             server_start: evidence::process_start(server_pid).unwrap_or(0),
@@ -407,7 +408,7 @@ impl<'a> Server<'a> {
         let thread = self
             .proto
             .start_thread(&self.ctx(), &tree.root, &name)
-            .map_err(|e| self.failed("", &e))?;
+            .map_err(|e| self.failed_unbound(&e))?;
         let now = store::now_rfc3339();
         self.store.update(&thread, |cur| {
             // A hook may have made the record already; either way it is spex's now.
