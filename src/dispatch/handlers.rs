@@ -215,17 +215,8 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             }
         }
         Kind::TurnFailed => {
-            let error = ev.error.clone().unwrap_or_else(|| "the turn failed".into());
-            if let Some(e) = s.end_turn(TurnState::Failed, ctx.now, src, json!({ "error": error }))
-            {
-                if let Some(t) = s.turn.as_mut() {
-                    t.note = Some(error.clone());
-                }
-                out.extend(s.clear_attention(src));
-                out.push(e);
-                s.status = Status::Idle;
-                s.attention = Some(attention("turn_failed", error, ctx.now));
-            }
+            let error = ev.error.as_deref().unwrap_or("the turn failed");
+            out.extend(s.fail_turn(error, ctx.now, src));
         }
         Kind::TurnInterrupted => {
             out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::store;
 use crate::store::session::{NewEvent, ProcessId, Session, Status, TurnState, new_event};
 
 /// What the evidence says happened since the record was last written.
@@ -78,18 +77,13 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     let why = ev.why.clone();
     let why_field = || json!({ "why": why });
     match &ev.finding {
-        Some(Finding::TurnCompleted) => {
-            if let Some(e) = s.end_turn(TurnState::Completed, now, src, json!({})) {
-                out.push(e);
-                out.extend(s.clear_attention(src));
-                if s.status != Status::Exited {
-                    s.status = Status::Idle;
-                }
-            }
-        }
-        Some(Finding::TurnInterrupted) => {
-            if let Some(mut e) = s.end_turn(TurnState::Interrupted, now, src, json!({})) {
-                e.2.extend(fields(why_field()));
+        Some(f @ (Finding::TurnCompleted | Finding::TurnInterrupted)) => {
+            let (state, extra) = if *f == Finding::TurnCompleted {
+                (TurnState::Completed, json!({}))
+            } else {
+                (TurnState::Interrupted, why_field())
+            };
+            if let Some(e) = s.end_turn(state, now, src, extra) {
                 out.push(e);
                 out.extend(s.clear_attention(src));
                 if s.status != Status::Exited {
@@ -105,21 +99,7 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
                 Status::Idle
             };
         }
-        Some(Finding::TurnFailed(error)) => {
-            if let Some(e) = s.end_turn(TurnState::Failed, now, src, json!({ "error": error })) {
-                if let Some(t) = s.turn.as_mut() {
-                    t.note = Some(error.clone());
-                }
-                out.extend(s.clear_attention(src));
-                out.push(e);
-                s.status = Status::Idle;
-                s.attention = Some(store::session::Attention {
-                    reason: "turn_failed".into(),
-                    text: error.clone(),
-                    since: now.to_owned(),
-                });
-            }
-        }
+        Some(Finding::TurnFailed(error)) => out.extend(s.fail_turn(error, now, src)),
         Some(Finding::Gone(reason)) if s.status != Status::Exited => {
             out.extend(s.exit(reason, now, src));
             if let Some(last) = out.last_mut() {

@@ -330,6 +330,32 @@ impl Session {
         ))
     }
 
+    /// The running turn failed with `error`: it ends `failed` with the error as its note, and
+    /// the failure becomes the session's attention (a person should look). Nothing when no
+    /// turn runs.
+    pub fn fail_turn(&mut self, error: &str, now: &str, source: &str) -> Vec<NewEvent> {
+        let Some(ended) = self.end_turn(
+            TurnState::Failed,
+            now,
+            source,
+            serde_json::json!({ "error": error }),
+        ) else {
+            return Vec::new();
+        };
+        if let Some(t) = self.turn.as_mut() {
+            t.note = Some(error.to_owned());
+        }
+        let mut out: Vec<NewEvent> = self.clear_attention(source).into_iter().collect();
+        out.push(ended);
+        self.status = Status::Idle;
+        self.attention = Some(Attention {
+            reason: "turn_failed".into(),
+            text: error.to_owned(),
+            since: now.to_owned(),
+        });
+        out
+    }
+
     /// Clears any attention: the `attention.cleared` event, or nothing when there was none.
     pub fn clear_attention(&mut self, source: &str) -> Option<NewEvent> {
         let a = self.attention.take()?;
