@@ -23,6 +23,8 @@ use crate::spec::SpecNode;
 pub struct Wire {
     /// Payload key of the id that ties an event to its turn.
     pub turn_key: &'static str,
+    /// That id names the turn (every prompt of one turn carries it), not one prompt.
+    pub turn_key_names_turn: bool,
     /// The tool the agent calls to ask the human a question.
     pub ask_tool: &'static str,
 }
@@ -36,6 +38,7 @@ pub fn decode_shared(event: &str, p: &Value, wire: &Wire, edits: Vec<String>) ->
         cwd: str_field(p, "cwd"),
         transcript: str_field(p, "transcript_path"),
         turn_id: str_field(p, wire.turn_key),
+        turn_id_names_turn: wire.turn_key_names_turn,
         subagent: p.get("agent_id").is_some_and(|a| !a.is_null()),
         call_id: str_field(p, "tool_use_id"),
         edits,

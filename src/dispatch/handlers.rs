@@ -80,7 +80,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             let same_turn = s.turn_running()
                 && s.turn.as_ref().is_some_and(|t| {
                     (ev.turn_id.is_some() && t.id == ev.turn_id)
-                        || joins_queue(&t.started_at, ctx.now)
+                        || (!ev.turn_id_names_turn && joins_queue(&t.started_at, ctx.now))
                 });
             if !prompt.trim().is_empty() {
                 s.headline = Some(headline_of(&prompt));
@@ -359,7 +359,57 @@ fn stop_gate(ctx: &Ctx, s: &mut Session, answer: &mut Answer) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::joins_queue;
+    use super::*;
+
+    /// The kinds of the events a prompt makes in a session whose turn `t1` began at
+    /// 12:14:45.183, reported 9 ms later with `turn_id`.
+    fn prompt_in_a_running_turn(turn_id: &str, names_turn: bool) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProjectStore::new(dir.path(), dir.path());
+        let mut s = Session::default();
+        s.turn = Some(Turn {
+            id: Some("t1".into()),
+            state: TurnState::Running,
+            prompt: Some("first".into()),
+            started_at: "2026-11-23T12:14:45.183Z".into(),
+            ended_at: None,
+            note: None,
+            attempt_failed_at: None,
+        });
+        let ev = HookEvent {
+            kind: Some(Kind::PromptSubmitted),
+            turn_id: Some(turn_id.into()),
+            turn_id_names_turn: names_turn,
+            prompt: Some("next".into()),
+            ..HookEvent::default()
+        };
+        let ctx = Ctx {
+            hook: "UserPromptSubmit",
+            ev: &ev,
+            edits: &[],
+            now: "2026-11-23T12:14:45.192Z",
+            spec_first: Policy::Off,
+            stop_gate: StopGate::Off,
+            governance: &Governance::Inline(Vec::new()),
+            store: &store,
+            denied: false,
+            server_reports_failures: false,
+        };
+        apply(&ctx, &mut s).0.into_iter().map(|e| e.0).collect()
+    }
+
+    #[test]
+    fn a_new_turn_id_starts_a_new_turn_where_ids_name_turns() {
+        // The same turn's id: the prompt steers it, whatever the harness.
+        assert_eq!(prompt_in_a_running_turn("t1", true), ["turn.steered"]);
+        // A prompt's own id, milliseconds after the turn began: taken up with it.
+        assert_eq!(prompt_in_a_running_turn("p2", false), ["turn.steered"]);
+        // Another turn's id: the running one ended unreported, a new one starts.
+        assert_eq!(
+            prompt_in_a_running_turn("t2", true),
+            ["turn.interrupted", "turn.started"]
+        );
+    }
 
     #[test]
     fn a_prompt_milliseconds_after_the_turn_began_joins_it() {

@@ -45,6 +45,10 @@ pub struct HookEvent {
     pub transcript: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<String>,
+    /// `turn_id` names the turn itself, so a prompt with another id starts a new one. When it
+    /// names a prompt (several queued prompts can make one turn), only the timing tells.
+    #[serde(skip)]
+    pub turn_id_names_turn: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -454,6 +454,8 @@ const CONTEXT_EVENTS: &[&str] = &[
 /// Claude's spelling of the shared wire format.
 const WIRE: super::Wire = super::Wire {
     turn_key: "prompt_id",
+    // Claude takes prompts queued while it worked up as one turn, each with its own id.
+    turn_key_names_turn: false,
     ask_tool: "AskUserQuestion",
 };
 

@@ -619,6 +619,7 @@ fn response_exit_code(resp: &Value) -> Option<i64> {
 /// Codex's spelling of the shared wire format.
 const WIRE: super::Wire = super::Wire {
     turn_key: "turn_id",
+    turn_key_names_turn: true,
     ask_tool: "request_user_input",
 };
 
