@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::common::{World, pretty, read_or_empty, write};
 use crate::support::codex_home::write_codex_config;
 use crate::support::fake_responses::FakeResponses;
-use crate::support::peers::peers_bin_dir;
+use crate::support::peers::peers_path;
 use crate::support::rpc::Rpc;
 
 /// How long a record may lag behind what the server did (a hook still running).
@@ -50,11 +50,7 @@ impl Rig {
 
     fn cmd(&self, cwd: &Path, args: &[&str]) -> Command {
         let mut c = self.w.cmd(cwd, args);
-        let path = std::env::join_paths(std::iter::once(peers_bin_dir()).chain(
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
-        ))
-        .unwrap();
-        c.env("PATH", path)
+        c.env("PATH", peers_path())
             .env("XDG_RUNTIME_DIR", self.w.dir.path().join("run"))
             .env("FAKE_API_KEY", "dummy")
             .env("OPENAI_API_KEY", "sk-dummy")
@@ -553,14 +549,7 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
     use crate::real_tui::CodexTui;
     let rig = Rig::start(true);
     CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
-    let path = std::env::join_paths(
-        std::iter::once(peers_bin_dir()).chain(std::env::split_paths(
-            &std::env::var_os("PATH").unwrap_or_default(),
-        )),
-    )
-    .unwrap()
-    .to_string_lossy()
-    .into_owned();
+    let path = peers_path().to_string_lossy().into_owned();
     let env = [
         ("PATH", path),
         (

@@ -11,17 +11,13 @@ use serde_json::Value;
 use crate::common::{World, pretty, read_or_empty, write};
 use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
 use crate::support::fake_anthropic::{FAKE_TITLE, FakeAnthropic, PLAIN_ANSWER};
-use crate::support::peers::peers_bin_dir;
+use crate::support::peers::peers_path;
 
 /// `spex` with the world's env plus what the real Claude needs: the pinned peers on PATH, the
 /// fake API, and a short runtime dir for the session sockets.
 fn spex_cmd(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Command {
     let mut c = w.cmd(&w.repo, args);
-    let mut dirs = vec![peers_bin_dir()];
-    if let Some(p) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&p));
-    }
-    c.env("PATH", std::env::join_paths(dirs).unwrap())
+    c.env("PATH", peers_path())
         .env("ANTHROPIC_BASE_URL", fake.base_url())
         .env("ANTHROPIC_API_KEY", DUMMY_API_KEY)
         .env("DISABLE_AUTOUPDATER", "1")
