@@ -115,6 +115,21 @@ pub fn feed(cmd: &mut Command, input: &[u8]) -> Output {
     finish(spawn_piped(cmd), input.to_vec())
 }
 
+/// The stdout of `spex args` (which printed `out`) as JSON; or, unless it exited 0 and printed
+/// JSON, a message with its status and everything it printed.
+pub fn json_result(args: &[&str], out: &Output) -> Result<Value, String> {
+    let text = format!(
+        "spex {args:?}: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        return Err(text);
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("{e}\n{text}"))
+}
+
 impl World {
     /// A world with an empty git repository at `<tmp>/repo`.
     pub fn new() -> World {
