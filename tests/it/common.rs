@@ -453,7 +453,7 @@ impl World {
     }
 
     /// Every session folder of every project in the store.
-    fn all_session_dirs(&self) -> Vec<PathBuf> {
+    pub fn all_session_dirs(&self) -> Vec<PathBuf> {
         let list = |dir: &Path| -> Vec<PathBuf> {
             std::fs::read_dir(dir)
                 .into_iter()
