@@ -24,7 +24,7 @@ mod support {
 }
 use support::codex_home::{FAKE_API_KEY_ENV, write_codex_config};
 use support::fake_responses::FakeResponses;
-use support::peers::codex_bin;
+use support::peers::{codex_bin, peers_path};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -51,15 +51,11 @@ impl World {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/node_modules/.bin");
-        let mut path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .collect::<Vec<_>>();
-        path.insert(0, peers);
         let mut c = Command::new(env!("CARGO_BIN_EXE_spex"));
         c.args(args)
             .current_dir(self.repo())
             .env_clear()
-            .env("PATH", std::env::join_paths(path).unwrap())
+            .env("PATH", peers_path())
             .env("HOME", self.base.join("home"))
             .env("LANG", "C.UTF-8")
             .env("SPEX_HOME", self.base.join("store"))

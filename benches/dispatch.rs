@@ -84,15 +84,18 @@ fn main() {
     let store = dir.path().join("store");
     let env: Vec<(&str, &Path)> = vec![("SPEX_HOME", &store), ("HOME", dir.path())];
     std::fs::write(repo.join("spex.jsonc"), "{ \"harnesses\": [\"codex\"] }").unwrap();
-    let st = Command::new(&spex)
-        .arg("materialize")
-        .current_dir(&repo)
-        .envs(env.iter().map(|(k, v)| (*k, *v)))
-        .env("CODEX_HOME", dir.path().join("codex"))
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let materialize = |tree: &Path| {
+        let st = Command::new(&spex)
+            .arg("materialize")
+            .current_dir(tree)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
+            .env("CODEX_HOME", dir.path().join("codex"))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    materialize(&repo);
     eprintln!("creating {SESSIONS} session records...");
     for i in 0..SESSIONS {
         run(
@@ -191,17 +194,6 @@ fn main() {
         )
         .unwrap();
     }
-    let materialize = |tree: &Path| {
-        let st = Command::new(&spex)
-            .arg("materialize")
-            .current_dir(tree)
-            .envs(env.iter().map(|(k, v)| (*k, *v)))
-            .env("CODEX_HOME", dir.path().join("codex"))
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success());
-    };
     materialize(&repo);
     let plain = dir.path().join("plain");
     assert!(

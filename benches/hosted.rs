@@ -17,10 +17,12 @@
 mod support {
     pub mod fake_anthropic;
     pub mod http;
+    pub mod peers;
 }
 use support::fake_anthropic;
+use support::peers::peers_path;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -38,15 +40,11 @@ struct World {
 impl World {
     /// `spex args` in the world; its output whatever its exit.
     fn run(&self, args: &[&str]) -> std::process::Output {
-        let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/node_modules/.bin");
-        let mut path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .collect::<Vec<_>>();
-        path.insert(0, peers);
         Command::new(env!("CARGO_BIN_EXE_spex"))
             .args(args)
             .current_dir(self.base.join("repo"))
             .env_clear()
-            .env("PATH", std::env::join_paths(path).unwrap())
+            .env("PATH", peers_path())
             .env("HOME", self.base.join("home"))
             .env("SPEX_HOME", self.base.join("store"))
             .env("XDG_CONFIG_HOME", self.base.join("xdg"))

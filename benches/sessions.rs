@@ -55,6 +55,55 @@ fn dispatch(
     assert!(child.wait().expect("wait").success());
 }
 
+/// Where fake live Claude sessions are made: spex and its env, the repo, and `~/.claude`.
+struct ClaudeEnv<'a> {
+    spex: &'a Path,
+    env: &'a [(&'a str, &'a Path)],
+    repo: &'a Path,
+    config: &'a Path,
+}
+
+impl ClaudeEnv<'_> {
+    /// A fake live Claude session `sid`: a `sleep` process standing in for Claude, its
+    /// `SessionStart` and `UserPromptSubmit` (prompt `i`) dispatched (then `Stop` when `idle`),
+    /// and its `sessions/<pid>.json` registry file. Returns the process, for the caller to kill.
+    fn live_session(&self, sid: &str, i: usize, idle: bool) -> Child {
+        let child = Command::new("sleep")
+            .arg("600")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id();
+        let transcript = self.config.join(format!("projects/-repo/{sid}.jsonl"));
+        let base =
+            serde_json::json!({"session_id": sid, "cwd": self.repo, "transcript_path": transcript});
+        let mut ups = base.clone();
+        ups["prompt"] = format!("prompt {i}").into();
+        ups["prompt_id"] = format!("p-{i}").into();
+        let (spex, env, repo) = (self.spex, self.env, self.repo);
+        dispatch(spex, env, repo, "claude", "SessionStart", &base);
+        dispatch(spex, env, repo, "claude", "UserPromptSubmit", &ups);
+        if idle {
+            dispatch(spex, env, repo, "claude", "Stop", &base);
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        let reg = serde_json::json!({"pid": pid, "sessionId": sid, "cwd": self.repo,
+            "procStart": proc_start(pid), "kind": "interactive",
+            "status": if idle { "idle" } else { "busy" },
+            "updatedAt": now_ms, "statusUpdatedAt": now_ms});
+        std::fs::write(
+            self.config.join(format!("sessions/{pid}.json")),
+            reg.to_string(),
+        )
+        .unwrap();
+        child
+    }
+}
+
 /// Field 22 of `/proc/<pid>/stat`: what Claude writes as `procStart`.
 fn proc_start(pid: u32) -> String {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
@@ -131,30 +180,16 @@ fn live() {
     std::fs::create_dir_all(config.join("sessions")).unwrap();
     let env: Vec<(&str, &Path)> = vec![("SPEX_HOME", &store), ("HOME", &home)];
     eprintln!("creating {LIVE} live Claude sessions (processes + registry files)...");
+    let claude = ClaudeEnv {
+        spex: &spex,
+        env: &env,
+        repo: &repo,
+        config: &config,
+    };
     let mut children: Vec<Child> = Vec::new();
     for i in 0..LIVE {
         let sid = format!("00000000-0000-4000-8000-{i:012}");
-        let child = Command::new("sleep")
-            .arg("600")
-            .spawn()
-            .expect("spawn sleep");
-        let pid = child.id();
-        children.push(child);
-        let transcript = config.join(format!("projects/-repo/{sid}.jsonl"));
-        let base =
-            serde_json::json!({"session_id": sid, "cwd": repo, "transcript_path": transcript});
-        let mut ups = base.clone();
-        ups["prompt"] = format!("prompt {i}").into();
-        ups["prompt_id"] = format!("p-{i}").into();
-        dispatch(&spex, &env, &repo, "claude", "SessionStart", &base);
-        dispatch(&spex, &env, &repo, "claude", "UserPromptSubmit", &ups);
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis();
-        let reg = serde_json::json!({"pid": pid, "sessionId": sid, "cwd": repo, "procStart": proc_start(pid),
-            "kind": "interactive", "status": "busy", "updatedAt": now_ms, "statusUpdatedAt": now_ms});
-        std::fs::write(config.join(format!("sessions/{pid}.json")), reg.to_string()).unwrap();
+        children.push(claude.live_session(&sid, i, false));
     }
     eprintln!("creating {EXITED} exited Codex sessions...");
     for i in 0..EXITED {
@@ -256,6 +291,12 @@ fn all() {
         thread_ms += 1500;
         ids.v7(thread_ms)
     };
+    let live_claude = ClaudeEnv {
+        spex: &spex,
+        env: &env,
+        repo: &repo,
+        config: &claude,
+    };
     let mut children: Vec<Child> = Vec::new();
     eprintln!(
         "creating {} live Claude and Codex sessions (half working, half idle; processes)...",
@@ -264,33 +305,7 @@ fn all() {
     for idle in [false, true] {
         for i in 0..ALL_LIVE_EACH {
             let sid = ids.v4();
-            let child = Command::new("sleep")
-                .arg("600")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn sleep");
-            let pid = child.id();
-            children.push(child);
-            let transcript = claude.join(format!("projects/-repo/{sid}.jsonl"));
-            let base =
-                serde_json::json!({"session_id": sid, "cwd": repo, "transcript_path": transcript});
-            let mut ups = base.clone();
-            ups["prompt"] = format!("prompt {i}").into();
-            ups["prompt_id"] = format!("p-{i}").into();
-            dispatch(&spex, &env, &repo, "claude", "SessionStart", &base);
-            dispatch(&spex, &env, &repo, "claude", "UserPromptSubmit", &ups);
-            if idle {
-                dispatch(&spex, &env, &repo, "claude", "Stop", &base);
-            }
-            let now_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis();
-            let reg = serde_json::json!({"pid": pid, "sessionId": sid, "cwd": repo, "procStart": proc_start(pid),
-                "kind": "interactive", "status": if idle { "idle" } else { "busy" },
-                "updatedAt": now_ms, "statusUpdatedAt": now_ms});
-            std::fs::write(claude.join(format!("sessions/{pid}.json")), reg.to_string()).unwrap();
+            children.push(live_claude.live_session(&sid, i, idle));
         }
         for i in 0..ALL_LIVE_EACH {
             let thread = v7(&mut ids);

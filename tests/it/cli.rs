@@ -350,8 +350,6 @@ fn prune_removes_old_exited_sessions_and_nothing_live() {
 #[test]
 fn the_event_log_stays_bounded_and_readable_across_rotations() {
     let w = World::new();
-    // The log's first events rotate out, so it no longer opens at seq 1 as the grammar reads it.
-    w.skip_grammar();
     write(
         &w.repo.join("spex.jsonc"),
         "{ \"harnesses\": [\"codex\"], \"store\": { \"eventLogBytes\": 4096 } }\n",
@@ -403,5 +401,63 @@ fn the_event_log_stays_bounded_and_readable_across_rotations() {
     assert!(
         seqs.len() > 10 && seqs[0] > 1,
         "older events rotated out: {seqs:?}"
+    );
+}
+
+/// The grammar check a dropped `World` runs is itself a check: a store whose event log opens a
+/// second turn while one is open makes the drop panic and say so.
+#[test]
+fn dropping_a_world_whose_event_log_breaks_the_grammar_panics() {
+    let w = World::new();
+    let base = serde_json::json!({ "session_id": "thread-bad", "cwd": w.repo, "turn_id": "t1" });
+    let start = merged(
+        &base,
+        &serde_json::json!({"hook_event_name": "SessionStart", "source": "startup"}),
+    );
+    assert!(
+        w.dispatch(&w.repo, "codex", "SessionStart", &start)
+            .status
+            .success()
+    );
+    let prompt = merged(
+        &base,
+        &serde_json::json!({"hook_event_name": "UserPromptSubmit", "prompt": "go"}),
+    );
+    assert!(
+        w.dispatch(&w.repo, "codex", "UserPromptSubmit", &prompt)
+            .status
+            .success()
+    );
+    let id = w
+        .alias("codex", "thread-bad")
+        .expect("the thread has a session");
+    let dir = w.session_dir(&id);
+    assert!(
+        w.all_session_dirs().contains(&dir),
+        "{} not among {:?}",
+        dir.display(),
+        w.all_session_dirs()
+    );
+    let events = w.events(&id);
+    let started = events
+        .iter()
+        .find(|e| e["kind"] == "turn.started")
+        .unwrap_or_else(|| panic!("no turn.started: {events:?}"));
+    let mut again = started.clone();
+    again["seq"] = (events.last().unwrap()["seq"].as_u64().unwrap() + 1).into();
+    let log = dir.join("events.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&format!("{again}\n"));
+    write(&log, text);
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(w)));
+    let payload = dropped.expect_err("dropping the world checks the grammar");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default();
+    assert!(
+        message.contains("turn.started while a turn is open"),
+        "{message}"
     );
 }

@@ -2,17 +2,16 @@
 //! pinned Codex, offline: its default provider with no network keeps a turn in progress, the
 //! fake Responses API runs whole turns). Needs `scripts/install-peers.sh`; fails, never skips.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, pretty, read_or_empty, write};
+use crate::common::{World, feed, json_result, pretty, read_or_empty, write};
 use crate::support::codex_home::write_codex_config;
 use crate::support::fake_responses::FakeResponses;
-use crate::support::peers::peers_bin_dir;
+use crate::support::peers::peers_path;
 use crate::support::rpc::Rpc;
 
 /// How long a record may lag behind what the server did (a hook still running).
@@ -50,11 +49,7 @@ impl Rig {
 
     fn cmd(&self, cwd: &Path, args: &[&str]) -> Command {
         let mut c = self.w.cmd(cwd, args);
-        let path = std::env::join_paths(std::iter::once(peers_bin_dir()).chain(
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
-        ))
-        .unwrap();
-        c.env("PATH", path)
+        c.env("PATH", peers_path())
             .env("XDG_RUNTIME_DIR", self.w.dir.path().join("run"))
             .env("FAKE_API_KEY", "dummy")
             .env("OPENAI_API_KEY", "sk-dummy")
@@ -73,31 +68,11 @@ impl Rig {
         args: &[&str],
         input: Option<&str>,
     ) -> Result<Value, String> {
-        let mut c = self.cmd(cwd, args);
-        c.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().expect("spex runs");
-        if let Some(text) = input {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-        }
-        drop(child.stdin.take());
-        let out = child.wait_with_output().unwrap();
-        let text = format!(
-            "spex {args:?}: {}\nstdout:\n{}\nstderr:\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let out = feed(
+            &mut self.cmd(cwd, args),
+            input.unwrap_or_default().as_bytes(),
         );
-        if !out.status.success() {
-            return Err(format!("{text}\n{}", self.diag()));
-        }
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("{e}\n{text}"))
+        json_result(args, &out).map_err(|e| format!("{e}\n{}", self.diag()))
     }
 
     fn server_log(&self) -> String {
@@ -553,14 +528,7 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
     use crate::real_tui::CodexTui;
     let rig = Rig::start(true);
     CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
-    let path = std::env::join_paths(
-        std::iter::once(peers_bin_dir()).chain(std::env::split_paths(
-            &std::env::var_os("PATH").unwrap_or_default(),
-        )),
-    )
-    .unwrap()
-    .to_string_lossy()
-    .into_owned();
+    let path = peers_path().to_string_lossy().into_owned();
     let env = [
         ("PATH", path),
         (

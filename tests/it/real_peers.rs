@@ -3,7 +3,6 @@
 //! call `spex dispatch` for every bound event (and nothing after `clean`), and `spex doctor` must
 //! tell a broken shim apart from a good one. Needs `scripts/install-peers.sh`; fails, never skips.
 
-use std::ffi::OsString;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -17,7 +16,7 @@ use crate::support::claude_home::{claude_command, print_turn};
 use crate::support::codex_home::{codex_command, trust_project, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
 use crate::support::fake_responses::FakeResponses;
-use crate::support::peers::peers_bin_dir;
+use crate::support::peers::peers_path;
 use crate::support::rpc::AppServer;
 
 /// The events spex binds for Codex (`src/adapters/codex/mod.rs`).
@@ -63,15 +62,6 @@ fn output_text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// `PATH` with the pinned peers first, so `spex doctor` finds the real `claude` and `codex`.
-fn peers_path() -> OsString {
-    let mut dirs = vec![peers_bin_dir()];
-    if let Some(p) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&p));
-    }
-    std::env::join_paths(dirs).expect("PATH joins")
 }
 
 fn seed_project(w: &World) {

@@ -8,20 +8,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{World, pretty, read_or_empty, write};
+use crate::common::{World, json_result, pretty, read_or_empty, write};
 use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
 use crate::support::fake_anthropic::{FAKE_TITLE, FakeAnthropic, PLAIN_ANSWER};
-use crate::support::peers::peers_bin_dir;
+use crate::support::peers::peers_path;
 
 /// `spex` with the world's env plus what the real Claude needs: the pinned peers on PATH, the
 /// fake API, and a short runtime dir for the session sockets.
 fn spex_cmd(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Command {
     let mut c = w.cmd(&w.repo, args);
-    let mut dirs = vec![peers_bin_dir()];
-    if let Some(p) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&p));
-    }
-    c.env("PATH", std::env::join_paths(dirs).unwrap())
+    c.env("PATH", peers_path())
         .env("ANTHROPIC_BASE_URL", fake.base_url())
         .env("ANTHROPIC_API_KEY", DUMMY_API_KEY)
         .env("DISABLE_AUTOUPDATER", "1")
@@ -32,16 +28,7 @@ fn spex_cmd(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Command {
 
 fn run_json(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Result<Value, String> {
     let out = spex_cmd(w, fake, args).output().expect("spex runs");
-    let text = format!(
-        "spex {args:?}: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success() {
-        return Err(text);
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("{e}\n{text}"))
+    json_result(args, &out)
 }
 
 /// The private runtime dir the tests point `XDG_RUNTIME_DIR` at.

@@ -1,5 +1,6 @@
 //! The real harness binaries installed by `scripts/install-peers.sh`, and hermetic ways to run them.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::thread;
@@ -8,6 +9,16 @@ use std::time::{Duration, Instant};
 /// `<repo>/.peers/node_modules/.bin`.
 pub fn peers_bin_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/node_modules/.bin")
+}
+
+/// `PATH` with the pinned peers first (then the inherited `PATH`), so spex finds the real
+/// `claude` and `codex`.
+pub fn peers_path() -> OsString {
+    let mut dirs = vec![peers_bin_dir()];
+    if let Some(p) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    std::env::join_paths(dirs).expect("PATH joins")
 }
 
 fn peer(name: &str) -> PathBuf {
