@@ -366,16 +366,18 @@ mod tests {
     fn prompt_in_a_running_turn(turn_id: &str, names_turn: bool) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let store = ProjectStore::new(dir.path(), dir.path());
-        let mut s = Session::default();
-        s.turn = Some(Turn {
-            id: Some("t1".into()),
-            state: TurnState::Running,
-            prompt: Some("first".into()),
-            started_at: "2026-11-23T12:14:45.183Z".into(),
-            ended_at: None,
-            note: None,
-            attempt_failed_at: None,
-        });
+        let mut s = Session {
+            turn: Some(Turn {
+                id: Some("t1".into()),
+                state: TurnState::Running,
+                prompt: Some("first".into()),
+                started_at: "2026-11-23T12:14:45.183Z".into(),
+                ended_at: None,
+                note: None,
+                attempt_failed_at: None,
+            }),
+            ..Session::default()
+        };
         let ev = HookEvent {
             kind: Some(Kind::PromptSubmitted),
             turn_id: Some(turn_id.into()),
