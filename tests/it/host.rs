@@ -98,7 +98,20 @@ fn record(w: &World) {
 }
 
 /// The host of `ID` running `script`, once it serves its socket.
-fn host(w: &World, socket: &Path, script: &str) -> Child {
+/// A host process a test started; killed on drop if it still runs, so a failed test leaves no
+/// host (nor, through its closed terminal, its program) behind.
+struct Host(Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn host(w: &World, socket: &Path, script: &str) -> Host {
     let log = std::fs::File::create(w.dir.path().join("host.log")).unwrap();
     let repo = w.repo.to_str().unwrap().to_owned();
     let sock = socket.to_str().unwrap().to_owned();
@@ -135,7 +148,7 @@ fn host(w: &World, socket: &Path, script: &str) -> Child {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    child
+    Host(child)
 }
 
 #[test]
@@ -233,7 +246,7 @@ fn the_host_serves_a_private_versioned_socket_and_kills_what_ignores_term() {
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
+        if let Some(s) = child.0.try_wait().unwrap() {
             break s;
         }
         assert!(Instant::now() < deadline, "the host outlived its program");
