@@ -27,6 +27,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
         server.attach(&id)?;
     } else {
+        crate::runtime::reach_if_alive(env, &store, &id)?;
         attach(env, &id, detach_key(env, &record.tree))?;
     }
     Ok(Outcome::Ok)
