@@ -22,11 +22,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    // A session on a server gets its terminal back under a host if it was closed.
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
-        server.attach(&id)?;
-    } else {
-        attach(env, &id, detach_key(env, &record.tree))?;
+        let l = super::launch::relaunch(env, &record, std::time::Duration::from_mins(1))?;
+        server.host(&l, &id)?;
     }
+    attach(env, &id, detach_key(env, &record.tree))?;
     Ok(Outcome::Ok)
 }
 

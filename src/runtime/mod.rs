@@ -420,6 +420,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
 }
 
 /// Starts the host of session `id` running `argv` and waits until the harness is ready.
+/// Sessions on a server get their host through [`server::Server::host`].
 fn start_host(
     l: &Launch,
     store: &ProjectStore,
@@ -568,10 +569,12 @@ fn shown(screen: &str) -> String {
 
 /// Folds the host's liveness into a hosted session's record: a host that no longer answers
 /// means the session is gone (`exited`, reason `host gone`), whatever killed it. Sessions not
-/// hosted by spex (no host log) and sessions still starting are left to other evidence.
+/// hosted by spex (no host log), sessions still starting and sessions a server holds (their
+/// host runs only a client of it) are left to other evidence.
 pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<Session> {
     // The status first: it costs no syscall, and most records of a long-lived store have exited.
     if matches!(s.status, Status::Exited | Status::Starting)
+        || adapters::lookup(&s.harness).is_some_and(|h| h.server().is_some())
         || !store.session_dir(&s.id).join("host.log").is_file()
     {
         return None;
