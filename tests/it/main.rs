@@ -1,6 +1,7 @@
 //! Integration tests: one binary (see Cargo.toml `[[test]] name = "it"`).
 
 mod architecture;
+mod attach;
 mod cassettes;
 mod cli;
 mod codex_runtime;
