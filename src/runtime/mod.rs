@@ -479,6 +479,8 @@ fn start_host(
     let mut last_screen = String::new();
     let mut changed_at = Instant::now();
     let mut prompt_since: Option<Instant> = None;
+    // The program is a client of the harness's server rather than the session itself.
+    let client = l.harness.server().is_some();
     let ready = loop {
         if let Some(e) = failed(&mut host) {
             return Err(e);
@@ -520,6 +522,11 @@ fn start_host(
             if screen != last_screen {
                 last_screen = screen;
                 changed_at = Instant::now();
+            } else if client && !screen.trim().is_empty() && changed_at.elapsed() >= STUCK_AFTER {
+                // A client of a server (the session runs there, prompts go there): a screen of
+                // its own that waits for the person (a notice, an upgrade offer) is theirs to
+                // answer on `attach`; the session is ready all the same.
+                break r;
             } else if !started
                 && !at_prompt
                 && !screen.trim().is_empty()

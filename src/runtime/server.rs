@@ -805,6 +805,33 @@ impl<'a> Server<'a> {
     }
 }
 
+/// The servers of the project `store` keeps (main checkout `main`): one per harness that runs
+/// its sessions on a server. Enough to report on and stop them (no harness binary resolved).
+pub fn of_project<'a>(
+    env: &'a Env,
+    store: &ProjectStore,
+    main: &Path,
+) -> Result<Vec<Server<'a>>, RuntimeError> {
+    let mut out = Vec::new();
+    for h in crate::adapters::all() {
+        if let Some(s) = Server::new(env, *h, store, main, PathBuf::new(), Vec::new())? {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// `3h 5m`, `4m 10s`, `12s`: an uptime for people.
+pub fn duration_words(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
 /// TERM to the process group of `p`, KILL after a grace when it still runs.
 fn stop_process(p: ProcessId) {
     signal_group(p.pid, rustix::process::Signal::TERM);
