@@ -606,6 +606,12 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
         "the TUI did not quit:\n{}",
         tui.text()
     );
+    // Its host says what is true: the terminal closed, the session did not end.
+    let said = tui.text();
+    assert!(
+        said.contains("session keeps running") && !said.contains(&format!("[session {id} ended]")),
+        "{said}"
+    );
     let shown = rig.show(&id);
     assert_eq!(
         shown["session"]["live"],
@@ -692,12 +698,14 @@ fn only_session(rig: &Rig, within: Duration) -> String {
 }
 
 /// Issue 20 item 4: the Codex TUI that `spex launch` opens runs under spex's PTY host, exactly
-/// as Claude's does: the launching terminal is attached to it; `Ctrl-\` detaches (Codex's own
-/// resume hint never reaches the terminal); `snapshot` reads the host's screen, `--record`
-/// writes a cassette that checks; the app-server stays the control plane (the prompt went in
-/// as a turn, `deliver` starts one).
+/// as Claude's does: the launching terminal is attached to it and stays attached through 30 s
+/// of silence; `Ctrl-\` detaches with exactly one true line (Codex's own resume hint never
+/// reaches the terminal) and gives the terminal back restored; `snapshot` reads the host's
+/// screen, `--record` writes a cassette that checks; the app-server stays the control plane
+/// (the prompt went in as a turn, `deliver` starts one).
 #[test]
 fn codex_launch_is_hosted_detaches_with_the_key_and_records() {
+    use crate::support::term::Modes;
     let rig = Rig::start(true);
     crate::real_tui::CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
     let mut t = attached(
@@ -716,6 +724,15 @@ fn codex_launch_is_hosted_detaches_with_the_key_and_records() {
     });
     t.wait_until(SETTLE, |v| v.text().contains("first words"))
         .unwrap_or_else(|e| panic!("{e}\n{}", rig.diag()));
+    // A person reads for half a minute; nothing happens, and the terminal stays attached.
+    let quiet = t.mark();
+    std::thread::sleep(Duration::from_secs(30));
+    assert!(t.running(), "attach left during silence:\n{}", t.diag());
+    assert!(
+        !t.since(quiet).contains("ended"),
+        "attach said the session ended:\n{}",
+        t.diag()
+    );
     let mark = t.mark();
     t.send(b"\x1c");
     assert!(
@@ -724,11 +741,17 @@ fn codex_launch_is_hosted_detaches_with_the_key_and_records() {
         t.diag()
     );
     let said = t.since(mark);
-    assert!(said.contains("detached"), "{said}");
+    assert_eq!(
+        said.matches("detached").count(),
+        1,
+        "one detach line:\n{said}"
+    );
+    assert!(!said.contains("ended"), "{said}");
     assert!(
         !said.contains("codex resume") && !said.contains("--remote"),
         "Codex's own resume hint reached the terminal:\n{said}"
     );
+    assert_eq!(t.modes(), Modes::RESTORED, "{}", t.diag());
     // Detached, the session runs on, under its host.
     let shown = rig.show(&id);
     assert_eq!(shown["session"]["live"], true, "{}", pretty(&shown));
