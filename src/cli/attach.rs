@@ -24,12 +24,14 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    // A session on a server gets its terminal back under a host if it was closed.
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
-        server.attach(&id)?;
+        let l = super::launch::relaunch(env, &record, std::time::Duration::from_mins(1))?;
+        server.host(&l, &id)?;
     } else {
         crate::runtime::reach_if_alive(env, &store, &id)?;
-        attach(env, &id, detach_key(env, &record.tree))?;
     }
+    attach(env, &id, detach_key(env, &record.tree))?;
     Ok(Outcome::Ok)
 }
 
@@ -120,9 +122,23 @@ pub fn attach(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
                 "[disconnected from {id}; it keeps running: `spex attach {id}` comes back]\r\n"
             );
         }
+        // A session held by a server outlives its terminal (the harness's UI quit).
+        Left::Closed if lives_on(env, id) => {
+            eprint!(
+                "[the terminal of {id} closed; the session keeps running: `spex attach {id}` opens it again]\r\n"
+            );
+        }
         Left::Closed => eprint!("[session {id} ended]\r\n"),
     }
     Ok(())
+}
+
+/// Whether session `id` still runs after its host closed (its record has not exited).
+fn lives_on(env: &Env, id: &str) -> bool {
+    super::sessions::project(env)
+        .ok()
+        .and_then(|store| store.load(id).ok().flatten())
+        .is_some_and(|s| s.status != crate::store::session::Status::Exited)
 }
 
 /// The attached connection (read: the session's output; write: keys) and the window-change
