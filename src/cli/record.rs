@@ -10,7 +10,7 @@ use crate::runtime;
 /// A recording started mid-session opens with the current screen and is marked `partial`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session id or a unique prefix of it.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Stop recording and finish the cassette.
     #[arg(long)]
