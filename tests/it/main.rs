@@ -1,6 +1,7 @@
 //! Integration tests: one binary (see Cargo.toml `[[test]] name = "it"`).
 
 mod architecture;
+mod attach;
 mod cassettes;
 mod cli;
 mod codex_runtime;
@@ -15,4 +16,5 @@ mod real_peers;
 mod real_sessions;
 mod real_tui;
 mod runtime;
+mod safety;
 mod support;

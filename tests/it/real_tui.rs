@@ -15,6 +15,7 @@ use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
 use crate::support::fake_anthropic::FakeAnthropic;
 use crate::support::http::random_hex;
 use crate::support::peers::claude_bin;
+use crate::support::term::Answerer;
 
 /// The TUI's first screen, from a cold start on a loaded 2-core machine.
 const STARTUP: Duration = Duration::from_mins(1);
@@ -401,28 +402,6 @@ fn claude_tui_esc_approve_kill_and_headline_are_true_without_hooks() {
     assert_grammar(&rec, &events, &|| diag(&tui));
 }
 
-/// Replies to the terminal queries a TUI sends at start (crossterm waits for some of them).
-fn answer_queries(chunk: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let has = |q: &[u8]| chunk.windows(q.len()).any(|w| w == q);
-    if has(b"\x1b[6n") {
-        out.extend_from_slice(b"\x1b[1;1R");
-    }
-    if has(b"\x1b[?u") {
-        out.extend_from_slice(b"\x1b[?0u");
-    }
-    if has(b"\x1b[c") || has(b"\x1b[0c") {
-        out.extend_from_slice(b"\x1b[?62;22c");
-    }
-    if has(b"\x1b]10;?") {
-        out.extend_from_slice(b"\x1b]10;rgb:ffff/ffff/ffff\x1b\\");
-    }
-    if has(b"\x1b]11;?") {
-        out.extend_from_slice(b"\x1b]11;rgb:0000/0000/0000\x1b\\");
-    }
-    out
-}
-
 /// A Codex TUI under a PTY, answering its terminal queries. Its process group is killed on
 /// Drop, and so is every process whose command line names the world's folder (the managed
 /// app-server daemon default mode starts from `$CODEX_HOME/packages` outlives the TUI).
@@ -509,12 +488,13 @@ impl CodexTui {
         let (sink, replies) = (Arc::clone(&screen), Arc::clone(&writer));
         std::thread::spawn(move || {
             let _keep = pair.master;
+            let mut answers = Answerer::new(40, 120);
             let mut buf = [0u8; 8192];
             while let Ok(n) = reader.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
-                let reply = answer_queries(&buf[..n]);
+                let reply = answers.feed(&buf[..n]);
                 if !reply.is_empty() {
                     let mut wr = replies.lock().unwrap();
                     let _ = wr.write_all(&reply).and_then(|()| wr.flush());

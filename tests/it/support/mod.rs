@@ -12,3 +12,4 @@ pub mod http;
 pub mod payloads;
 pub mod peers;
 pub mod rpc;
+pub mod term;
