@@ -402,7 +402,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
         Ok(()) => {
             return Err(RuntimeError::Refused {
                 id: id.to_owned(),
-                message: format!("it is running; `spex attach {id}` to it"),
+                message: format!("it is running; `spex attach {id}` reaches it"),
             });
         }
         Err(RuntimeError::HostGone { .. }) => {}
