@@ -213,10 +213,14 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         launch.binary.clone(),
         launch.args.clone(),
     )? {
-        let (launched, delivery) = server.launch(&launch.spex_bin, &tree, prompt.as_deref())?;
+        let (launched, delivery) = server.launch(&launch, prompt.as_deref())?;
         report(args.json, args.detach, &launched, delivery.as_ref());
         if !args.detach {
-            server.attach(&launched.id)?;
+            super::attach::attach(
+                env,
+                &launched.id,
+                super::attach::detach_key(env, &tree.root),
+            )?;
         }
         return Ok(Outcome::Ok);
     }
@@ -246,7 +250,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
 
 /// The server session `record` runs on, when its harness runs sessions on a server. With
 /// `binary`, the harness binary and the user's arguments are resolved (to start the server
-/// or its terminal UI).
+/// or its terminal UI; [`relaunch`] resolves the rest).
 pub fn server_of<'e>(
     env: &'e Env,
     store: &ProjectStore,
@@ -283,6 +287,17 @@ pub fn server_of<'e>(
         bin,
         bin_args,
     )?)
+}
+
+/// What starting a terminal for `record`'s session again needs (its tree, harness, binary,
+/// this terminal's size).
+pub fn relaunch<'e>(
+    env: &'e Env,
+    record: &Session,
+    ready_timeout: Duration,
+) -> anyhow::Result<Launch<'e>> {
+    let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
+    resolve(env, &tree, Some(&record.harness), ready_timeout, false)
 }
 
 /// Prints what `launch` and `resume` started.

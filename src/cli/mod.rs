@@ -18,6 +18,7 @@ pub mod record;
 pub mod replay;
 pub mod resume;
 pub mod serve;
+pub mod server;
 pub mod sessions;
 pub mod slash;
 pub mod snapshot;
@@ -61,6 +62,7 @@ pub enum Command {
     Record(record::Args),
     Replay(replay::Args),
     Cassette(cassette::Args),
+    Server(server::Args),
     #[command(hide = true)]
     Host(host::Args),
     #[command(hide = true)]
@@ -110,6 +112,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Record(a) => record::run(&a, env),
         Command::Replay(a) => replay::run(&a, env),
         Command::Cassette(a) => cassette::run(&a, env),
+        Command::Server(a) => server::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),
         Command::Completions { shell } => {

@@ -32,10 +32,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
-        let launched = server.resume(&super::spex_binary()?, &id, args.force)?;
+        let l = super::launch::relaunch(env, &record, Duration::from_secs(args.ready_timeout))?;
+        let launched = server.resume(&l, &id, args.force)?;
         super::launch::report(args.json, args.detach, &launched, None);
         if !args.detach {
-            server.attach(&id)?;
+            super::attach::attach(env, &id, super::attach::detach_key(env, &record.tree))?;
         }
         return Ok(Outcome::Ok);
     }

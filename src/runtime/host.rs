@@ -31,6 +31,9 @@ pub struct HostSpec {
     pub spawn: Spawn,
     /// Literal text a recording scrubs besides spex's own rules (config `scrub`).
     pub scrub: Vec<String>,
+    /// The program is the session (its end ends the session), rather than a client of a
+    /// server that holds the session (a harness's UI on a server thread, which outlives it).
+    pub program_is_session: bool,
 }
 
 struct Shared {
@@ -382,7 +385,14 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
             break exit;
         }
     };
-    record_exit(&spec.store, &spec.id, exit);
+    if spec.program_is_session {
+        record_exit(&spec.store, &spec.id, exit);
+    } else {
+        eprintln!(
+            "{} the terminal UI ended ({exit:?}); the session lives on in its server",
+            crate::store::now_rfc3339()
+        );
+    }
     // The recording ends with the last screen (its `final.json` quotes it) and every byte the
     // program wrote, even after it was reaped.
     shared.frame("end");

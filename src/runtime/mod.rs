@@ -420,6 +420,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
 }
 
 /// Starts the host of session `id` running `argv` and waits until the harness is ready.
+/// Sessions on a server get their host through [`server::Server::host`].
 fn start_host(
     l: &Launch,
     store: &ProjectStore,
@@ -478,6 +479,8 @@ fn start_host(
     let mut last_screen = String::new();
     let mut changed_at = Instant::now();
     let mut prompt_since: Option<Instant> = None;
+    // The program is a client of the harness's server rather than the session itself.
+    let client = l.harness.server().is_some();
     let ready = loop {
         if let Some(e) = failed(&mut host) {
             return Err(e);
@@ -519,6 +522,11 @@ fn start_host(
             if screen != last_screen {
                 last_screen = screen;
                 changed_at = Instant::now();
+            } else if client && !screen.trim().is_empty() && changed_at.elapsed() >= STUCK_AFTER {
+                // A client of a server (the session runs there, prompts go there): a screen of
+                // its own that waits for the person (a notice, an upgrade offer) is theirs to
+                // answer on `attach`; the session is ready all the same.
+                break r;
             } else if !started
                 && !at_prompt
                 && !screen.trim().is_empty()
@@ -568,10 +576,12 @@ fn shown(screen: &str) -> String {
 
 /// Folds the host's liveness into a hosted session's record: a host that no longer answers
 /// means the session is gone (`exited`, reason `host gone`), whatever killed it. Sessions not
-/// hosted by spex (no host log) and sessions still starting are left to other evidence.
+/// hosted by spex (no host log), sessions still starting and sessions a server holds (their
+/// host runs only a client of it) are left to other evidence.
 pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<Session> {
     // The status first: it costs no syscall, and most records of a long-lived store have exited.
     if matches!(s.status, Status::Exited | Status::Starting)
+        || adapters::lookup(&s.harness).is_some_and(|h| h.server().is_some())
         || !store.session_dir(&s.id).join("host.log").is_file()
     {
         return None;

@@ -118,3 +118,78 @@ fn a_json_key_given_twice_is_refused_not_half_edited() {
     );
     assert_eq!(read(&w.home.join(".claude.json")), state);
 }
+
+fn git_out(cwd: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(cwd)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Materialize and clean in `tree` (a committed, seeded checkout): the generated files are
+/// invisible to `git status`, and clean leaves the checkout as it was.
+fn works_in(w: &World, tree: &Path) {
+    let before = w.snapshot(&[tree]);
+    w.ok(tree, &["materialize"]);
+    assert!(tree.join("CLAUDE.md").is_file() && tree.join(".claude/settings.json").is_file());
+    assert_eq!(
+        git_out(tree, &["status", "--porcelain"]),
+        "",
+        "generated files are excluded"
+    );
+    w.ok(tree, &["clean"]);
+    let diff = before.content_diff(&w.snapshot(&[tree]));
+    assert!(diff.is_empty(), "clean left:\n{}", diff.join("\n"));
+}
+
+#[test]
+fn a_separate_git_dir_and_a_submodule_are_checkouts() {
+    let w = World::new();
+    let base = w.repo.parent().unwrap().to_owned();
+    // `git init --separate-git-dir`: `.git` is a file naming a git dir elsewhere.
+    let sep = base.join("sep");
+    git(
+        &base,
+        &[
+            "init",
+            "-q",
+            "-b",
+            "main",
+            "--separate-git-dir",
+            "sep.git",
+            "sep",
+        ],
+    );
+    seed(&w, &sep);
+    git(&sep, &["add", "-A"]);
+    git(&sep, &["commit", "-q", "-m", "base"]);
+    works_in(&w, &sep);
+
+    // A submodule checkout: its git dir is the superproject's `.git/modules/<name>`.
+    let lib = base.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q", "-b", "main"]);
+    seed(&w, &lib);
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "super"]);
+    git(
+        &w.repo,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            lib.to_str().unwrap(),
+            "lib",
+        ],
+    );
+    let sub = w.repo.join("lib");
+    assert!(sub.join(".git").is_file());
+    works_in(&w, &sub);
+}
