@@ -15,7 +15,7 @@ use crate::runtime::{Client, RuntimeError};
 /// and leaves it running.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session id or a unique prefix of it.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
 }
 

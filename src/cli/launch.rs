@@ -40,6 +40,10 @@ pub struct Args {
     /// Print the result as JSON (implies nothing about attaching).
     #[arg(long)]
     pub json: bool,
+    /// Name the session (letters, digits, `-`, `_`; unique among the project's live sessions):
+    /// every command that takes a session takes its name too, and `spex sessions` shows it.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// How long the harness may take to be ready for a prompt.
     #[arg(long, default_value_t = 60)]
     pub ready_timeout: u64,
@@ -205,6 +209,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             tree.root.display()
         );
     }
+    if let Some(name) = &args.name {
+        // Refused before anything starts; taken for real once the session exists.
+        store.name_free(name, None)?;
+    }
     if let Some(server) = Server::new(
         env,
         launch.harness,
@@ -214,7 +222,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         launch.args.clone(),
     )? {
         let (launched, delivery) = server.launch(&launch, prompt.as_deref())?;
-        report(args.json, args.detach, &launched, delivery.as_ref());
+        if let Some(name) = &args.name {
+            store.set_name(&launched.id, Some(name))?;
+        }
+        report(&store, args.json, args.detach, &launched, delivery.as_ref());
         if !args.detach {
             super::attach::attach(
                 env,
@@ -225,6 +236,9 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     let launched = runtime::launch(&launch)?;
+    if let Some(name) = &args.name {
+        store.set_name(&launched.id, Some(name))?;
+    }
     let delivery = match &prompt {
         Some(text) => Some(runtime::deliver(
             env,
@@ -237,7 +251,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         )?),
         None => None,
     };
-    report(args.json, args.detach, &launched, delivery.as_ref());
+    report(&store, args.json, args.detach, &launched, delivery.as_ref());
     if !args.detach {
         super::attach::attach(
             env,
@@ -300,19 +314,27 @@ pub fn relaunch<'e>(
     resolve(env, &tree, Some(&record.harness), ready_timeout, false)
 }
 
-/// Prints what `launch` and `resume` started.
+/// Prints what `launch` and `resume` started: the session's handle and the commands that
+/// reach it (with `--detach`), or `{session: {id, handle, name, socket, host_pid, child_pid},
+/// delivery}` with `--json`.
 pub fn report(
+    store: &ProjectStore,
     json: bool,
     detach: bool,
     launched: &runtime::Launched,
     delivery: Option<&runtime::Delivery>,
 ) {
+    let handle = store.label_of(&launched.id);
+    let name = store.load(&launched.id).ok().flatten().and_then(|s| s.name);
     if json {
-        output::json(&serde_json::json!({ "session": launched, "delivery": delivery }));
+        let mut session = serde_json::to_value(launched).expect("serializes");
+        session["handle"] = handle.into();
+        session["name"] = name.into();
+        output::json(&serde_json::json!({ "session": session, "delivery": delivery }));
     } else if detach {
-        let id = &launched.id;
+        let named = name.map(|n| format!(" ({n})")).unwrap_or_default();
         output::print(&format!(
-            "{id}\n  attach:  spex attach {id}\n  deliver: spex deliver {id} \"<prompt>\"\n"
+            "{handle}{named}\n  attach:  spex attach {handle}\n  deliver: spex deliver {handle} \"<prompt>\"\n"
         ));
     }
 }

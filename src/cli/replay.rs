@@ -15,7 +15,9 @@ use crate::runtime;
 /// Play a recorded session: in real time, scaled, or collapsed (no pauses, same bytes).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A cassette folder, or the id of a session recorded with `launch --record`.
+    /// A cassette folder, or a session recorded with `launch --record`: its handle (the `ID`
+    /// column of `spex sessions`), name, id, or a unique prefix of a handle or id.
+    #[arg(add = super::complete::sessions())]
     pub cassette: String,
     /// Play this many times faster (2 = twice as fast).
     #[arg(long, conflicts_with = "collapsed")]

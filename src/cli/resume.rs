@@ -10,7 +10,7 @@ use crate::runtime;
 /// Resume an exited session (its conversation) under a new terminal host, then attach.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session id or a unique prefix of it.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Do not attach this terminal.
     #[arg(long)]
@@ -34,7 +34,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
         let l = super::launch::relaunch(env, &record, Duration::from_secs(args.ready_timeout))?;
         let launched = server.resume(&l, &id, args.force)?;
-        super::launch::report(args.json, args.detach, &launched, None);
+        super::launch::report(&store, args.json, args.detach, &launched, None);
         if !args.detach {
             super::attach::attach(env, &id, super::attach::detach_key(env, &record.tree))?;
         }
@@ -49,7 +49,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         false,
     )?;
     let launched = runtime::resume(&launch, &store, &id)?;
-    super::launch::report(args.json, args.detach, &launched, None);
+    super::launch::report(&store, args.json, args.detach, &launched, None);
     if !args.detach {
         super::attach::attach(
             env,

@@ -389,7 +389,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
     if call(l.env, id, Request::Ping).is_ok() {
         return Err(RuntimeError::Refused {
             id: id.to_owned(),
-            message: "it is running; `spex attach` to it".into(),
+            message: format!("it is running; `spex attach {id}` reaches it"),
         });
     }
     let argv = l

@@ -181,7 +181,7 @@ impl<'a> Server<'a> {
                 "the server does not know the session's thread; `spex show {id}` shows its record"
             ),
             ServerErrorKind::Timeout => {
-                "the server is busy or stuck; try again, or `spex stop` the session".to_owned()
+                format!("the server is busy or stuck; try again, or `spex stop {id}`")
             }
             ServerErrorKind::Refused | ServerErrorKind::Start => {
                 format!("see the server log `{}`", self.log.display())
@@ -765,7 +765,7 @@ impl<'a> Server<'a> {
         if !force && s.status != Status::Exited && live {
             return Err(RuntimeError::Refused {
                 id: id.to_owned(),
-                message: "it is running; `spex attach` to it, or pass `--force`".into(),
+                message: format!("it is running; `spex attach {id}` reaches it, or pass `--force`"),
             });
         }
         self.ensure(&l.spex_bin)?;

@@ -10,6 +10,7 @@ mod dispatch;
 mod fuzz_dispatch;
 mod host;
 mod materialize;
+mod names;
 mod peers_smoke;
 mod real_peers;
 mod real_sessions;
