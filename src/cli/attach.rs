@@ -28,6 +28,8 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
         let l = super::launch::relaunch(env, &record, std::time::Duration::from_mins(1))?;
         server.host(&l, &id)?;
+    } else {
+        crate::runtime::reach_if_alive(env, &store, &id)?;
     }
     attach(env, &id, detach_key(env, &record.tree))?;
     Ok(Outcome::Ok)

@@ -23,7 +23,7 @@ use crate::pty::terminal::Snapshot;
 use crate::repo::Tree;
 use crate::seam::Harness;
 use crate::store::ProjectStore;
-use crate::store::session::{Session, Status};
+use crate::store::session::{ProcessId, Session, Status};
 use protocol::{Envelope, Request, Response, VERSION};
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +42,15 @@ pub enum RuntimeError {
         "session `{id}` has no running host (nothing answers on `{socket}`): the host was killed or crashed, which ends the session\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one"
     )]
     HostGone { id: String, socket: PathBuf },
+    #[error(
+        "session `{id}` runs (its host, pid {pid}, is alive), but its socket `{socket}` is gone and the host could not listen there again\nhint: make `{}` a folder you own again (it went with `$XDG_RUNTIME_DIR`; logging in again brings that back), then `kill -USR1 {pid}` makes the host listen again; `spex stop {id}` is not needed",
+        .socket.parent().map(|p| p.display().to_string()).unwrap_or_default()
+    )]
+    Unreachable {
+        id: String,
+        pid: u32,
+        socket: PathBuf,
+    },
     #[error(
         "session `{id}` has exited{}\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one",
         .reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
@@ -150,6 +159,7 @@ impl RuntimeError {
     pub fn reason(&self) -> &'static str {
         match self {
             RuntimeError::HostGone { .. } => "host_gone",
+            RuntimeError::Unreachable { .. } => "host_unreachable",
             RuntimeError::Exited { .. } => "exited",
             RuntimeError::NeedsAttention { .. } => "needs_attention",
             RuntimeError::NotConfirmed { .. } => "not_confirmed",
@@ -386,10 +396,30 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
     let s = store
         .load(id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
-    if call(l.env, id, Request::Ping).is_ok() {
+    // Never a second harness on a live conversation: the host (by its process, whether or
+    // not its socket is there) and the harness process the record names must both be gone.
+    match reach(l.env, store, id) {
+        Ok(()) => {
+            return Err(RuntimeError::Refused {
+                id: id.to_owned(),
+                message: format!("it is running; `spex attach {id}` reaches it"),
+            });
+        }
+        Err(RuntimeError::HostGone { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let harness_runs = host_record(store, id)
+        .map(|r| r.child)
+        .into_iter()
+        .chain(s.process)
+        .find(|&p| crate::seam::evidence::alive(p));
+    if let Some(p) = harness_runs {
         return Err(RuntimeError::Refused {
             id: id.to_owned(),
-            message: format!("it is running; `spex attach {id}` reaches it"),
+            message: format!(
+                "its harness process (pid {}) still runs the conversation; end it first (`kill {}`) or `spex launch` a new session",
+                p.pid, p.pid
+            ),
         });
     }
     let argv = l
@@ -574,9 +604,10 @@ fn shown(screen: &str) -> String {
     lines.join("\n").trim_end().to_owned()
 }
 
-/// Folds the host's liveness into a hosted session's record: a host that no longer answers
-/// means the session is gone (`exited`, reason `host gone`), whatever killed it. Sessions not
-/// hosted by spex (no host log), sessions still starting and sessions a server holds (their
+/// Folds the host's liveness into a hosted session's record: a host that no longer runs (its
+/// recorded pid and start time) means the session is gone (`exited`, reason `host gone`),
+/// whatever killed it; a host that runs but lost its socket is asked to listen again. Sessions
+/// not hosted by spex (no host log), sessions still starting and sessions a server holds (their
 /// host runs only a client of it) are left to other evidence.
 pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<Session> {
     // The status first: it costs no syscall, and most records of a long-lived store have exited.
@@ -586,11 +617,13 @@ pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<
     {
         return None;
     }
-    let socket = socket_path(env, &s.id).ok()?;
-    if UnixStream::connect(&socket).is_ok() {
-        return None;
+    match reach(env, store, &s.id) {
+        Err(RuntimeError::HostGone { socket, .. }) => {
+            let _ = std::fs::remove_file(&socket);
+        }
+        // Answering, or alive with its socket gone: live either way.
+        _ => return None,
     }
-    let _ = std::fs::remove_file(&socket);
     store
         .update(&s.id, |current| {
             let Some(mut s) = current.filter(|s| s.status != Status::Exited) else {
@@ -627,9 +660,82 @@ pub fn live(env: &Env, store: &ProjectStore, s: &Session) -> Option<bool> {
     {
         return Some(server.live(s));
     }
-    let socket = socket_path(env, &s.id).ok()?;
-    Some(UnixStream::connect(socket).is_ok())
+    Some(!matches!(
+        reach(env, store, &s.id),
+        Err(RuntimeError::HostGone { .. })
+    ))
 }
+
+/// What the host of a session wrote about itself when it started (`host.json` in the
+/// session's folder): its process and the program's, each with its start time, so liveness is
+/// read from the processes, never from a socket file (a runtime folder removed at logout takes
+/// the sockets of live sessions with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct HostRecord {
+    pub host: ProcessId,
+    pub child: ProcessId,
+}
+
+/// The file holding session `id`'s [`HostRecord`].
+pub fn host_record_path(store: &ProjectStore, id: &str) -> PathBuf {
+    store.session_dir(id).join("host.json")
+}
+
+/// Session `id`'s host record, when its host wrote one.
+pub fn host_record(store: &ProjectStore, id: &str) -> Option<HostRecord> {
+    let bytes = std::fs::read(host_record_path(store, id)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Makes sure the host of session `id` can be reached: it answers on its socket; or it runs
+/// (by its recorded pid and start time) but its socket is gone, and then it is asked (SIGUSR1)
+/// to listen again, and answers within a moment or the error says how to bring it back
+/// (`Unreachable`). A host that does not run is `HostGone`; so is one that left no record
+/// and does not answer.
+pub fn reach(env: &Env, store: &ProjectStore, id: &str) -> Result<(), RuntimeError> {
+    let socket = socket_path(env, id)?;
+    if UnixStream::connect(&socket).is_ok() {
+        return Ok(());
+    }
+    let gone = || RuntimeError::HostGone {
+        id: id.to_owned(),
+        socket: socket.clone(),
+    };
+    let host = host_record(store, id)
+        .map(|r| r.host)
+        .filter(|&h| crate::seam::evidence::alive(h))
+        .ok_or_else(gone)?;
+    let pid =
+        rustix::process::Pid::from_raw(i32::try_from(host.pid).unwrap_or(0)).ok_or_else(gone)?;
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::USR1);
+    let deadline = Instant::now() + REBIND_WAIT;
+    while Instant::now() < deadline {
+        if UnixStream::connect(&socket).is_ok() {
+            return Ok(());
+        }
+        if !crate::seam::evidence::alive(host) {
+            return Err(gone());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(RuntimeError::Unreachable {
+        id: id.to_owned(),
+        pid: host.pid,
+        socket,
+    })
+}
+
+/// [`reach`] for a command about to talk to the host: only a host that runs but cannot be
+/// reached is an error here (a host that is gone is the command's own case to report).
+pub fn reach_if_alive(env: &Env, store: &ProjectStore, id: &str) -> Result<(), RuntimeError> {
+    match reach(env, store, id) {
+        Err(e @ RuntimeError::Unreachable { .. }) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// How long a host that was asked to listen again may take to do it.
+const REBIND_WAIT: Duration = Duration::from_secs(3);
 
 /// A record as `show --json` prints it: with `live` (`sessions --json` prints the same bytes
 /// through `store::sorted::SortedRecord`, building no value).
@@ -653,6 +759,7 @@ pub fn record(
     id: &str,
     stop: bool,
 ) -> Result<PathBuf, RuntimeError> {
+    reach_if_alive(env, store, id)?;
     let dir = cassette_dir(store, id);
     if stop {
         call(env, id, Request::Record { dir: None })?;
@@ -690,6 +797,7 @@ pub fn interrupt(
     if !matches!(s.status, Status::Working | Status::NeedsAttention) {
         return Ok(s);
     }
+    reach_if_alive(env, store, id)?;
     call(env, id, Request::Interrupt)?;
     let ended = wait_for(&store.session_dir(id), Instant::now() + timeout, || {
         store
@@ -747,6 +855,7 @@ pub fn deliver(
     let s = store
         .load(id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
+    reach_if_alive(env, store, id)?;
     match call(env, id, Request::Ping) {
         // A killed host takes the program with it (it loses its terminal and may still report
         // its own end through a hook), but only a host that saw the program end records its
@@ -873,7 +982,8 @@ fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-pub fn snapshot(env: &Env, id: &str) -> Result<Snapshot, RuntimeError> {
+pub fn snapshot(env: &Env, store: &ProjectStore, id: &str) -> Result<Snapshot, RuntimeError> {
+    reach_if_alive(env, store, id)?;
     Ok(call(env, id, Request::Snapshot)?
         .snapshot
         .unwrap_or_else(|| Snapshot {
@@ -894,6 +1004,7 @@ pub fn stop(
     grace: Duration,
 ) -> Result<Session, RuntimeError> {
     let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    reach_if_alive(env, store, id)?;
     let mut client = Client::connect(env, id)?;
     // The host answers once the signals are sent; it may already be closing the socket.
     let _ = client.call(Request::Stop { grace_ms }, grace + CALL_TIMEOUT);

@@ -111,6 +111,7 @@ fn attach_stays_through_silence_detaches_with_one_line_and_restores_the_terminal
     let ids = w.session_ids();
     assert_eq!(ids.len(), 1, "{ids:?}");
     let id = ids[0].clone();
+    let _reap = Reap(id.clone());
     let diag = |t: &Term| format!("{}\n{}", t.diag(), host_log(&w, &id));
 
     // A person reads the screen for 30 s, typing nothing.
@@ -193,4 +194,93 @@ fn replay_gives_the_terminal_back_when_stopped_or_done() {
     );
     assert!(left(&mut t).success(), "{}", t.diag());
     assert_eq!(t.modes(), Modes::RESTORED, "{}", t.diag());
+}
+
+/// Kills the hosts of session `.0` when dropped (a failed test leaves none running; the
+/// harness dies with its terminal).
+struct Reap(String);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for pid in processes_with(&["host", "--session", &self.0]) {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// The pids of the processes whose command line holds every word of `words`.
+fn processes_with(words: &[&str]) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|p| {
+            let pid: u32 = p.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(p.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            words.iter().all(|w| cmdline.contains(w)).then_some(pid)
+        })
+        .collect()
+}
+
+/// `$XDG_RUNTIME_DIR` removed while a hosted session runs (as at logout): the session is
+/// judged by its host's and harness's processes, not by the socket file. `resume` refuses
+/// (with `--force` too) and starts no second harness; `sessions` and `show` say it runs; the
+/// host, asked to, listens again, and the session is reached as before.
+#[test]
+fn a_session_whose_runtime_dir_was_removed_stays_live_and_is_reached_again() {
+    use crate::runtime::{claude_world, host_log, launch, run_json, screen, spex_cmd, stop};
+    use crate::support::claude_home::SeedOptions;
+
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    let _reap = Reap(id.clone());
+    let run = w.dir.path().join("run");
+    let socket = run.join("spex").join(format!("{id}.sock"));
+    assert!(socket.exists());
+    let hosts = || processes_with(&["host", "--session", &id]);
+    assert_eq!(hosts().len(), 1, "{}", host_log(&w, &id));
+    std::fs::remove_dir_all(&run).unwrap();
+
+    let resumed = spex_cmd(&w, &fake, &["resume", &id, "--detach", "--force"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&resumed.stderr);
+    assert!(!resumed.status.success(), "resume ran: {resumed:?}");
+    assert!(said.contains("it is running"), "{said}");
+    assert_eq!(
+        hosts().len(),
+        1,
+        "a second host started\n{}",
+        host_log(&w, &id)
+    );
+
+    let list = run_json(&w, &fake, &["sessions", "--json"]).unwrap();
+    let row = list
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["id"] == id.as_str()))
+        .unwrap_or_else(|| panic!("not listed: {list}"));
+    assert_ne!(row["status"], "exited", "{row}");
+    let shown = run_json(&w, &fake, &["show", &id, "--json"]).unwrap();
+    assert_ne!(shown["session"]["status"], "exited", "{shown}");
+    assert_eq!(shown["session"]["live"], true, "{shown}");
+    assert!(
+        !w.events(&id).iter().any(|e| e["kind"] == "session.exited"),
+        "{}",
+        host_log(&w, &id)
+    );
+
+    // Reached again: the host listens on its socket anew.
+    assert!(socket.exists(), "{}", host_log(&w, &id));
+    assert!(
+        screen(&w, &fake, &id).contains("? for shortcuts"),
+        "{}",
+        host_log(&w, &id)
+    );
+    let mut t = Term::spawn(&spex_cmd(&w, &fake, &["attach", &id]), 40, 120);
+    t.wait_for("? for shortcuts", LEAVE)
+        .unwrap_or_else(|e| panic!("attach after the removal: {e}"));
+    t.send(&[0x1c]);
+    assert!(left(&mut t).success(), "{}", t.diag());
+    stop(&w, &fake, &id);
 }
