@@ -265,8 +265,13 @@ fn plan_generated(
     }
     let keep: std::collections::HashSet<PathBuf> = wanted.iter().map(|(p, _)| p.clone()).collect();
     for dir in h.generated_dirs() {
-        for stale in Workspace::stamped_files(&ctx.tree.root.join(dir), &keep) {
-            ws.generated(&stale, None)?;
+        let dir = ctx.tree.root.join(dir);
+        // What the record says spex generated, and stamped files it has no record of (named
+        // in a warning, never removed).
+        let mut stale: BTreeSet<PathBuf> = ws.generated_under(&dir).into_iter().collect();
+        stale.extend(Workspace::stamped_files(&dir, &keep));
+        for p in stale.into_iter().filter(|p| !keep.contains(p)) {
+            ws.generated(&p, None)?;
         }
     }
     for (path, content) in wanted {
@@ -364,6 +369,7 @@ fn finish(
         toml_jobs,
         mut json_jobs,
         not_by_key,
+        ..
     } = ws;
     json_jobs.retain(|p, _| !not_by_key.contains(p));
     owned.files = owned_files;
