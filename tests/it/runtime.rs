@@ -70,7 +70,13 @@ pub fn screen(w: &World, fake: &FakeAnthropic, id: &str) -> String {
 }
 
 /// Polls the screen of `id` until it contains `needle`.
-fn wait_screen(w: &World, fake: &FakeAnthropic, id: &str, needle: &str, timeout: Duration) -> bool {
+pub fn wait_screen(
+    w: &World,
+    fake: &FakeAnthropic,
+    id: &str,
+    needle: &str,
+    timeout: Duration,
+) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if screen(w, fake, id).contains(needle) {
@@ -392,7 +398,7 @@ fn launch_fails_soon_at_an_unknown_screen_that_does_not_change() {
 }
 
 /// Waits until the record of `id` has `status`.
-fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
+pub fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
     let deadline = Instant::now() + timeout;
     loop {
         let r = w.record(id);
