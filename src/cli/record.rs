@@ -25,6 +25,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     } else {
         "recording"
     };
-    output::print(&format!("{}: {what} ({})\n", store.label_of(&id), dir.display()));
+    output::print(&format!(
+        "{}: {what} ({})\n",
+        store.label_of(&id),
+        dir.display()
+    ));
     Ok(Outcome::Ok)
 }
