@@ -107,12 +107,17 @@ impl Inputs<'_> {
         store::lock::with(&lock, f).map_err(|source| MaterializeError::Io { path: lock, source })
     }
 
+    /// Where this tree's config and spec are read from (`config::source_root`).
+    fn source_root(&self) -> PathBuf {
+        config::source_root(&self.tree.root, &self.tree.main)
+    }
+
     /// Computes the plan for this tree.
     pub fn plan(&self, mode: Mode) -> Result<Plan, MaterializeError> {
         let known = adapters::known();
         let cfg = match mode {
             Mode::Materialize => {
-                config::load(&self.env.user_config_file(), &self.tree.root, &known)?
+                config::load(&self.env.user_config_file(), &self.source_root(), &known)?
             }
             Mode::Clean => Config {
                 harnesses: Vec::new(),
@@ -120,7 +125,7 @@ impl Inputs<'_> {
             },
         };
         let nodes = match mode {
-            Mode::Materialize => spec::load(&self.tree.root)?,
+            Mode::Materialize => spec::load(&self.source_root())?,
             Mode::Clean => Vec::new(),
         };
         let store = self.store();

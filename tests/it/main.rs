@@ -17,4 +17,5 @@ mod real_sessions;
 mod real_tui;
 mod runtime;
 mod safety;
+mod store;
 mod support;
