@@ -802,6 +802,16 @@ fn codex_launch_is_hosted_detaches_with_the_key_and_records() {
         String::from_utf8_lossy(&raw).contains("shortcuts"),
         "the recording holds no TUI output"
     );
+    // The host read the TUI's screen as it went: a frame when a turn ran, one when it idled.
+    let reasons: Vec<String> = read_or_empty(&cassette.join("frames.jsonl"))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|f| f["reason"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "busy") && reasons.iter().any(|r| r == "idle"),
+        "{reasons:?}"
+    );
 }
 
 /// Issue 20 item 12: two Codex sessions launched at the same moment both stay live (for
