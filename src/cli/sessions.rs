@@ -518,6 +518,7 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
             state,
             note: note.clone(),
             at: now.clone(),
+            other: serde_json::Map::new(),
         });
         let before = s.state_key();
         let mut events = Vec::new();
@@ -529,6 +530,7 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
                 reason: "question".into(),
                 text: note.clone(),
                 since: now.clone(),
+                other: serde_json::Map::new(),
             });
         }
         s.stamp(before, &now, "spex session", None);
