@@ -25,6 +25,15 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
         server.attach(&id)?;
     } else {
+        // A host that does not answer is explained: the session ended, or runs in a terminal
+        // of its own, or its host died.
+        crate::runtime::explained(
+            env,
+            &store,
+            &id,
+            crate::runtime::Act::Attach,
+            crate::runtime::call(env, &id, Request::Ping),
+        )?;
         attach(env, &id, detach_key(env, &record.tree))?;
     }
     Ok(Outcome::Ok)

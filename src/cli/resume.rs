@@ -1,4 +1,4 @@
-//! `spex resume`: bring an exited hosted session back with its conversation.
+//! `spex resume`: bring an exited session back with its conversation; never a live one.
 
 use std::time::Duration;
 
@@ -18,8 +18,9 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Resume even though the session looks live.
-    #[arg(long)]
+    /// Retired: it resumed a live session, which split its conversation between two
+    /// processes.
+    #[arg(long, hide = true)]
     pub force: bool,
     /// How long the harness may take to be ready for a prompt.
     #[arg(long, default_value_t = 60)]
@@ -28,11 +29,15 @@ pub struct Args {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::sessions::project_and_id(env, &args.id)?;
-    let record = store
-        .load(&id)?
-        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    if args.force {
+        anyhow::bail!(
+            "`--force` is retired: it resumed a session that was still running, which put a second process on its conversation\nhint: drop `--force`; end the session first (`spex stop {id}`, or in its own terminal), then resume it"
+        );
+    }
+    // With the harness's own evidence folded in: a session whose process is gone reads exited.
+    let record = crate::reconcile::session(env, &store, &id)?;
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
-        let launched = server.resume(&super::spex_binary()?, &id, args.force)?;
+        let launched = server.resume(&super::spex_binary()?, &id, false)?;
         super::launch::report(args.json, args.detach, &launched, None);
         if !args.detach {
             server.attach(&id)?;

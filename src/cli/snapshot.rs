@@ -16,8 +16,14 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let (_, id) = super::sessions::project_and_id(env, &args.id)?;
-    let snap = runtime::snapshot(env, &id)?;
+    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    let snap = runtime::explained(
+        env,
+        &store,
+        &id,
+        runtime::Act::Snapshot,
+        runtime::snapshot(env, &id),
+    )?;
     if args.json {
         output::json(&snap);
     } else {

@@ -15,4 +15,5 @@ mod real_peers;
 mod real_sessions;
 mod real_tui;
 mod runtime;
+mod steering;
 mod support;
