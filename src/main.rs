@@ -17,6 +17,7 @@ mod runtime;
 mod seam;
 mod spec;
 mod store;
+mod text;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,9 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == "dispatch") {
         return cli::dispatch::run_raw(&args[2..]);
     }
+    // `COMPLETE=<shell> spex ...`: the shell asks for completions (see `spex completions`).
+    clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
+        .complete();
     let cli = cli::Cli::parse();
     let env = env::Env::from_process(adapters::env_vars());
     match cli::run(cli, &env) {

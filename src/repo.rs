@@ -17,8 +17,10 @@ pub enum RepoError {
     },
     #[error("`{0}` does not look like a `.git` file (expected `gitdir: <path>`)")]
     BadGitFile(PathBuf),
-    #[error("`{0}` is a bare repository; spex needs a checkout")]
-    Bare(PathBuf),
+    #[error(
+        "cannot tell which checkout is the main one of the repository `{0}` (its git dir is not `<checkout>/.git` and sets no `core.worktree`)\nhint: run spex in the main checkout, or set it with `git --git-dir={0} config core.worktree <main checkout>`"
+    )]
+    NoMain(PathBuf),
 }
 
 /// One checkout (the main one or a linked worktree) of a repository.
@@ -55,6 +57,38 @@ fn read_pointer(file: &Path, base: &Path) -> Result<PathBuf, RepoError> {
     Ok(base.join(target))
 }
 
+/// The main checkout of the repository whose shared git dir is `common_dir`, as git finds it:
+/// `core.worktree` when the git dir sets it (a submodule's), else the folder holding `.git`.
+fn main_of(common_dir: &Path) -> Result<PathBuf, RepoError> {
+    let config = std::fs::read_to_string(common_dir.join("config")).unwrap_or_default();
+    if let Some(dir) = core_worktree(&config) {
+        return canon(&common_dir.join(dir));
+    }
+    match common_dir.parent() {
+        Some(parent) if common_dir.file_name().is_some_and(|n| n == ".git") => {
+            Ok(parent.to_owned())
+        }
+        _ => Err(RepoError::NoMain(common_dir.to_owned())),
+    }
+}
+
+/// `core.worktree` of a git config text (the plain spellings git writes itself).
+fn core_worktree(config: &str) -> Option<String> {
+    let mut in_core = false;
+    let mut found = None;
+    for line in config.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_core = line.eq_ignore_ascii_case("[core]");
+        } else if in_core
+            && let Some((k, v)) = line.split_once('=')
+            && k.trim().eq_ignore_ascii_case("worktree")
+        {
+            found = Some(v.trim().trim_matches('"').to_owned());
+        }
+    }
+    found
+}
+
 impl Tree {
     /// The checkout containing `start` (walking up).
     pub fn discover(start: &Path) -> Result<Tree, RepoError> {
@@ -81,17 +115,18 @@ impl Tree {
             })?;
             canon(&dir)?
         };
-        let common_dir = match std::fs::read_to_string(git_dir.join("commondir")) {
-            Ok(_) => canon(&read_pointer(&git_dir.join("commondir"), &git_dir)?)?,
+        let linked = git_dir.join("commondir");
+        let common_dir = match std::fs::read_to_string(&linked) {
+            Ok(_) => canon(&read_pointer(&linked, &git_dir)?)?,
             Err(_) => git_dir.clone(),
         };
-        if common_dir.file_name().is_none_or(|n| n != ".git") {
-            return Err(RepoError::Bare(common_dir));
-        }
-        let main = common_dir
-            .parent()
-            .map(Path::to_path_buf)
-            .ok_or_else(|| RepoError::Bare(common_dir.clone()))?;
+        let main = if common_dir == git_dir {
+            // This is the main checkout, wherever its git dir lives (`.git`, a submodule's
+            // `.git/modules/<name>`, a `--separate-git-dir`).
+            canon(root)?
+        } else {
+            main_of(&common_dir)?
+        };
         Ok(Tree {
             root: canon(root)?,
             main,
@@ -217,5 +252,21 @@ mod tests {
             assert_eq!(got, want.map(|w| base.join(w)), "$PWD {logical}");
         }
         assert_eq!(tree.main_spelling(Path::new("link")), None, "relative");
+    }
+
+    #[test]
+    fn core_worktree_is_read_as_git_writes_it() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("[core]\n\tworktree = ../../../sub\n", Some("../../../sub")),
+            (
+                "[core]\n\tbare = false\n[remote \"o\"]\n\tworktree = x\n",
+                None,
+            ),
+            ("[Core]\nworktree=\"/a b\"\n", Some("/a b")),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(core_worktree(text).as_deref(), *want, "{text:?}");
+        }
     }
 }

@@ -19,12 +19,16 @@ pub struct Args {
 pub enum Action {
     /// Verify a cassette: required files, version, digest, `seq` order, output tiling.
     Check {
-        /// A cassette folder or a recorded session's id.
+        /// A cassette folder, or a recorded session's handle, name, id, or a unique prefix of
+        /// a handle or id.
+        #[arg(add = super::complete::sessions())]
         cassette: String,
     },
     /// Write an asciicast v2 file (`asciinema play FILE` plays it).
     Export {
-        /// A cassette folder or a recorded session's id.
+        /// A cassette folder, or a recorded session's handle, name, id, or a unique prefix of
+        /// a handle or id.
+        #[arg(add = super::complete::sessions())]
         cassette: String,
         #[arg(long, value_name = "FILE")]
         cast: PathBuf,

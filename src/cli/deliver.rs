@@ -19,7 +19,7 @@ use crate::runtime::{self, RuntimeError};
 /// `--json` a failure prints `{delivered, confirmed: false, reason, error}` too.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session id or a unique prefix of it.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// The prompt (`-` reads it from stdin).
     pub text: String,
@@ -66,21 +66,20 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     };
     let d = match delivered {
         Ok(d) => d,
-        Err(e) => return failed(args.json, e),
+        Err(e) => return failed(args.json, e, env),
     };
+    let label = store.label_of(&id);
     if args.json {
         output::json(&d);
     } else if d.confirmed {
-        output::print(
-            &format!(
-                "delivered to {id} ({:?}, confirmed in {} ms)\n",
-                d.mode, d.elapsed_ms
-            )
-            .to_lowercase(),
-        );
+        output::print(&format!(
+            "delivered to {label} ({}, confirmed in {} ms)\n",
+            format!("{:?}", d.mode).to_lowercase(),
+            d.elapsed_ms
+        ));
     } else {
         output::print(&format!(
-            "queued in {id}: it runs when the current turn ends\n"
+            "queued in {label}: it runs when the current turn ends\n"
         ));
     }
     Ok(Outcome::Ok)
@@ -88,7 +87,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
 
 /// A delivery that failed says why on stderr and, with `--json`, on stdout as well; a session
 /// that is gone (exited, or its host does not answer) exits 3, as `wait` does.
-fn failed(json: bool, e: RuntimeError) -> anyhow::Result<Outcome> {
+fn failed(json: bool, e: RuntimeError, env: &Env) -> anyhow::Result<Outcome> {
     if json {
         output::json(&serde_json::json!({
             // Not confirmed: the text was typed, but the harness never reported it.
@@ -99,7 +98,7 @@ fn failed(json: bool, e: RuntimeError) -> anyhow::Result<Outcome> {
         }));
     }
     if e.gone() {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", output::with_handles(&e.into(), env));
         return Ok(Outcome::Gone);
     }
     Err(e.into())

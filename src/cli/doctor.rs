@@ -32,6 +32,43 @@ fn mark(style: Style, status: Status) -> String {
     }
 }
 
+/// The project's server of one harness: not running, running (pid, uptime, threads), or
+/// running without its supervisor or not answering (a warning with what to run).
+fn server_check(server: &crate::runtime::server::Server) -> Check {
+    let st = server.status();
+    let name = format!("{} server", st.harness);
+    let Some(pid) = st.pid.filter(|_| st.running) else {
+        return Check::new(&name, Status::Ok, "not running");
+    };
+    let up = st
+        .uptime_s
+        .map(|s| format!(", up {}", crate::runtime::server::duration_words(s)))
+        .unwrap_or_default();
+    let what = format!("pid {pid}{up}, {} thread(s)", st.threads.len());
+    if !st.answers {
+        return Check::new(
+            &name,
+            Status::Warn,
+            format!(
+                "running ({what}) but not answering on `{}`\nhint: `spex server stop` stops it; the next `spex launch` starts a new one",
+                st.socket.display()
+            ),
+        );
+    }
+    if !st.supervised {
+        return Check::new(
+            &name,
+            Status::Warn,
+            format!("running ({what}) without its supervisor\nhint: `spex server stop` stops it"),
+        );
+    }
+    Check::new(
+        &name,
+        Status::Ok,
+        format!("running ({what}); `spex server` says more"),
+    )
+}
+
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
     let cfg = config::load(&env.user_config_file(), &tree.root, &adapters::known())?;
@@ -112,14 +149,27 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             Check::new("materialize", Status::Fail, e.to_string())
         }
     };
-    text.push_str(&format!(
-        "project\n  {}  materialize  {}\n",
-        mark(style, check.status),
-        check.detail.replace('\n', "\n      ")
-    ));
+    let mut checks = vec![check];
+    checks.extend(
+        crate::runtime::server::of_project(env, &store, &tree.main)?
+            .iter()
+            .map(server_check),
+    );
+    let rows: Vec<Vec<String>> = checks
+        .iter()
+        .map(|c| {
+            vec![
+                format!("  {}", mark(style, c.status)),
+                c.name.clone(),
+                c.detail.replace('\n', "\n      "),
+            ]
+        })
+        .collect();
+    text.push_str("project\n");
+    text.push_str(&output::table(&rows));
     report.insert(
         "project".to_owned(),
-        serde_json::json!({ "checks": [check] }),
+        serde_json::json!({ "checks": checks }),
     );
     if args.json {
         output::json(&report);

@@ -10,7 +10,7 @@ use crate::runtime;
 /// Interrupt a hosted session's running turn (the harness's own interrupt key, e.g. Esc).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session id or a unique prefix of it.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Seconds to wait for the turn to end.
     #[arg(long, default_value_t = 10)]
@@ -33,7 +33,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     if args.json {
         output::json(&s);
     } else {
-        output::print(&format!("{id}: {}\n", s.status.as_str()));
+        output::print(&format!("{}: {}\n", store.label_of(&id), s.status.as_str()));
     }
     Ok(Outcome::Ok)
 }

@@ -40,6 +40,10 @@ pub struct Args {
     /// Print the result as JSON (implies nothing about attaching).
     #[arg(long)]
     pub json: bool,
+    /// Name the session (letters, digits, `-`, `_`; unique among the project's live sessions):
+    /// every command that takes a session takes its name too, and `spex sessions` shows it.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// How long the harness may take to be ready for a prompt.
     #[arg(long, default_value_t = 60)]
     pub ready_timeout: u64,
@@ -210,6 +214,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             tree.root.display()
         );
     }
+    if let Some(name) = &args.name {
+        // Refused before anything starts; taken for real once the session exists.
+        store.name_free(name, None)?;
+    }
     if let Some(server) = Server::new(
         env,
         launch.harness,
@@ -218,10 +226,17 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         launch.binary.clone(),
         launch.args.clone(),
     )? {
-        let (launched, delivery) = server.launch(&launch.spex_bin, &tree, prompt.as_deref())?;
-        report(args.json, args.detach, &launched, delivery.as_ref());
+        let (launched, delivery) = server.launch(&launch, prompt.as_deref())?;
+        if let Some(name) = &args.name {
+            store.set_name(&launched.id, Some(name))?;
+        }
+        report(&store, args.json, args.detach, &launched, delivery.as_ref());
         if !args.detach {
-            server.attach(&launched.id)?;
+            super::attach::attach(
+                env,
+                &launched.id,
+                super::attach::detach_key(env, &tree.root),
+            )?;
         }
         return Ok(Outcome::Ok);
     }
@@ -230,6 +245,9 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     // session running with its prompt never sent, and say nothing).
     runtime::catch_interrupt().context("cannot catch Ctrl-C")?;
     let started = runtime::launch(&launch).and_then(|launched| {
+        if let Some(name) = &args.name {
+            store.set_name(&launched.id, Some(name))?;
+        }
         let delivery = prompt
             .as_deref()
             .map(|text| {
@@ -257,7 +275,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         }
         started => started?,
     };
-    report(args.json, args.detach, &launched, delivery.as_ref());
+    report(&store, args.json, args.detach, &launched, delivery.as_ref());
     if !args.detach {
         super::attach::attach(
             env,
@@ -271,7 +289,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
 /// Ctrl-C during a launch: the session it started is stopped, and the person told which one,
 /// how it ended, and whether its prompt had gone in.
 fn cancelled(env: &Env, store: &ProjectStore, id: &str, had_prompt: bool, json: bool) {
-    let handle = store.claim_handle(id).unwrap_or_else(|_| id.to_owned());
+    let handle = store.label_of(id);
     let typed = store
         .events(id, None)
         .unwrap_or_default()
@@ -302,7 +320,7 @@ fn cancelled(env: &Env, store: &ProjectStore, id: &str, had_prompt: bool, json: 
 
 /// The server session `record` runs on, when its harness runs sessions on a server. With
 /// `binary`, the harness binary and the user's arguments are resolved (to start the server
-/// or its terminal UI).
+/// or its terminal UI; [`relaunch`] resolves the rest).
 pub fn server_of<'e>(
     env: &'e Env,
     store: &ProjectStore,
@@ -341,19 +359,38 @@ pub fn server_of<'e>(
     )?)
 }
 
-/// Prints what `launch` and `resume` started.
+/// What starting a terminal for `record`'s session again needs (its tree, harness, binary,
+/// this terminal's size).
+pub fn relaunch<'e>(
+    env: &'e Env,
+    record: &Session,
+    ready_timeout: Duration,
+) -> anyhow::Result<Launch<'e>> {
+    let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
+    resolve(env, &tree, Some(&record.harness), ready_timeout, false)
+}
+
+/// Prints what `launch` and `resume` started: the session's handle and the commands that
+/// reach it (with `--detach`), or `{session: {id, handle, name, socket, host_pid, child_pid},
+/// delivery}` with `--json`.
 pub fn report(
+    store: &ProjectStore,
     json: bool,
     detach: bool,
     launched: &runtime::Launched,
     delivery: Option<&runtime::Delivery>,
 ) {
+    let handle = store.label_of(&launched.id);
+    let name = store.load(&launched.id).ok().flatten().and_then(|s| s.name);
     if json {
-        output::json(&serde_json::json!({ "session": launched, "delivery": delivery }));
+        let mut session = serde_json::to_value(launched).expect("serializes");
+        session["handle"] = handle.into();
+        session["name"] = name.into();
+        output::json(&serde_json::json!({ "session": session, "delivery": delivery }));
     } else if detach {
-        let id = &launched.id;
+        let named = name.map(|n| format!(" ({n})")).unwrap_or_default();
         output::print(&format!(
-            "{id}\n  attach:  spex attach {id}\n  deliver: spex deliver {id} \"<prompt>\"\n"
+            "{handle}{named}\n  attach:  spex attach {handle}\n  deliver: spex deliver {handle} \"<prompt>\"\n"
         ));
     }
 }

@@ -4,6 +4,7 @@
 pub mod attach;
 pub mod cassette;
 pub mod clean;
+pub mod complete;
 pub mod deliver;
 pub mod dispatch;
 pub mod doctor;
@@ -15,9 +16,11 @@ pub mod materialize;
 pub mod output;
 pub mod prune;
 pub mod record;
+pub mod rename;
 pub mod replay;
 pub mod resume;
 pub mod serve;
+pub mod server;
 pub mod sessions;
 pub mod slash;
 pub mod snapshot;
@@ -25,9 +28,12 @@ pub mod stop;
 
 use std::path::PathBuf;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 use crate::env::Env;
+
+/// The help of every argument that names a session.
+pub const ID_HELP: &str = "The session: its handle (the `ID` column of `spex sessions`), its name, its full id, or a unique prefix of a handle or id";
 
 /// Install a project's contract into AI coding-agent harnesses (Claude Code, Codex), and watch
 /// and steer their sessions.
@@ -55,17 +61,23 @@ pub enum Command {
     Attach(attach::Args),
     Snapshot(snapshot::Args),
     Stop(stop::Args),
+    Rename(rename::Args),
     Interrupt(interrupt::Args),
     Resume(resume::Args),
     Prune(prune::Args),
     Record(record::Args),
     Replay(replay::Args),
     Cassette(cassette::Args),
+    Server(server::Args),
     #[command(hide = true)]
     Host(host::Args),
     #[command(hide = true)]
     Serve(serve::Args),
-    /// Print shell completions.
+    /// Print the script that gives a shell spex's completions (commands, flags, and the live
+    /// sessions' handles and names for every session argument).
+    ///
+    /// bash: `source <(spex completions bash)`; zsh: `source <(spex completions zsh)`; fish:
+    /// `spex completions fish | source`.
     Completions {
         /// bash, zsh, fish, elvish or powershell
         shell: clap_complete::Shell,
@@ -89,7 +101,13 @@ pub fn spex_binary() -> anyhow::Result<PathBuf> {
     Ok(std::fs::canonicalize(&exe).unwrap_or(exe))
 }
 
+/// Runs a command. An error that names a session by its full id names it by its handle
+/// instead (people read handles; the full ids stay in `--json`), whichever layer wrote it.
 pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
+    run_command(cli, env).map_err(|e| output::with_handles(&e, env))
+}
+
+fn run_command(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Init(a) => init::run(&a, env),
         Command::Materialize(a) => materialize::run(&a, env),
@@ -106,18 +124,18 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Attach(a) => attach::run(&a, env),
         Command::Snapshot(a) => snapshot::run(&a, env),
         Command::Stop(a) => stop::run(&a, env),
+        Command::Rename(a) => rename::run(&a, env),
         Command::Interrupt(a) => interrupt::run(&a, env),
         Command::Resume(a) => resume::run(&a, env),
         Command::Prune(a) => prune::run(&a, env),
         Command::Record(a) => record::run(&a, env),
         Command::Replay(a) => replay::run(&a, env),
         Command::Cassette(a) => cassette::run(&a, env),
+        Command::Server(a) => server::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),
         Command::Completions { shell } => {
-            let mut buf = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "spex", &mut buf);
-            output::print(&String::from_utf8_lossy(&buf));
+            output::print(&complete::registration(shell)?);
             Ok(Outcome::Ok)
         }
     }

@@ -97,3 +97,70 @@ fn visible_width(s: &str) -> usize {
     }
     n
 }
+
+/// An error as people read it: every full session id of this project it names is replaced by
+/// the session's handle (the full id stays where it is part of a path), and control characters
+/// in it are made visible (an error may quote a prompt or a question). Whichever layer wrote
+/// the message, this is the one place a session is named for a person.
+pub fn with_handles(e: &anyhow::Error, env: &crate::env::Env) -> anyhow::Error {
+    let store = super::sessions::project(env).ok();
+    let mut messages: Vec<String> = e
+        .chain()
+        .map(|c| human_text(&c.to_string(), store.as_ref()))
+        .collect();
+    let mut out = anyhow::anyhow!(messages.pop().unwrap_or_default());
+    while let Some(m) = messages.pop() {
+        out = out.context(m);
+    }
+    out
+}
+
+/// `text` for a person: session ids shown as handles, control characters visible.
+pub fn human_text(text: &str, store: Option<&crate::store::ProjectStore>) -> String {
+    let text = match store {
+        Some(store) => handles_for_ids(text, store),
+        None => text.to_owned(),
+    };
+    crate::text::visible_lines(&text)
+}
+
+fn handles_for_ids(text: &str, store: &crate::store::ProjectStore) -> String {
+    let is_id_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = 0;
+    let mut i = 0;
+    while i < text.len() {
+        if !is_id_char(char::from(bytes[i])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < text.len() && is_id_char(char::from(bytes[i])) {
+            i += 1;
+        }
+        let token = &text[start..i];
+        let before = text[..start].chars().next_back();
+        let after = text[i..].chars().next();
+        let after2 = text[i..].chars().nth(1);
+        // Part of a path (`.../<id>.sock`, `<id>/session.json`): the path must stay true.
+        let in_path = before == Some('/')
+            || after == Some('/')
+            || (after == Some('.') && after2.is_some_and(|c| c.is_ascii_alphanumeric()));
+        if token.len() < 8 || in_path {
+            continue;
+        }
+        if let Ok(Some(s)) = store.load(token)
+            && s.id == token
+        {
+            let label = store.label_of(token);
+            if label != token {
+                out.push_str(&text[rest..start]);
+                out.push_str(&label);
+                rest = i;
+            }
+        }
+    }
+    out.push_str(&text[rest..]);
+    out
+}

@@ -10,7 +10,7 @@ use crate::runtime;
 /// A recording started mid-session opens with the current screen and is marked `partial`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session id or a unique prefix of it.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Stop recording and finish the cassette.
     #[arg(long)]
@@ -25,6 +25,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     } else {
         "recording"
     };
-    output::print(&format!("{id}: {what} ({})\n", dir.display()));
+    output::print(&format!(
+        "{}: {what} ({})\n",
+        store.label_of(&id),
+        dir.display()
+    ));
     Ok(Outcome::Ok)
 }

@@ -15,7 +15,9 @@ use crate::runtime;
 /// Play a recorded session: in real time, scaled, or collapsed (no pauses, same bytes).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A cassette folder, or the id of a session recorded with `launch --record`.
+    /// A cassette folder, or a session recorded with `launch --record`: its handle (the `ID`
+    /// column of `spex sessions`), name, id, or a unique prefix of a handle or id.
+    #[arg(add = super::complete::sessions())]
     pub cassette: String,
     /// Play this many times faster (2 = twice as fast).
     #[arg(long, conflicts_with = "collapsed")]
@@ -183,20 +185,57 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     } else {
         Some(args.speed.unwrap_or(1.0).max(0.001))
     };
+    play(&cassette, speed)?;
+    Ok(Outcome::Ok)
+}
+
+/// Writes the recorded output to this terminal (pausing as recorded, `speed` times faster;
+/// no pauses without one), then gives the terminal back as it was before: the recorded
+/// program's modes (hidden cursor, bracketed paste, mouse, alternate screen) are reset, also
+/// when the person stops the replay with Ctrl-C.
+fn play(cassette: &Cassette, speed: Option<f64>) -> anyhow::Result<()> {
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&stopped))?;
+    }
+    let stop = || stopped.load(std::sync::atomic::Ordering::Relaxed);
+    let (rows, cols) = rustix::termios::tcgetwinsize(std::io::stdout())
+        .ok()
+        .filter(|s| s.ws_row > 0 && s.ws_col > 0)
+        .map_or((24, 80), |s| (s.ws_row, s.ws_col));
+    let mut screen = Terminal::new(rows, cols);
+    screen.set_answering(false);
     let start = Instant::now();
     let mut out = std::io::stdout().lock();
-    for (t_ms, bytes) in cassette.output_chunks() {
+    let mut written = Ok(());
+    'chunks: for (t_ms, bytes) in cassette.output_chunks() {
         if let Some(speed) = speed {
             #[expect(clippy::cast_precision_loss, reason = "milliseconds of a recording")]
             let due = Duration::from_secs_f64(t_ms as f64 / 1000.0 / speed);
-            if let Some(wait) = due.checked_sub(start.elapsed()) {
-                std::thread::sleep(wait);
+            // Short naps, so a Ctrl-C is seen at once.
+            while let Some(wait) = due.checked_sub(start.elapsed()) {
+                if stop() {
+                    break 'chunks;
+                }
+                std::thread::sleep(wait.min(Duration::from_millis(50)));
             }
         }
-        out.write_all(bytes)?;
-        out.flush()?;
+        if stop() {
+            break;
+        }
+        screen.feed(bytes);
+        written = out.write_all(bytes).and_then(|()| out.flush());
+        if written.is_err() {
+            break;
+        }
     }
-    Ok(Outcome::Ok)
+    let _ = out.write_all(&screen.leave()).and_then(|()| out.flush());
+    written?;
+    Ok(())
 }
 
 #[cfg(test)]

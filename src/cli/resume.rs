@@ -10,7 +10,7 @@ use crate::runtime;
 /// Resume an exited session (its conversation) under a new terminal host, then attach.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session id or a unique prefix of it.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Do not attach this terminal.
     #[arg(long)]
@@ -18,8 +18,8 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Retired: it resumed a live session, which split its conversation between two
-    /// processes.
+    /// No effect, kept so scripts still run: a live session is never resumed (a second
+    /// process on its conversation would split it).
     #[arg(long, hide = true)]
     pub force: bool,
     /// How long the harness may take to be ready for a prompt.
@@ -29,18 +29,14 @@ pub struct Args {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::sessions::project_and_id(env, &args.id)?;
-    if args.force {
-        anyhow::bail!(
-            "`--force` is retired: it resumed a session that was still running, which put a second process on its conversation\nhint: drop `--force`; end the session first (`spex stop {id}`, or in its own terminal), then resume it"
-        );
-    }
     // With the harness's own evidence folded in: a session whose process is gone reads exited.
     let record = crate::reconcile::session(env, &store, &id)?;
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
-        let launched = server.resume(&super::spex_binary()?, &id, false)?;
-        super::launch::report(args.json, args.detach, &launched, None);
+        let l = super::launch::relaunch(env, &record, Duration::from_secs(args.ready_timeout))?;
+        let launched = server.resume(&l, &id, false)?;
+        super::launch::report(&store, args.json, args.detach, &launched, None);
         if !args.detach {
-            server.attach(&id)?;
+            super::attach::attach(env, &id, super::attach::detach_key(env, &record.tree))?;
         }
         return Ok(Outcome::Ok);
     }
@@ -53,7 +49,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         false,
     )?;
     let launched = runtime::resume(&launch, &store, &id)?;
-    super::launch::report(args.json, args.detach, &launched, None);
+    super::launch::report(&store, args.json, args.detach, &launched, None);
     if !args.detach {
         super::attach::attach(
             env,

@@ -22,6 +22,10 @@ pub struct Args {
     /// The harness binary.
     #[arg(long)]
     pub binary: PathBuf,
+    /// Run as the guard of the server `PID:START` (pid and start time): wait until the
+    /// supervisor's pipe on stdin closes, then stop that server if it still runs.
+    #[arg(long, value_name = "PID:START")]
+    pub guard: Option<String>,
     /// The user's arguments for the harness.
     #[arg(last = true)]
     pub extra: Vec<String>,
@@ -40,6 +44,14 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         args.extra.clone(),
     )?
     .with_context(|| format!("`{}` runs no server", args.harness))?;
-    server.supervise()?;
+    if let Some(guard) = &args.guard {
+        let (pid, start) = guard
+            .split_once(':')
+            .and_then(|(p, s)| Some((p.parse().ok()?, s.parse().ok()?)))
+            .with_context(|| format!("`--guard {guard}` is not PID:START"))?;
+        server.guard(crate::store::session::ProcessId { pid, start });
+        return Ok(Outcome::Ok);
+    }
+    server.supervise(&super::spex_binary()?)?;
     Ok(Outcome::Ok)
 }

@@ -17,6 +17,7 @@ use crate::store::session::{
 };
 use crate::store::sorted::SortedRecord;
 use crate::store::{self, ProjectStore};
+use crate::text::visible;
 
 pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
     let tree = current_tree()?;
@@ -65,7 +66,7 @@ fn note(s: &Session) -> String {
             a.reason,
             a.text.lines().next().unwrap_or_default()
         ),
-        (None, Some(d), _) => format!("{:?}: {}", d.state, d.note).to_lowercase(),
+        (None, Some(d), _) => format!("{}: {}", format!("{:?}", d.state).to_lowercase(), d.note),
         (None, None, Some(error)) => format!("retrying: {error}"),
         _ => s.headline.clone().unwrap_or_default(),
     }
@@ -155,22 +156,23 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let style = Style::detect(env.no_color);
     let mut rows = vec![
         [
-            "ID", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "NOTE",
+            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "NOTE",
         ]
         .map(String::from)
         .to_vec(),
     ];
     for s in &sessions {
         rows.push(vec![
-            s.handle.clone().unwrap_or_else(|| s.id.clone()),
-            s.harness.clone(),
+            s.label().to_owned(),
+            s.name.clone().unwrap_or_else(|| "-".into()),
+            visible(&s.harness),
             status_cell(style, s.status),
             s.turn
                 .as_ref()
                 .map_or_else(|| "-".into(), |t| t.state.as_str().to_owned()),
-            s.branch.clone().unwrap_or_else(|| "-".into()),
+            s.branch.as_deref().map_or_else(|| "-".into(), visible),
             clock(&s.updated_at),
-            ellipsis(&note(s), 60),
+            ellipsis(&visible(&note(s)), 60),
         ]);
     }
     output::print(&output::table(&rows));
@@ -180,7 +182,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
 /// Show one session: its record and its latest events.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// Session handle (the `ID` column of `spex sessions`), id, or a unique prefix of the id.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// How many of the latest events to include.
     #[arg(long, default_value_t = 10)]
@@ -204,10 +206,8 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     }
     let style = Style::detect(env.no_color);
     let mut rows = vec![
-        vec![
-            "id".into(),
-            format!("{} ({})", s.id, s.handle.as_deref().unwrap_or("-")),
-        ],
+        vec!["id".into(), format!("{} ({})", s.label(), s.id)],
+        vec!["name".into(), s.name.clone().unwrap_or_else(|| "-".into())],
         vec![
             "harness".into(),
             format!(
@@ -216,14 +216,14 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
                 s.harness_session_id.as_deref().unwrap_or("-")
             ),
         ],
-        vec!["state".into(), explain(&s)],
+        vec!["state".into(), visible(&explain(&s))],
         vec![
             "tree".into(),
-            format!(
+            visible(&format!(
                 "{} ({})",
                 s.tree.display(),
                 s.branch.as_deref().unwrap_or("detached")
-            ),
+            )),
         ],
         vec!["launched by".into(), s.launched_by.clone()],
     ];
@@ -241,25 +241,29 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         if let Some(note) = &t.note {
             line.push_str(&format!(": {note}"));
         }
-        rows.push(vec!["turn".into(), line]);
+        rows.push(vec!["turn".into(), visible(&line)]);
     }
     if let Some(a) = &s.attention {
         rows.push(vec![
             "attention".into(),
-            format!("{}: {}", a.reason, a.text),
+            visible(&format!("{}: {}", a.reason, a.text)),
         ]);
     }
     if let Some(d) = &s.declared {
         rows.push(vec![
             "declared".into(),
-            format!("{:?}: {}", d.state, d.note).to_lowercase(),
+            visible(&format!(
+                "{}: {}",
+                format!("{:?}", d.state).to_lowercase(),
+                d.note
+            )),
         ]);
     }
     if let Some(h) = &s.headline {
-        rows.push(vec!["headline".into(), h.clone()]);
+        rows.push(vec!["headline".into(), visible(h)]);
     }
     if !s.touched.is_empty() {
-        rows.push(vec!["touched".into(), s.touched.join(", ")]);
+        rows.push(vec!["touched".into(), visible(&s.touched.join(", "))]);
     }
     let mut text = output::table(&rows);
     text.push_str("events:\n");
@@ -269,21 +273,25 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
             "  {:>4} {} {:<17} {}\n",
             e.seq,
             e.time.get(11..23).unwrap_or_default(),
-            e.kind,
-            style.dim(&fields)
+            visible(&e.kind),
+            style.dim(&visible(&fields))
         ));
     }
     output::print(&text);
     Ok(Outcome::Ok)
 }
 
+/// A state `wait` waits for: spelled as `spex sessions` prints it (`needs_attention`) or with
+/// dashes (`needs-attention`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Until {
     Working,
     Idle,
+    #[value(alias = "needs_attention")]
     NeedsAttention,
     Exited,
     /// The end of the running turn, or of the next one if none is running.
+    #[value(alias = "turn_end")]
     TurnEnd,
 }
 
@@ -313,10 +321,12 @@ const LIVENESS_TICK: Duration = Duration::from_millis(500);
 /// session has exited (or its process is gone) before reaching the state.
 #[derive(Debug, clap::Args)]
 pub struct WaitArgs {
-    /// Session handle, id, or a unique prefix of the id.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
-    #[arg(long, value_enum)]
-    pub until: Until,
+    /// The state to wait for; several, separated by commas, wait for the first reached
+    /// (`--until idle,needs-attention`).
+    #[arg(long, value_enum, value_delimiter = ',', required = true)]
+    pub until: Vec<Until>,
     /// Give up after this many seconds.
     #[arg(long)]
     pub timeout: Option<f64>,
@@ -367,16 +377,16 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
                 .filter(|t| t.state == TurnState::Running)
                 .map_or_else(|| began.clone(), |t| t.started_at.clone())
         });
-        let handle = s.handle.clone().unwrap_or_else(|| id.clone());
+        let handle = s.label().to_owned();
         if progress && shown != Some(s.status) {
             eprint!(
                 "\r\x1b[2Kwaiting for {handle}: {} ({})",
                 s.status.as_str(),
-                note(&s)
+                visible(&note(&s))
             );
             shown = Some(s.status);
         }
-        let reached = args.until.reached(&s, start);
+        let reached = args.until.iter().any(|u| u.reached(&s, start));
         if reached || (s.status == Status::Exited) {
             if progress {
                 eprint!("\r\x1b[2K");
@@ -384,18 +394,18 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             if args.json {
                 output::json(&s);
             } else {
-                output::print(&format!("{} {}\n", s.id, s.status.as_str()));
+                output::print(&format!("{handle} {}\n", s.status.as_str()));
             }
             if reached {
                 return Ok(Outcome::Ok);
             }
             eprintln!(
-                "error: session {handle} has exited{}: it will not become `{}`",
+                "error: session {handle} has exited{}: it will not become {}",
                 s.exit_reason
                     .as_deref()
-                    .map(|r| format!(" ({r})"))
+                    .map(|r| format!(" ({})", visible(r)))
                     .unwrap_or_default(),
-                until_name(args.until)
+                until_names(&args.until)
             );
             return Ok(Outcome::Gone);
         }
@@ -404,9 +414,9 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             let left = d.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 eprintln!(
-                    "error: timed out: session {handle} is `{}`, not `{}`",
+                    "error: timed out: session {handle} is `{}`, not {}",
                     s.status.as_str(),
-                    until_name(args.until)
+                    until_names(&args.until)
                 );
                 return Ok(Outcome::Differs);
             }
@@ -430,10 +440,14 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
     }
 }
 
-fn until_name(u: Until) -> String {
-    clap::ValueEnum::to_possible_value(&u)
-        .map(|v| v.get_name().to_owned())
-        .unwrap_or_default()
+/// "`idle` or `needs-attention`".
+fn until_names(until: &[Until]) -> String {
+    until
+        .iter()
+        .filter_map(clap::ValueEnum::to_possible_value)
+        .map(|v| format!("`{}`", v.get_name()))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Subcommand)]
@@ -464,31 +478,38 @@ pub struct DeclareArgs {
 
 pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
     let store = project(env)?;
+    let verb = format!("{:?}", args.state).to_lowercase();
     let note = args
         .note
         .clone()
         .filter(|n| !n.trim().is_empty())
         .ok_or_else(|| {
             anyhow::anyhow!(
-                "a declaration needs a note\nhint: `spex session {:?} --note \"<text>\"`",
-                args.state
+                "a declaration needs a note\nhint: `spex session {verb} --note \"<text>\"`"
             )
             .context("missing --note")
         })?;
-    let id = adapters::all()
-        .iter()
-        .find_map(|h| {
-            let var = h.session_env_var()?;
-            store.alias(h.id(), env.var(var)?)
-        })
-        .or_else(|| env.spex_session_id.clone().filter(|id| store.session_dir(id).join("session.json").is_file()))
-        .ok_or_else(|| {
-            let vars: Vec<&str> = adapters::all().iter().filter_map(|h| h.session_env_var()).collect();
-            anyhow::anyhow!(
-                "cannot tell which session this is: no harness session id ({}) maps to a session of this project, and SPEX_SESSION_ID is not set\nhint: run this from inside an agent session, after its first hook fired",
+    let by_harness = adapters::all().iter().find_map(|h| {
+        let var = h.session_env_var()?;
+        store.alias(h.id(), env.var(var)?)
+    });
+    let id = match (by_harness, env.spex_session_id.as_deref()) {
+        (Some(id), _) => id,
+        // `SPEX_SESSION_ID` takes whatever names a session elsewhere: id, handle or name.
+        (None, Some(given)) => store.resolve(given).map_err(|e| {
+            anyhow::anyhow!("SPEX_SESSION_ID names no session of this project: {e}")
+        })?,
+        (None, None) => {
+            let vars: Vec<&str> = adapters::all()
+                .iter()
+                .filter_map(|h| h.session_env_var())
+                .collect();
+            anyhow::bail!(
+                "cannot tell which session this is: no harness session id ({}) maps to a session of this project, and SPEX_SESSION_ID is not set\nhint: run it inside an agent session after its first hook fired, or name the session: `SPEX_SESSION_ID=<handle> spex session {verb} --note \"<text>\"` (the handle is the `ID` column of `spex sessions`)",
                 vars.join(", ")
             )
-        })?;
+        }
+    };
     let state = match args.state {
         Declare::Done => DeclaredState::Done,
         Declare::Park => DeclaredState::Parked,
@@ -531,7 +552,11 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
     if args.json {
         output::json(&s);
     } else {
-        output::print(&format!("{}: declared {:?}\n", s.id, state).to_lowercase());
+        output::print(&format!(
+            "{}: declared {}\n",
+            s.label(),
+            format!("{state:?}").to_lowercase()
+        ));
     }
     Ok(Outcome::Ok)
 }

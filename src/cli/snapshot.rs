@@ -8,7 +8,7 @@ use crate::runtime;
 /// Print the screen of a hosted session (text, or JSON with rows, cursor and title).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session id or a unique prefix of it.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Print `{rows, cols, cursor, title, lines}` as JSON.
     #[arg(long)]
@@ -17,13 +17,7 @@ pub struct Args {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::sessions::project_and_id(env, &args.id)?;
-    let snap = runtime::explained(
-        env,
-        &store,
-        &id,
-        runtime::Act::Snapshot,
-        runtime::snapshot(env, &id),
-    )?;
+    let snap = runtime::snapshot(env, &store, &id)?;
     if args.json {
         output::json(&snap);
     } else {

@@ -12,7 +12,7 @@ use crate::store::session::{Session, Status};
 /// group, then SIGKILL after the grace period.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Session id or a unique prefix of it.
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Seconds between SIGTERM and SIGKILL (and at most how long the exit keys may take).
     #[arg(long, default_value_t = 5)]
@@ -45,7 +45,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         } else {
             "exited"
         };
-        output::print(&format!("{id}: {when} ({})\n", how(&s)));
+        output::print(&format!("{}: {when} ({})\n", store.label_of(&id), how(&s)));
     }
     Ok(Outcome::Ok)
 }

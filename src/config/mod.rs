@@ -458,14 +458,10 @@ pub fn load(user_file: &Path, tree_root: &Path, known: &Known) -> Result<Config,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(source) => return Err(ConfigError::Io { file, source }),
         };
-        apply_layer(
-            &mut cfg,
-            &Layer {
-                file: &file,
-                text: &text,
-            },
-            known,
-        )?;
+        // Editors on some systems save with a byte-order mark; it is not JSON, but not an error
+        // either (spex never rewrites these files, so the mark stays).
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        apply_layer(&mut cfg, &Layer { file: &file, text }, known)?;
         cfg.sources.push(file);
     }
     Ok(cfg)

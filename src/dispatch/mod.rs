@@ -114,7 +114,8 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
     let id = if kind == Kind::Other {
         None
     } else {
-        resolve(env, h, &project, &ev)
+        // A garbled alias file drops this event (logged by the caller): its id is no path.
+        resolve(env, h, &project, &ev)?
     };
     // Hook nodes run first and outside the record lock (they may take seconds), so their
     // verdict is known before the transition: a call a node denies never shows as started.
@@ -212,10 +213,29 @@ fn new_session(
 /// Which record a hook belongs to: the harness's own id through the alias index first; then,
 /// where the hook's environment is the session's own, `SPEX_SESSION_ID`; else a new record
 /// keyed by the harness's id (a session spex did not launch).
-fn resolve(env: &Env, h: &dyn Harness, project: &ProjectStore, ev: &HookEvent) -> Option<String> {
-    let hsid = ev.session_id.as_deref().filter(|s| session::is_valid_id(s));
-    if let Some(id) = hsid.and_then(|hs| project.alias(h.id(), hs)) {
-        return Some(id);
+fn resolve(
+    env: &Env,
+    h: &dyn Harness,
+    project: &ProjectStore,
+    ev: &HookEvent,
+) -> Result<Option<String>, String> {
+    if let Some(bad) = ev
+        .session_id
+        .as_deref()
+        .filter(|s| !session::is_valid_id(s))
+    {
+        return Err(format!(
+            "event dropped: {}",
+            session::check_id(bad, "the payload's session id").expect_err("invalid")
+        ));
+    }
+    let hsid = ev.session_id.as_deref();
+    if let Some(hs) = hsid
+        && let Some(id) = project
+            .alias_entry(h.id(), hs)
+            .map_err(|e| format!("event dropped: {e}"))?
+    {
+        return Ok(Some(id));
     }
     let id = match env
         .spex_session_id
@@ -223,12 +243,17 @@ fn resolve(env: &Env, h: &dyn Harness, project: &ProjectStore, ev: &HookEvent) -
         .filter(|s| h.hook_env_names_session() && session::is_valid_id(s))
     {
         Some(spex_id) => spex_id.to_owned(),
-        None => hsid?.to_owned(),
+        None => match hsid {
+            Some(hs) => hs.to_owned(),
+            None => return Ok(None),
+        },
     };
-    if let Some(hs) = hsid {
-        project.set_alias(h.id(), hs, &id).ok()?;
+    if let Some(hs) = hsid
+        && project.set_alias(h.id(), hs, &id).is_err()
+    {
+        return Ok(None);
     }
-    Some(id)
+    Ok(Some(id))
 }
 
 /// `p` (absolute or relative to `cwd`) relative to the tree root; `None` outside the tree.

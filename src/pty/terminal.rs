@@ -153,7 +153,43 @@ impl Terminal {
     pub fn redraw(&self) -> Vec<u8> {
         self.parser.screen().state_formatted()
     }
+
+    /// Bytes that give a terminal showing this screen back to the shell: every mode a program
+    /// can leave set is reset (whatever this model saw, since a terminal may have been set
+    /// before it was watched), the alternate screen is left, and the cursor, visible, waits at
+    /// the start of a clean line below what the program drew, so a message printed next
+    /// covers none of it. The model itself is left as the terminal then is.
+    pub fn leave(&mut self) -> Vec<u8> {
+        let mut out = LEAVE_MODES.to_vec();
+        self.parser.process(LEAVE_MODES);
+        let screen = self.parser.screen();
+        let (rows, cols) = screen.size();
+        let last_drawn = screen
+            .rows(0, cols)
+            .enumerate()
+            .filter(|(_, text)| !text.trim().is_empty())
+            .map(|(i, _)| u16::try_from(i).unwrap_or(u16::MAX))
+            .last();
+        let below = last_drawn
+            .map_or(0, |r| r + 1)
+            .max(screen.cursor_position().0);
+        let place = if below < rows {
+            format!("\x1b[{};1H", below + 1)
+        } else {
+            // Below the last row: scroll one line up, so the last row the program drew stays.
+            format!("\x1b[{rows};1H\r\n")
+        };
+        self.parser.process(place.as_bytes());
+        out.extend_from_slice(place.as_bytes());
+        out
+    }
 }
+
+/// Turns off what a TUI turns on: bracketed paste, mouse reporting (every protocol and
+/// encoding), focus and color-scheme reports, application cursor keys and keypad, the kitty
+/// keyboard protocol's pushed flags, text attributes; leaves the alternate screen; shows the
+/// cursor.
+const LEAVE_MODES: &[u8] = b"\x1b[?2004l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l\x1b[?2031l\x1b[?1l\x1b>\x1b[<u\x1b[0m\x1b[?1049l\x1b[?25h";
 
 #[cfg(test)]
 mod tests {
@@ -187,6 +223,39 @@ mod tests {
         let mut t = Terminal::new(24, 80);
         assert!(t.feed(b"\x1b[").is_empty());
         assert_eq!(t.feed(b"c"), b"\x1b[?62;22c");
+    }
+
+    #[test]
+    fn leaving_resets_every_mode_and_puts_the_cursor_on_a_clean_line() {
+        let mut t = Terminal::new(6, 20);
+        t.set_answering(false);
+        // A program on the main screen: two lines drawn, the cursor moved back up into them.
+        t.feed(b"one\r\ntwo\x1b[?25l\x1b[?2004h\x1b[?1000h\x1b[?1006h\x1b=\x1b[?1h\x1b[1;2H");
+        let out = t.leave();
+        let mut fresh = vt100::Parser::new(6, 20, 0);
+        fresh
+            .process(b"one\r\ntwo\x1b[?25l\x1b[?2004h\x1b[?1000h\x1b[?1006h\x1b=\x1b[?1h\x1b[1;2H");
+        fresh.process(&out);
+        let s = fresh.screen();
+        assert!(!s.hide_cursor() && !s.bracketed_paste() && !s.application_keypad());
+        assert!(!s.application_cursor() && !s.alternate_screen());
+        assert_eq!(s.mouse_protocol_mode(), vt100::MouseProtocolMode::None);
+        assert_eq!(s.cursor_position(), (2, 0), "the row below `two`");
+        assert_eq!(t.snapshot().cursor, (2, 0));
+
+        // A full screen: the cursor goes below the last row, which scrolls one line.
+        let mut t = Terminal::new(3, 20);
+        t.feed(b"a\r\nb\r\nc\x1b[H");
+        let out = String::from_utf8(t.leave()).unwrap();
+        assert!(out.ends_with("\x1b[3;1H\r\n"), "{out:?}");
+        assert_eq!(t.snapshot().lines, ["b", "c", ""]);
+
+        // A program on the alternate screen: left, back to the shell's screen below its text.
+        let mut t = Terminal::new(5, 20);
+        t.feed(b"$ spex attach\r\n\x1b[?1049h\x1b[2Jfull screen app\r\nmore");
+        t.leave();
+        assert_eq!(t.snapshot().lines[0], "$ spex attach");
+        assert_eq!(t.snapshot().cursor, (1, 0));
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct HostSpec {
     pub spawn: Spawn,
     /// Literal text a recording scrubs besides spex's own rules (config `scrub`).
     pub scrub: Vec<String>,
+    /// The program is the session (its end ends the session), rather than a client of a
+    /// server that holds the session (a harness's UI on a server thread, which outlives it).
+    pub program_is_session: bool,
 }
 
 struct Shared {
@@ -329,12 +332,14 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     {
         eprintln!("error: not recording: {e}");
     }
+    write_host_record(&spec.store, &spec.id, child_pid);
     {
         let shared = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("host-accept".into())
             .spawn(move || accept(&listener, &shared))?;
     }
+    listen_again_on_request(&spec.socket, &shared)?;
     // The pump: every output chunk goes to the model (which may answer a query) and to every
     // attached terminal; the stream ends when the program has closed the terminal. While the
     // session is recorded, the screen is noted once output has paused for a moment (a timed
@@ -382,7 +387,14 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
             break exit;
         }
     };
-    record_exit(&spec.store, &spec.id, exit);
+    if spec.program_is_session {
+        record_exit(&spec.store, &spec.id, exit);
+    } else {
+        eprintln!(
+            "{} the terminal UI ended ({exit:?}); the session lives on in its server",
+            crate::store::now_rfc3339()
+        );
+    }
     // The recording ends with the last screen (its `final.json` quotes it) and every byte the
     // program wrote, even after it was reaped.
     shared.frame("end");
@@ -533,6 +545,74 @@ impl Frames {
             data: serde_json::json!({ "reason": reason, "screen": snapshot }),
         });
     }
+}
+
+/// Records this host's process and the program's (pid and start time) in the session's folder:
+/// the evidence that the session runs, whatever happens to the socket.
+fn write_host_record(store: &ProjectStore, id: &str, child_pid: u32) {
+    let me = std::process::id();
+    let process = |pid: u32| {
+        crate::seam::evidence::process_start(pid)
+            .map(|start| crate::store::session::ProcessId { pid, start })
+    };
+    let (Some(host), Some(child)) = (process(me), process(child_pid)) else {
+        eprintln!("error: no start time for the host ({me}) or the program ({child_pid})");
+        return;
+    };
+    let path = super::host_record_path(store, id);
+    let bytes = serde_json::to_vec(&super::HostRecord { host, child }).expect("serializes");
+    if let Err(e) = crate::fsutil::write_atomic(&path, &bytes) {
+        eprintln!("error: writing `{}`: {e}", path.display());
+    }
+}
+
+/// On SIGUSR1 (spex sends it when it finds this host alive and its socket gone, e.g. the
+/// runtime folder was removed at logout), binds the socket again, re-creating its folder.
+fn listen_again_on_request(socket: &std::path::Path, shared: &Arc<Shared>) -> std::io::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGUSR1])?;
+    let (socket, shared) = (socket.to_owned(), Arc::clone(shared));
+    std::thread::Builder::new()
+        .name("host-rebind".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                if UnixStream::connect(&socket).is_ok() {
+                    continue;
+                }
+                let listener = socket
+                    .parent()
+                    .map_or(Ok(()), private_dir)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|()| bind(&socket));
+                match listener {
+                    Ok(listener) => {
+                        eprintln!(
+                            "{} socket `{}` was gone: listening there again",
+                            crate::store::now_rfc3339(),
+                            socket.display()
+                        );
+                        let shared = Arc::clone(&shared);
+                        let _ = std::thread::Builder::new()
+                            .name("host-accept".into())
+                            .spawn(move || accept(&listener, &shared));
+                    }
+                    Err(e) => eprintln!(
+                        "{} socket `{}` is gone and cannot be bound again: {e}",
+                        crate::store::now_rfc3339(),
+                        socket.display()
+                    ),
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Creates `dir` (and its parents) when missing, the folder itself private (0700).
+fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 /// Binds the session's socket, replacing a stale file (one nobody answers on), never a live one.

@@ -23,7 +23,7 @@ use crate::pty::terminal::Snapshot;
 use crate::repo::Tree;
 use crate::seam::Harness;
 use crate::store::ProjectStore;
-use crate::store::session::{Session, Status};
+use crate::store::session::{ProcessId, Session, Status};
 use protocol::{Envelope, Request, Response, VERSION};
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +42,15 @@ pub enum RuntimeError {
         "session `{id}` has no running host (nothing answers on `{socket}`): the host was killed or crashed, which ends the session\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one"
     )]
     HostGone { id: String, socket: PathBuf },
+    #[error(
+        "session `{id}` runs (its host, pid {pid}, is alive), but its socket `{socket}` is gone and the host could not listen there again\nhint: make `{}` a folder you own again (it went with `$XDG_RUNTIME_DIR`; logging in again brings that back), then `kill -USR1 {pid}` makes the host listen again; `spex stop {id}` is not needed",
+        .socket.parent().map(|p| p.display().to_string()).unwrap_or_default()
+    )]
+    Unreachable {
+        id: String,
+        pid: u32,
+        socket: PathBuf,
+    },
     #[error(
         "session `{id}` has exited ({how}){}\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one",
         .when.as_deref().map(|w| format!(" at {w}")).unwrap_or_default()
@@ -168,6 +177,7 @@ impl RuntimeError {
     pub fn reason(&self) -> &'static str {
         match self {
             RuntimeError::HostGone { .. } => "host_gone",
+            RuntimeError::Unreachable { .. } => "host_unreachable",
             RuntimeError::Exited { .. } => "exited",
             RuntimeError::NeedsAttention { .. } => "needs_attention",
             RuntimeError::NotConfirmed { .. } => "not_confirmed",
@@ -243,17 +253,18 @@ impl Act {
     }
 }
 
-/// Whether spex's host runs the session's current process: spex started it (`launch` or
-/// `resume`, which leave the host's log) and no host has recorded its end since. A session the
+/// Whether spex's host runs the session's current process: spex started it (`launch`, or
+/// `resume`, which leaves the host's log) and no host has recorded its end since. A session the
 /// person started, or took back into their own terminal after spex's host ended, is not.
 fn hosted(store: &ProjectStore, s: &Session) -> bool {
-    s.exit_status.is_none() && store.session_dir(&s.id).join("host.log").is_file()
+    s.exit_status.is_none()
+        && (s.launched_by == "spex" || store.session_dir(&s.id).join("host.log").is_file())
 }
 
 /// The truth about a session whose host did not answer `act`: it has exited (how and when);
 /// it runs in a terminal spex does not host; or its host died, which ends the session (the
 /// record says so from now on).
-pub fn unreachable(env: &Env, store: &ProjectStore, id: &str, act: Act) -> RuntimeError {
+pub fn not_reached(env: &Env, store: &ProjectStore, id: &str, act: Act) -> RuntimeError {
     let Ok(Some(s)) = store.load(id) else {
         return RuntimeError::HostGone {
             id: id.to_owned(),
@@ -277,7 +288,7 @@ pub fn unreachable(env: &Env, store: &ProjectStore, id: &str, act: Act) -> Runti
     }
 }
 
-/// `result`, with a host that did not answer explained by [`unreachable`].
+/// `result`, with a host that did not answer explained by [`not_reached`].
 pub fn explained<T>(
     env: &Env,
     store: &ProjectStore,
@@ -286,7 +297,7 @@ pub fn explained<T>(
     result: Result<T, RuntimeError>,
 ) -> Result<T, RuntimeError> {
     result.map_err(|e| match e {
-        RuntimeError::HostGone { .. } => unreachable(env, store, id, act),
+        RuntimeError::HostGone { .. } => not_reached(env, store, id, act),
         e => e,
     })
 }
@@ -539,22 +550,38 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
     let s = store
         .load(id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
-    if call(l.env, id, Request::Ping).is_ok() {
+    // Never a second harness on a live conversation: the host (by its process, whether or
+    // not its socket is there) and the harness process the record names must both be gone.
+    match reach(l.env, store, id) {
+        Ok(()) => {
+            return Err(RuntimeError::Refused {
+                id: id.to_owned(),
+                message: format!("it is running; `spex attach {id}` reaches it"),
+            });
+        }
+        Err(RuntimeError::HostGone { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    // One spex does not host, and that has not ended, runs in the person's own terminal.
+    if s.status != Status::Exited && !hosted(store, &s) {
+        return Err(not_reached(l.env, store, id, Act::Resume));
+    }
+    let harness_runs = host_record(store, id)
+        .map(|r| r.child)
+        .into_iter()
+        .chain(s.process)
+        .find(|&p| crate::seam::evidence::alive(p));
+    if let Some(p) = harness_runs {
         return Err(RuntimeError::Refused {
             id: id.to_owned(),
-            message: format!("it is running; `spex attach {id}` to it"),
+            message: format!(
+                "its harness process (pid {}) still runs the conversation; end it first (`kill {}`) or `spex launch` a new session",
+                p.pid, p.pid
+            ),
         });
     }
-    // A live session is never resumed: a second harness process on one conversation would
-    // split it. One spex does not host runs in the person's own terminal; a hosted one whose
-    // host no longer answers has ended (the record says so from now on).
-    let s = match reconcile_hosted(l.env, store, &s) {
-        Some(ended) => ended,
-        None if s.status != Status::Exited => {
-            return Err(unreachable(l.env, store, id, Act::Resume));
-        }
-        None => s,
-    };
+    // A hosted session whose host is gone has ended: the record says so from now on.
+    let s = reconcile_hosted(l.env, store, &s).unwrap_or(s);
     let argv = l
         .harness
         .resume_argv(
@@ -583,6 +610,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
 }
 
 /// Starts the host of session `id` running `argv` and waits until the harness is ready.
+/// Sessions on a server get their host through [`server::Server::host`].
 fn start_host(
     l: &Launch,
     store: &ProjectStore,
@@ -641,6 +669,8 @@ fn start_host(
     let mut last_screen = String::new();
     let mut changed_at = Instant::now();
     let mut prompt_since: Option<Instant> = None;
+    // The program is a client of the harness's server rather than the session itself.
+    let client = l.harness.server().is_some();
     let ready = loop {
         if let Some(e) = failed(&mut host) {
             return Err(e);
@@ -711,6 +741,11 @@ fn start_host(
             if screen != last_screen {
                 last_screen = screen;
                 changed_at = Instant::now();
+            } else if client && !screen.trim().is_empty() && changed_at.elapsed() >= STUCK_AFTER {
+                // A client of a server (the session runs there, prompts go there): a screen of
+                // its own that waits for the person (a notice, an upgrade offer) is theirs to
+                // answer on `attach`; the session is ready all the same.
+                break r;
             } else if !started
                 && !at_prompt
                 && !screen.trim().is_empty()
@@ -758,19 +793,29 @@ fn shown(screen: &str) -> String {
     lines.join("\n").trim_end().to_owned()
 }
 
-/// Folds the host's liveness into a hosted session's record: a host that no longer answers
-/// means the session is gone (`exited`, reason `host gone`), whatever killed it. Sessions not
-/// hosted by spex (no host log) and sessions still starting are left to other evidence.
+/// Folds the host's liveness into a hosted session's record: a host that no longer runs (its
+/// recorded pid and start time) means the session is gone (`exited`, reason `host gone`),
+/// whatever killed it; a host that runs but lost its socket is asked to listen again. Sessions
+/// not hosted by spex (no host log), sessions still starting and sessions a server holds (their
+/// host runs only a client of it) are left to other evidence.
 pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<Session> {
     // The status first: it costs no syscall, and most records of a long-lived store have exited.
-    if matches!(s.status, Status::Exited | Status::Starting) || !hosted(store, s) {
+    // A host that recorded its program's end no longer hosts it: hooks after that come from
+    // the person's own terminal (`claude --resume` there), and must not read "host gone".
+    if matches!(s.status, Status::Exited | Status::Starting)
+        || adapters::lookup(&s.harness).is_some_and(|h| h.server().is_some())
+        || s.exit_status.is_some()
+        || !store.session_dir(&s.id).join("host.log").is_file()
+    {
         return None;
     }
-    let socket = socket_path(env, &s.id).ok()?;
-    if UnixStream::connect(&socket).is_ok() {
-        return None;
+    match reach(env, store, &s.id) {
+        Err(RuntimeError::HostGone { socket, .. }) => {
+            let _ = std::fs::remove_file(&socket);
+        }
+        // Answering, or alive with its socket gone: live either way.
+        _ => return None,
     }
-    let _ = std::fs::remove_file(&socket);
     store
         .update(&s.id, |current| {
             let Some(mut s) = current.filter(|s| s.status != Status::Exited) else {
@@ -807,9 +852,82 @@ pub fn live(env: &Env, store: &ProjectStore, s: &Session) -> Option<bool> {
     {
         return Some(server.live(s));
     }
-    let socket = socket_path(env, &s.id).ok()?;
-    Some(UnixStream::connect(socket).is_ok())
+    Some(!matches!(
+        reach(env, store, &s.id),
+        Err(RuntimeError::HostGone { .. })
+    ))
 }
+
+/// What the host of a session wrote about itself when it started (`host.json` in the
+/// session's folder): its process and the program's, each with its start time, so liveness is
+/// read from the processes, never from a socket file (a runtime folder removed at logout takes
+/// the sockets of live sessions with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct HostRecord {
+    pub host: ProcessId,
+    pub child: ProcessId,
+}
+
+/// The file holding session `id`'s [`HostRecord`].
+pub fn host_record_path(store: &ProjectStore, id: &str) -> PathBuf {
+    store.session_dir(id).join("host.json")
+}
+
+/// Session `id`'s host record, when its host wrote one.
+pub fn host_record(store: &ProjectStore, id: &str) -> Option<HostRecord> {
+    let bytes = std::fs::read(host_record_path(store, id)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Makes sure the host of session `id` can be reached: it answers on its socket; or it runs
+/// (by its recorded pid and start time) but its socket is gone, and then it is asked (SIGUSR1)
+/// to listen again, and answers within a moment or the error says how to bring it back
+/// (`Unreachable`). A host that does not run is `HostGone`; so is one that left no record
+/// and does not answer.
+pub fn reach(env: &Env, store: &ProjectStore, id: &str) -> Result<(), RuntimeError> {
+    let socket = socket_path(env, id)?;
+    if UnixStream::connect(&socket).is_ok() {
+        return Ok(());
+    }
+    let gone = || RuntimeError::HostGone {
+        id: id.to_owned(),
+        socket: socket.clone(),
+    };
+    let host = host_record(store, id)
+        .map(|r| r.host)
+        .filter(|&h| crate::seam::evidence::alive(h))
+        .ok_or_else(gone)?;
+    let pid =
+        rustix::process::Pid::from_raw(i32::try_from(host.pid).unwrap_or(0)).ok_or_else(gone)?;
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::USR1);
+    let deadline = Instant::now() + REBIND_WAIT;
+    while Instant::now() < deadline {
+        if UnixStream::connect(&socket).is_ok() {
+            return Ok(());
+        }
+        if !crate::seam::evidence::alive(host) {
+            return Err(gone());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(RuntimeError::Unreachable {
+        id: id.to_owned(),
+        pid: host.pid,
+        socket,
+    })
+}
+
+/// [`reach`] for a command about to talk to the host: only a host that runs but cannot be
+/// reached is an error here (a host that is gone is the command's own case to report).
+pub fn reach_if_alive(env: &Env, store: &ProjectStore, id: &str) -> Result<(), RuntimeError> {
+    match reach(env, store, id) {
+        Err(e @ RuntimeError::Unreachable { .. }) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// How long a host that was asked to listen again may take to do it.
+const REBIND_WAIT: Duration = Duration::from_secs(3);
 
 /// A record as `show --json` prints it: with `live` (`sessions --json` prints the same bytes
 /// through `store::sorted::SortedRecord`, building no value).
@@ -833,6 +951,7 @@ pub fn record(
     id: &str,
     stop: bool,
 ) -> Result<PathBuf, RuntimeError> {
+    reach_if_alive(env, store, id)?;
     let dir = cassette_dir(store, id);
     let call = |request| explained(env, store, id, Act::Record, call(env, id, request));
     if stop {
@@ -867,6 +986,7 @@ pub fn interrupt(
     if !matches!(s.status, Status::Working | Status::NeedsAttention) {
         return Ok(s);
     }
+    reach_if_alive(env, store, id)?;
     explained(
         env,
         store,
@@ -946,6 +1066,7 @@ pub fn deliver(
     let s = store
         .load(id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
+    reach_if_alive(env, store, id)?;
     let harness =
         adapters::lookup(&s.harness).ok_or_else(|| RuntimeError::NotHosted(s.harness.clone()))?;
     // The screen, which also proves the host answers.
@@ -1088,16 +1209,23 @@ fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-pub fn snapshot(env: &Env, id: &str) -> Result<Snapshot, RuntimeError> {
-    Ok(call(env, id, Request::Snapshot)?
-        .snapshot
-        .unwrap_or_else(|| Snapshot {
-            rows: 0,
-            cols: 0,
-            cursor: (0, 0),
-            title: String::new(),
-            lines: Vec::new(),
-        }))
+pub fn snapshot(env: &Env, store: &ProjectStore, id: &str) -> Result<Snapshot, RuntimeError> {
+    reach_if_alive(env, store, id)?;
+    Ok(explained(
+        env,
+        store,
+        id,
+        Act::Snapshot,
+        call(env, id, Request::Snapshot),
+    )?
+    .snapshot
+    .unwrap_or_else(|| Snapshot {
+        rows: 0,
+        cols: 0,
+        cursor: (0, 0),
+        title: String::new(),
+        lines: Vec::new(),
+    }))
 }
 
 /// Ends the session's program (the harness's exit keys at an idle prompt, then TERM, then KILL
@@ -1109,6 +1237,7 @@ pub fn stop(
     grace: Duration,
 ) -> Result<Session, RuntimeError> {
     let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    reach_if_alive(env, store, id)?;
     let mut client = explained(env, store, id, Act::Stop, Client::connect(env, id))?;
     // The host answers once the signals are sent; it may already be closing the socket.
     let _ = client.call(Request::Stop { grace_ms }, grace + CALL_TIMEOUT);

@@ -5,6 +5,7 @@
 //! record of a thread is keyed by the thread id, as the hooks key it.
 
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,15 +13,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Delivery, Launched, Mode, RuntimeError, io, runtime_dir, wait_for};
+use super::protocol::Request;
+use super::{Delivery, Launch, Launched, Mode, RuntimeError, io, runtime_dir, wait_for};
 use crate::env::Env;
-use crate::repo::Tree;
 use crate::seam::Harness;
 use crate::seam::evidence::{self, Evidence, Finding};
 use crate::seam::server::{
     DeliverMode, ServerCtx, ServerError, ServerErrorKind, ServerEvent, SessionServer, TurnEnd,
 };
-use crate::store::session::{Session, Status, StoreError, new_event};
+use crate::store::session::{ProcessId, Session, Status, StoreError, new_event};
 use crate::store::{self, ProjectStore};
 
 /// How long a server may take to answer its first request.
@@ -28,13 +29,65 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long an answering server may take to answer the liveness check.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// What `spex serve` writes once the server answers: the processes to signal at the end.
+/// What `spex serve` writes once the server answers: the processes to signal at the end, and
+/// the server's identity (pid and start time) its sessions are bound to.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Running {
     server_pid: u32,
     server_start: u64,
     supervisor_pid: u32,
+    /// The supervisor's start time (0 when written by an older spex).
+    #[serde(default)]
+    supervisor_start: u64,
     socket: PathBuf,
+    /// When the server answered (absent when written by an older spex).
+    #[serde(default)]
+    started_at: Option<String>,
+}
+
+impl Running {
+    fn server(&self) -> ProcessId {
+        ProcessId {
+            pid: self.server_pid,
+            start: self.server_start,
+        }
+    }
+
+    fn supervisor(&self) -> ProcessId {
+        ProcessId {
+            pid: self.supervisor_pid,
+            start: self.supervisor_start,
+        }
+    }
+}
+
+/// What `spex server status` reports about one project's server.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerStatus {
+    pub harness: String,
+    /// The server process runs (the pid and start time its supervisor recorded).
+    pub running: bool,
+    /// It answers on its socket.
+    pub answers: bool,
+    pub pid: Option<u32>,
+    pub supervisor_pid: Option<u32>,
+    /// The supervisor runs (a server whose supervisor is gone is stopped by its guard).
+    pub supervised: bool,
+    pub started_at: Option<String>,
+    pub uptime_s: Option<u64>,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+    /// The threads it holds, with the session each belongs to (when spex has its record).
+    pub threads: Vec<HeldThread>,
+}
+
+/// One thread a server holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldThread {
+    pub thread: String,
+    pub session: Option<String>,
+    pub handle: Option<String>,
+    pub status: Option<String>,
 }
 
 /// One project's server for one harness.
@@ -128,7 +181,7 @@ impl<'a> Server<'a> {
                 "the server does not know the session's thread; `spex show {id}` shows its record"
             ),
             ServerErrorKind::Timeout => {
-                "the server is busy or stuck; try again, or `spex stop` the session".to_owned()
+                format!("the server is busy or stuck; try again, or `spex stop {id}`")
             }
             ServerErrorKind::Refused | ServerErrorKind::Start => {
                 format!("see the server log `{}`", self.log.display())
@@ -212,20 +265,29 @@ impl<'a> Server<'a> {
     }
 
     /// The body of `spex serve`: start the server, say so, follow it until it goes, then mark
-    /// every session still live on it exited (`server gone`).
-    pub fn supervise(&self) -> Result<(), RuntimeError> {
+    /// every session still live on it exited (`server gone`). A guard process (`spex serve
+    /// --guard`) holds a pipe from this one: should the supervisor die in any way (`kill -9`
+    /// included), the pipe closes and the guard stops the server, so it is never orphaned.
+    pub fn supervise(&self, spex_bin: &Path) -> Result<(), RuntimeError> {
         // Our own session: the launching terminal closing must not take the server down.
         let _ = rustix::process::setsid();
         let server_pid = self
             .proto
             .start(&self.ctx(), START_TIMEOUT)
             .map_err(|e| self.failed_unbound(&e))?;
+        let me = std::process::id();
         let running = Running {
             server_pid,
             server_start: evidence::process_start(server_pid).unwrap_or(0),
-            supervisor_pid: std::process::id(),
+            supervisor_pid: me,
+            supervisor_start: evidence::process_start(me).unwrap_or(0),
             socket: self.socket.clone(),
+            started_at: Some(store::now_rfc3339()),
         };
+        let guard = self.spawn_guard(spex_bin, running.server());
+        if let Err(e) = &guard {
+            eprintln!("error: no guard for the server: {e}");
+        }
         let file = self.running_file();
         crate::fsutil::write_atomic(&file, &store::json_bytes(&running)).map_err(io(&file))?;
         eprintln!("{} server {server_pid} answers", store::now_rfc3339());
@@ -234,24 +296,81 @@ impl<'a> Server<'a> {
             self.fold(ev);
         });
         eprintln!("{} server gone ({result:?})", store::now_rfc3339());
-        for s in self.store.sessions() {
-            if self.on_server(&s) && s.status != Status::Exited {
-                self.conclude(
-                    &s.id,
-                    Finding::Gone("server gone"),
-                    "the server's connection closed",
-                );
-            }
-        }
+        self.sessions_gone("the server's connection closed");
         // The connection may close before the process ends; do not leave it half alive.
-        if evidence::alive(crate::store::session::ProcessId {
-            pid: running.server_pid,
-            start: running.server_start,
-        }) {
+        if evidence::alive(running.server()) {
             signal_group(running.server_pid, rustix::process::Signal::TERM);
         }
         let _ = std::fs::remove_file(&file);
+        // The guard sees its pipe close and finds the server gone.
+        drop(guard);
         Ok(())
+    }
+
+    /// Starts `spex serve --guard` in its own process group, reading a pipe this process
+    /// holds the other end of; the returned writer is that end (closing it, or dying, lets
+    /// the guard act).
+    fn spawn_guard(
+        &self,
+        spex_bin: &Path,
+        server: ProcessId,
+    ) -> Result<std::process::ChildStdin, RuntimeError> {
+        let mut cmd = Command::new(spex_bin);
+        cmd.arg("serve")
+            .arg("--harness")
+            .arg(self.harness.id())
+            .arg("--project")
+            .arg(&self.main)
+            .arg("--binary")
+            .arg(&self.binary)
+            .arg("--guard")
+            .arg(format!("{}:{}", server.pid, server.start))
+            .arg("--")
+            .args(&self.args)
+            .current_dir(&self.main)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            // Neither a signal to the supervisor's group nor its terminal reaches the guard.
+            .process_group(0);
+        let mut child = cmd.spawn().map_err(io(spex_bin))?;
+        let pipe = child.stdin.take().expect("stdin is piped");
+        // Reaped when it ends (the supervisor outlives it only after the server is gone).
+        std::thread::spawn(move || child.wait());
+        Ok(pipe)
+    }
+
+    /// The body of `spex serve --guard`: waits until its supervisor's pipe closes (the
+    /// supervisor ended, however), then stops `server` if it still runs and records every
+    /// session still live on it exited.
+    pub fn guard(&self, server: ProcessId) {
+        let mut sink = Vec::new();
+        // EOF (or an error) on stdin: the supervisor is gone.
+        let _ = std::io::stdin().read_to_end(&mut sink);
+        if !evidence::alive(server) {
+            return;
+        }
+        eprintln!(
+            "{} the supervisor is gone; stopping server {}",
+            store::now_rfc3339(),
+            server.pid
+        );
+        stop_process(server);
+        self.sessions_gone("its supervisor (`spex serve`) died, and spex stopped the server");
+        if self.running().is_some_and(|r| r.server() == server) {
+            let _ = std::fs::remove_file(self.running_file());
+        }
+    }
+
+    /// Every session still live on this server: `exited` (`server gone`), with `why`; their
+    /// hosts' terminals close too.
+    fn sessions_gone(&self, why: &str) {
+        for s in self.store.sessions() {
+            if self.on_server(&s) && s.status != Status::Exited {
+                self.conclude(&s.id, Finding::Gone("server gone"), why);
+                let _ = super::call(self.env, &s.id, Request::Stop { grace_ms: 2000 });
+            }
+        }
     }
 
     /// Whether `s` is a thread on this server (launched or resumed by spex).
@@ -395,21 +514,23 @@ impl<'a> Server<'a> {
         s.harness_session_id.clone().unwrap_or_else(|| s.id.clone())
     }
 
-    /// A new thread in `tree`, its record (keyed by the thread id, `launched_by: spex`), and
-    /// `prompt` as its first turn.
+    /// A new thread in `l.tree`, its record (keyed by the thread id, `launched_by: spex`, bound
+    /// to the server process by the pid and start time its supervisor recorded), the harness's
+    /// terminal UI on it under a spex host, and `prompt` as its first turn.
     pub fn launch(
         &self,
-        spex_bin: &Path,
-        tree: &Tree,
+        l: &Launch,
         prompt: Option<&str>,
     ) -> Result<(Launched, Option<Delivery>), RuntimeError> {
-        self.ensure(spex_bin)?;
+        self.ensure(&l.spex_bin)?;
+        let tree = &l.tree;
         let name = format!("spex {}", tree.branch().as_deref().unwrap_or("session"));
         let thread = self
             .proto
             .start_thread(&self.ctx(), &tree.root, &name)
             .map_err(|e| self.failed_unbound(&e))?;
         let now = store::now_rfc3339();
+        let server = self.running().map(|r| r.server());
         self.store.update(&thread, |cur| {
             // A hook may have made the record already; either way it is spex's now.
             let mut s = cur.unwrap_or_else(|| {
@@ -423,6 +544,7 @@ impl<'a> Server<'a> {
                 )
             });
             "spex".clone_into(&mut s.launched_by);
+            s.process = server;
             if s.status == Status::Starting {
                 s.status = Status::Idle;
             }
@@ -437,16 +559,44 @@ impl<'a> Server<'a> {
             )
         })?;
         self.store.set_alias(self.harness.id(), &thread, &thread)?;
+        let launched = self.host(l, &thread)?;
         let delivery = prompt.map(|p| self.deliver(&thread, p)).transpose()?;
-        Ok((
-            Launched {
-                id: thread,
-                socket: self.socket.clone(),
-                host_pid: self.running().map(|r| r.server_pid),
-                child_pid: None,
-            },
-            delivery,
-        ))
+        Ok((launched, delivery))
+    }
+
+    /// Runs the harness's terminal UI on session `id`'s thread under a spex host (as every
+    /// hosted session runs), unless a host already answers for it; the host's program is a
+    /// client of the thread, so its end does not end the session.
+    pub fn host(&self, l: &Launch, id: &str) -> Result<Launched, RuntimeError> {
+        let s = self.ours(id)?;
+        if s.status == Status::Exited {
+            return Err(RuntimeError::exited(&s));
+        }
+        if let Ok(r) = super::call(self.env, id, Request::Ping) {
+            return Ok(Launched {
+                id: id.to_owned(),
+                socket: super::socket_path(self.env, id)?,
+                host_pid: r.host_pid,
+                child_pid: r.child_pid,
+            });
+        }
+        let thread = Self::thread_of(&s);
+        let loaded = self
+            .proto
+            .loaded(&self.ctx(), &thread)
+            .map_err(|e| self.failed(id, &e))?;
+        if !loaded {
+            return Err(self.failed(
+                id,
+                &ServerError::new(
+                    ServerErrorKind::UnknownThread,
+                    "the server does not hold the session's thread",
+                ),
+            ));
+        }
+        let argv = self.proto.tui_argv(&self.ctx(), &thread);
+        let store = self.store.clone();
+        super::start_host(l, &store, id, &argv)
     }
 
     fn running(&self) -> Option<Running> {
@@ -510,8 +660,8 @@ impl<'a> Server<'a> {
         })
     }
 
-    /// Closes the thread and records the session `exited`; the server stops with the
-    /// project's last thread.
+    /// Closes the thread, ends its terminal and records the session `exited`; the server
+    /// stops once it holds no thread of a live session.
     pub fn stop(&self, id: &str) -> Result<Session, RuntimeError> {
         let s = self.ours(id)?;
         if s.status != Status::Exited {
@@ -527,27 +677,85 @@ impl<'a> Server<'a> {
                 "`spex stop` closed the thread",
             );
         }
-        if self.proto.thread_count(&self.ctx()).is_ok_and(|n| n == 0) {
+        let _ = super::call(self.env, id, Request::Stop { grace_ms: 2000 });
+        // A thread no live record names (its record pruned, or exited while the server kept
+        // it) does not keep the server running.
+        if let Ok(threads) = self.proto.threads(&self.ctx())
+            && !threads.iter().any(|t| {
+                self.record_of(t)
+                    .and_then(|id| self.store.load(&id).ok().flatten())
+                    .is_some_and(|s| s.status != Status::Exited)
+            })
+        {
             self.shutdown();
         }
         self.load(id)
     }
 
-    /// Stops the server (its supervisor then records what was still live on it).
-    pub fn shutdown(&self) {
-        if let Some(r) = self.running()
-            && evidence::alive(crate::store::session::ProcessId {
-                pid: r.server_pid,
-                start: r.server_start,
+    /// Stops the server and waits until it is gone (TERM to its process group, KILL after a
+    /// grace); every session still live on it reads `exited` (`server gone`). False when no
+    /// server of spex's ran.
+    pub fn shutdown(&self) -> bool {
+        let Some(r) = self.running() else {
+            return false;
+        };
+        if !evidence::alive(r.server()) {
+            return false;
+        }
+        stop_process(r.server());
+        self.sessions_gone("the project's server was stopped");
+        true
+    }
+
+    /// What the project's server is doing: whether it runs and answers, its pid, uptime and
+    /// the threads it holds.
+    pub fn status(&self) -> ServerStatus {
+        let running = self.running().filter(|r| evidence::alive(r.server()));
+        let answers = running.is_some() && self.answers();
+        let threads = if answers {
+            self.proto.threads(&self.ctx()).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let threads = threads
+            .into_iter()
+            .map(|thread| {
+                let s = self
+                    .record_of(&thread)
+                    .and_then(|id| self.store.load(&id).ok().flatten());
+                HeldThread {
+                    session: s.as_ref().map(|s| s.id.clone()),
+                    handle: s.as_ref().and_then(|s| s.handle.clone()),
+                    status: s.as_ref().map(|s| s.status.as_str().to_owned()),
+                    thread,
+                }
             })
-        {
-            signal_group(r.server_pid, rustix::process::Signal::TERM);
+            .collect();
+        let uptime_s = running
+            .as_ref()
+            .and_then(|r| store::parse_time(r.started_at.as_deref()?))
+            .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+            .map(|d| d.as_secs());
+        ServerStatus {
+            harness: self.harness.id().to_owned(),
+            running: running.is_some(),
+            answers,
+            pid: running.as_ref().map(|r| r.server_pid),
+            supervisor_pid: running.as_ref().map(|r| r.supervisor_pid),
+            supervised: running
+                .as_ref()
+                .is_some_and(|r| evidence::alive(r.supervisor())),
+            started_at: running.as_ref().and_then(|r| r.started_at.clone()),
+            uptime_s,
+            socket: self.socket.clone(),
+            log: self.log.clone(),
+            threads,
         }
     }
 
-    /// Brings session `id`'s thread back on the server (starting it if needed). Refuses a
-    /// live session unless `force`.
-    pub fn resume(&self, spex_bin: &Path, id: &str, force: bool) -> Result<Launched, RuntimeError> {
+    /// Brings session `id`'s thread back on the server (starting it if needed) with its
+    /// terminal UI under a spex host. Refuses a live session unless `force`.
+    pub fn resume(&self, l: &Launch, id: &str, force: bool) -> Result<Launched, RuntimeError> {
         let s = self.load(id)?;
         let thread = Self::thread_of(&s);
         let live = if self.on_server(&s) {
@@ -559,13 +767,14 @@ impl<'a> Server<'a> {
         if !force && s.status != Status::Exited && live {
             return Err(RuntimeError::Refused {
                 id: id.to_owned(),
-                message: "it is running; `spex attach` to it, or pass `--force`".into(),
+                message: format!("it is running; `spex attach {id}` reaches it, or pass `--force`"),
             });
         }
-        self.ensure(spex_bin)?;
+        self.ensure(&l.spex_bin)?;
         self.proto
             .resume_thread(&self.ctx(), &thread)
             .map_err(|e| self.failed(id, &e))?;
+        let server = self.running().map(|r| r.server());
         self.store.update(id, |cur| {
             let Some(mut s) = cur else {
                 return (None, Vec::new(), ());
@@ -575,6 +784,7 @@ impl<'a> Server<'a> {
             s.status = Status::Idle;
             s.exit_reason = None;
             s.forget_process();
+            s.process = server;
             "spex".clone_into(&mut s.launched_by);
             s.stamp(before, &now, "resume", None);
             s.updated_at = now;
@@ -586,46 +796,7 @@ impl<'a> Server<'a> {
                 (),
             )
         })?;
-        Ok(Launched {
-            id: id.to_owned(),
-            socket: self.socket.clone(),
-            host_pid: self.running().map(|r| r.server_pid),
-            child_pid: None,
-        })
-    }
-
-    /// Runs the harness's own terminal UI on the session's thread in this terminal, until the
-    /// person quits it (the thread keeps running on the server).
-    pub fn attach(&self, id: &str) -> Result<(), RuntimeError> {
-        let s = self.ours(id)?;
-        if s.status == Status::Exited {
-            return Err(RuntimeError::exited(&s));
-        }
-        let thread = Self::thread_of(&s);
-        let loaded = self
-            .proto
-            .loaded(&self.ctx(), &thread)
-            .map_err(|e| self.failed(id, &e))?;
-        if !loaded {
-            return Err(self.failed(
-                id,
-                &ServerError::new(
-                    ServerErrorKind::UnknownThread,
-                    "the server does not hold the session's thread",
-                ),
-            ));
-        }
-        let argv = self.proto.tui_argv(&self.ctx(), &thread);
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]).current_dir(&s.tree);
-        for var in super::identity_vars() {
-            cmd.env_remove(var);
-        }
-        let status = cmd.status().map_err(io(Path::new(&argv[0])))?;
-        if !status.success() {
-            eprintln!("{} exited ({status})", argv[0]);
-        }
-        Ok(())
+        self.host(l, id)
     }
 
     /// Whether session `s`'s thread is live: the server answers and holds it.
@@ -633,6 +804,46 @@ impl<'a> Server<'a> {
         self.proto
             .loaded(&self.ctx(), &Self::thread_of(s))
             .unwrap_or(false)
+    }
+}
+
+/// The servers of the project `store` keeps (main checkout `main`): one per harness that runs
+/// its sessions on a server. Enough to report on and stop them (no harness binary resolved).
+pub fn of_project<'a>(
+    env: &'a Env,
+    store: &ProjectStore,
+    main: &Path,
+) -> Result<Vec<Server<'a>>, RuntimeError> {
+    let mut out = Vec::new();
+    for h in crate::adapters::all() {
+        if let Some(s) = Server::new(env, *h, store, main, PathBuf::new(), Vec::new())? {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// `3h 5m`, `4m 10s`, `12s`: an uptime for people.
+pub fn duration_words(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
+/// TERM to the process group of `p`, KILL after a grace when it still runs.
+fn stop_process(p: ProcessId) {
+    signal_group(p.pid, rustix::process::Signal::TERM);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while evidence::alive(p) && Instant::now() < deadline {
+        // A process's end announces itself to its parent only; look 20 times a second.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if evidence::alive(p) {
+        signal_group(p.pid, rustix::process::Signal::KILL);
     }
 }
 

@@ -101,8 +101,8 @@ impl ServerError {
 /// One harness's server protocol. Every call connects on `ctx.socket`; nothing is cached
 /// between calls, so each spex command is one short client.
 pub trait SessionServer: Sync {
-    /// Starts the server (as a child of the calling process, in its process group) and waits
-    /// until it answers; returns its pid.
+    /// Starts the server (as a child of the calling process, in a process group of its own)
+    /// and waits until it answers; returns its pid.
     fn start(&self, ctx: &ServerCtx, timeout: Duration) -> Result<u32, ServerError>;
     /// Whether a server answers on the socket within `timeout`.
     fn answers(&self, ctx: &ServerCtx, timeout: Duration) -> bool;
@@ -118,9 +118,10 @@ pub trait SessionServer: Sync {
     fn interrupt(&self, ctx: &ServerCtx, thread: &str) -> Result<Option<String>, ServerError>;
     /// Closes the thread (the server lets go of it).
     fn close_thread(&self, ctx: &ServerCtx, thread: &str) -> Result<(), ServerError>;
-    /// How many threads the server holds.
-    fn thread_count(&self, ctx: &ServerCtx) -> Result<usize, ServerError>;
-    /// The argv of the harness's own terminal UI joined to the thread.
+    /// The threads the server holds.
+    fn threads(&self, ctx: &ServerCtx) -> Result<Vec<String>, ServerError>;
+    /// The argv of the harness's own terminal UI joined to the thread, which spex runs under
+    /// its PTY host (a client of the server: its end does not end the thread).
     fn tui_argv(&self, ctx: &ServerCtx, thread: &str) -> Vec<String>;
     /// Follows the server until it goes away, joining every thread it holds (on start and as
     /// threads appear) and handing each event to `sink`. Returns when the connection ends;

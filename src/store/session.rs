@@ -198,6 +198,10 @@ pub struct Session {
     /// The short id the `ID` column shows, unique in the project's store (see `claim_handle`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handle: Option<String>,
+    /// The name a person gave the session (`launch --name`, `spex rename`), unique among the
+    /// project's live sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The harness process, recorded when first seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<ProcessId>,
@@ -224,6 +228,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// What people read for this session: its handle (the full id until it has one).
+    pub fn label(&self) -> &str {
+        self.handle.as_deref().unwrap_or(&self.id)
+    }
+
     /// A new record in state `starting`.
     pub fn new(
         id: &str,
@@ -255,8 +264,18 @@ impl Session {
 pub enum StoreError {
     #[error("no session matches `{0}`\nhint: list sessions with `spex sessions --all`")]
     NotFound(String),
-    #[error("`{prefix}` matches several sessions: {matches}\nhint: give more characters of the id")]
+    #[error(
+        "`{prefix}` matches several sessions: {matches}\nhint: give more characters of the handle or id (`spex sessions --all` lists them)"
+    )]
     Ambiguous { prefix: String, matches: String },
+    /// An id, handle or name that cannot be one (read from an argument or a store file).
+    #[error(
+        "{from}`{}` is not a session id, handle or name: those are 1 to {ID_MAX} letters, digits, `-` or `_`\nhint: `spex sessions --all` lists the sessions",
+        crate::text::visible(.id)
+    )]
+    InvalidId { id: String, from: String },
+    #[error("{0}")]
+    Name(String),
     #[error("`{path}`: {source}")]
     Io {
         path: PathBuf,
@@ -437,9 +456,26 @@ impl ProjectStore {
 
     /// The spex id a harness session id maps to.
     pub fn alias(&self, harness: &str, harness_id: &str) -> Option<String> {
-        let text = std::fs::read_to_string(self.alias_file(harness, harness_id)).ok()?;
+        self.alias_entry(harness, harness_id).ok().flatten()
+    }
+
+    /// The spex id a harness session id maps to; an alias file that holds no valid id (a
+    /// garbled or forged file) is an error, never a path.
+    pub fn alias_entry(
+        &self,
+        harness: &str,
+        harness_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let path = self.alias_file(harness, harness_id);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(None);
+        };
         let id = text.trim();
-        (!id.is_empty()).then(|| id.to_owned())
+        if id.is_empty() {
+            return Ok(None);
+        }
+        check_id(id, &format!("alias file `{}` holds", path.display()))?;
+        Ok(Some(id.to_owned()))
     }
 
     pub fn set_alias(&self, harness: &str, harness_id: &str, id: &str) -> Result<(), StoreError> {
@@ -450,6 +486,7 @@ impl ProjectStore {
     }
 
     pub fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
+        check_id(id, "session")?;
         let path = self.session_dir(id).join("session.json");
         match fsutil::read_opt(&path).map_err(io(&path))? {
             None => Ok(None),
@@ -482,6 +519,7 @@ impl ProjectStore {
             R,
         ),
     ) -> Result<R, StoreError> {
+        check_id(id, "session")?;
         let dir = self.session_dir(id);
         let lock = dir.join("lock");
         super::lock::with(&lock, || -> Result<R, StoreError> {
@@ -551,6 +589,7 @@ impl ProjectStore {
         let mut ids: Vec<String> = entries
             .filter_map(Result::ok)
             .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|id| is_valid_id(id))
             .collect();
         ids.sort();
         ids
@@ -597,7 +636,10 @@ impl ProjectStore {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         for n in 4..=chars.len() {
             let handle: String = chars[chars.len() - n..].iter().collect();
-            if handle != id && self.session_dir(&handle).join("session.json").is_file() {
+            if handle != id
+                && (self.session_dir(&handle).join("session.json").is_file()
+                    || self.name_file(&handle).is_file())
+            {
                 // Another session's full id, which `resolve` puts first: as this session's
                 // handle it would name the other one.
                 continue;
@@ -625,31 +667,175 @@ impl ProjectStore {
         Ok(id.to_owned())
     }
 
-    /// Resolves a full id, a handle or a unique prefix of an id. A full id comes first: a
-    /// handle claimed before a session with that very id appeared must not hide it.
-    pub fn resolve(&self, prefix: &str) -> Result<String, StoreError> {
-        if self.session_dir(prefix).join("session.json").is_file() {
-            return Ok(prefix.to_owned());
+    /// The session a handle or name file names, when that session's record exists.
+    fn owner(&self, file: &Path) -> Option<String> {
+        let owner = std::fs::read_to_string(file).ok()?;
+        let owner = owner.trim();
+        (is_valid_id(owner) && self.session_dir(owner).join("session.json").is_file())
+            .then(|| owner.to_owned())
+    }
+
+    /// Resolves what a person typed for a session: its full id, its handle, its name, or a
+    /// unique prefix of a handle or of an id, in that order. A full id comes first: a handle
+    /// claimed before a session with that very id appeared must not hide it. Anything that
+    /// cannot be an id (empty, a path) is refused before it comes near the file system.
+    pub fn resolve(&self, arg: &str) -> Result<String, StoreError> {
+        check_id(arg, "")?;
+        if self.session_dir(arg).join("session.json").is_file() {
+            return Ok(arg.to_owned());
         }
-        if let Ok(owner) = std::fs::read_to_string(self.handle_file(prefix))
-            && let Some(owner) = Some(owner.trim()).filter(|o| !o.is_empty())
-            && self.session_dir(owner).join("session.json").is_file()
-        {
-            return Ok(owner.to_owned());
+        if let Some(owner) = self.owner(&self.handle_file(arg)) {
+            return Ok(owner);
         }
-        let matches: Vec<String> = self
+        if let Some(owner) = self.owner(&self.name_file(arg)) {
+            return Ok(owner);
+        }
+        let mut matches: Vec<String> = self
             .session_ids()
             .into_iter()
-            .filter(|id| id.starts_with(prefix))
+            .filter(|id| id.starts_with(arg))
             .collect();
+        if let Ok(entries) = std::fs::read_dir(self.dir.join("handles")) {
+            for e in entries.filter_map(Result::ok) {
+                if e.file_name().to_string_lossy().starts_with(arg)
+                    && let Some(owner) = self.owner(&e.path())
+                {
+                    matches.push(owner);
+                }
+            }
+        }
+        matches.sort();
+        matches.dedup();
+        // A session no reader has listed yet has no handle: give every such session its
+        // handle (as `spex sessions` would) and look again.
+        if matches.is_empty() && self.claim_missing_handles() > 0 {
+            return self.resolve(arg);
+        }
         match matches.len() {
-            0 => Err(StoreError::NotFound(prefix.to_owned())),
+            0 => Err(StoreError::NotFound(crate::text::visible(arg))),
             1 => Ok(matches.into_iter().next().expect("one match")),
             _ => Err(StoreError::Ambiguous {
-                prefix: prefix.to_owned(),
-                matches: matches.join(", "),
+                prefix: arg.to_owned(),
+                matches: matches
+                    .iter()
+                    .map(|id| self.label_of(id))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }),
         }
+    }
+
+    /// Claims the handle of every record that has none; how many it claimed.
+    fn claim_missing_handles(&self) -> usize {
+        self.sessions()
+            .iter()
+            .filter(|s| s.handle.is_none())
+            .filter(|s| self.label_of(&s.id) != s.id)
+            .count()
+    }
+
+    /// What people read for session `id`: its handle, claimed now if it has none yet (and
+    /// saved in its record), else the full id. Every message that names a session uses it.
+    pub fn label_of(&self, id: &str) -> String {
+        match self.load(id) {
+            Ok(Some(s)) if s.handle.is_some() => s.label().to_owned(),
+            Ok(Some(_)) => self.claim_handle(id).map_or_else(
+                |_| id.to_owned(),
+                |handle| {
+                    let _ = self.update(id, |cur| {
+                        let cur = cur.map(|mut c| {
+                            c.handle.get_or_insert_with(|| handle.clone());
+                            c
+                        });
+                        (cur, Vec::new(), ())
+                    });
+                    handle
+                },
+            ),
+            _ => id.to_owned(),
+        }
+    }
+
+    fn name_file(&self, name: &str) -> PathBuf {
+        self.dir.join("names").join(sanitize(name))
+    }
+
+    /// Gives session `id` the name `name` (or none): checked for shape, refused when it is a
+    /// session id or handle, or the name of another live session of the project. A name an
+    /// exited session held passes to the new one.
+    pub fn set_name(&self, id: &str, name: Option<&str>) -> Result<Session, StoreError> {
+        if let Some(name) = name {
+            self.name_free(name, Some(id))?;
+        }
+        let dir = self.dir.join("names");
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let lock = dir.join(".lock");
+        super::lock::with(&lock, || -> Result<Session, StoreError> {
+            // Checked again under the lock: two renames at once cannot both take one name.
+            if let Some(name) = name {
+                self.name_free(name, Some(id))?;
+                let path = self.name_file(name);
+                fsutil::write_atomic(&path, id.as_bytes()).map_err(io(&path))?;
+            }
+            let saved = self.update(id, |cur| match cur {
+                None => (None, Vec::new(), Err(StoreError::NotFound(id.to_owned()))),
+                Some(mut s) => {
+                    let old = std::mem::replace(&mut s.name, name.map(str::to_owned));
+                    let mut fields = serde_json::Map::new();
+                    fields.insert("name".into(), name.into());
+                    if let Some(old) = &old {
+                        fields.insert("was".into(), old.clone().into());
+                    }
+                    let event = ("renamed".to_owned(), "spex rename".to_owned(), fields);
+                    (Some(s.clone()), vec![event], Ok((s, old)))
+                }
+            })?;
+            let (s, old) = saved?;
+            // The old name's index entry goes, unless another session has taken it since.
+            if let Some(old) = old.filter(|o| Some(o.as_str()) != name) {
+                let file = self.name_file(&old);
+                if self.owner(&file).as_deref() == Some(id) {
+                    let _ = std::fs::remove_file(&file);
+                }
+            }
+            Ok(s)
+        })
+        .map_err(io(&lock))?
+    }
+
+    /// Whether `name` may name session `id` (`None`: a session about to start).
+    pub fn name_free(&self, name: &str, id: Option<&str>) -> Result<(), StoreError> {
+        if !is_valid_name(name) {
+            return Err(StoreError::Name(format!(
+                "`{}` is not a usable session name: a name is 1 to {NAME_MAX} letters, digits, `-` or `_`, starting with a letter\nhint: for example `--name fix-login`",
+                crate::text::visible(name)
+            )));
+        }
+        let taken = |what: &str, other: &str| {
+            StoreError::Name(format!(
+                "`{name}` is {what} session {}\nhint: pick another name (`spex sessions --all` shows the names in use)",
+                self.label_of(other)
+            ))
+        };
+        if self.session_dir(name).join("session.json").is_file() && Some(name) != id {
+            return Err(taken("the id of", name));
+        }
+        if let Some(other) = self.owner(&self.handle_file(name))
+            && Some(other.as_str()) != id
+        {
+            return Err(taken("the handle of", &other));
+        }
+        if let Some(other) = self.owner(&self.name_file(name))
+            && Some(other.as_str()) != id
+            && self
+                .load(&other)
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.status != Status::Exited && s.name.as_deref() == Some(name))
+        {
+            return Err(taken("already the name of live", &other));
+        }
+        Ok(())
     }
 
     fn touched_file(&self, rel: &str) -> PathBuf {
@@ -704,9 +890,38 @@ pub fn ellipsis(text: &str, max: usize) -> String {
     out
 }
 
-/// A valid spex session id: what `sanitize` keeps, non-empty.
+/// The longest id (or handle, name, prefix) spex accepts.
+pub const ID_MAX: usize = 128;
+
+/// The longest session name.
+pub const NAME_MAX: usize = 40;
+
+/// A valid spex session id (and the shape of every handle, name and prefix): 1 to `ID_MAX`
+/// ASCII letters, digits, `-` or `_`. Nothing else ever becomes a path in the store.
 pub fn is_valid_id(s: &str) -> bool {
     !s.is_empty() && sanitize(s) == s
+}
+
+/// A usable session name: an id's characters, at most `NAME_MAX`, starting with a letter (so
+/// it reads as a name, not as the start of an id).
+pub fn is_valid_name(s: &str) -> bool {
+    is_valid_id(s) && s.len() <= NAME_MAX && s.starts_with(|c: char| c.is_ascii_alphabetic())
+}
+
+/// `id` as a valid id, or the error that names it and where it came from (`from`: "session",
+/// "alias file `...` holds", or empty for what a person typed).
+pub fn check_id(id: &str, from: &str) -> Result<(), StoreError> {
+    if is_valid_id(id) {
+        return Ok(());
+    }
+    Err(StoreError::InvalidId {
+        id: id.to_owned(),
+        from: if from.is_empty() {
+            String::new()
+        } else {
+            format!("{from} ")
+        },
+    })
 }
 
 #[cfg(test)]

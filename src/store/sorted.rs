@@ -38,6 +38,8 @@ pub struct SortedRecord<'a> {
     launched_by: &'a str,
     live: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     observed: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     process: Option<ProcessId>,
@@ -121,6 +123,7 @@ impl<'a> SortedRecord<'a> {
             touched,
             headline,
             handle,
+            name,
             process,
             transcript,
             observed,
@@ -176,6 +179,7 @@ impl<'a> SortedRecord<'a> {
             id,
             launched_by,
             live,
+            name: name.as_deref(),
             observed: observed.as_deref(),
             process: *process,
             project,
@@ -264,6 +268,7 @@ mod tests {
             touched: vec!["src/a.rs".into(), "b.md".into()],
             headline: Some("a headline".into()),
             handle: Some("9289b".into()),
+            name: Some("fix-login".into()),
             process: Some(ProcessId {
                 pid: 42,
                 start: 123_456,

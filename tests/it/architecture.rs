@@ -23,7 +23,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("adapters", &["adapters"]),
     ("seam", &["seam", "pty"]),
     ("ground (records)", &["store"]),
-    ("ground", &["spec", "config", "env", "repo", "fsutil"]),
+    (
+        "ground",
+        &["spec", "config", "env", "repo", "fsutil", "text"],
+    ),
 ];
 
 /// One `crate::` reference: where it is and what it names.

@@ -57,6 +57,20 @@ impl Rig {
         c
     }
 
+    /// Runs spex in the repo and asserts it succeeded; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cmd(&self.w.repo, args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "spex {args:?} failed ({}):\n{}{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.diag()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Runs spex; its stdout as JSON, or a message with everything it printed.
     fn json(&self, cwd: &Path, args: &[&str]) -> Result<Value, String> {
         self.json_with_input(cwd, args, None)
@@ -160,6 +174,14 @@ impl Rig {
         .unwrap_or(Value::Null)
     }
 
+    /// The socket the project's server listens on.
+    fn server_socket(&self) -> String {
+        self.running()["socket"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no server runs\n{}", self.diag()))
+            .to_owned()
+    }
+
     /// A JSON-RPC client of the project's server (initialized).
     fn rpc(socket: &str) -> Rpc {
         let real = std::fs::canonicalize(socket).unwrap();
@@ -238,7 +260,7 @@ fn launch_steer_interrupt_then_start_on_the_default_provider() {
     let rig = Rig::start(false);
     let launched = rig.launch(&rig.w.repo, &["first prompt"]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
-    let socket = launched["session"]["socket"].as_str().unwrap().to_owned();
+    let socket = rig.server_socket();
     let first_turn = launched["delivery"]["turn_id"].as_str().unwrap().to_owned();
     assert_eq!(
         launched["delivery"]["mode"],
@@ -376,13 +398,26 @@ fn two_worktrees_share_one_server_and_keep_their_own_records() {
         &rig.w.repo,
         &["--worktree", "feat", "SCENARIO:plain in feat"],
     );
-    assert_eq!(
+    // One server; each session its own host (the Codex TUI on its thread).
+    assert_ne!(
         a["session"]["host_pid"], b["session"]["host_pid"],
-        "one server: {a} {b}"
+        "{a} {b}"
     );
-    assert_eq!(a["session"]["socket"], b["session"]["socket"]);
-    let socket = a["session"]["socket"].as_str().unwrap();
-    assert!(server_process(socket).is_some());
+    let socket = rig.server_socket();
+    assert!(server_process(&socket).is_some());
+    assert_eq!(
+        std::fs::read_dir(rig.w.project_dir().join("servers"))
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json"))
+            .count(),
+        1,
+        "one server"
+    );
     let (ia, ib) = (
         a["session"]["id"].as_str().unwrap().to_owned(),
         b["session"]["id"].as_str().unwrap().to_owned(),
@@ -415,7 +450,7 @@ fn two_worktrees_share_one_server_and_keep_their_own_records() {
     rig.json(&rig.w.repo, &["stop", &ia, "--json"])
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        server_process(socket).is_some(),
+        server_process(&socket).is_some(),
         "the server stopped while a thread was still open"
     );
     rig.json(&rig.w.repo, &["stop", &ib, "--json"])
@@ -429,7 +464,7 @@ fn killed_server_exits_its_sessions_and_resume_brings_the_thread_back() {
     let rig = Rig::start(true);
     let launched = rig.launch(&rig.w.repo, &["SCENARIO:hang"]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
-    let socket = launched["session"]["socket"].as_str().unwrap().to_owned();
+    let socket = rig.server_socket();
     rig.until(&id, "the turn never started", SETTLE, |s| {
         s["session"]["status"] == "working"
     });
@@ -571,6 +606,12 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
         "the TUI did not quit:\n{}",
         tui.text()
     );
+    // Its host says what is true: the terminal closed, the session did not end.
+    let said = tui.text();
+    assert!(
+        said.contains("session keeps running") && !said.contains(&format!("[session {id} ended]")),
+        "{said}"
+    );
     let shown = rig.show(&id);
     assert_eq!(
         shown["session"]["live"],
@@ -634,4 +675,208 @@ fn a_session_started_outside_spex_is_not_steered_through_spex_server() {
         !rig.w.project_dir().join("servers/codex.json").exists(),
         "no server was started"
     );
+}
+
+/// `spex launch` (attached, as a person runs it) in a terminal the test owns, with Codex's
+/// environment for a TUI.
+fn attached(rig: &Rig, args: &[&str]) -> crate::support::term::Term {
+    let mut cmd = rig.cmd(&rig.w.repo, args);
+    cmd.env("TERM", "xterm-256color").env("LANG", "C.UTF-8");
+    crate::support::term::Term::spawn(&cmd, 40, 120)
+}
+
+/// The one session the world holds, once there is one.
+fn only_session(rig: &Rig, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        if let [id] = rig.w.session_ids().as_slice() {
+            return id.clone();
+        }
+        assert!(Instant::now() < deadline, "no session\n{}", rig.diag());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 20 item 4: the Codex TUI that `spex launch` opens runs under spex's PTY host, exactly
+/// as Claude's does: the launching terminal is attached to it and stays attached through 30 s
+/// of silence; `Ctrl-\` detaches with exactly one true line (Codex's own resume hint never
+/// reaches the terminal) and gives the terminal back restored; `snapshot` reads the host's
+/// screen, `--record` writes a cassette that checks; the app-server stays the control plane
+/// (the prompt went in as a turn, `deliver` starts one).
+#[test]
+fn codex_launch_is_hosted_detaches_with_the_key_and_records() {
+    use crate::support::term::Modes;
+    let rig = Rig::start(true);
+    crate::real_tui::CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
+    let mut t = attached(
+        &rig,
+        &[
+            "launch",
+            "--harness",
+            "codex",
+            "--record",
+            "SCENARIO:plain first words",
+        ],
+    );
+    let id = only_session(&rig, SETTLE);
+    rig.until(&id, "the first turn never completed", SETTLE, |s| {
+        s["session"]["turn"]["state"] == "completed"
+    });
+    t.wait_until(SETTLE, |v| v.text().contains("first words"))
+        .unwrap_or_else(|e| panic!("{e}\n{}", rig.diag()));
+    // A person reads for half a minute; nothing happens, and the terminal stays attached.
+    let quiet = t.mark();
+    std::thread::sleep(Duration::from_secs(30));
+    assert!(t.running(), "attach left during silence:\n{}", t.diag());
+    assert!(
+        !t.since(quiet).contains("ended"),
+        "attach said the session ended:\n{}",
+        t.diag()
+    );
+    let mark = t.mark();
+    t.send(b"\x1c");
+    assert!(
+        t.wait_exit(Duration::from_secs(10)).is_some(),
+        "Ctrl-\\ did not detach:\n{}",
+        t.diag()
+    );
+    let said = t.since(mark);
+    assert_eq!(
+        said.matches("detached").count(),
+        1,
+        "one detach line:\n{said}"
+    );
+    assert!(!said.contains("ended"), "{said}");
+    assert!(
+        !said.contains("codex resume") && !said.contains("--remote"),
+        "Codex's own resume hint reached the terminal:\n{said}"
+    );
+    assert_eq!(t.modes(), Modes::RESTORED, "{}", t.diag());
+    // Detached, the session runs on, under its host.
+    let shown = rig.show(&id);
+    assert_eq!(shown["session"]["live"], true, "{}", pretty(&shown));
+    assert_ne!(shown["session"]["status"], "exited");
+    let snap = rig
+        .json(&rig.w.repo, &["snapshot", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let screen = snap["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        screen.contains("first words") && screen.contains("? for shortcuts"),
+        "{screen}"
+    );
+    // The control plane is the app-server: a delivery starts a turn the TUI shows.
+    let d = rig.deliver(&id, "SCENARIO:plain second words");
+    assert_eq!(d["mode"], "start", "{}", pretty(&d));
+    rig.until(&id, "the second turn never completed", SETTLE, |s| {
+        s["session"]["turn"]["state"] == "completed"
+            && s["session"]["turn"]["prompt"] == "SCENARIO:plain second words"
+    });
+    let stopped = rig
+        .json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stopped["status"], "exited");
+    // The recording holds the TUI's screens, checks out, and says which harness it is.
+    let cassette = rig
+        .w
+        .project_dir()
+        .join("sessions")
+        .join(&id)
+        .join("cassette");
+    let deadline = Instant::now() + SETTLE;
+    while !cassette.join("final.json").is_file() {
+        assert!(Instant::now() < deadline, "the recording never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    rig.ok(&["cassette", "check", &id]);
+    let manifest: Value =
+        serde_json::from_str(&read_or_empty(&cassette.join("manifest.json"))).unwrap();
+    assert_eq!(manifest["harness"]["id"], "codex", "{}", pretty(&manifest));
+    let raw = std::fs::read(cassette.join("output.raw")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&raw).contains("shortcuts"),
+        "the recording holds no TUI output"
+    );
+}
+
+/// Issue 20 item 12: two Codex sessions launched at the same moment both stay live (for
+/// several seconds of `sessions --json` after their turns), and `spex record` starts and stops
+/// a recording of a live Codex session.
+#[test]
+fn two_codex_launches_at_once_stay_live() {
+    let rig = Rig::start(true);
+    crate::real_tui::CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
+    // Both at the same moment: two processes started together.
+    let children: Vec<_> = ["one", "two"]
+        .map(|n| {
+            let prompt = format!("SCENARIO:plain launch {n}");
+            rig.cmd(
+                &rig.w.repo,
+                &[
+                    "launch",
+                    "--harness",
+                    "codex",
+                    "--detach",
+                    "--json",
+                    &prompt,
+                ],
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .into_iter()
+        .collect();
+    let ids: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            let v =
+                json_result(&["launch"], &out).unwrap_or_else(|e| panic!("{e}\n{}", rig.diag()));
+            v["session"]["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    for id in &ids {
+        rig.until(id, "a turn never completed", SETTLE, |s| {
+            s["session"]["turn"]["state"] == "completed"
+        });
+    }
+    let until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < until {
+        let rows = rig
+            .json(&rig.w.repo, &["sessions", "--json"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        for id in &ids {
+            let row = rows
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["id"] == id.as_str())
+                .unwrap_or_else(|| {
+                    panic!("{id} is not listed:\n{}\n{}", pretty(&rows), rig.diag())
+                });
+            assert!(
+                row["live"] == true && row["status"] != "exited",
+                "{id} reads gone:\n{}\n{}",
+                pretty(row),
+                rig.diag()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Each is hosted: a recording starts mid-session and ends on request.
+    let out = rig.ok(&["record", &ids[0]]);
+    assert!(out.contains("recording"), "{out}");
+    rig.ok(&["record", &ids[0], "--stop"]);
+    rig.ok(&["cassette", "check", &ids[0]]);
+    for id in &ids {
+        rig.json(&rig.w.repo, &["stop", id, "--json"])
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
 }

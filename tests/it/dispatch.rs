@@ -1198,3 +1198,169 @@ fn a_hook_node_echoing_a_large_payload_never_hangs_the_hook() {
         ctx.len()
     );
 }
+
+/// A project with one hook node `name` on `PreToolUse` running `script`, materialized.
+fn with_hook_node(w: &World, name: &str, script: &str) {
+    write(
+        &w.repo.join(format!(".spec/{name}/spec.md")),
+        format!("---\ntitle: {name}\nsurface: hook\nevents: [PreToolUse]\n---\nA node.\n"),
+    );
+    executable(&w.repo.join(format!(".spec/{name}/{name}.sh")), script);
+    materialized(w, "{ \"harnesses\": [\"claude\", \"codex\"] }\n");
+}
+
+/// Waits until process `pid` is gone (or a zombie nobody reaped yet): `false` after `limit`.
+fn process_ends(pid: &str, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Field 3, after the parenthesised name: `Z` is a zombie.
+        let state = stat.rsplit(") ").next().and_then(|r| r.chars().next());
+        if stat.is_empty() || state == Some('Z') {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The pid a node wrote to `file`, once it is there.
+fn pid_in(file: &Path) -> String {
+    let pid = read(file).trim().to_owned();
+    assert!(
+        pid.parse::<u32>().is_ok(),
+        "no pid in {}: {pid:?}",
+        file.display()
+    );
+    pid
+}
+
+/// Issue 19 item 10: a node that starts a background child keeping its output open held the
+/// hook until that child ended (its readers waited for the end of the output), and the child
+/// outlived the hook. The node's exit ends the hook at once; its process group goes with it.
+#[test]
+fn a_hook_node_whose_child_keeps_its_output_open_ends_with_the_node() {
+    let w = World::new();
+    let pidfile = w.dir.path().join("sleeper.pid");
+    with_hook_node(
+        &w,
+        "bg",
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\nsleep 60 &\necho $! > '{}'\necho 'node done'\n",
+            pidfile.display()
+        ),
+    );
+    let payload = load_fixture(&w, "claude", "PreToolUse.Bash");
+    let started = std::time::Instant::now();
+    let out = w
+        .dispatch_within(
+            &w.repo,
+            "claude",
+            "PreToolUse",
+            &payload,
+            Duration::from_secs(30),
+        )
+        .expect("the hook answers while the node's child still holds its output");
+    let took = started.elapsed();
+    assert_eq!(
+        context_of(&json_out(&out, "node with a child")),
+        "node done"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the hook waited {took:?} for the node's child"
+    );
+    let pid = pid_in(&pidfile);
+    assert!(
+        process_ends(&pid, Duration::from_secs(5)),
+        "the node's background child {pid} outlived the hook"
+    );
+}
+
+/// Issue 19 item 10: a node past its 10 s budget was killed, but not the child it started,
+/// which kept the output open: the hook then waited for that child (25-40 s) and left it
+/// running. At the budget the node's whole process group is killed and spex stops reading.
+#[test]
+fn a_hook_node_past_its_budget_is_killed_with_its_children() {
+    let w = World::new();
+    let pidfile = w.dir.path().join("sleeper.pid");
+    with_hook_node(
+        &w,
+        "slow",
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\nsleep 60 &\necho $! > '{}'\necho 'too late'\nsleep 60\n",
+            pidfile.display()
+        ),
+    );
+    let payload = load_fixture(&w, "claude", "PreToolUse.Bash");
+    let started = std::time::Instant::now();
+    let out = w
+        .dispatch_within(
+            &w.repo,
+            "claude",
+            "PreToolUse",
+            &payload,
+            Duration::from_secs(40),
+        )
+        .expect("the hook answers at the node's budget");
+    let took = started.elapsed();
+    // A node killed at its budget adds nothing; the built-ins still answer (here: nothing).
+    assert_eq!(
+        (
+            out.status.code(),
+            stdout(&out).as_str(),
+            stderr(&out).as_str()
+        ),
+        (Some(0), "", ""),
+        "a node past its budget"
+    );
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(20),
+        "the hook took {took:?} (budget 10 s)"
+    );
+    let pid = pid_in(&pidfile);
+    assert!(
+        process_ends(&pid, Duration::from_secs(5)),
+        "the node's background child {pid} outlived the hook"
+    );
+    let sid = payload["session_id"].as_str().unwrap();
+    assert!(
+        w.events(sid).iter().any(|e| e["kind"] == "tool.started"),
+        "the call was not recorded: {:?}",
+        w.events(sid)
+    );
+}
+
+/// Issue 19 item 11: a node's output over 64 KiB, cut inside a UTF-8 character, was dropped
+/// whole (the cut text was not valid UTF-8). It is cut at the last whole character and marked.
+#[test]
+fn hook_node_output_over_the_cap_is_cut_at_a_character_and_marked() {
+    let w = World::new();
+    // 30,000 three-byte characters: 64 KiB falls inside one.
+    let big = w.dir.path().join("euros.txt");
+    write(&big, "€".repeat(30_000));
+    with_hook_node(
+        &w,
+        "euros",
+        &format!("#!/bin/sh\ncat >/dev/null\ncat '{}'\n", big.display()),
+    );
+    let payload = load_fixture(&w, "claude", "PreToolUse.Bash");
+    let ctx = context_of(&json_out(
+        &w.dispatch(&w.repo, "claude", "PreToolUse", &payload),
+        "90,000 bytes of output",
+    ));
+    assert!(ctx.len() <= 64 * 1024, "{} bytes", ctx.len());
+    let (text, mark) = ctx.split_once('\n').expect("a cut mark on its own line");
+    assert!(
+        text.len() > 60 * 1024 && text.chars().all(|c| c == '€'),
+        "the kept head: {} bytes, {:?}…",
+        text.len(),
+        text.chars().take(5).collect::<String>()
+    );
+    assert_eq!(
+        mark,
+        "[spex: output cut at 64 KiB; the node wrote 90000 bytes]"
+    );
+}

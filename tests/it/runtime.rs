@@ -15,7 +15,7 @@ use crate::support::peers::peers_path;
 
 /// `spex` with the world's env plus what the real Claude needs: the pinned peers on PATH, the
 /// fake API, and a short runtime dir for the session sockets.
-pub(crate) fn spex_cmd(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Command {
+pub fn spex_cmd(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Command {
     let mut c = w.cmd(&w.repo, args);
     c.env("PATH", peers_path())
         .env("ANTHROPIC_BASE_URL", fake.base_url())
@@ -26,7 +26,7 @@ pub(crate) fn spex_cmd(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Comman
     c
 }
 
-pub(crate) fn run_json(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Result<Value, String> {
+pub fn run_json(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Result<Value, String> {
     let out = spex_cmd(w, fake, args).output().expect("spex runs");
     json_result(args, &out)
 }
@@ -43,7 +43,7 @@ fn std_dirs(w: &World) {
 }
 
 /// A project selecting Claude, materialized, in a home that starts straight into the prompt.
-pub(crate) fn claude_world(opts: SeedOptions) -> (World, FakeAnthropic) {
+pub fn claude_world(opts: SeedOptions) -> (World, FakeAnthropic) {
     let w = World::new();
     std_dirs(&w);
     write(
@@ -55,7 +55,7 @@ pub(crate) fn claude_world(opts: SeedOptions) -> (World, FakeAnthropic) {
     (w, FakeAnthropic::start())
 }
 
-pub(crate) fn host_log(w: &World, id: &str) -> String {
+pub fn host_log(w: &World, id: &str) -> String {
     let dir = w.project_dir().join("sessions").join(id);
     format!(
         "host.log:\n{}\nevents:\n{}",
@@ -64,13 +64,13 @@ pub(crate) fn host_log(w: &World, id: &str) -> String {
     )
 }
 
-pub(crate) fn screen(w: &World, fake: &FakeAnthropic, id: &str) -> String {
+pub fn screen(w: &World, fake: &FakeAnthropic, id: &str) -> String {
     run_json(w, fake, &["snapshot", id, "--json"])
         .map_or_else(|e| e, |s| crate::common::screen_text(&s["lines"]))
 }
 
 /// Polls the screen of `id` until it contains `needle`.
-pub(crate) fn wait_screen(
+pub fn wait_screen(
     w: &World,
     fake: &FakeAnthropic,
     id: &str,
@@ -89,21 +89,21 @@ pub(crate) fn wait_screen(
 
 /// Stops the session, then checks its whole event log against the grammar.
 /// `spex launch --harness claude --detach --json` plus `extra`: the printed result.
-pub(crate) fn launch_json(w: &World, fake: &FakeAnthropic, extra: &[&str]) -> Value {
+pub fn launch_json(w: &World, fake: &FakeAnthropic, extra: &[&str]) -> Value {
     let mut args = vec!["launch", "--harness", "claude", "--detach", "--json"];
     args.extend_from_slice(extra);
     run_json(w, fake, &args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A launched session's id.
-pub(crate) fn launch(w: &World, fake: &FakeAnthropic) -> String {
+pub fn launch(w: &World, fake: &FakeAnthropic) -> String {
     launch_json(w, fake, &[])["session"]["id"]
         .as_str()
         .unwrap()
         .to_owned()
 }
 
-pub(crate) fn stop(w: &World, fake: &FakeAnthropic, id: &str) -> Value {
+pub fn stop(w: &World, fake: &FakeAnthropic, id: &str) -> Value {
     let stopped = run_json(w, fake, &["stop", id, "--json", "--grace", "5"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
     crate::common::assert_grammar(&w.record(id), &w.events(id), &|| host_log(w, id));
@@ -398,7 +398,7 @@ fn launch_fails_soon_at_an_unknown_screen_that_does_not_change() {
 }
 
 /// Waits until the record of `id` has `status`.
-pub(crate) fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
+pub fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
     let deadline = Instant::now() + timeout;
     loop {
         let r = w.record(id);

@@ -3,9 +3,13 @@
 //! The process: the Codex process that holds a thread open is the server it runs in (the
 //! managed background app-server by default, the TUI itself with `--no-daemon`, or a
 //! `codex app-server` spex or a script started); it keeps the thread's rollout log (the
-//! `transcript_path` of every hook payload) open while the thread is loaded. Found once by
-//! that open file, then checked by pid and start time. When it dies without a `SessionEnd`
-//! (`kill -9`, a crash) every thread it held is over: `exited`, `server gone`.
+//! `transcript_path` of every hook payload) open while the thread is loaded. For a session the
+//! person started, found once by that open file, then checked by pid and start time. A
+//! session spex launched carries the pid and start time of the server spex started (recorded
+//! at launch) and is never looked up by who holds a file: any process can open a log (a
+//! pager, a backup, a hook), and a pid found that way may be gone or reused while the server
+//! runs on. When the process dies without a `SessionEnd` (`kill -9`, a crash) every thread it
+//! held is over: `exited`, `server gone`.
 //!
 //! The turn: `PostModelRequest` fires once per reconnect attempt with
 //! `status: failed` and the error; a retry fires `PreModelRequest` first; after the last failed
@@ -114,6 +118,11 @@ fn liveness(
 ) -> Option<Evidence> {
     let (holder, record) = match s.process {
         Some(p) if !evidence::alive(p) => {
+            let whose = if launched_by_spex(s) {
+                "the project's server, which spex started for this thread,"
+            } else {
+                "the Codex process that held this thread"
+            };
             return Some(Evidence {
                 attended: None,
                 process: None,
@@ -121,12 +130,13 @@ fn liveness(
                 finding: Some(Finding::Gone("server gone")),
                 source: "liveness check".into(),
                 why: Some(format!(
-                    "the Codex process that held this thread (pid {}) is gone and no SessionEnd came",
+                    "{whose} (pid {}) is gone and no SessionEnd came",
                     p.pid
                 )),
             });
         }
         Some(p) => (p, false),
+        None if launched_by_spex(s) => return None,
         None => (*found.get(s.transcript.as_deref()?)?, true),
     };
     // A TUI in default mode talks to the daemon, which keeps the thread after the TUI is
@@ -147,11 +157,16 @@ fn liveness(
     })
 }
 
+/// A session spex launched: its process is the server spex started, recorded at launch.
+fn launched_by_spex(s: &Session) -> bool {
+    s.launched_by == "spex"
+}
+
 pub fn observe(sessions: &[&Session]) -> Vec<(usize, Evidence)> {
     let now = SystemTime::now();
     let unknown: Vec<&Path> = sessions
         .iter()
-        .filter(|s| s.process.is_none())
+        .filter(|s| s.process.is_none() && !launched_by_spex(s))
         .filter_map(|s| s.transcript.as_deref())
         .collect();
     let found = if unknown.is_empty() {

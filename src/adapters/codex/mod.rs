@@ -442,6 +442,12 @@ impl Harness for Codex {
         Some(&server::CodexServer)
     }
 
+    fn ready_for_input(&self, screen: &str) -> bool {
+        // The composer's footer while it is empty (0.169.0, seen live); a dialog (trust, model
+        // upgrade) shows its own footer instead.
+        screen.contains("? for shortcuts")
+    }
+
     fn observe(
         &self,
         _env: &Env,

@@ -186,11 +186,11 @@ impl SessionServer for CodexServer {
         Ok(())
     }
 
-    fn thread_count(&self, ctx: &ServerCtx) -> Result<usize, ServerError> {
+    fn threads(&self, ctx: &ServerCtx) -> Result<Vec<String>, ServerError> {
         let mut c = client(ctx)?;
-        let n = c.thread_loaded_list().map_err(|e| error(&e))?.len();
+        let ids = c.thread_loaded_list().map_err(|e| error(&e))?;
         c.close();
-        Ok(n)
+        Ok(ids)
     }
 
     fn tui_argv(&self, ctx: &ServerCtx, thread: &str) -> Vec<String> {

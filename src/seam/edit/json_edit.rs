@@ -20,6 +20,10 @@ pub enum JsonError {
     },
     #[error("`{key}` must be {expected}\nhint: fix or remove that key (spex changed nothing)")]
     Shape { key: String, expected: &'static str },
+    #[error(
+        "line {line}: `{key}` appears more than once (a reader takes only one copy, so spex cannot edit it unambiguously)\nhint: merge the copies of `{key}` into one, then run again (spex changed nothing)"
+    )]
+    Duplicate { key: String, line: usize },
 }
 
 /// One step of a path into a document: object keys only (arrays are addressed separately).
@@ -100,6 +104,9 @@ impl JsonDoc {
             return Ok(());
         }
         let parsed = parse(&self.text)?;
+        if let Some(v) = &parsed.value {
+            self.unique_keys(v, &mut Vec::new())?;
+        }
         match parsed.value {
             Some(Ast::Object(_)) | None => Ok(()),
             Some(_) => Err(JsonError::Shape {
@@ -107,6 +114,35 @@ impl JsonDoc {
                 expected: "a JSON object",
             }),
         }
+    }
+
+    /// Refuses an object with a key twice anywhere: an edit of one copy would be an edit of
+    /// the copy the harness ignores (`JSON.parse` and serde keep the last).
+    fn unique_keys(&self, node: &Ast, path: &mut Vec<String>) -> Result<(), JsonError> {
+        match node {
+            Ast::Object(obj) => {
+                let mut seen = std::collections::HashSet::new();
+                for p in &obj.properties {
+                    let name = prop_name(&p.name);
+                    path.push(name.clone());
+                    if !seen.insert(name) {
+                        return Err(JsonError::Duplicate {
+                            key: describe(path),
+                            line: 1 + self.text[..p.start()].matches('\n').count(),
+                        });
+                    }
+                    self.unique_keys(&p.value, path)?;
+                    path.pop();
+                }
+            }
+            Ast::Array(a) => {
+                for e in &a.elements {
+                    self.unique_keys(e, path)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -447,5 +483,21 @@ mod tests {
             err.to_string().lines().next().unwrap(),
             "`hooks` must be an object"
         );
+    }
+
+    #[test]
+    fn a_key_twice_anywhere_is_refused_with_its_path_and_line() {
+        for (text, key, line) in [
+            ("{\"a\": 1, \"a\": 2}", "a", 1),
+            ("{\n\"p\": {\"x\": [{\"k\": 1,\n\"k\": 2}]}}", "p.x.k", 3),
+        ] {
+            match JsonDoc::parse(text.as_bytes()) {
+                Err(JsonError::Duplicate { key: k, line: l }) => {
+                    assert_eq!((k.as_str(), l), (key, line), "{text}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        assert!(JsonDoc::parse(b"{\"a\": {\"a\": 1}, \"b\": [{\"a\": 1}, {\"a\": 2}]}").is_ok());
     }
 }

@@ -371,6 +371,7 @@ impl Drop for Term {
             // The child leads its own session and process group (portable-pty's setsid).
             let _ = Command::new("kill")
                 .args(["-9", "--", &format!("-{pid}")])
+                .stderr(std::process::Stdio::null())
                 .status();
         }
         let _ = self.child.kill();

@@ -1,0 +1,67 @@
+//! Shell completion (clap's dynamic completion): the shell calls `spex` back with
+//! `COMPLETE=<shell>`, and every `<id>` argument offers the project's live sessions by handle
+//! and by name. Reads records only: a completion never writes to the store.
+
+use std::ffi::OsStr;
+
+use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
+
+use crate::adapters;
+use crate::env::Env;
+use crate::store::session::Status;
+
+/// The completer of an `<id>` argument.
+pub fn sessions() -> ArgValueCompleter {
+    ArgValueCompleter::new(live_sessions)
+}
+
+/// The handles and names of the project's live sessions that start with what is typed, each
+/// with a line saying what the session is.
+fn live_sessions(current: &OsStr) -> Vec<CompletionCandidate> {
+    let Some(typed) = current.to_str() else {
+        return Vec::new();
+    };
+    let env = Env::from_process(adapters::env_vars());
+    let Ok(store) = super::sessions::project(&env) else {
+        return Vec::new();
+    };
+    let mut live: Vec<_> = store
+        .sessions()
+        .into_iter()
+        .filter(|s| s.status != Status::Exited)
+        .collect();
+    live.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+    let mut out = Vec::new();
+    for s in &live {
+        let about = format!(
+            "{} {}{}",
+            s.harness,
+            s.status.as_str(),
+            s.name
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        );
+        // A session no reader has seen yet has no handle: its id is what names it.
+        for word in [Some(s.label()), s.name.as_deref()].into_iter().flatten() {
+            if word.starts_with(typed) {
+                out.push(CompletionCandidate::new(word).help(Some(about.clone().into())));
+            }
+        }
+    }
+    out
+}
+
+/// What `spex completions <shell>` prints: the script that registers spex's completion with
+/// the shell (it calls this binary back for every completion).
+pub fn registration(shell: clap_complete::Shell) -> anyhow::Result<String> {
+    let name = shell.to_string();
+    let shells = clap_complete::env::Shells::builtins();
+    let completer = shells
+        .completer(&name)
+        .ok_or_else(|| anyhow::anyhow!("no dynamic completion for `{name}`"))?;
+    let bin = super::spex_binary()?;
+    let mut buf = Vec::new();
+    completer.write_registration("COMPLETE", "spex", "spex", &bin.to_string_lossy(), &mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}

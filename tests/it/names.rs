@@ -1,0 +1,488 @@
+//! How people name sessions: handles, prefixes of handles, names, full ids; what is refused
+//! before it becomes a path; `wait` on several states; the hints spex prints (each one run as
+//! printed); session text with control characters shown escaped; completions of session
+//! arguments. Sessions here are made by feeding hook payloads through `spex dispatch`.
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{World, merged, write};
+
+/// Two Claude session ids whose handles are `306f` and `cafe` (a handle shaped like a name).
+const A: &str = "11111111-2222-4333-8444-55555555306f";
+const B: &str = "11111111-2222-4333-8444-66666666cafe";
+
+fn feed(w: &World, id: &str, event: &str, extra: &Value) {
+    let base = json!({ "session_id": id, "cwd": w.repo, "hook_event_name": event });
+    let out = w.dispatch(&w.repo, "claude", event, &merged(&base, extra));
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+}
+
+/// A live session that ran a turn.
+fn working(w: &World, id: &str, prompt: &str) {
+    feed(w, id, "UserPromptSubmit", &json!({ "prompt": prompt }));
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs spex and expects exit code `code`; stdout and stderr.
+fn expect(w: &World, args: &[&str], code: i32) -> (String, String) {
+    let out = w.spex(&w.repo, args);
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(code), "spex {args:?}:\n{o}{e}");
+    (o, e)
+}
+
+fn is_uuid(word: &str) -> bool {
+    word.len() == 36 && word.chars().filter(|c| *c == '-').count() == 4
+}
+
+/// No 36-character id in human output (people read handles and names).
+fn assert_no_full_id(what: &str, text: &str) {
+    let words: Vec<&str> = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| is_uuid(w))
+        .collect();
+    assert!(words.is_empty(), "{what} names full ids {words:?}:\n{text}");
+}
+
+#[test]
+fn ids_that_cannot_be_names_are_refused_before_they_become_paths() {
+    let w = World::new();
+    working(&w, A, "one");
+    // A record outside the store, where a path argument would lead.
+    let outside = w.dir.path().join("outside");
+    let record = w.record(A);
+    write(&outside.join("session.json"), record.to_string());
+    for arg in [
+        "",
+        outside.to_str().unwrap(),
+        "../outside",
+        "a/b",
+        "x y",
+        &"a".repeat(129),
+    ] {
+        let out = w.spex(&w.repo, &["show", arg]);
+        let (o, e) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "show {arg:?} resolved:\n{o}{e}");
+        assert!(
+            e.contains("is not a session id, handle or name")
+                && e.contains("hint: `spex sessions --all`"),
+            "show {arg:?}: {e}"
+        );
+        assert!(o.is_empty(), "{o}");
+    }
+    // The same rule everywhere an id is taken.
+    for cmd in ["wait", "deliver", "stop", "attach", "snapshot", "rename"] {
+        let mut args = vec![cmd, ""];
+        if matches!(cmd, "deliver" | "rename") {
+            args.push("x");
+        }
+        if cmd == "wait" {
+            args.extend(["--until", "idle"]);
+        }
+        let (_, e) = expect(&w, &args, 2);
+        assert!(e.contains("is not a session id"), "{cmd}: {e}");
+    }
+}
+
+#[test]
+fn a_garbled_alias_file_drops_the_event_and_writes_nothing_outside_the_store() {
+    let w = World::new();
+    working(&w, A, "one");
+    let evil = w.dir.path().join("evil");
+    for forged in [
+        evil.to_str().unwrap().to_owned(),
+        "../../../../evil".to_owned(),
+    ] {
+        write(
+            &w.project_dir().join("aliases").join("claude-thread-9"),
+            &forged,
+        );
+        let payload = json!({ "session_id": "thread-9", "cwd": w.repo, "hook_event_name": "UserPromptSubmit", "prompt": "p" });
+        let out = w.dispatch(&w.repo, "claude", "UserPromptSubmit", &payload);
+        assert!(out.status.success(), "{out:?}");
+        assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+        assert!(!evil.exists(), "dispatch wrote outside the store: {forged}");
+        assert!(
+            w.errors_log().contains("event dropped") && w.errors_log().contains("alias file"),
+            "{}",
+            w.errors_log()
+        );
+    }
+    // Records stay where they belong.
+    assert_eq!(w.session_ids(), [A]);
+}
+
+#[test]
+fn handles_their_prefixes_and_names_name_a_session_everywhere() {
+    let w = World::new();
+    working(&w, A, "one");
+    working(&w, B, "two");
+    let list = w.ok(&w.repo, &["sessions"]);
+    assert!(list.contains("306f") && list.contains("cafe"), "{list}");
+    assert_no_full_id("sessions", &list);
+    // A prefix of a handle, as a person types it from the table.
+    let shown: Value = serde_json::from_str(&w.ok(&w.repo, &["show", "306", "--json"])).unwrap();
+    assert_eq!(shown["session"]["id"], A);
+    let waited = w.ok(&w.repo, &["wait", "ca", "--until", "working"]);
+    assert_eq!(waited.trim(), "cafe working");
+    // Ambiguous: says which sessions, by handle.
+    let (_, e) = expect(&w, &["show", "11111111"], 2);
+    assert!(e.contains("306f") && e.contains("cafe"), "{e}");
+    assert_no_full_id("an ambiguous prefix", &e);
+
+    // Names: given, shown, accepted wherever an id is.
+    let (o, _) = expect(&w, &["rename", "306f", "fix-login"], 0);
+    assert_eq!(o.trim(), "306f is named fix-login");
+    let list = w.ok(&w.repo, &["sessions"]);
+    let row = list.lines().find(|l| l.starts_with("306f")).unwrap();
+    assert!(row.contains("fix-login"), "{list}");
+    assert!(list.lines().next().unwrap().contains("NAME"), "{list}");
+    let shown: Value =
+        serde_json::from_str(&w.ok(&w.repo, &["show", "fix-login", "--json"])).unwrap();
+    assert_eq!(shown["session"]["id"], A);
+    assert_eq!(shown["session"]["name"], "fix-login");
+    assert_eq!(
+        w.ok(&w.repo, &["wait", "fix-login", "--until", "working"])
+            .trim(),
+        "306f working"
+    );
+    // Unique among live sessions; a name is no id or handle; its shape is checked.
+    let (_, e) = expect(&w, &["rename", "cafe", "fix-login"], 2);
+    assert!(
+        e.contains("already the name of live session 306f") && e.contains("hint:"),
+        "{e}"
+    );
+    let (_, e) = expect(&w, &["rename", "306f", "cafe"], 2);
+    assert!(e.contains("is the handle of session cafe"), "{e}");
+    for bad in ["9lives", "has space", "x.y", &"n".repeat(41)] {
+        let (_, e) = expect(&w, &["rename", "cafe", bad], 2);
+        assert!(e.contains("is not a usable session name"), "{bad:?}: {e}");
+    }
+    // Once its session has exited, a name can be given again; the new holder has it.
+    feed(&w, A, "SessionEnd", &json!({ "reason": "exit" }));
+    w.ok(&w.repo, &["rename", "cafe", "fix-login"]);
+    let shown: Value =
+        serde_json::from_str(&w.ok(&w.repo, &["show", "fix-login", "--json"])).unwrap();
+    assert_eq!(shown["session"]["id"], B);
+    let (o, _) = expect(&w, &["rename", "cafe", "--clear"], 0);
+    assert_eq!(o.trim(), "cafe has no name");
+    expect(&w, &["show", "fix-login"], 2);
+
+    // Every command that takes a session says what it takes.
+    for cmd in [
+        "show",
+        "wait",
+        "deliver",
+        "attach",
+        "snapshot",
+        "stop",
+        "interrupt",
+        "resume",
+        "record",
+        "rename",
+    ] {
+        let help = w.ok(&w.repo, &[cmd, "--help"]);
+        assert!(
+            help.contains("handle")
+                && help.contains("name")
+                && help.contains("unique prefix of a handle or id"),
+            "`spex {cmd} --help` does not say what names a session:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn wait_takes_the_spelling_sessions_prints_and_several_states() {
+    let w = World::new();
+    working(&w, A, "one");
+    feed(
+        &w,
+        A,
+        "Notification",
+        &json!({ "message": "Claude needs your permission to use Bash", "notification_type": "permission_prompt" }),
+    );
+    let status = w.record(A)["status"].clone();
+    assert_eq!(status, "needs_attention");
+    for until in [
+        "needs_attention",
+        "needs-attention",
+        "idle,needs-attention",
+        "exited,needs_attention",
+    ] {
+        let (o, _) = expect(&w, &["wait", "306f", "--until", until, "--timeout", "5"], 0);
+        assert_eq!(o.trim(), "306f needs_attention", "--until {until}");
+    }
+    let (_, e) = expect(
+        &w,
+        &[
+            "wait",
+            "306f",
+            "--until",
+            "idle,working",
+            "--timeout",
+            "0.2",
+        ],
+        1,
+    );
+    assert!(e.contains("not `idle` or `working`"), "{e}");
+}
+
+/// The `spex ...` commands in backticks on the `hint:` lines (and the hint-like clauses that
+/// name a command) of an error text.
+fn hinted_commands(stderr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in stderr
+        .lines()
+        .filter(|l| l.contains("hint:") || l.contains("`spex "))
+    {
+        for (i, chunk) in line.split('`').enumerate() {
+            let chunk = chunk.trim();
+            let cmd = chunk
+                .strip_prefix("SPEX_SESSION_ID=")
+                .and_then(|r| r.split_once(' ').map(|(_, c)| c))
+                .unwrap_or(chunk);
+            if i % 2 == 1 && cmd.starts_with("spex ") {
+                out.push(chunk.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Splits a hinted command as a shell would (double quotes only) and fills its placeholders.
+fn words(cmd: &str, handle: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in cmd.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    words.push(cur);
+    let fill = |w: &str| {
+        w.replace("<handle>", handle)
+            .replace("<id>", handle)
+            .replace("<text>", "a note")
+            .replace("<prompt>", "a prompt")
+    };
+    let mut env = Vec::new();
+    while let Some((k, v)) = words.first().and_then(|w| w.split_once('=')) {
+        env.push((k.to_owned(), fill(v)));
+        words.remove(0);
+    }
+    assert_eq!(words.first().map(String::as_str), Some("spex"), "{cmd}");
+    (env, words[1..].iter().map(|w| fill(w)).collect())
+}
+
+/// Runs `spex args` with `env`, killed after a minute; (exit code, stdout + stderr).
+fn run_hint(w: &World, env: &[(String, String)], args: &[String]) -> (Option<i32>, String) {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = w.cmd(&w.repo, &args);
+    cmd.envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "`spex {args:?}` hangs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let (o, e) = text(&out);
+    (out.status.code(), o + &e)
+}
+
+/// Environment variables a command runs with.
+type Env<'a> = Vec<(&'a str, &'a str)>;
+
+#[test]
+fn every_hint_spex_prints_is_a_command_that_works_as_printed() {
+    let w = World::new();
+    working(&w, A, "one");
+    // An exited session spex did not launch (commands on it say what is true and what to do).
+    working(&w, B, "two");
+    feed(&w, B, "SessionEnd", &json!({ "reason": "exit" }));
+    w.ok(&w.repo, &["sessions", "--all"]);
+    let (live, gone) = ("306f", "cafe");
+    // Each error path a person meets without a running harness.
+    let provoked: Vec<(Vec<&str>, Env)> = vec![
+        (vec!["show", "nosuch"], vec![]),
+        (vec!["show", ""], vec![]),
+        (vec!["show", "11111111"], vec![]),
+        (vec!["rename", live, "9bad"], vec![]),
+        (vec!["rename", live, gone], vec![]),
+        (vec!["session", "ask"], vec![]),
+        (vec!["session", "done"], vec![]),
+        (vec!["session", "park", "--note", "x"], vec![]),
+        (
+            vec!["session", "ask", "--note", "x"],
+            vec![("SPEX_SESSION_ID", "nosuch")],
+        ),
+        (vec!["deliver", gone, "hello"], vec![]),
+        (vec!["stop", "nosuch"], vec![]),
+        (vec!["attach", gone], vec![]),
+        (vec!["snapshot", gone], vec![]),
+        (vec!["replay", gone], vec![]),
+        (vec!["launch", "--detach", "--harness", "claude"], vec![]),
+        (vec!["launch", "--detach", "--worktree", "a/b"], vec![]),
+        (vec!["doctor"], vec![]),
+    ];
+    let mut seen = Vec::new();
+    for (args, env) in &provoked {
+        let out = w
+            .cmd(&w.repo, args)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let (o, e) = text(&out);
+        // `doctor` warns (a hint on stdout) and exits 0.
+        assert!(
+            !out.status.success() || args[0] == "doctor",
+            "spex {args:?} did not fail:\n{o}{e}"
+        );
+        let hints = hinted_commands(&(e.clone() + &o));
+        for h in hints {
+            seen.push((args.clone(), h));
+        }
+    }
+    assert!(seen.len() >= 12, "too few hints found: {seen:#?}");
+    for (from, hint) in &seen {
+        assert!(!hint.contains("  "), "{hint}");
+        let (env, args) = words(hint, live);
+        let (code, out) = run_hint(&w, &env, &args);
+        // Parsed (no usage error), and whatever it names, it finds.
+        for refusal in [
+            "Usage:",
+            "unrecognized subcommand",
+            "unexpected argument",
+            "required arguments were not provided",
+            "invalid value",
+            "no session matches",
+            "is not a session id",
+        ] {
+            assert!(
+                !out.contains(refusal),
+                "the hint `{hint}` (from `spex {from:?}`) does not work as printed (exit {code:?}):\n{out}"
+            );
+        }
+        assert_no_full_id(&format!("hint `{hint}`"), hint);
+    }
+    // And the ones that can run here do what they say.
+    let hints: Vec<&str> = seen.iter().map(|(_, h)| h.as_str()).collect();
+    for must in [
+        "spex sessions --all",
+        "spex session ask --note \"<text>\"",
+        "SPEX_SESSION_ID=<handle> spex session park --note \"<text>\"",
+        "spex resume cafe",
+    ] {
+        assert!(hints.contains(&must), "no hint `{must}` in {hints:#?}");
+    }
+    let (env, args) = words(
+        "SPEX_SESSION_ID=<handle> spex session park --note \"<text>\"",
+        live,
+    );
+    let (code, out) = run_hint(&w, &env, &args);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(w.record(A)["declared"]["state"], "parked");
+}
+
+#[test]
+fn session_text_is_shown_with_control_characters_escaped() {
+    let w = World::new();
+    // A prompt that would clear the screen, set the clipboard (OSC 52), ring, and a C1 CSI.
+    let prompt = "hi\x1b[2J\x1b]52;c;ZXZpbA==\x07 there\u{9b}31m\r\nsecond";
+    working(&w, A, prompt);
+    let question = "Pick \x1b]0;owned\x07one";
+    feed(
+        &w,
+        A,
+        "PreToolUse",
+        &json!({ "tool_name": "AskUserQuestion", "tool_input": { "questions": [{ "question": question, "options": [{ "label": "a" }] }] } }),
+    );
+    let bad = |s: &str| {
+        s.chars()
+            .any(|c| c == '\x1b' || c == '\x07' || c == '\u{9b}' || c == '\r')
+    };
+    let outputs = [
+        w.ok(&w.repo, &["sessions"]),
+        w.ok(&w.repo, &["show", "306f"]),
+        w.ok(&w.repo, &["show", "306f", "--events", "50"]),
+    ];
+    for o in &outputs {
+        assert!(!bad(o), "control characters reached the terminal: {o:?}");
+    }
+    assert!(outputs[1].contains("\\e]0;owned\\x07"), "{}", outputs[1]);
+    assert!(outputs[2].contains("\\e[2J"), "{}", outputs[2]);
+    // `--json` keeps the exact text.
+    let shown: Value = serde_json::from_str(&w.ok(&w.repo, &["show", "306f", "--json"])).unwrap();
+    assert_eq!(shown["session"]["turn"]["prompt"], prompt);
+    let (_, e) = expect(
+        &w,
+        &["wait", "306f", "--until", "idle", "--timeout", "0.1"],
+        1,
+    );
+    assert!(!bad(&e), "{e:?}");
+}
+
+#[test]
+fn completion_offers_the_live_sessions_handles_and_names() {
+    let w = World::new();
+    working(&w, A, "one");
+    working(&w, B, "two");
+    w.ok(&w.repo, &["rename", "306f", "fix-login"]);
+    feed(&w, B, "SessionEnd", &json!({ "reason": "exit" }));
+    let complete = |line: &[&str]| -> String {
+        let mut args = vec!["--", "spex"];
+        args.extend_from_slice(line);
+        let out = w
+            .cmd(&w.repo, &args)
+            .env("COMPLETE", "fish")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for cmd in ["show", "deliver", "attach", "stop", "wait", "rename"] {
+        let offered = complete(&[cmd, ""]);
+        let values: Vec<&str> = offered
+            .lines()
+            .map(|l| l.split('\t').next().unwrap())
+            .collect();
+        assert!(
+            values.contains(&"306f") && values.contains(&"fix-login"),
+            "{cmd}: {offered}"
+        );
+        assert!(
+            !values.contains(&"cafe"),
+            "an exited session is offered: {offered}"
+        );
+    }
+    let offered = complete(&["show", "fix"]);
+    assert_eq!(offered.lines().count(), 1, "{offered}");
+    assert!(
+        offered.starts_with("fix-login\tclaude working"),
+        "{offered}"
+    );
+    // `spex completions <shell>` registers the completion that calls spex back.
+    let script = w.ok(&w.repo, &["completions", "bash"]);
+    assert!(
+        script.contains("COMPLETE") && script.contains("spex"),
+        "{script}"
+    );
+}
