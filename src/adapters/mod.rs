@@ -174,14 +174,26 @@ pub fn hook_group(command: &str, timeout: u64) -> Value {
     json!({ "hooks": [ { "type": "command", "command": command, "timeout": timeout } ] })
 }
 
-/// Whether `command` is a spex hook shim: `<path>/spex dispatch <id> <Event>`.
+/// Whether `command` is exactly a spex hook shim as spex writes it: `<path>/spex dispatch
+/// <id> <Event>`, the path one shell word. A command that merely ends that way (`env X=1
+/// /path/spex dispatch ...`, a logging wrapper) is the user's.
 pub fn is_spex_command(command: &str) -> bool {
-    let parts: Vec<&str> = command.trim().rsplitn(4, ' ').collect();
+    let parts: Vec<&str> = command.rsplitn(4, ' ').collect();
     let [_event, _id, verb, program] = parts.as_slice() else {
         return false;
     };
-    let program = program.trim().trim_matches('\'');
-    *verb == "dispatch" && Path::new(program).file_name().is_some_and(|n| n == "spex")
+    let one_word = match program
+        .strip_prefix('\'')
+        .and_then(|p| p.strip_suffix('\''))
+    {
+        Some(quoted) => !quoted.contains('\''),
+        None => !program.contains([' ', '\t', '\'', '"', ';', '&', '|', '$', '`']),
+    };
+    let program = program.trim_matches('\'');
+    *verb == "dispatch"
+        && one_word
+        && !program.is_empty()
+        && Path::new(program).file_name().is_some_and(|n| n == "spex")
 }
 
 /// Whether a hook group is one spex wrote: every handler is a spex shim.
@@ -426,6 +438,11 @@ mod tests {
         assert!(is_spex_command("/usr/local/bin/spex dispatch claude Stop"));
         assert!(is_spex_command("'/my dir/spex' dispatch codex PreToolUse"));
         assert!(!is_spex_command("/usr/bin/other dispatch claude Stop"));
+        assert!(!is_spex_command(
+            "env FOO=1 /usr/local/bin/spex dispatch claude Stop"
+        ));
+        assert!(!is_spex_command("log-it /x/spex dispatch codex Stop"));
+        assert!(!is_spex_command(" /x/spex dispatch codex Stop"));
         assert!(!is_spex_command("spex materialize"));
         assert!(!is_spex_group(
             &json!({"hooks": [{"command": "spex dispatch claude Stop"}, {"command": "echo hi"}]})

@@ -47,7 +47,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
 /// The detach key the configuration of the checkout at `tree` names (`Ctrl-\` by default, and
 /// when the configuration cannot be read: attaching must not fail on it).
 pub fn detach_key(env: &Env, tree: &Path) -> u8 {
-    crate::config::load(&env.user_config_file(), tree, &crate::adapters::known())
+    let root = crate::repo::Tree::discover(tree).map_or_else(
+        |_| tree.to_owned(),
+        |t| crate::config::source_root(&t.root, &t.main),
+    );
+    crate::config::load(&env.user_config_file(), &root, &crate::adapters::known())
         .map_or(crate::config::DETACH_KEY, |c| c.detach_key)
 }
 

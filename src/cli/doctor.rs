@@ -71,7 +71,11 @@ fn server_check(server: &crate::runtime::server::Server) -> Check {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
-    let cfg = config::load(&env.user_config_file(), &tree.root, &adapters::known())?;
+    let cfg = config::load(
+        &env.user_config_file(),
+        &config::source_root(&tree.root, &tree.main),
+        &adapters::known(),
+    )?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
     let here = store.selected_by([tree.root.as_path()]);
     let roots: Vec<PathBuf> = tree.all_trees().into_iter().map(|t| t.root).collect();
@@ -130,6 +134,20 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let check = match inputs.plan(Mode::Materialize) {
         Ok(plan) if plan.is_empty() => {
             Check::new("materialize", Status::Ok, "artifacts up to date")
+        }
+        // Never materialized here (a worktree made by `git worktree add`): its sessions get
+        // no contract, no skills and no hooks, so spex sees none of them.
+        Ok(plan) if store.receipt(&tree.root).is_none() => {
+            failed = true;
+            Check::new(
+                "materialize",
+                Status::Fail,
+                format!(
+                    "spex is not materialized in {} ({} artifact(s) missing: contract, skills, hooks); sessions started here report nothing\nhint: run `spex materialize`",
+                    tree.root.display(),
+                    plan.changes.len()
+                ),
+            )
         }
         Ok(plan) => Check::new(
             "materialize",

@@ -41,7 +41,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = Tree::discover(&args.tree)?;
     // The launcher read this configuration already; should it have changed into something
     // invalid since, the session still runs (without the extra scrub rules).
-    let scrub = match crate::config::load(&env.user_config_file(), &tree.root, &adapters::known()) {
+    let scrub = match crate::config::load(
+        &env.user_config_file(),
+        &crate::config::source_root(&tree.root, &tree.main),
+        &adapters::known(),
+    ) {
         Ok(cfg) => cfg.scrub,
         Err(e) => {
             eprintln!("error: {e}");

@@ -77,7 +77,11 @@ pub fn resolve<'e>(
     record: bool,
 ) -> anyhow::Result<Launch<'e>> {
     let known = adapters::known();
-    let cfg = config::load(&env.user_config_file(), &tree.root, &known)?;
+    let cfg = config::load(
+        &env.user_config_file(),
+        &config::source_root(&tree.root, &tree.main),
+        &known,
+    )?;
     let id = harness.unwrap_or(cfg.default_harness);
     let harness = adapters::lookup(id).with_context(|| {
         format!(

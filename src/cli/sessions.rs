@@ -72,6 +72,17 @@ fn note(s: &Session) -> String {
     }
 }
 
+/// The branch a session works on, marked when its checkout is gone (a removed worktree): the
+/// session may still run there, and stays listed.
+fn branch_cell(s: &Session) -> String {
+    let branch = s.branch.as_deref().map_or_else(|| "-".into(), visible);
+    if s.tree.as_os_str().is_empty() || s.tree.exists() {
+        branch
+    } else {
+        format!("{branch} (worktree gone)")
+    }
+}
+
 /// `12:03:41` of an RFC 3339 time of today, `2026-11-24 12:03:41` of an earlier day.
 fn clock(t: &str) -> String {
     clock_on(t, &crate::store::now_rfc3339())
@@ -170,7 +181,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
             s.turn
                 .as_ref()
                 .map_or_else(|| "-".into(), |t| t.state.as_str().to_owned()),
-            s.branch.as_deref().map_or_else(|| "-".into(), visible),
+            branch_cell(s),
             clock(&s.updated_at),
             ellipsis(&visible(&note(s)), 60),
         ]);
@@ -220,9 +231,14 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         vec![
             "tree".into(),
             visible(&format!(
-                "{} ({})",
+                "{} ({}){}",
                 s.tree.display(),
-                s.branch.as_deref().unwrap_or("detached")
+                s.branch.as_deref().unwrap_or("detached"),
+                if s.tree.exists() {
+                    ""
+                } else {
+                    ", worktree gone"
+                }
             )),
         ],
         vec!["launched by".into(), s.launched_by.clone()],

@@ -444,8 +444,25 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
     Ok(())
 }
 
-/// Loads the layered configuration for a checkout rooted at `tree_root`, accepting the
-/// harness ids in `known`.
+/// Where a checkout's project files (`spex.jsonc`, `spex.local.jsonc`, `.spec/`) are read
+/// from: the checkout itself, unless it is a linked worktree whose branch has none of them
+/// while the main checkout has (set up but not committed, or an older branch): then the main
+/// checkout's, so every worktree of the project gets its contract.
+pub fn source_root(tree_root: &Path, main: &Path) -> PathBuf {
+    let has = |root: &Path| {
+        root.join(PROJECT_FILE).is_file()
+            || root.join(LOCAL_FILE).is_file()
+            || root.join(".spec").is_dir()
+    };
+    if tree_root != main && !has(tree_root) && has(main) {
+        main.to_owned()
+    } else {
+        tree_root.to_owned()
+    }
+}
+
+/// Loads the layered configuration for a checkout rooted at `tree_root` (see `source_root`),
+/// accepting the harness ids in `known`.
 pub fn load(user_file: &Path, tree_root: &Path, known: &Known) -> Result<Config, ConfigError> {
     let mut cfg = Config::new(known);
     for file in [

@@ -10,6 +10,7 @@ mod glob;
 pub mod governance;
 pub mod handlers;
 mod hooknodes;
+mod payload;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -26,16 +27,17 @@ use crate::store::session::{self, Session};
 use crate::store::{self, ProjectStore};
 
 /// Payloads above this size are not read further (a hook payload is a few KB; a runaway one
-/// must not cost the agent time or memory).
-const MAX_PAYLOAD: u64 = 8 * 1024 * 1024;
+/// must not cost the agent time or memory): the event is recorded from what was read.
+const MAX_PAYLOAD: usize = 8 * 1024 * 1024;
 
 /// Runs the dispatcher for one hook; `None` means "print nothing, exit 0".
 pub fn run(harness: &str, event: &str) -> Option<Reply> {
     std::panic::set_hook(Box::new(|_| {}));
     let mut raw = Vec::new();
+    // One byte more than the limit tells a payload that is over it.
     let _ = std::io::stdin()
         .lock()
-        .take(MAX_PAYLOAD)
+        .take(MAX_PAYLOAD as u64 + 1)
         .read_to_end(&mut raw);
     let env = Env::from_process(adapters::env_vars());
     let result = std::panic::catch_unwind(|| handle(&env, harness, event, &raw));
@@ -71,12 +73,28 @@ fn log_error(env: &Env, harness: &str, event: &str, error: &str) {
     );
 }
 
-/// The whole pipeline; an `Err` is logged by the caller and never reaches the harness.
+/// The whole pipeline; an `Err` is logged by the caller and never reaches the harness. `raw`
+/// longer than [`MAX_PAYLOAD`] is taken as cut there.
 pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Option<Reply>, String> {
     let Some(h) = adapters::lookup(harness) else {
         return Err(format!("unknown harness id `{harness}`"));
     };
-    let payload: Value = serde_json::from_slice(raw).unwrap_or(Value::Null);
+    let cut = raw.len() > MAX_PAYLOAD;
+    let raw = &raw[..raw.len().min(MAX_PAYLOAD)];
+    // A payload that does not parse as it came is mended (and the mending logged) rather than
+    // dropped: a lost Stop would leave its session working forever.
+    let (payload, mended) = payload::parse(raw, cut).unwrap_or((Value::Null, None));
+    let mended_bytes;
+    let raw = match &mended {
+        Some(m) => {
+            log_error(env, harness, event, &m.why(MAX_PAYLOAD));
+            // Hook nodes get the payload as spex read it, as JSON.
+            mended_bytes = payload.to_string().into_bytes();
+            &mended_bytes[..]
+        }
+        None => raw,
+    };
+    let cut = mended.as_ref().is_some_and(|m| m.cut);
     let ev = h.decode(event, &payload);
     let cwd = ev
         .cwd
@@ -171,7 +189,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                         filled = true;
                     }
                     let before = s.state_key();
-                    let (events, answer) = handlers::apply(&ctx, &mut s);
+                    let (mut events, answer) = handlers::apply(&ctx, &mut s);
                     // A notice that changes nothing (Claude's idle notification, every minute
                     // or so at an idle prompt) leaves the record as it was: `updated` does
                     // not move, so the table does not reorder.
@@ -182,6 +200,11 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                         && matches!(kind, Kind::IdleNotice | Kind::AttentionNotice)
                     {
                         return (None, events, answer);
+                    }
+                    if cut {
+                        for (_, _, fields) in &mut events {
+                            fields.insert("payload_cut".into(), true.into());
+                        }
                     }
                     s.stamp(before, &now, &format!("hook {event}"), None);
                     s.updated_at.clone_from(&now);

@@ -107,12 +107,17 @@ impl Inputs<'_> {
         store::lock::with(&lock, f).map_err(|source| MaterializeError::Io { path: lock, source })
     }
 
+    /// Where this tree's config and spec are read from (`config::source_root`).
+    fn source_root(&self) -> PathBuf {
+        config::source_root(&self.tree.root, &self.tree.main)
+    }
+
     /// Computes the plan for this tree.
     pub fn plan(&self, mode: Mode) -> Result<Plan, MaterializeError> {
         let known = adapters::known();
         let cfg = match mode {
             Mode::Materialize => {
-                config::load(&self.env.user_config_file(), &self.tree.root, &known)?
+                config::load(&self.env.user_config_file(), &self.source_root(), &known)?
             }
             Mode::Clean => Config {
                 harnesses: Vec::new(),
@@ -120,7 +125,7 @@ impl Inputs<'_> {
             },
         };
         let nodes = match mode {
-            Mode::Materialize => spec::load(&self.tree.root)?,
+            Mode::Materialize => spec::load(&self.source_root())?,
             Mode::Clean => Vec::new(),
         };
         let store = self.store();
@@ -265,8 +270,13 @@ fn plan_generated(
     }
     let keep: std::collections::HashSet<PathBuf> = wanted.iter().map(|(p, _)| p.clone()).collect();
     for dir in h.generated_dirs() {
-        for stale in Workspace::stamped_files(&ctx.tree.root.join(dir), &keep) {
-            ws.generated(&stale, None)?;
+        let dir = ctx.tree.root.join(dir);
+        // What the record says spex generated, and stamped files it has no record of (named
+        // in a warning, never removed).
+        let mut stale: BTreeSet<PathBuf> = ws.generated_under(&dir).into_iter().collect();
+        stale.extend(Workspace::stamped_files(&dir, &keep));
+        for p in stale.into_iter().filter(|p| !keep.contains(p)) {
+            ws.generated(&p, None)?;
         }
     }
     for (path, content) in wanted {
@@ -364,6 +374,7 @@ fn finish(
         toml_jobs,
         mut json_jobs,
         not_by_key,
+        ..
     } = ws;
     json_jobs.retain(|p, _| !not_by_key.contains(p));
     owned.files = owned_files;

@@ -880,3 +880,238 @@ fn two_codex_launches_at_once_stay_live() {
             .unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+/// Whether any process other than the launcher runs the server on `socket`, within `within`
+/// after the call: waits for it to be gone.
+fn server_gone_within(socket: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while server_process(socket).is_some() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    true
+}
+
+/// The row of `id` in `sessions --json`.
+fn row(rig: &Rig, id: &str) -> Value {
+    let rows = rig
+        .json(&rig.w.repo, &["sessions", "--all", "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} is not listed:\n{}", pretty(&rows)))
+}
+
+/// Issue 20 item 12: a process that has nothing to do with the session holds the thread's
+/// rollout log open (a pager, a backup, `tail -f`), started before the server so a walk over
+/// `/proc` meets it first, and then ends: the session stays live, because spex knows its
+/// server by the pid and start time it recorded when it started it, not by who holds a file.
+#[test]
+fn an_unrelated_process_holding_the_rollout_does_not_end_the_session() {
+    use std::io::{BufRead, Write};
+    let rig = Rig::start(true);
+    crate::real_tui::CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
+    let mut holder = Command::new("sh")
+        .args(["-c", "read p; exec 3<\"$p\"; echo held; read x"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let launched = rig.launch(&rig.w.repo, &["SCENARIO:plain a thread with a log"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    // The log's path from the record as the hooks wrote it (no reader has run yet).
+    let deadline = Instant::now() + SETTLE;
+    let log = loop {
+        if let Some(t) = rig
+            .w
+            .record_if_any(&id)
+            .and_then(|r| r["transcript"].as_str().map(str::to_owned))
+            .filter(|t| Path::new(t).is_file())
+        {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "no rollout log\n{}", rig.diag());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stdin = holder.stdin.take().unwrap();
+    writeln!(stdin, "{log}").unwrap();
+    let mut held = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut held)
+        .unwrap();
+    assert_eq!(held.trim(), "held");
+    let before = row(&rig, &id);
+    assert_eq!(before["live"], true, "{}", pretty(&before));
+    assert_ne!(
+        before["process"]["pid"].as_u64(),
+        Some(u64::from(holder.id())),
+        "the session was bound to the process holding its log"
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    drop(stdin);
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        let r = row(&rig, &id);
+        assert!(
+            r["status"] != "exited" && r["live"] == true,
+            "the session reads gone after an unrelated process closed its log:\n{}\n{}",
+            pretty(&r),
+            rig.diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Issue 20 item 13: `spex server status` says what the project's server is doing (its pid,
+/// uptime, whether its supervisor runs, the threads it holds and whose sessions they are), as
+/// text and as JSON, `spex doctor` shows it, and `spex server stop` stops it: the server is
+/// gone, its sessions read `exited`, and the status says it is not running.
+#[test]
+fn server_status_and_stop() {
+    let rig = Rig::start(true);
+    crate::real_tui::CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
+    let ids: Vec<String> = ["one", "two"]
+        .iter()
+        .map(|n| {
+            rig.launch(&rig.w.repo, &[&format!("SCENARIO:plain {n}")])["session"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let handles: Vec<String> = ids
+        .iter()
+        .map(|id| row(&rig, id)["handle"].as_str().unwrap().to_owned())
+        .collect();
+    let running = rig.running();
+    let pid = running["server_pid"].as_u64().unwrap();
+    let status = rig
+        .json(&rig.w.repo, &["server", "status", "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let st = &status[0];
+    assert_eq!(st["harness"], "codex", "{}", pretty(&status));
+    assert_eq!(st["running"], true, "{}", pretty(&status));
+    assert_eq!(st["answers"], true, "{}", pretty(&status));
+    assert_eq!(st["supervised"], true, "{}", pretty(&status));
+    assert_eq!(st["pid"].as_u64(), Some(pid));
+    assert!(st["uptime_s"].as_u64().is_some(), "{}", pretty(&status));
+    let mut held: Vec<String> = st["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["session"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    held.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(held, want, "{}", pretty(&status));
+    let text = rig.ok(&["server"]);
+    assert!(
+        text.contains(&format!("running, pid {pid}, up "))
+            && handles
+                .iter()
+                .all(|h| text.contains(&format!("session {h} (")))
+            && text.contains("holds 2 thread(s)"),
+        "{text}"
+    );
+    let doctor = rig
+        .json(&rig.w.repo, &["doctor", "--json"])
+        .or_else(|e| {
+            // doctor exits 1 on an unrelated failed check; its JSON is what counts here.
+            e.lines()
+                .skip_while(|l| !l.starts_with('{'))
+                .collect::<Vec<_>>()
+                .join("\n")
+                .parse::<Value>()
+                .map_err(|_| e.clone())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let check = doctor["project"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "codex server")
+        .cloned()
+        .unwrap_or_else(|| panic!("no server check:\n{}", pretty(&doctor)));
+    assert_eq!(check["status"], "ok", "{}", pretty(&check));
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("running (pid {pid}")),
+        "{}",
+        pretty(&check)
+    );
+    let socket = rig.server_socket();
+    let stopped = rig.ok(&["server", "stop"]);
+    assert!(
+        stopped.contains(&format!("stopped (pid {pid})"))
+            && handles.iter().all(|h| stopped.contains(h.as_str())),
+        "{stopped}"
+    );
+    assert!(
+        server_gone_within(&socket, Duration::from_secs(10)),
+        "the server still runs after `spex server stop`"
+    );
+    for id in &ids {
+        let r = row(&rig, id);
+        assert_eq!(r["status"], "exited", "{}", pretty(&r));
+        // Codex fires SessionEnd for each thread as a stopped server lets it go; where the
+        // hook is late, the server's end says it.
+        assert!(
+            r["exit_reason"] == "server gone" || r["exit_reason"] == "session end",
+            "{}",
+            pretty(&r)
+        );
+    }
+    let status = rig
+        .json(&rig.w.repo, &["server", "status", "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status[0]["running"], false, "{}", pretty(&status));
+    assert!(rig.ok(&["server"]).contains("not running"));
+    assert!(rig.ok(&["server", "stop"]).contains("was not running"));
+}
+
+/// Issue 20 item 13: `kill -9` of the supervisor (`spex serve`) does not leave the project's
+/// server orphaned: its guard stops the server within seconds, and the sessions on it read
+/// `exited`.
+#[test]
+fn killing_the_supervisor_does_not_orphan_the_server() {
+    let rig = Rig::start(true);
+    crate::real_tui::CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
+    let launched = rig.launch(&rig.w.repo, &["SCENARIO:plain supervised"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let socket = rig.server_socket();
+    let supervisor = rig.running()["supervisor_pid"].as_u64().unwrap();
+    assert!(server_process(&socket).is_some());
+    Command::new("kill")
+        .args(["-KILL", &supervisor.to_string()])
+        .status()
+        .unwrap();
+    assert!(
+        server_gone_within(&socket, Duration::from_secs(15)),
+        "the server outlived its supervisor\n{}",
+        rig.diag()
+    );
+    let shown = rig.until(&id, "the session never read exited", SETTLE, |s| {
+        s["session"]["status"] == "exited"
+    });
+    assert!(
+        shown["session"]["exit_reason"] == "server gone"
+            || shown["session"]["exit_reason"] == "session end",
+        "{}",
+        pretty(&shown)
+    );
+    let status = rig
+        .json(&rig.w.repo, &["server", "status", "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status[0]["running"], false, "{}", pretty(&status));
+}

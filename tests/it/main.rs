@@ -18,4 +18,5 @@ mod real_tui;
 mod runtime;
 mod safety;
 mod steering;
+mod store;
 mod support;

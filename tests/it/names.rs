@@ -486,3 +486,261 @@ fn completion_offers_the_live_sessions_handles_and_names() {
         "{script}"
     );
 }
+
+/// `spex` with the world's env plus what the real Claude needs (see runtime.rs).
+fn claude_cmd(
+    w: &World,
+    fake: &crate::support::fake_anthropic::FakeAnthropic,
+    cwd: &std::path::Path,
+    args: &[&str],
+) -> std::process::Command {
+    use crate::support::claude_home::DUMMY_API_KEY;
+    let mut c = w.cmd(cwd, args);
+    c.env("PATH", crate::support::peers::peers_path())
+        .env("ANTHROPIC_BASE_URL", fake.base_url())
+        .env("ANTHROPIC_API_KEY", DUMMY_API_KEY)
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("TERM", "xterm-256color")
+        .env("XDG_RUNTIME_DIR", w.dir.path().join("run"));
+    c
+}
+
+/// With the real Claude Code: `launch`, `deliver` and `stop` print the handle (and the name),
+/// never the full id; `launch --json` carries the handle; a `launch --worktree` after an
+/// uncommitted `init` gives the worktree its contract; a session whose worktree is removed
+/// stays listed, marked.
+#[test]
+fn launch_deliver_stop_print_handles_and_a_removed_worktree_stays_listed() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
+    use crate::support::fake_anthropic::FakeAnthropic;
+    let w = World::new();
+    let run = w.dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    crate::common::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    // Set up but not committed: the worktree's branch has no spex.jsonc and no .spec.
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"] }\n",
+    );
+    write(
+        &w.repo.join(".spec/contract/spec.md"),
+        "---\ntitle: Contract\nsurface: system\n---\nWORKTREE_CONTRACT_LINE\n",
+    );
+    seed_claude_home(&w.home, DUMMY_API_KEY, &[&w.repo], SeedOptions::default());
+    w.ok(&w.repo, &["materialize"]);
+    let fake = FakeAnthropic::start();
+    let spex = |cwd: &std::path::Path, args: &[&str]| -> (String, String) {
+        let out = claude_cmd(&w, &fake, cwd, args).output().unwrap();
+        let (o, e) = text(&out);
+        assert!(out.status.success(), "spex {args:?}:\n{o}{e}");
+        (o, e)
+    };
+
+    let (o, _) = spex(
+        &w.repo,
+        &[
+            "launch",
+            "--harness",
+            "claude",
+            "--worktree",
+            "feat1",
+            "--name",
+            "wt-one",
+            "--detach",
+        ],
+    );
+    assert_no_full_id("launch", &o);
+    let first = o.lines().next().unwrap();
+    let handle = first
+        .strip_suffix(" (wt-one)")
+        .unwrap_or_else(|| panic!("{o}"));
+    assert!((4..36).contains(&handle.len()), "{o}");
+    assert!(
+        o.contains(&format!("spex attach {handle}"))
+            && o.contains(&format!("spex deliver {handle} ")),
+        "{o}"
+    );
+    let wt = w.dir.path().join("repo-feat1");
+    let contract = std::fs::read_to_string(wt.join("CLAUDE.md")).unwrap_or_default();
+    assert!(
+        contract.contains("WORKTREE_CONTRACT_LINE"),
+        "the worktree got no contract: {contract:?}"
+    );
+    assert!(!wt.join("spex.jsonc").exists());
+
+    // `--json`: what the README says, with the handle and the name.
+    let (o, _) = spex(
+        &w.repo,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    );
+    let launched: Value = serde_json::from_str(&o).unwrap();
+    let id = launched["session"]["id"].as_str().unwrap();
+    assert!(is_uuid(id), "{launched}");
+    assert_eq!(
+        launched["session"]["handle"],
+        w.record(id)["handle"],
+        "{launched}"
+    );
+    assert!(launched["session"]["name"].is_null() && launched["session"]["socket"].is_string());
+    assert!(id.ends_with(launched["session"]["handle"].as_str().unwrap()));
+
+    let (o, _) = spex(&w.repo, &["deliver", "wt-one", "USE_NONE say hi"]);
+    assert!(o.starts_with(&format!("delivered to {handle} (")), "{o}");
+    assert_no_full_id("deliver", &o);
+
+    // The worktree goes while its session runs: the session stays listed, marked.
+    crate::common::git(
+        &w.repo,
+        &["worktree", "remove", "--force", wt.to_str().unwrap()],
+    );
+    let (list, _) = spex(&w.repo, &["sessions"]);
+    let row = list
+        .lines()
+        .find(|l| l.starts_with(handle))
+        .unwrap_or_else(|| panic!("the session vanished:\n{list}"));
+    assert!(row.contains("feat1 (worktree gone)"), "{list}");
+
+    let prefix = &handle[..3];
+    let (o, _) = spex(&w.repo, &["stop", prefix]);
+    assert!(o.starts_with(&format!("{handle}: exited")), "{o}");
+    let (o, _) = spex(
+        &w.repo,
+        &["stop", launched["session"]["handle"].as_str().unwrap()],
+    );
+    assert_no_full_id("stop", &o);
+    // Exited, still listed with `--all`, still marked.
+    let (list, _) = spex(&w.repo, &["sessions", "--all"]);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with(handle) && l.contains("(worktree gone)")),
+        "{list}"
+    );
+}
+
+/// `init` says what it wrote, what to commit and the trust it holds in the home, and
+/// git-excludes `spex.local.jsonc`; a worktree made after an uncommitted `init` reads the main
+/// checkout's setup, `doctor` flags it until it is materialized, and `init` there points at the
+/// main checkout instead of writing a second `spex.jsonc`.
+#[test]
+fn init_says_what_it_did_and_a_worktree_gets_the_projects_contract() {
+    let w = World::new();
+    crate::common::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    let (o, _) = expect(&w, &["init"], 0);
+    for want in [
+        "wrote   spex.jsonc",
+        "wrote   .spec/contract/spec.md",
+        "/spex.local.jsonc",
+        "create  CLAUDE.md",
+        "create  AGENTS.md",
+        "trust spex holds in your home",
+        "~/.claude.json: projects.",
+        ".hasTrustDialogAccepted = true",
+        "trust_level = \"trusted\"",
+        "git add spex.jsonc .spec && git commit",
+    ] {
+        assert!(o.contains(want), "`spex init` does not say {want:?}:\n{o}");
+    }
+    write(&w.repo.join("spex.local.jsonc"), "{}\n");
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&w.repo)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(!status.contains("spex.local.jsonc"), "{status}");
+    assert!(
+        status.contains("spex.jsonc") && status.contains(".spec/"),
+        "{status}"
+    );
+    // Twice: nothing new, and it says so.
+    let (o, _) = expect(&w, &["init"], 0);
+    assert!(
+        o.contains("kept    spex.jsonc") && !o.contains("/spex.local.jsonc to"),
+        "{o}"
+    );
+
+    // A worktree of the uncommitted setup.
+    let wt = w.dir.path().join("wt");
+    crate::common::git(
+        &w.repo,
+        &["worktree", "add", "-q", "-b", "feat1", wt.to_str().unwrap()],
+    );
+    let out = w.spex(&wt, &["doctor"]);
+    let (o, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "doctor says all is well:\n{o}");
+    assert!(
+        o.contains("FAIL") && o.contains("spex is not materialized in"),
+        "{o}"
+    );
+    let out = w.spex(&wt, &["init"]);
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    assert!(
+        e.contains("reads spex.jsonc and .spec/ from the main checkout"),
+        "{e}"
+    );
+    assert!(!wt.join("spex.jsonc").exists() && !wt.join(".spec").exists());
+    for f in ["CLAUDE.md", "AGENTS.md", ".claude/settings.json"] {
+        assert!(wt.join(f).is_file(), "the worktree has no {f}");
+    }
+    assert!(crate::common::read(&wt.join("CLAUDE.md")).contains("spex:begin"));
+    w.ok(&wt, &["doctor"]);
+    // Where the main checkout has no setup either, init in a worktree says where to run it.
+    let w2 = World::new();
+    crate::common::git(&w2.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    let wt2 = w2.dir.path().join("wt");
+    crate::common::git(
+        &w2.repo,
+        &["worktree", "add", "-q", "-b", "x", wt2.to_str().unwrap()],
+    );
+    let out = w2.spex(&wt2, &["init"]);
+    let (_, e) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("is a linked worktree of") && e.contains("&& spex init`"),
+        "{e}"
+    );
+    assert!(!wt2.join("spex.jsonc").exists());
+}
+
+/// `install.sh` says what it does before the long build and lets cargo show its progress (it
+/// printed nothing for minutes): run with a stand-in `cargo` that reports how it was called.
+#[test]
+fn install_sh_shows_progress_while_it_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let log = dir.path().join("cargo.args");
+    crate::common::executable(
+        &bin.join("cargo"),
+        &format!(
+            "#!/bin/sh\necho \"$@\" > {log}\necho '   Compiling spex v0.1.0' >&2\nroot=$(echo \"$@\" | sed 's/.*--root \\([^ ]*\\).*/\\1/')\nmkdir -p \"$root/bin\"\nprintf '#!/bin/sh\\necho spex 0.1.0\\n' > \"$root/bin/spex\"\nchmod +x \"$root/bin/spex\"\n",
+            log = log.display()
+        ),
+    );
+    let prefix = dir.path().join("prefix");
+    let out = std::process::Command::new(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh"),
+    )
+    .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+    .env("PREFIX", &prefix)
+    .env("HOME", dir.path())
+    .output()
+    .unwrap();
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    let args = crate::common::read(&log);
+    assert!(!args.contains("--quiet"), "cargo runs quiet: {args}");
+    let lines: Vec<&str> = e.lines().collect();
+    assert!(lines[0].starts_with("building spex"), "{e}");
+    assert!(
+        lines[1].contains("Compiling"),
+        "cargo's progress is not shown: {e}"
+    );
+    assert!(
+        lines[2].starts_with("installed ") && lines[2].contains("spex 0.1.0"),
+        "{e}"
+    );
+}

@@ -193,3 +193,82 @@ fn a_separate_git_dir_and_a_submodule_are_checkouts() {
     assert!(sub.join(".git").is_file());
     works_in(&w, &sub);
 }
+
+#[test]
+fn a_users_file_that_merely_carries_the_stamp_is_never_deleted() {
+    let w = World::new();
+    seed(&w, &w.repo);
+    let stamped = "<!-- spex:generated from my notes -->\nmine\n";
+    let mine = [
+        ".claude/skills/mine/SKILL.md",
+        ".claude/agents/mine.md",
+        ".claude/commands/mine.md",
+        ".agents/skills/mine/SKILL.md",
+    ];
+    for rel in mine {
+        write(&w.repo.join(rel), stamped);
+    }
+    let before = w.snapshot(&[]);
+    for args in [&["materialize"][..], &["materialize"], &["clean"]] {
+        let out = w.spex(&w.repo, args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for rel in mine {
+            assert_eq!(read(&w.repo.join(rel)), stamped, "{rel} after {args:?}");
+            assert!(
+                err.contains(&format!(
+                    "{rel}` carries spex's stamp but spex has no record"
+                )),
+                "{args:?} names {rel}:\n{err}"
+            );
+        }
+    }
+    let diff = before.content_diff(&w.snapshot(&[]));
+    assert!(diff.is_empty(), "clean left:\n{}", diff.join("\n"));
+
+    // A file spex wrote and the user changed since is theirs: clean keeps it and says so.
+    w.ok(&w.repo, &["materialize"]);
+    let skill = w.repo.join(".claude/skills/review/SKILL.md");
+    let edited = format!("{}my addition\n", read(&skill));
+    write(&skill, &edited);
+    let out = w.spex(&w.repo, &["clean"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(read(&skill), edited);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SKILL.md` changed since spex wrote it"),
+        "{err}"
+    );
+    // And materialize does not write over it.
+    assert_refused(
+        &w,
+        &w.repo,
+        &["materialize"],
+        &["review/SKILL.md` exists and is not what spex wrote there"],
+    );
+}
+
+#[test]
+fn a_users_hook_that_calls_spex_dispatch_stays_theirs() {
+    let w = World::new();
+    seed(&w, &w.repo);
+    let spex = crate::common::spex_bin();
+    let wrapper = format!("env FOO=1 {} dispatch claude Stop", spex.display());
+    let logger = format!("log-hook {} dispatch codex Stop", spex.display());
+    let settings = format!(
+        "{{\n  \"hooks\": {{\n    \"Stop\": [\n      {{ \"hooks\": [ {{ \"type\": \"command\", \"command\": \"{wrapper}\" }} ] }}\n    ]\n  }}\n}}\n"
+    );
+    let hooks_json = format!(
+        "{{\"hooks\": {{\"Stop\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \"{logger}\"}}]}}]}}}}\n"
+    );
+    write(&w.repo.join(".claude/settings.json"), &settings);
+    write(&w.repo.join(".codex/hooks.json"), &hooks_json);
+    let before = w.snapshot(&[]);
+    w.ok(&w.repo, &["materialize"]);
+    assert!(read(&w.repo.join(".claude/settings.json")).contains(&wrapper));
+    assert!(read(&w.repo.join(".codex/hooks.json")).contains(&logger));
+    w.ok(&w.repo, &["materialize"]);
+    w.ok(&w.repo, &["clean"]);
+    let diff = before.content_diff(&w.snapshot(&[]));
+    assert!(diff.is_empty(), "clean left:\n{}", diff.join("\n"));
+}

@@ -48,6 +48,16 @@ pub struct Owned {
     pub json: BTreeMap<PathBuf, JsonOwned>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub toml: BTreeMap<PathBuf, TomlOwned>,
+    /// Hook groups spex added to a hooks file, as `(event, group)`: spex's hooks are exactly
+    /// these, never a user's hook that merely runs `spex dispatch`. `None`: a record from a
+    /// spex that did not keep this (its groups are recognised by their exact shape once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<BTreeMap<PathBuf, Vec<(String, serde_json::Value)>>>,
+    /// Files spex generated whole (skills, agents, commands), with the SHA-256 of the bytes it
+    /// wrote: it rewrites or deletes such a file only while it still holds them. `None`: a
+    /// record from a spex that did not keep this (its stamped `files` are taken as spex's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated: Option<BTreeMap<PathBuf, String>>,
 }
 
 impl Default for Owned {
@@ -58,8 +68,16 @@ impl Default for Owned {
             dirs: BTreeSet::new(),
             json: BTreeMap::new(),
             toml: BTreeMap::new(),
+            hooks: Some(BTreeMap::new()),
+            generated: Some(BTreeMap::new()),
         }
     }
+}
+
+/// The digest a record keeps of bytes spex wrote.
+pub fn digest(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 impl Owned {
@@ -71,10 +89,38 @@ impl Owned {
             .unwrap_or_default()
     }
 
+    /// Whether `group` under `event` in the hooks file `path` is one spex added.
+    pub fn hook_group_is_ours(
+        &self,
+        path: &std::path::Path,
+        event: &str,
+        group: &serde_json::Value,
+    ) -> bool {
+        self.hooks.as_ref().is_some_and(|h| {
+            h.get(path)
+                .is_some_and(|gs| gs.iter().any(|(e, g)| e == event && g == group))
+        })
+    }
+
+    /// Whether `bytes` at `path` are what spex generated there (by digest).
+    pub fn generated_is_ours(&self, path: &std::path::Path, bytes: &[u8]) -> bool {
+        self.generated
+            .as_ref()
+            .is_some_and(|g| g.get(path).is_some_and(|d| *d == digest(bytes)))
+    }
+
     /// The record after a partial apply: `newer`'s account of the `written` files, this
     /// record's of the rest (whose bytes did not change), and every folder either knows.
     pub fn merged_for(&self, newer: &Owned, written: &[PathBuf]) -> Owned {
         let mut out = self.clone();
+        // A record that predates these lists takes the newer account whole (made from what
+        // the files hold, by the old rule).
+        if out.hooks.is_none() {
+            out.hooks.clone_from(&newer.hooks);
+        }
+        if out.generated.is_none() {
+            out.generated.clone_from(&newer.generated);
+        }
         for p in written {
             if newer.files.contains(p) {
                 out.files.insert(p.clone());
@@ -88,6 +134,16 @@ impl Owned {
             match newer.toml.get(p) {
                 Some(t) => out.toml.insert(p.clone(), t.clone()),
                 None => out.toml.remove(p),
+            };
+            let hooks = out.hooks.get_or_insert_default();
+            match newer.hooks.as_ref().and_then(|h| h.get(p)) {
+                Some(h) => hooks.insert(p.clone(), h.clone()),
+                None => hooks.remove(p),
+            };
+            let generated = out.generated.get_or_insert_default();
+            match newer.generated.as_ref().and_then(|g| g.get(p)) {
+                Some(d) => generated.insert(p.clone(), d.clone()),
+                None => generated.remove(p),
             };
         }
         out.dirs.extend(newer.dirs.iter().cloned());

@@ -35,8 +35,11 @@ pub struct Workspace {
     pub toml_jobs: BTreeMap<PathBuf, toml_entries::Job>,
     /// The same for JSON files edited only by key (`json_value`), e.g. `~/.claude.json`.
     pub json_jobs: BTreeMap<PathBuf, JsonJob>,
-    /// Files whose edit cannot be redone by key (hook groups are matched by content).
+    /// Files whose edit cannot be redone by key (hook groups are matched by value).
     pub not_by_key: BTreeSet<PathBuf>,
+    /// The record predates the list of hook groups spex added: a group of exactly the shape
+    /// spex writes is taken as spex's, this once.
+    legacy_hooks: bool,
 }
 
 /// The key edits of one JSON file, with the record they started from, so `apply` can redo
@@ -113,9 +116,27 @@ fn text_of(path: &Path, bytes: &[u8]) -> Result<String, MaterializeError> {
 }
 
 impl Workspace {
-    pub fn new(owned: Owned) -> Workspace {
+    pub fn new(mut owned: Owned) -> Workspace {
+        let legacy_hooks = owned.hooks.is_none();
+        owned.hooks.get_or_insert_default();
+        if owned.generated.is_none() {
+            // A record from before digests: the stamped files it says spex created are spex's,
+            // as they are now.
+            let known = owned
+                .files
+                .iter()
+                .filter_map(|p| {
+                    let bytes = std::fs::read(p).ok()?;
+                    String::from_utf8_lossy(&bytes)
+                        .contains(STAMP)
+                        .then(|| (p.clone(), super::owned::digest(&bytes)))
+                })
+                .collect();
+            owned.generated = Some(known);
+        }
         Workspace {
             owned,
+            legacy_hooks,
             ..Workspace::default()
         }
     }
@@ -407,13 +428,15 @@ impl Workspace {
     }
 
     /// Reconciles the hook groups spex owns in a hooks file (`{"hooks": {Event: [group]}}`):
-    /// exactly `wanted` afterwards, the user's groups untouched. `is_ours` recognizes a group
-    /// spex wrote. Returns the resulting document (for trust computation).
+    /// exactly `wanted` afterwards, the user's groups untouched. spex's groups are the ones
+    /// its record says it added (`legacy` recognizes them in a record from an older spex). A
+    /// user's group identical to a wanted one stands for it and stays the user's. Returns the
+    /// resulting document (for trust computation).
     pub fn hook_groups(
         &mut self,
         path: &Path,
         wanted: &[(String, Value)],
-        is_ours: &dyn Fn(&Value) -> bool,
+        legacy: &dyn Fn(&Value) -> bool,
     ) -> Result<Option<JsonDoc>, MaterializeError> {
         let jerr = |source| MaterializeError::Json {
             path: path.to_owned(),
@@ -424,6 +447,7 @@ impl Workspace {
         let event_member = |event: &str| vec!["hooks".to_owned(), event.to_owned()];
         let owned = self.json_owned(path);
         let Some(mut doc) = self.json_doc(path)? else {
+            self.record_hook_groups(path, wanted.to_vec());
             if wanted.is_empty() {
                 return Ok(None);
             }
@@ -441,6 +465,7 @@ impl Workspace {
         let mut owned = owned;
         doc.expect_object(&hooks).map_err(jerr)?;
         let mut pending: Vec<&(String, Value)> = wanted.iter().collect();
+        let mut ours_after: Vec<(String, Value)> = Vec::new();
         let present: Vec<String> = doc
             .get(&hooks)
             .and_then(|v| v.as_object().map(|m| m.keys().cloned().collect()))
@@ -448,16 +473,29 @@ impl Workspace {
         for event in &present {
             let groups = doc.elements(&hooks, event);
             for (idx, group) in groups.iter().enumerate().rev() {
-                if !is_ours(group) {
+                let wanted_here = pending.iter().position(|(e, g)| e == event && g == group);
+                let ours = if self.legacy_hooks {
+                    legacy(group)
+                } else {
+                    self.owned.hook_group_is_ours(path, event, group)
+                };
+                if !ours {
+                    // The user's; when it is exactly a wanted group, it serves for it.
+                    if let Some(pos) = wanted_here {
+                        pending.remove(pos);
+                    }
                     continue;
                 }
-                if let Some(pos) = pending.iter().position(|(e, g)| e == event && g == group) {
+                if let Some(pos) = wanted_here {
                     pending.remove(pos);
+                    ours_after.push((event.clone(), group.clone()));
                 } else {
                     doc.remove_element(&hooks, event, idx).map_err(jerr)?;
                 }
             }
         }
+        ours_after.extend(pending.iter().map(|&g| g.clone()));
+        self.record_hook_groups(path, ours_after);
         // What is missing goes in as whole subtrees: the `hooks` object, or an event's list.
         let missing = by_event(pending.into_iter());
         if !missing.is_empty() && doc.get(&hooks).is_none() {
@@ -481,6 +519,17 @@ impl Workspace {
         }
         self.store_json(path, Some(doc), owned)?;
         self.json_doc(path)
+    }
+
+    /// Records `groups` as the hook groups spex has in `path` after the plan.
+    fn record_hook_groups(&mut self, path: &Path, mut groups: Vec<(String, Value)>) {
+        let record = self.owned.hooks.get_or_insert_default();
+        groups.sort_by(|a, b| (&a.0, a.1.to_string()).cmp(&(&b.0, b.1.to_string())));
+        if groups.is_empty() {
+            record.remove(path);
+        } else {
+            record.insert(path.to_owned(), groups);
+        }
     }
 
     /// Makes spex's entries in the TOML file `path` exactly `wanted`, by key: entries spex
@@ -515,26 +564,78 @@ impl Workspace {
         Ok(self.entry(path)?.before.clone())
     }
 
-    /// Writes (or with `None` removes) a file spex generates whole. Refuses to overwrite a
-    /// file that does not carry the spex stamp.
+    /// Writes (or with `None` removes) a file spex generates whole. spex rewrites or deletes
+    /// only a file its record says it wrote, while it holds the bytes spex wrote; any other
+    /// file in the way is refused, and a stamped file spex has no record of is left alone
+    /// with a warning.
     pub fn generated(
         &mut self,
         path: &Path,
         content: Option<String>,
     ) -> Result<(), MaterializeError> {
         let current = self.read(path)?;
-        if let Some(cur) = &current
-            && !String::from_utf8_lossy(cur).contains(STAMP)
-        {
-            if content.is_some() {
-                return Err(MaterializeError::Foreign(path.to_owned()));
+        let ours = current
+            .as_deref()
+            .is_some_and(|cur| self.owned.generated_is_ours(path, cur));
+        let record = self.owned.generated.get_or_insert_default();
+        match (current, content) {
+            (None, None) => {
+                record.remove(path);
             }
-            return Ok(());
+            (None, Some(c)) => {
+                record.insert(path.to_owned(), super::owned::digest(c.as_bytes()));
+                self.set(path, Some(c.into_bytes()))?;
+            }
+            (Some(_), Some(c)) if ours => {
+                record.insert(path.to_owned(), super::owned::digest(c.as_bytes()));
+                self.set(path, Some(c.into_bytes()))?;
+            }
+            // The user's, with exactly what spex would write: nothing to do, and it stays theirs.
+            (Some(cur), Some(c)) if cur == c.as_bytes() => {
+                record.remove(path);
+            }
+            (Some(cur), Some(_)) => {
+                record.remove(path);
+                let changed = String::from_utf8_lossy(&cur).contains(STAMP);
+                return Err(MaterializeError::Foreign {
+                    path: path.to_owned(),
+                    changed,
+                });
+            }
+            (Some(_), None) if ours => {
+                record.remove(path);
+                self.set(path, None)?;
+            }
+            (Some(cur), None) => {
+                let known = record.remove(path).is_some();
+                // The user's now: spex forgets it (no longer its file to list or remove).
+                self.owned.files.remove(path);
+                if known || String::from_utf8_lossy(&cur).contains(STAMP) {
+                    let why = if known {
+                        "changed since spex wrote it"
+                    } else {
+                        "carries spex's stamp but spex has no record of writing it"
+                    };
+                    self.warnings.push(format!(
+                        "`{}` {why}; spex leaves it to you (delete it if you do not want it)",
+                        path.display()
+                    ));
+                }
+            }
         }
-        if current.is_none() && content.is_none() {
-            return Ok(());
-        }
-        self.set(path, content.map(String::into_bytes))
+        Ok(())
+    }
+
+    /// Files spex generated under `dir`, as its record says.
+    pub fn generated_under(&self, dir: &Path) -> Vec<PathBuf> {
+        self.owned
+            .generated
+            .iter()
+            .flatten()
+            .map(|(p, _)| p)
+            .filter(|p| p.starts_with(dir))
+            .cloned()
+            .collect()
     }
 
     /// Marks a folder spex needs to exist (created and owned if missing).

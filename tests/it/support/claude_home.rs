@@ -115,11 +115,24 @@ pub fn print_turn(
     tag: &str,
     timeout: Duration,
 ) -> PrintTurn {
+    let prompt = format!("Please create the file. TARGET_DIR={}", repo.display());
+    print_prompt(cmd, fake, repo, dir, tag, &prompt, timeout)
+}
+
+/// [`print_turn`] with the prompt `prompt` (its keywords choose the fake's script).
+pub fn print_prompt(
+    cmd: &mut Command,
+    fake: &FakeAnthropic,
+    repo: &Path,
+    dir: &Path,
+    tag: &str,
+    prompt: &str,
+    timeout: Duration,
+) -> PrintTurn {
     let out_path = dir.join(format!("{tag}.stdout.jsonl"));
     let err_path = dir.join(format!("{tag}.stderr.txt"));
-    let prompt = format!("Please create the file. TARGET_DIR={}", repo.display());
     cmd.current_dir(repo)
-        .args(["-p", &prompt, "--output-format", "stream-json", "--verbose"])
+        .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
         .args(["--permission-mode", "acceptEdits"])
         .stdin(Stdio::null())
         .stdout(File::create(&out_path).unwrap())

@@ -24,6 +24,7 @@
 //! | `USE_AGENT` | Agent (`general-purpose`, prompt `USE_BASH`: the subagent runs one Bash call) | final |
 //! | `USE_ASK` | `AskUserQuestion` (Red / Blue) | final |
 //! | `USE_MULTI` | two parallel Writes `<dir>/m1.txt`, `<dir>/m2.txt` | final |
+//! | `USE_SURROGATE` | none | text [`SURROGATE_ANSWER`] with a lone surrogate escape (`\ud800`) on the wire |
 //! | (default) | Write `<dir>/<file>` = `hello from fake model\n` | final |
 //!
 //! "final" is the text `Done: the tool ran. FINAL_ANSWER_OK`. The step advances with the number
@@ -50,6 +51,11 @@ use super::http::{Conn, LoggingServer, Request, RequestLog, random_hex};
 pub const FINAL_ANSWER: &str = "Done: the tool ran. FINAL_ANSWER_OK";
 /// Text of the `USE_NONE` answer.
 pub const PLAIN_ANSWER: &str = "No tool needed. PLAIN_ANSWER_OK";
+/// Text of the `USE_SURROGATE` answer; the fake sends [`LONE_SURROGATE`] in it as the escape
+/// `\ud800` (half an emoji: what a model cut mid-character streams, and JavaScript keeps).
+pub const SURROGATE_ANSWER: &str = "Half a pair: <lone-surrogate> SURROGATE_OK";
+/// Stands for the escape `\ud800` in [`SURROGATE_ANSWER`] (no Rust string can hold it).
+pub const LONE_SURROGATE: &str = "<lone-surrogate>";
 /// Content of the file written by the default script.
 pub const WRITE_CONTENT: &str = "hello from fake model\n";
 /// Title returned to the title-generation side request.
@@ -198,11 +204,10 @@ fn write_sse(
                 &json!({"type": "content_block_start", "index": i,
                     "content_block": {"type": "text", "text": ""}}),
             )?;
-            conn.sse_event(
-                "content_block_delta",
-                &json!({"type": "content_block_delta", "index": i,
-                    "delta": {"type": "text_delta", "text": b["text"]}}),
-            )?;
+            let delta = json!({"type": "content_block_delta", "index": i,
+                    "delta": {"type": "text_delta", "text": b["text"]}});
+            let data = delta.to_string().replace(LONE_SURROGATE, "\\ud800");
+            conn.write_raw(format!("event: content_block_delta\ndata: {data}\n\n").as_bytes())?;
         } else {
             conn.sse_event(
                 "content_block_start",
@@ -293,6 +298,13 @@ fn plan_response(body: &Value) -> Plan {
         label: "final".into(),
     };
 
+    if user_text.contains("USE_SURROGATE") {
+        return Plan {
+            blocks: vec![text_block(SURROGATE_ANSWER)],
+            stop: "end_turn",
+            label: "surrogate".into(),
+        };
+    }
     if user_text.contains("USE_NONE") {
         return Plan {
             blocks: vec![text_block(PLAIN_ANSWER)],

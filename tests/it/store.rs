@@ -1,0 +1,217 @@
+//! The hook path and the store under unlucky input and concurrent commands (issue 19 items 9,
+//! 13, 14, 15, 17): payloads that do not parse as they came still record their event; records
+//! from a newer spex keep what this one does not know; `prune` never races `dispatch`; no
+//! session stays `starting` or comes back half-exited; the store is private.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{World, feed, pretty, read, read_or_empty, write};
+use crate::support::claude_home::{claude_command, print_prompt};
+use crate::support::fake_anthropic::FakeAnthropic;
+use crate::support::payloads;
+
+const TURN_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn fixture(w: &World, harness: &str, stem: &str) -> Value {
+    let path = Path::new(payloads::PAYLOADS)
+        .join(harness)
+        .join(format!("{stem}.json"));
+    payloads::localize(
+        serde_json::from_str(&read(&path)).expect("fixture is JSON"),
+        &w.repo,
+        &w.home,
+    )
+}
+
+/// A captured payload as the harness wrote it (its members in the harness's order, which a
+/// JSON value here would sort), moved into the world as [`payloads::localize`] does.
+fn fixture_text(w: &World, harness: &str, stem: &str) -> String {
+    let path = Path::new(payloads::PAYLOADS)
+        .join(harness)
+        .join(format!("{stem}.json"));
+    let text = read(&path);
+    let v: Value = serde_json::from_str(&text).expect("fixture is JSON");
+    let cwd = v["cwd"].as_str().expect("a cwd").to_owned();
+    text.replace(&cwd, w.repo.to_str().unwrap())
+        .replace("/home/dev", w.home.to_str().unwrap())
+}
+
+/// `spex dispatch harness event` with the raw bytes `payload`: exit 0 and nothing printed
+/// (these events answer nothing).
+fn dispatch_raw(w: &World, harness: &str, event: &str, payload: &[u8]) {
+    let out = feed(&mut w.cmd(&w.repo, &["dispatch", harness, event]), payload);
+    assert_eq!(
+        (
+            out.status.code(),
+            out.stdout.as_slice(),
+            out.stderr.as_slice()
+        ),
+        (Some(0), &b""[..], &b""[..]),
+        "{harness} {event}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A session started and working on a turn: `SessionStart` and `UserPromptSubmit` of the
+/// harness's captured payloads.
+fn working(w: &World, harness: &str) -> String {
+    let start = fixture(w, harness, "SessionStart.startup");
+    dispatch_raw(w, harness, "SessionStart", start.to_string().as_bytes());
+    let prompt = fixture(w, harness, "UserPromptSubmit");
+    dispatch_raw(
+        w,
+        harness,
+        "UserPromptSubmit",
+        prompt.to_string().as_bytes(),
+    );
+    let sid = start["session_id"].as_str().unwrap().to_owned();
+    let ids = w.session_ids();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(w.record(&ids[0])["status"], "working", "{sid}");
+    ids[0].clone()
+}
+
+/// Issue 19 item 9: a Stop whose text holds a lone surrogate escape (JavaScript writes one for
+/// half an emoji) did not parse and was dropped: the session stayed `working` forever. It is
+/// read with the escape replaced (U+FFFD), and the mending is logged.
+#[test]
+fn a_stop_with_a_lone_surrogate_escape_ends_the_turn() {
+    for harness in ["claude", "codex"] {
+        let w = World::new();
+        let id = working(&w, harness);
+        let stop = fixture(&w, harness, "Stop");
+        let text = stop.to_string().replacen(
+            "\"last_assistant_message\":\"",
+            "\"last_assistant_message\":\"half \\ud83d: ",
+            1,
+        );
+        assert!(text.contains("\\ud83d: "), "{harness}: {text}");
+        dispatch_raw(&w, harness, "Stop", text.as_bytes());
+        let r = w.record(&id);
+        assert_eq!(
+            (r["status"].as_str(), r["turn"]["state"].as_str()),
+            (Some("idle"), Some("completed")),
+            "{harness}: {}",
+            pretty(&r)
+        );
+        let log = w.errors_log();
+        assert!(
+            log.contains("lone surrogate") && log.contains("\"event\":\"Stop\""),
+            "{harness}: the mending is not logged: {log}"
+        );
+    }
+}
+
+/// Issue 19 item 9: a payload over 8 MiB was cut at the limit, did not parse and was dropped.
+/// Its event is recorded from the ids before the cut, the cut body marked (`payload_cut`).
+#[test]
+fn a_payload_over_the_size_limit_still_records_its_event() {
+    let big = "x".repeat(9 * 1024 * 1024);
+    // Claude: a Write whose content is 9 MiB (the path comes before it): the call is recorded
+    // with its file.
+    let w = World::new();
+    let id = working(&w, "claude");
+    let text = fixture_text(&w, "claude", "PreToolUse.Write").replacen(
+        "\"hello from fake model\\n\"",
+        &json!(big).to_string(),
+        1,
+    );
+    assert!(text.len() > 9 * 1024 * 1024, "{text:.300}");
+    dispatch_raw(&w, "claude", "PreToolUse", text.as_bytes());
+    let events = w.events(&id);
+    let last = events.last().unwrap();
+    assert_eq!(
+        (&last["kind"], &last["files"], &last["payload_cut"]),
+        (&json!("tool.started"), &json!(["hello.txt"]), &json!(true)),
+        "{}",
+        pretty(last)
+    );
+    assert!(
+        w.errors_log().contains("over the 8388608-byte limit"),
+        "the cut is not logged: {}",
+        w.errors_log()
+    );
+    // Codex: a Stop whose last message is 9 MiB ends the turn.
+    let w = World::new();
+    let id = working(&w, "codex");
+    let stop = fixture(&w, "codex", "Stop");
+    let text = fixture_text(&w, "codex", "Stop").replacen(
+        &stop["last_assistant_message"].to_string(),
+        &json!(big).to_string(),
+        1,
+    );
+    assert!(text.len() > 9 * 1024 * 1024);
+    dispatch_raw(&w, "codex", "Stop", text.as_bytes());
+    let r = w.record(&id);
+    assert_eq!(
+        (r["status"].as_str(), r["turn"]["state"].as_str()),
+        (Some("idle"), Some("completed")),
+        "{}",
+        pretty(&r)
+    );
+    let events = w.events(&id);
+    let last = events.last().unwrap();
+    assert_eq!(
+        (&last["kind"], &last["payload_cut"]),
+        (&json!("turn.completed"), &json!(true))
+    );
+}
+
+/// Issue 19 item 9 with the real Claude Code: a model answer holding a lone surrogate escape
+/// (a model cut mid-emoji streams one; JavaScript keeps it and writes it back as `\ud800` in
+/// the Stop hook's payload). The turn ends `completed`, not `interrupted` by the session's end.
+#[test]
+fn a_real_claude_turn_whose_answer_holds_a_lone_surrogate_completes() {
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"] }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let fake = FakeAnthropic::start();
+    let mut cmd = claude_command(&w.home, &fake.base_url());
+    cmd.env("SPEX_HOME", &w.spex_home);
+    let turn = print_prompt(
+        &mut cmd,
+        &fake,
+        &w.repo,
+        w.dir.path(),
+        "surrogate",
+        "Answer in one line. USE_SURROGATE",
+        TURN_TIMEOUT,
+    );
+    assert!(
+        turn.stdout.contains("SURROGATE_OK"),
+        "the answer did not come\n{}",
+        turn.diag
+    );
+    let ids = w.session_ids();
+    assert_eq!(ids.len(), 1, "{ids:?}\n{}", turn.diag);
+    let r = w.record(&ids[0]);
+    let kinds: Vec<String> = w
+        .events(&ids[0])
+        .iter()
+        .map(|e| {
+            format!(
+                "{} ({})",
+                e["kind"].as_str().unwrap_or(""),
+                e["source"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        r["turn"]["state"],
+        "completed",
+        "{}\nevents: {kinds:?}\nerrors: {}\n{}",
+        pretty(&r),
+        read_or_empty(&w.spex_home.join("dispatch-errors.log")),
+        turn.diag
+    );
+    assert!(
+        kinds.contains(&"turn.completed (Stop)".to_owned()),
+        "{kinds:?}"
+    );
+}
