@@ -110,8 +110,10 @@ pub fn attach(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
         raw.make_raw();
         let _ = termios::tcsetattr(&stdin, termios::OptionalActions::Now, &raw);
     }
+    // People read the handle; `id` stays the full id for the calls below.
+    let shown = super::sessions::project(env).map_or_else(|_| id.to_owned(), |s| s.label_of(id));
     eprint!(
-        "[attached to {id}: {} detaches]\r\n",
+        "[attached to {shown}: {} detaches]\r\n",
         crate::config::control_key_name(detach)
     );
     let streams = Streams {
@@ -128,20 +130,20 @@ pub fn attach(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
     let _ = out.write_all(&screen.leave()).and_then(|()| out.flush());
     drop(out);
     match left {
-        Left::Detached => eprint!("[detached from {id}; it keeps running]\r\n"),
+        Left::Detached => eprint!("[detached from {shown}; it keeps running]\r\n"),
         // The host also drops a terminal that stalls it: then the session still answers.
         Left::Closed if crate::runtime::call(env, id, Request::Ping).is_ok() => {
             eprint!(
-                "[disconnected from {id}; it keeps running: `spex attach {id}` comes back]\r\n"
+                "[disconnected from {shown}; it keeps running: `spex attach {shown}` comes back]\r\n"
             );
         }
         // A session held by a server outlives its terminal (the harness's UI quit).
         Left::Closed if lives_on(env, id) => {
             eprint!(
-                "[the terminal of {id} closed; the session keeps running: `spex attach {id}` opens it again]\r\n"
+                "[the terminal of {shown} closed; the session keeps running: `spex attach {shown}` opens it again]\r\n"
             );
         }
-        Left::Closed => eprint!("[session {id} ended]\r\n"),
+        Left::Closed => eprint!("[session {shown} ended]\r\n"),
     }
     Ok(())
 }

@@ -59,9 +59,9 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     for s in &sessions {
         text.push_str(&format!(
             "  {}  {}  {}\n",
-            s.id,
+            s.label(),
             s.updated_at,
-            s.headline.as_deref().unwrap_or("")
+            crate::text::visible(s.headline.as_deref().unwrap_or(""))
         ));
     }
     output::print(&text);

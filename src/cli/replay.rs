@@ -192,7 +192,8 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
 /// Writes the recorded output to this terminal (pausing as recorded, `speed` times faster;
 /// no pauses without one), then gives the terminal back as it was before: the recorded
 /// program's modes (hidden cursor, bracketed paste, mouse, alternate screen) are reset, also
-/// when the person stops the replay with Ctrl-C.
+/// when the person stops the replay with Ctrl-C (on a terminal only: a pipe gets the exact
+/// recorded bytes).
 fn play(cassette: &Cassette, speed: Option<f64>) -> anyhow::Result<()> {
     let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for signal in [
@@ -233,7 +234,10 @@ fn play(cassette: &Cassette, speed: Option<f64>) -> anyhow::Result<()> {
             break;
         }
     }
-    let _ = out.write_all(&screen.leave()).and_then(|()| out.flush());
+    // Into a pipe or a file the recording goes byte for byte, with nothing of ours.
+    if rustix::termios::isatty(std::io::stdout()) {
+        let _ = out.write_all(&screen.leave()).and_then(|()| out.flush());
+    }
     written?;
     Ok(())
 }

@@ -540,6 +540,7 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
             state,
             note: note.clone(),
             at: now.clone(),
+            other: serde_json::Map::new(),
         });
         let before = s.state_key();
         let mut events = Vec::new();
@@ -551,6 +552,7 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
                 reason: "question".into(),
                 text: note.clone(),
                 since: now.clone(),
+                other: serde_json::Map::new(),
             });
         }
         s.stamp(before, &now, "spex session", None);

@@ -106,6 +106,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                     ended_at: None,
                     note: None,
                     attempt_failed_at: None,
+                    other: serde_json::Map::new(),
                 });
                 out.push(event(
                     "turn.started",
@@ -280,6 +281,7 @@ fn attention(reason: impl Into<String>, text: impl Into<String>, now: &str) -> A
         reason: reason.into(),
         text: text.into(),
         since: now.to_owned(),
+        other: serde_json::Map::new(),
     }
 }
 
@@ -385,6 +387,7 @@ mod tests {
                 ended_at: None,
                 note: None,
                 attempt_failed_at: None,
+                other: serde_json::Map::new(),
             }),
             ..Session::default()
         };

@@ -540,6 +540,10 @@ impl Sink for Recorder {
     }
 }
 
+/// How many output records after a frame may still hold bytes the frame shows (the
+/// scrubber's held-back tail goes out with the next chunk).
+const FRAME_SPILL: usize = 2;
+
 /// One line of a stream, with its number and time.
 #[derive(Debug, Clone)]
 pub struct Record {
@@ -667,7 +671,88 @@ impl Cassette {
                 self.output.len()
             ));
         }
+        out.extend(self.unexplained_frame());
         out
+    }
+
+    /// The first frame showing a line that the recorded output never drew: output the
+    /// recorder missed (a recorder attached after the program's first bytes once left
+    /// `output.raw` empty under a drawn screen). The output is played through a terminal
+    /// model, with the recorded resizes, and every line any screen showed is remembered;
+    /// lines compare with runs of blanks collapsed. A frame may show the last bytes before it
+    /// that the scrubber held back and wrote with a later chunk, so each frame is checked once
+    /// the next [`FRAME_SPILL`] output records are in.
+    fn unexplained_frame(&self) -> Option<String> {
+        let collapse = |line: &str| line.split_whitespace().collect::<Vec<_>>().join(" ");
+        let size = |v: &Value, key: &str, default: u16| {
+            v.get(key)
+                .and_then(Value::as_u64)
+                .and_then(|n| u16::try_from(n).ok())
+                .unwrap_or(default)
+        };
+        let mut term = super::terminal::Terminal::new(
+            size(&self.manifest.terminal, "rows", 24),
+            size(&self.manifest.terminal, "cols", 80),
+        );
+        term.set_answering(false);
+        let mut drawn = std::collections::HashSet::new();
+        // Frames not yet checked, with the output records seen since each.
+        let mut waiting: Vec<(&Record, usize)> = Vec::new();
+        let check = |frame: &Record, drawn: &std::collections::HashSet<String>| {
+            // A screen that does not say its size was not taken from a terminal model.
+            frame.value["screen"]["rows"].as_u64()?;
+            let lines = frame.value["screen"]["lines"].as_array();
+            let missing = lines
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(collapse)
+                .find(|l| !l.is_empty() && !drawn.contains(l))?;
+            Some(format!(
+                "frame seq {} shows `{missing}`, which output.raw never drew (the recording lost output)",
+                frame.seq
+            ))
+        };
+        for r in &self.records {
+            match r.stream {
+                "output.jsonl" => {
+                    let at = r.value.get("offset").and_then(Value::as_u64);
+                    let len = r.value.get("len").and_then(Value::as_u64);
+                    let bytes = at.zip(len).and_then(|(at, len)| {
+                        let at = usize::try_from(at).ok()?;
+                        self.output.get(at..at + usize::try_from(len).ok()?)
+                    });
+                    // A record may join the end of one write to the next: the row a write
+                    // left is remembered at each line feed (a later write in the same record
+                    // may redraw it).
+                    for piece in bytes.unwrap_or_default().split_inclusive(|&b| b == b'\n') {
+                        let (body, feed) =
+                            piece.split_at(piece.len() - usize::from(piece.ends_with(b"\n")));
+                        term.feed(body);
+                        if !feed.is_empty() {
+                            drawn.insert(collapse(&term.cursor_line()));
+                            term.feed(feed);
+                        }
+                    }
+                    drawn.extend(term.snapshot().lines.iter().map(|l| collapse(l)));
+                    for (frame, seen) in &mut waiting {
+                        *seen += 1;
+                        if *seen >= FRAME_SPILL
+                            && let Some(problem) = check(frame, &drawn)
+                        {
+                            return Some(problem);
+                        }
+                    }
+                    waiting.retain(|(_, seen)| *seen < FRAME_SPILL);
+                }
+                "input.jsonl" if r.value["kind"] == "resize" => {
+                    term.resize(size(&r.value, "rows", 24), size(&r.value, "cols", 80));
+                }
+                "frames.jsonl" => waiting.push((r, 0)),
+                _ => {}
+            }
+        }
+        waiting.iter().find_map(|(frame, _)| check(frame, &drawn))
     }
 
     /// The output chunks in order, each with its time.
@@ -903,6 +988,47 @@ mod tests {
             signal: None,
         });
         tee.close_sinks();
+    }
+
+    /// A recorder that missed the program's first bytes: its frames show a screen that its
+    /// `output.raw` never drew. The same screen, drawn, checks clean.
+    #[test]
+    fn check_finds_a_frame_whose_output_the_recording_lacks() {
+        let record = |draw: &[u8]| {
+            let dir = tempfile::tempdir().unwrap();
+            let tee = Tee::new();
+            tee.add_sink(Box::new(
+                Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap(),
+            ));
+            if !draw.is_empty() {
+                tee.record(Event::Output {
+                    bytes: draw.to_vec(),
+                });
+            }
+            let mut lines = vec![String::new(); 24];
+            lines[0] = "Welcome   to the app".into();
+            lines[2] = "> ".into();
+            tee.record(Event::Mark {
+                stream: "frames".into(),
+                data: json!({"reason": "idle", "screen": {"rows": 24, "cols": 80,
+                    "cursor": [2, 2], "title": "", "lines": lines}}),
+            });
+            tee.record(Event::Output {
+                bytes: b"\x1b[3;3Hx".to_vec(),
+            });
+            tee.close_sinks();
+            Cassette::open(dir.path()).unwrap().problems()
+        };
+        assert_eq!(
+            record(b"Welcome\x1b[11Gto the app\r\n\r\n> "),
+            Vec::<String>::new()
+        );
+        let lost = record(b"");
+        assert!(
+            lost.iter()
+                .any(|p| p.contains("shows `Welcome to the app`, which output.raw never drew")),
+            "{lost:?}"
+        );
     }
 
     #[test]

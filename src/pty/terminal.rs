@@ -149,6 +149,17 @@ impl Terminal {
         }
     }
 
+    /// The text of the row the cursor is on.
+    pub fn cursor_line(&self) -> String {
+        let screen = self.parser.screen();
+        let (row, _) = screen.cursor_position();
+        let cols = screen.size().1;
+        screen
+            .rows(0, cols)
+            .nth(usize::from(row))
+            .unwrap_or_default()
+    }
+
     /// Bytes that redraw the current screen on a terminal that attaches now.
     pub fn redraw(&self) -> Vec<u8> {
         self.parser.screen().state_formatted()

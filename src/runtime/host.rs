@@ -181,9 +181,10 @@ impl Shared {
         self.frames.note(reason, false);
     }
 
-    /// Starts recording into `dir`. Mid-session, the recording opens with the current screen
-    /// and says its capture is partial.
-    fn start_recording(&self, dir: &std::path::Path, from_start: bool) -> std::io::Result<()> {
+    /// Starts recording into `dir` mid-session: the recording opens with the current screen
+    /// and says its capture is partial. (A recording from the start begins before the
+    /// program, in [`run`].)
+    fn start_recording(&self, dir: &std::path::Path) -> std::io::Result<()> {
         if self.tee.has_sinks() {
             return Err(std::io::Error::other(
                 "the session is already being recorded",
@@ -198,23 +199,24 @@ impl Shared {
         let mut recorder = recorder(self.harness, &spawn, &self.scrub, dir).ok_or_else(|| {
             std::io::Error::other("the recording could not start (see the host log)")
         })?;
-        if !from_start {
-            recorder.set_partial();
-        }
+        recorder.set_partial();
         // A new recording has no frame yet to compare a quiet screen with.
         *lock(&self.frames.last) = None;
         self.tee.add_sink(Box::new(recorder));
-        if !from_start {
-            let screen = lock(&self.term).redraw();
-            self.tee.record(TeeEvent::Output { bytes: screen });
-        }
+        let screen = lock(&self.term).redraw();
+        self.tee.record(TeeEvent::Output { bytes: screen });
+        self.follow_events();
+        Ok(())
+    }
+
+    /// Copies the session's record events into the recording (one thread per host).
+    fn follow_events(&self) {
         if !self
             .following_events
             .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
             follow_events(&self.store, &self.id, Arc::clone(&self.frames));
         }
-        Ok(())
     }
 
     /// After new output: acts on what the screen now says (a turn interrupted, a dialog
@@ -293,6 +295,14 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     let _ = rustix::process::setsid();
     let listener = bind(&spec.socket)?;
     let tee = Tee::new();
+    // The recorder listens before the program starts: its first byte is in the recording.
+    let recording = spec
+        .record
+        .as_ref()
+        .and_then(|dir| recorder(spec.harness, &spec.spawn, &spec.scrub, dir));
+    if let Some(recorder) = recording {
+        tee.add_sink(Box::new(recorder));
+    }
     let mut session = Session::spawn(&spec.spawn, Some(tee.clone()))?;
     let output = session.take_output();
     let child_pid = session.pid();
@@ -327,10 +337,8 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         ),
         injecting: Mutex::new(None),
     });
-    if let Some(dir) = &spec.record
-        && let Err(e) = shared.start_recording(dir, true)
-    {
-        eprintln!("error: not recording: {e}");
+    if shared.tee.has_sinks() {
+        shared.follow_events();
     }
     write_host_record(&spec.store, &spec.id, child_pid);
     {
@@ -736,7 +744,7 @@ fn handle(shared: &Shared, request: Request) -> Response {
         }
         Request::Resize { rows, cols } => resize(shared, rows, cols),
         Request::Stop { grace_ms } => stop(shared, Duration::from_millis(grace_ms)),
-        Request::Record { dir: Some(dir) } => shared.start_recording(&dir, false),
+        Request::Record { dir: Some(dir) } => shared.start_recording(&dir),
         Request::Record { dir: None } => {
             shared.frame("end");
             shared.tee.close_sinks();

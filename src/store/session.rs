@@ -52,6 +52,9 @@ pub struct Attention {
     pub reason: String,
     pub text: String,
     pub since: String,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +71,9 @@ pub struct Turn {
     /// When the last attempt failed, while no new attempt has started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_failed_at: Option<String>,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 impl TurnState {
@@ -110,6 +116,9 @@ pub struct Declared {
     pub state: DeclaredState,
     pub note: String,
     pub at: String,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 /// Bookkeeping the dispatcher keeps per session (once-per-session policies).
@@ -130,6 +139,9 @@ pub struct Flags {
     /// is told apart from one still to come.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub completed_calls: Vec<String>,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 /// How many tool calls `Flags` remembers.
@@ -225,6 +237,9 @@ pub struct Session {
     pub flags: Flags,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<ExitStatus>,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 impl Session {
@@ -371,6 +386,7 @@ impl Session {
             reason: "turn_failed".into(),
             text: error.to_owned(),
             since: now.to_owned(),
+            other: serde_json::Map::new(),
         });
         out
     }

@@ -57,6 +57,9 @@ pub struct SortedRecord<'a> {
     updated_at: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<&'a str>,
+    /// Members a newer spex wrote: after the known ones (in their own order).
+    #[serde(flatten)]
+    other: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -64,6 +67,9 @@ struct SortedAttention<'a> {
     reason: &'a str,
     since: &'a str,
     text: &'a str,
+    /// Members a newer spex wrote: after the known ones (in their own order).
+    #[serde(flatten)]
+    other: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -71,6 +77,9 @@ struct SortedDeclared<'a> {
     at: &'a str,
     note: &'a str,
     state: super::session::DeclaredState,
+    /// Members a newer spex wrote: after the known ones (in their own order).
+    #[serde(flatten)]
+    other: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -85,6 +94,9 @@ struct SortedFlags<'a> {
     specs_announced: &'a [String],
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stop_gate_asked: bool,
+    /// Members a newer spex wrote: after the known ones (in their own order).
+    #[serde(flatten)]
+    other: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -98,6 +110,9 @@ struct SortedTurn<'a> {
     prompt: Option<&'a str>,
     started_at: &'a str,
     state: TurnState,
+    /// Members a newer spex wrote: after the known ones (in their own order).
+    #[serde(flatten)]
+    other: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 impl<'a> SortedRecord<'a> {
@@ -133,6 +148,7 @@ impl<'a> SortedRecord<'a> {
             seq,
             flags,
             exit_status,
+            other,
         } = s;
         let Flags {
             specs_announced,
@@ -140,6 +156,7 @@ impl<'a> SortedRecord<'a> {
             stop_gate_asked,
             failed_calls,
             completed_calls,
+            other: flags_other,
         } = flags;
         SortedRecord {
             attended: *attended,
@@ -148,21 +165,29 @@ impl<'a> SortedRecord<'a> {
                      reason,
                      text,
                      since,
+                     other,
                  }| SortedAttention {
                     reason,
                     since,
                     text,
+                    other,
                 },
             ),
             branch: branch.as_deref(),
             created_at,
-            declared: declared
-                .as_ref()
-                .map(|Declared { state, note, at }| SortedDeclared {
+            declared: declared.as_ref().map(
+                |Declared {
+                     state,
+                     note,
+                     at,
+                     other,
+                 }| SortedDeclared {
                     at,
                     note,
                     state: *state,
-                }),
+                    other,
+                },
+            ),
             exit_reason: exit_reason.as_deref(),
             exit_status: *exit_status,
             flags: SortedFlags {
@@ -171,6 +196,7 @@ impl<'a> SortedRecord<'a> {
                 spec_first_done: *spec_first_done,
                 specs_announced,
                 stop_gate_asked: *stop_gate_asked,
+                other: flags_other,
             },
             handle: handle.as_deref(),
             harness,
@@ -200,6 +226,7 @@ impl<'a> SortedRecord<'a> {
                      ended_at,
                      note,
                      attempt_failed_at,
+                     other,
                  }| SortedTurn {
                     attempt_failed_at: attempt_failed_at.as_deref(),
                     ended_at: ended_at.as_deref(),
@@ -208,10 +235,12 @@ impl<'a> SortedRecord<'a> {
                     prompt: prompt.as_deref(),
                     started_at,
                     state: *state,
+                    other,
                 },
             ),
             updated_at,
             why: why.as_deref(),
+            other,
         }
     }
 }
@@ -250,6 +279,7 @@ mod tests {
                 reason: "permission".into(),
                 text: "Bash: rm -rf\t/".into(),
                 since: "2026-11-23T10:00:01.000Z".into(),
+                other: newer("zz_attention"),
             }),
             turn: Some(Turn {
                 id: Some("t1".into()),
@@ -259,11 +289,13 @@ mod tests {
                 ended_at: Some("2026-11-23T10:00:02.000Z".into()),
                 note: Some("http 500".into()),
                 attempt_failed_at: Some("2026-11-23T10:00:01.500Z".into()),
+                other: newer("zz_turn"),
             }),
             declared: Some(Declared {
                 state: DeclaredState::Asking,
                 note: "which one?".into(),
                 at: "2026-11-23T10:00:03.000Z".into(),
+                other: newer("zz_declared"),
             }),
             touched: vec!["src/a.rs".into(), "b.md".into()],
             headline: Some("a headline".into()),
@@ -285,12 +317,22 @@ mod tests {
                 stop_gate_asked: true,
                 failed_calls: vec![("call_1".into(), -3)],
                 completed_calls: vec!["call_0".into()],
+                other: newer("zz_flags"),
             },
             exit_status: Some(ExitStatus {
                 code: Some(1),
                 signal: None,
             }),
+            other: newer("zz_record"),
         }
+    }
+
+    /// A member a newer spex wrote, named to sort after the known ones (where `SortedRecord`
+    /// prints it).
+    fn newer(key: &str) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert(key.into(), serde_json::json!({"b": [1, "two"], "a": null}));
+        m
     }
 
     #[test]
@@ -301,6 +343,7 @@ mod tests {
             turn: full.turn.clone().map(|t| Turn {
                 note: None,
                 attempt_failed_at: None,
+                other: serde_json::Map::new(),
                 ..t
             }),
             ..Session::default()

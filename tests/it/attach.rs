@@ -134,7 +134,9 @@ fn attach_stays_through_silence_detaches_with_one_line_and_restores_the_terminal
     let status = left(&mut t);
     assert!(status.success(), "{status:?}\n{}", diag(&t));
     let said = t.since(mark);
-    let line = format!("[detached from {id}; it keeps running]");
+    // People read the handle (the `ID` column), not the full id.
+    let handle = w.record(&id)["handle"].as_str().unwrap().to_owned();
+    let line = format!("[detached from {handle}; it keeps running]");
     assert_eq!(said.matches(&line).count(), 1, "{said}\n{}", diag(&t));
     assert_eq!(leaving_lines(&said), 1, "one line: {said}");
     assert_eq!(t.modes(), Modes::RESTORED, "{}", diag(&t));
@@ -156,7 +158,7 @@ fn attach_stays_through_silence_detaches_with_one_line_and_restores_the_terminal
     let status = left(&mut a);
     assert!(status.success(), "{status:?}\n{}", diag(&a));
     let said = a.since(mark);
-    let line = format!("[session {id} ended]");
+    let line = format!("[session {handle} ended]");
     assert_eq!(said.matches(&line).count(), 1, "{said}\n{}", diag(&a));
     assert_eq!(leaving_lines(&said), 1, "one line: {said}");
     assert_eq!(a.modes(), Modes::RESTORED, "{}", diag(&a));

@@ -609,7 +609,7 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
     // Its host says what is true: the terminal closed, the session did not end.
     let said = tui.text();
     assert!(
-        said.contains("session keeps running") && !said.contains(&format!("[session {id} ended]")),
+        said.contains("session keeps running") && !said.contains("ended]"),
         "{said}"
     );
     let shown = rig.show(&id);
@@ -801,6 +801,16 @@ fn codex_launch_is_hosted_detaches_with_the_key_and_records() {
     assert!(
         String::from_utf8_lossy(&raw).contains("shortcuts"),
         "the recording holds no TUI output"
+    );
+    // The host read the TUI's screen as it went: a frame when a turn ran, one when it idled.
+    let reasons: Vec<String> = read_or_empty(&cassette.join("frames.jsonl"))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|f| f["reason"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "busy") && reasons.iter().any(|r| r == "idle"),
+        "{reasons:?}"
     );
 }
 

@@ -112,10 +112,15 @@ impl Drop for Host {
 }
 
 fn host(w: &World, socket: &Path, script: &str) -> Host {
+    host_with(w, socket, script, &[])
+}
+
+/// [`host`] with `extra` options for `spex host` (before the program).
+fn host_with(w: &World, socket: &Path, script: &str, extra: &[&str]) -> Host {
     let log = std::fs::File::create(w.dir.path().join("host.log")).unwrap();
     let repo = w.repo.to_str().unwrap().to_owned();
     let sock = socket.to_str().unwrap().to_owned();
-    let args = [
+    let mut args = vec![
         "host",
         "--session",
         ID,
@@ -129,11 +134,9 @@ fn host(w: &World, socket: &Path, script: &str) -> Host {
         "24",
         "--cols",
         "80",
-        "--",
-        "sh",
-        "-c",
-        script,
     ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
     let child = w
         .cmd(&w.repo, &args)
         .stdout(log.try_clone().unwrap())
@@ -275,4 +278,40 @@ fn a_runtime_folder_others_can_enter_is_refused() {
         err.contains("is not a private folder of this user"),
         "{err}"
     );
+}
+
+/// A recording from the start holds the program's first byte: a program that draws at once
+/// (before the host has set anything else up) is in `output.raw`, and the cassette checks
+/// clean. The recorder used to attach after the spawn and lose such output while its frames
+/// showed it.
+#[test]
+fn a_recording_from_the_start_holds_the_first_byte() {
+    let w = World::new();
+    let run: PathBuf = w.dir.path().join("run");
+    std::fs::create_dir_all(run.join("spex")).unwrap();
+    std::fs::set_permissions(run.join("spex"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    record(&w);
+    let socket = run.join("spex").join(format!("{ID}.sock"));
+    let cassette = w.dir.path().join("cassette");
+    let _host = host_with(
+        &w,
+        &socket,
+        "printf 'first-bytes drawn at once'; exec sleep 60",
+        &["--record", cassette.to_str().unwrap()],
+    );
+    assert!(wait_screen(&socket, "first-bytes").contains("first-bytes"));
+    let stopped = call(&socket, r#"{"v":1,"op":"record","dir":null}"#);
+    assert_eq!(stopped["ok"], true, "{stopped}");
+    let raw = std::fs::read(cassette.join("output.raw")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&raw).starts_with("first-bytes drawn at once"),
+        "output.raw: {:?}\n{}",
+        String::from_utf8_lossy(&raw),
+        read_or_empty(&w.dir.path().join("host.log"))
+    );
+    let checked = w.spex(&w.repo, &["cassette", "check", cassette.to_str().unwrap()]);
+    assert!(checked.status.success(), "{checked:?}");
+    let manifest: Value =
+        serde_json::from_str(&read_or_empty(&cassette.join("manifest.json"))).unwrap();
+    assert_eq!(manifest["capture"], "full", "{manifest}");
 }

@@ -215,3 +215,48 @@ fn a_real_claude_turn_whose_answer_holds_a_lone_surrogate_completes() {
         "{kinds:?}"
     );
 }
+
+/// Issue 19 item 13: members of `session.json` this spex does not know (written by a newer
+/// one), at the top and inside `turn` and `flags`, were dropped when the record was rewritten.
+/// They survive hooks and readers, and `sessions --json` / `show --json` print them.
+#[test]
+fn a_record_from_a_newer_spex_keeps_what_this_one_does_not_know() {
+    let w = World::new();
+    let id = working(&w, "claude");
+    let path = w.session_dir(&id).join("session.json");
+    let mut r = w.record(&id);
+    r["from_a_newer_spex"] = json!({"kept": [1, "two"]});
+    r["turn"]["newer_turn_member"] = json!("kept");
+    r["flags"]["newer_flag"] = json!(true);
+    write(&path, serde_json::to_string_pretty(&r).unwrap());
+    for (event, stem) in [("PostToolUse", "PostToolUse.Write"), ("Stop", "Stop")] {
+        let payload = fixture(&w, "claude", stem);
+        dispatch_raw(&w, "claude", event, payload.to_string().as_bytes());
+    }
+    let shown = w.ok(&w.repo, &["show", &id, "--json"]);
+    let listed = w.ok(&w.repo, &["sessions", "--all", "--json"]);
+    let r = w.record(&id);
+    assert_eq!(r["turn"]["state"], "completed", "{}", pretty(&r));
+    for (what, v) in [
+        ("session.json", r),
+        (
+            "show --json",
+            serde_json::from_str::<Value>(&shown).unwrap()["session"].clone(),
+        ),
+        (
+            "sessions --json",
+            serde_json::from_str::<Value>(&listed).unwrap()[0].clone(),
+        ),
+    ] {
+        assert_eq!(
+            (
+                &v["from_a_newer_spex"],
+                &v["turn"]["newer_turn_member"],
+                &v["flags"]["newer_flag"]
+            ),
+            (&json!({"kept": [1, "two"]}), &json!("kept"), &json!(true)),
+            "{what}: {}",
+            pretty(&v)
+        );
+    }
+}

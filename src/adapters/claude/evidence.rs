@@ -213,6 +213,7 @@ mod tests {
                 ended_at: None,
                 note: None,
                 attempt_failed_at: None,
+                other: serde_json::Map::new(),
             }),
             ..Session::default()
         }
@@ -255,6 +256,7 @@ mod tests {
             reason: "permission".into(),
             text: "Bash: ls".into(),
             since: "2026-11-23T10:00:01.000Z".into(),
+            other: serde_json::Map::new(),
         });
         let busy = judge(&s, Some(&me("busy", ms(T0).unwrap() + 2000))).unwrap();
         assert_eq!(busy.finding, Some(Finding::Resumed));

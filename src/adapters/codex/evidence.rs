@@ -214,6 +214,7 @@ mod tests {
                 ended_at: None,
                 note: Some("http 500".into()),
                 attempt_failed_at: Some(failed.into()),
+                other: serde_json::Map::new(),
             }),
             ..Session::default()
         };
