@@ -14,6 +14,25 @@ pub fn read_opt(path: &Path) -> io::Result<Option<Vec<u8>>> {
     }
 }
 
+/// The file `path` names once symlinks in its last component are followed (`path` itself
+/// when it is no link): spex edits a linked file (`AGENTS.md -> CLAUDE.md`, a dotfile
+/// manager's `~/.claude.json`) at its target, so the link stays a link. A target that does not
+/// exist yet is still the path to write.
+pub fn resolve_link(path: &Path) -> std::path::PathBuf {
+    let mut p = path.to_path_buf();
+    // As many hops as the kernel follows (`ELOOP` past 40); a longer chain is edited as is.
+    for _ in 0..40 {
+        let Ok(target) = std::fs::read_link(&p) else {
+            return p;
+        };
+        p = match p.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+    }
+    path.to_path_buf()
+}
+
 /// Reads the file `name` (relative to the open folder `dir`) into `buf` from its start: the
 /// length read. For reading many small files: one `openat` from a folder already open (no walk
 /// of the whole path), then `read` into a buffer that grows only when a file outgrows it (no

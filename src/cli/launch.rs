@@ -34,7 +34,7 @@ pub struct Args {
     /// Record the session as a cassette (`spex replay <id>` plays it).
     #[arg(long)]
     pub record: bool,
-    /// Do not attach this terminal; print the session id.
+    /// Do not attach this terminal; print the session's handle and the commands that reach it.
     #[arg(long)]
     pub detach: bool,
     /// Print the result as JSON (implies nothing about attaching).

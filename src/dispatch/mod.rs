@@ -237,6 +237,16 @@ fn resolve(
             session::check_id(bad, "the payload's session id").expect_err("invalid")
         ));
     }
+    if let Some(bad) = env
+        .spex_session_id
+        .as_deref()
+        .filter(|s| h.hook_env_names_session() && !session::is_valid_id(s))
+    {
+        return Err(format!(
+            "event dropped: {}",
+            session::check_id(bad, "SPEX_SESSION_ID").expect_err("invalid")
+        ));
+    }
     let hsid = ev.session_id.as_deref();
     if let Some(hs) = hsid
         && let Some(id) = project
@@ -248,7 +258,7 @@ fn resolve(
     let id = match env
         .spex_session_id
         .as_deref()
-        .filter(|s| h.hook_env_names_session() && session::is_valid_id(s))
+        .filter(|_| h.hook_env_names_session())
     {
         Some(spex_id) => spex_id.to_owned(),
         None => match hsid {

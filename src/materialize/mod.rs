@@ -152,6 +152,13 @@ impl Inputs<'_> {
 
         let spellings = self.main_spellings(&store);
         let spex = shell_quote(&self.spex_bin.to_string_lossy());
+        // Contract files that are one file through a link (`AGENTS.md -> CLAUDE.md`) hold one
+        // block, wanted while any harness that reads that file is selected here.
+        let mut contract_wanted = std::collections::BTreeMap::<PathBuf, bool>::new();
+        for &h in adapters::all() {
+            let file = fsutil::resolve_link(&self.tree.root.join(h.contract_file()));
+            *contract_wanted.entry(file).or_default() |= here.iter().any(|s| s == h.id());
+        }
         for &h in adapters::all() {
             let ctx = ShimCtx {
                 env: self.env,
@@ -162,7 +169,7 @@ impl Inputs<'_> {
                 spex: &spex,
                 nodes: &nodes,
             };
-            plan_contract(h, &ctx, &mut ws)?;
+            plan_contract(h, &ctx, &contract_wanted, &mut ws)?;
             plan_generated(h, &ctx, &mut ws)?;
             h.plan_shims(&ctx, &mut ws)?;
         }
@@ -242,11 +249,16 @@ fn contract_lines(nodes: &[SpecNode]) -> Option<Vec<String>> {
 fn plan_contract(
     h: &dyn Harness,
     ctx: &ShimCtx,
+    wanted: &std::collections::BTreeMap<PathBuf, bool>,
     ws: &mut Workspace,
 ) -> Result<(), MaterializeError> {
     let path = ctx.tree.root.join(h.contract_file());
     ws.validate_blocks(&path, block::MARKDOWN)?;
-    let body = if ctx.here {
+    let here = wanted
+        .get(&fsutil::resolve_link(&path))
+        .copied()
+        .unwrap_or(ctx.here);
+    let body = if here {
         contract_lines(ctx.nodes)
     } else {
         None

@@ -802,6 +802,16 @@ fn codex_launch_is_hosted_detaches_with_the_key_and_records() {
         String::from_utf8_lossy(&raw).contains("shortcuts"),
         "the recording holds no TUI output"
     );
+    // The host read the TUI's screen as it went: a frame when a turn ran, one when it idled.
+    let reasons: Vec<String> = read_or_empty(&cassette.join("frames.jsonl"))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|f| f["reason"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "busy") && reasons.iter().any(|r| r == "idle"),
+        "{reasons:?}"
+    );
 }
 
 /// Issue 20 item 12: two Codex sessions launched at the same moment both stay live (for
@@ -1114,4 +1124,42 @@ fn killing_the_supervisor_does_not_orphan_the_server() {
         .json(&rig.w.repo, &["server", "status", "--json"])
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(status[0]["running"], false, "{}", pretty(&status));
+}
+
+/// Issue 20 item 13: a thread on the project's server that no live session of spex's names (a
+/// record pruned while the server kept its thread; here one another client started) shows in
+/// `spex server` as such and does not keep the server running once the last session stops.
+#[test]
+fn an_orphaned_thread_does_not_keep_the_server_running() {
+    let rig = Rig::start(true);
+    crate::real_tui::CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
+    let launched = rig.launch(&rig.w.repo, &["SCENARIO:plain the only session"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let socket = rig.server_socket();
+    let mut rpc = Rig::rpc(&socket);
+    let orphan = rpc
+        .call("thread/start", &json!({"cwd": rig.w.repo}))
+        .unwrap()["thread"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    rpc.call(
+        "thread/name/set",
+        &json!({"threadId": orphan, "name": "no record"}),
+    )
+    .unwrap();
+    drop(rpc);
+    let text = rig.ok(&["server"]);
+    assert!(
+        text.contains("holds 2 thread(s)")
+            && text.contains(&format!("thread {orphan} (no session record)")),
+        "{text}"
+    );
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        server_gone_within(&socket, Duration::from_secs(10)),
+        "a thread no session names kept the server running\n{}",
+        rig.ok(&["server"])
+    );
 }

@@ -967,3 +967,58 @@ fn codex_config_writes_survive_materialize_and_clean() {
         format!("config.toml:\n{again}\n{}", app.log())
     });
 }
+
+/// A dotfile manager's `$CODEX_HOME/config.toml -> dotfiles/config.toml`: spex edits the
+/// target, the link stays a link through materialize and clean, and the real Codex reads spex's
+/// trust through it.
+#[test]
+fn codex_trusts_spex_hooks_through_a_symlinked_config_toml() {
+    let w = World::new();
+    seed_project(&w);
+    trust_project(&w.codex_home, &w.repo);
+    let dots = w.dir.path().join("dotfiles");
+    fs::create_dir_all(&dots).unwrap();
+    let target = dots.join("config.toml");
+    let link = w.codex_home.join("config.toml");
+    let user_config = format!("# from my dotfiles\n{}", read(&link));
+    write(&target, &user_config);
+    fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let is_link = || {
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{} is no longer a link",
+            link.display()
+        );
+        assert_eq!(fs::read_link(&link).unwrap(), target);
+    };
+
+    w.ok(&w.repo, &["materialize"]);
+    is_link();
+    assert!(read(&target).contains("trusted_hash"), "{}", read(&target));
+    let mut app = app_server(&w, "l1");
+    let during = hooks_list(&mut app, &[&w.repo]);
+    let files = || format!("config.toml:\n{}\n{}", read_or_empty(&target), app.log());
+    assert_spex_hooks_trusted(&during, &w.repo, &files);
+    drop(app);
+    let check = w.spex(&w.repo, &["materialize", "--check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", output_text(&check));
+
+    w.ok(&w.repo, &["clean"]);
+    is_link();
+    assert_eq!(
+        read(&target),
+        user_config,
+        "clean restores the target byte for byte"
+    );
+    let mut app = app_server(&w, "l2");
+    let after = hooks_list(&mut app, &[&w.repo]);
+    assert!(
+        !hooks_of(&after, &w.repo).iter().any(is_spex_hook),
+        "spex hooks after clean:\n{}",
+        pretty(&after)
+    );
+}

@@ -272,3 +272,69 @@ fn a_users_hook_that_calls_spex_dispatch_stays_theirs() {
     let diff = before.content_diff(&w.snapshot(&[]));
     assert!(diff.is_empty(), "clean left:\n{}", diff.join("\n"));
 }
+
+fn assert_link(link: &Path, target: &str) {
+    let meta = std::fs::symlink_metadata(link).unwrap();
+    assert!(
+        meta.file_type().is_symlink(),
+        "{} is a link",
+        link.display()
+    );
+    assert_eq!(std::fs::read_link(link).unwrap(), Path::new(target));
+}
+
+#[test]
+fn linked_files_stay_links_and_their_targets_are_edited_in_place() {
+    let w = World::new();
+    seed(&w, &w.repo);
+    let dots = w.repo.parent().unwrap().join("dotfiles");
+    write(&w.repo.join("CLAUDE.md"), "# mine\n");
+    std::os::unix::fs::symlink("CLAUDE.md", w.repo.join("AGENTS.md")).unwrap();
+    let state = "{\n  \"numStartups\": 3\n}\n";
+    let config = "# mine\nmodel = \"x\"\n";
+    write(&dots.join("claude.json"), state);
+    write(&dots.join("config.toml"), config);
+    std::fs::create_dir_all(&w.codex_home).unwrap();
+    let claude_json = dots.join("claude.json");
+    let config_toml = dots.join("config.toml");
+    std::os::unix::fs::symlink(&claude_json, w.home.join(".claude.json")).unwrap();
+    std::os::unix::fs::symlink(&config_toml, w.codex_home.join("config.toml")).unwrap();
+    let links = || {
+        assert_link(&w.repo.join("AGENTS.md"), "CLAUDE.md");
+        assert_link(&w.home.join(".claude.json"), claude_json.to_str().unwrap());
+        assert_link(
+            &w.codex_home.join("config.toml"),
+            config_toml.to_str().unwrap(),
+        );
+    };
+    // Both harnesses, then only the one that reads the link: one block, no fight.
+    for harnesses in ["[\"claude\", \"codex\"]", "[\"codex\"]", "[\"claude\"]"] {
+        write(
+            &w.repo.join("spex.jsonc"),
+            format!("{{ \"harnesses\": {harnesses} }}\n"),
+        );
+        assert_round_trip(&w, &w.repo);
+        w.ok(&w.repo, &["materialize"]);
+        links();
+        let text = read(&w.repo.join("CLAUDE.md"));
+        assert_eq!(
+            text.matches("spex:begin contract").count(),
+            1,
+            "{harnesses}: {text}"
+        );
+        if harnesses.contains("claude") {
+            assert!(
+                read(&claude_json).contains("hasTrustDialogAccepted"),
+                "{harnesses}"
+            );
+        }
+        if harnesses.contains("codex") {
+            assert!(read(&config_toml).contains("trusted_hash"), "{harnesses}");
+        }
+        w.ok(&w.repo, &["clean"]);
+        links();
+        assert_eq!(read(&w.repo.join("CLAUDE.md")), "# mine\n");
+        assert_eq!(read(&claude_json), state);
+        assert_eq!(read(&config_toml), config);
+    }
+}

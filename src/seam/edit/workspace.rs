@@ -157,6 +157,7 @@ impl Workspace {
 
     /// The bytes `path` will hold after the plan (`None`: absent).
     pub fn read(&mut self, path: &Path) -> Result<Option<Vec<u8>>, MaterializeError> {
+        let path = &fsutil::resolve_link(path);
         Ok(self.entry(path)?.after.clone())
     }
 
@@ -200,6 +201,7 @@ impl Workspace {
         id: &str,
         body: Option<&[String]>,
     ) -> Result<(), MaterializeError> {
+        let path = &fsutil::resolve_link(path);
         let current = self.read_text(path)?;
         if current.is_none() && body.is_none() {
             return Ok(());
@@ -218,6 +220,7 @@ impl Workspace {
 
     /// Checks every spex sentinel in `path` without changing it.
     pub fn validate_blocks(&mut self, path: &Path, syn: Syntax) -> Result<(), MaterializeError> {
+        let path = &fsutil::resolve_link(path);
         if let Some(text) = self.read_text(path)? {
             block::validate(&text, syn).map_err(|source| MaterializeError::Block {
                 path: path.to_owned(),
@@ -322,6 +325,7 @@ impl Workspace {
         key: &[String],
         value: Option<&Value>,
     ) -> Result<(), MaterializeError> {
+        let path = &fsutil::resolve_link(path);
         let jerr = |source| MaterializeError::Json {
             path: path.to_owned(),
             source,
@@ -438,6 +442,7 @@ impl Workspace {
         wanted: &[(String, Value)],
         legacy: &dyn Fn(&Value) -> bool,
     ) -> Result<Option<JsonDoc>, MaterializeError> {
+        let path = &fsutil::resolve_link(path);
         let jerr = |source| MaterializeError::Json {
             path: path.to_owned(),
             source,
@@ -542,6 +547,7 @@ impl Workspace {
         wanted: Vec<Want>,
         legacy: Option<Legacy>,
     ) -> Result<(), MaterializeError> {
+        let path = &fsutil::resolve_link(path);
         let text = self.read_text(path)?;
         let job = toml_entries::Job {
             wanted,
@@ -561,6 +567,7 @@ impl Workspace {
 
     /// The bytes `path` held before the plan (`None`: absent).
     pub fn read_before(&mut self, path: &Path) -> Result<Option<Vec<u8>>, MaterializeError> {
+        let path = &fsutil::resolve_link(path);
         Ok(self.entry(path)?.before.clone())
     }
 
@@ -573,6 +580,7 @@ impl Workspace {
         path: &Path,
         content: Option<String>,
     ) -> Result<(), MaterializeError> {
+        let path = &fsutil::resolve_link(path);
         let current = self.read(path)?;
         let ours = current
             .as_deref()
