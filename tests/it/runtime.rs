@@ -367,7 +367,9 @@ fn launch_stops_at_a_screen_it_cannot_answer() {
     // The session stays for a person to answer the dialog; this test ends it.
     let ids = w.session_ids();
     assert_eq!(ids.len(), 1);
-    assert!(err.contains(&format!("spex attach {}", ids[0])), "{err}");
+    // People read handles: the hint names the session by its handle.
+    let handle = w.record(&ids[0])["handle"].as_str().unwrap().to_owned();
+    assert!(err.contains(&format!("spex attach {handle}")), "{err}");
     stop(&w, &fake, &ids[0]);
 }
 
@@ -388,8 +390,9 @@ fn launch_fails_soon_at_an_unknown_screen_that_does_not_change() {
     );
     let ids = w.session_ids();
     assert_eq!(ids.len(), 1);
+    let handle = w.record(&ids[0])["handle"].as_str().unwrap().to_owned();
     assert!(
-        err.contains(&format!("hint: answer it with `spex attach {}`", ids[0])),
+        err.contains(&format!("hint: answer it with `spex attach {handle}`")),
         "{err}"
     );
     let stopped = run_json(&w, &fake, &["stop", &ids[0], "--json", "--grace", "2"])
@@ -1263,12 +1266,14 @@ fn deliver_to_a_session_whose_host_was_killed_says_why() {
     let diag = format!("{}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
     assert_eq!(out.status.code(), Some(3), "{diag}");
     assert!(took < Duration::from_secs(5), "took {took:?}\n{diag}");
+    // stderr names the session by its handle; the JSON keeps the full id.
+    let handle = w.record(&id)["handle"].as_str().unwrap().to_owned();
     assert!(
-        stderr.contains(&format!("error: session `{id}` has no running host")),
+        stderr.contains(&format!("error: session `{handle}` has no running host")),
         "{diag}"
     );
     assert!(
-        stderr.contains(&format!("hint: `spex resume {id}`")),
+        stderr.contains(&format!("hint: `spex resume {handle}`")),
         "{diag}"
     );
     let verdict: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}\n{diag}"));

@@ -487,4 +487,12 @@ fn ctrl_c_during_an_attached_launch_stops_the_session_and_says_so() {
     );
     assert!(prompts(&w, &id).is_empty(), "{}", diag());
     assert!(!socket.exists(), "the host still runs:\n{}", diag());
+    // A session that was stopped has ended, and says how and when, not that its host crashed.
+    for (args, code) in [
+        (vec!["snapshot", id.as_str()], 2),
+        (vec!["deliver", id.as_str(), "USE_NONE late"], 3),
+        (vec!["attach", id.as_str()], 2),
+    ] {
+        refused(&w, &fake, &args, code, &["has exited (", "signal 15) at "]);
+    }
 }
