@@ -85,7 +85,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// A status for people: one line, then the socket, the log and the threads.
+/// A status for people: one line, then the socket, the log and the sessions it holds.
 fn describe(st: &ServerStatus) -> String {
     let head = format!("the project's {} server: ", st.harness);
     let Some(pid) = st.pid.filter(|_| st.running) else {
@@ -110,21 +110,12 @@ fn describe(st: &ServerStatus) -> String {
         return out;
     }
     out.push_str(&format!("  holds {} thread(s):\n", st.threads.len()));
-    let rows: Vec<Vec<String>> = st
-        .threads
-        .iter()
-        .map(|t| {
-            vec![
-                format!("    {}", t.thread),
-                match (&t.handle, &t.session, &t.status) {
-                    (Some(h), _, Some(s)) | (None, Some(h), Some(s)) => {
-                        format!("session {h} ({s})")
-                    }
-                    _ => "no session record".to_owned(),
-                },
-            ]
-        })
-        .collect();
-    out.push_str(&output::table(&rows));
+    for t in &st.threads {
+        // People read handles; a thread no record names has only its own id to show.
+        out.push_str(&match (&t.handle, &t.status) {
+            (Some(h), Some(s)) => format!("    session {h} ({s})\n"),
+            _ => format!("    thread {} (no session record)\n", t.thread),
+        });
+    }
     out
 }

@@ -81,7 +81,8 @@ pub struct ServerStatus {
     pub threads: Vec<HeldThread>,
 }
 
-/// One thread a server holds.
+/// One thread a server holds: the session record it belongs to (its id, handle and status),
+/// when spex has one.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeldThread {
     pub thread: String,
@@ -625,6 +626,8 @@ impl<'a> Server<'a> {
             turn_id: Some(d.turn_id),
             confirmed: true,
             elapsed_ms: super::elapsed_ms(started),
+            // The text goes to the server as data, never typed into a terminal.
+            sanitized: false,
         })
     }
 
@@ -676,13 +679,13 @@ impl<'a> Server<'a> {
             );
         }
         let _ = super::call(self.env, id, Request::Stop { grace_ms: 2000 });
-        // A thread no live record names (its record pruned, or exited while the server kept
-        // it) does not keep the server running.
+        // A thread no live session of spex's names (its record pruned, or exited while the
+        // server kept it, or one another client started) does not keep the server running.
         if let Ok(threads) = self.proto.threads(&self.ctx())
             && !threads.iter().any(|t| {
                 self.record_of(t)
                     .and_then(|id| self.store.load(&id).ok().flatten())
-                    .is_some_and(|s| s.status != Status::Exited)
+                    .is_some_and(|s| self.on_server(&s) && s.status != Status::Exited)
             })
         {
             self.shutdown();
@@ -723,7 +726,8 @@ impl<'a> Server<'a> {
                     .and_then(|id| self.store.load(&id).ok().flatten());
                 HeldThread {
                     session: s.as_ref().map(|s| s.id.clone()),
-                    handle: s.as_ref().and_then(|s| s.handle.clone()),
+                    // People read handles: one is claimed now for a record that has none yet.
+                    handle: s.as_ref().map(|s| self.store.label_of(&s.id)),
                     status: s.as_ref().map(|s| s.status.as_str().to_owned()),
                     thread,
                 }

@@ -1125,3 +1125,41 @@ fn killing_the_supervisor_does_not_orphan_the_server() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(status[0]["running"], false, "{}", pretty(&status));
 }
+
+/// Issue 20 item 13: a thread on the project's server that no live session of spex's names (a
+/// record pruned while the server kept its thread; here one another client started) shows in
+/// `spex server` as such and does not keep the server running once the last session stops.
+#[test]
+fn an_orphaned_thread_does_not_keep_the_server_running() {
+    let rig = Rig::start(true);
+    crate::real_tui::CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
+    let launched = rig.launch(&rig.w.repo, &["SCENARIO:plain the only session"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let socket = rig.server_socket();
+    let mut rpc = Rig::rpc(&socket);
+    let orphan = rpc
+        .call("thread/start", &json!({"cwd": rig.w.repo}))
+        .unwrap()["thread"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    rpc.call(
+        "thread/name/set",
+        &json!({"threadId": orphan, "name": "no record"}),
+    )
+    .unwrap();
+    drop(rpc);
+    let text = rig.ok(&["server"]);
+    assert!(
+        text.contains("holds 2 thread(s)")
+            && text.contains(&format!("thread {orphan} (no session record)")),
+        "{text}"
+    );
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        server_gone_within(&socket, Duration::from_secs(10)),
+        "a thread no session names kept the server running\n{}",
+        rig.ok(&["server"])
+    );
+}

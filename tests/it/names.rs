@@ -117,6 +117,23 @@ fn a_garbled_alias_file_drops_the_event_and_writes_nothing_outside_the_store() {
             w.errors_log()
         );
     }
+    // A forged `SPEX_SESSION_ID` in the hook's environment: dropped the same way.
+    let payload = json!({ "session_id": B, "cwd": w.repo, "hook_event_name": "UserPromptSubmit", "prompt": "p" });
+    let out = crate::common::feed(
+        w.cmd(&w.repo, &["dispatch", "claude", "UserPromptSubmit"])
+            .env("SPEX_SESSION_ID", evil.to_str().unwrap()),
+        payload.to_string().as_bytes(),
+    );
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "{out:?}"
+    );
+    assert!(!evil.exists());
+    assert!(
+        w.errors_log().contains("SPEX_SESSION_ID"),
+        "{}",
+        w.errors_log()
+    );
     // Records stay where they belong.
     assert_eq!(w.session_ids(), [A]);
 }
@@ -364,7 +381,11 @@ fn every_hint_spex_prints_is_a_command_that_works_as_printed() {
     assert!(seen.len() >= 12, "too few hints found: {seen:#?}");
     for (from, hint) in &seen {
         assert!(!hint.contains("  "), "{hint}");
-        let (env, args) = words(hint, live);
+        let (mut env, args) = words(hint, live);
+        // `spex session ...` is for an agent inside its session, where the launch set this.
+        if args[0] == "session" && env.is_empty() {
+            env.push(("SPEX_SESSION_ID".into(), A.into()));
+        }
         let (code, out) = run_hint(&w, &env, &args);
         // Parsed (no usage error), and whatever it names, it finds.
         for refusal in [
@@ -382,6 +403,13 @@ fn every_hint_spex_prints_is_a_command_that_works_as_printed() {
             );
         }
         assert_no_full_id(&format!("hint `{hint}`"), hint);
+        // Those that need no harness do what they say, here and now.
+        if matches!(
+            args[0].as_str(),
+            "sessions" | "materialize" | "init" | "session"
+        ) {
+            assert_eq!(code, Some(0), "the hint `{hint}` failed:\n{out}");
+        }
     }
     // And the ones that can run here do what they say.
     let hints: Vec<&str> = seen.iter().map(|(_, h)| h.as_str()).collect();
@@ -479,11 +507,30 @@ fn completion_offers_the_live_sessions_handles_and_names() {
         offered.starts_with("fix-login\tclaude working"),
         "{offered}"
     );
-    // `spex completions <shell>` registers the completion that calls spex back.
-    let script = w.ok(&w.repo, &["completions", "bash"]);
-    assert!(
-        script.contains("COMPLETE") && script.contains("spex"),
-        "{script}"
+    // `spex completions bash` registers the completion that calls spex back: bash, as a
+    // person's shell runs it on Tab after `spex show f`.
+    let script = w.dir.path().join("spex.bash");
+    write(&script, w.ok(&w.repo, &["completions", "bash"]));
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {}; COMP_WORDS=(spex show f); COMP_CWORD=2; _clap_complete_spex spex f show; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display()
+        ))
+        .current_dir(&w.repo)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &w.home)
+        .env("SPEX_HOME", &w.spex_home)
+        .env("CODEX_HOME", &w.codex_home)
+        .env("XDG_CONFIG_HOME", &w.xdg_config)
+        .output()
+        .unwrap();
+    let (o, e) = text(&out);
+    assert_eq!(
+        o.trim(),
+        "fix-login",
+        "bash completed `spex show f` as {o:?} ({e})"
     );
 }
 
