@@ -1,6 +1,7 @@
 //! spex: install a project's contract into AI coding-agent harnesses and watch their sessions.
 //! `main` parses, runs and maps the result to an exit code: 0 ok, 1 "differs" (e.g.
-//! `materialize --check` found changes), 2 error, 3 the session waited on has exited.
+//! `materialize --check` found changes), 2 error, 3 the session waited on has exited, 130
+//! Ctrl-C undid what the command had started.
 
 mod adapters;
 mod cli;
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         Ok(cli::Outcome::Ok) => ExitCode::SUCCESS,
         Ok(cli::Outcome::Differs) => ExitCode::from(1),
         Ok(cli::Outcome::Gone) => ExitCode::from(3),
+        Ok(cli::Outcome::Interrupted) => ExitCode::from(130),
         Err(e) => {
             let top = e.to_string();
             eprintln!("error: {top}");

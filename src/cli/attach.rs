@@ -30,6 +30,15 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         server.host(&l, &id)?;
     } else {
         crate::runtime::reach_if_alive(env, &store, &id)?;
+        // A host that does not answer is explained: the session ended, or runs in a terminal
+        // of its own, or its host died.
+        crate::runtime::explained(
+            env,
+            &store,
+            &id,
+            crate::runtime::Act::Attach,
+            crate::runtime::call(env, &id, Request::Ping),
+        )?;
     }
     attach(env, &id, detach_key(env, &record.tree))?;
     Ok(Outcome::Ok)

@@ -10,18 +10,21 @@ use crate::runtime::{self, RuntimeError};
 
 /// Deliver a prompt to a running session, confirmed by the session's own prompt hook.
 ///
-/// Refused while the session waits for an answer (a permission or question dialog would take
-/// the keystrokes), unless `--force`. A busy session queues the prompt (`mode: queued`). A
-/// session that has exited, or whose host no longer answers, exits 3 (whatever its transport);
-/// with `--json` a failure prints `{delivered, confirmed: false, reason, error}` too.
+/// Refused while a dialog is open (a permission, a question asked through the harness's ask
+/// tool): keys typed there answer the dialog, whatever they say. The answer to a question the
+/// agent declared in text (`spex session ask`) is a prompt, delivered as any other. A busy
+/// session queues the prompt (`mode: queued`). Control characters in the text are made visible
+/// rather than typed (`sanitized: true`), so the prompt arrives as one paste. A session that
+/// has exited, or whose host no longer answers, exits 3 (whatever its transport); with
+/// `--json` a failure prints `{delivered, confirmed: false, reason, error}` too.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// The prompt (`-` reads it from stdin).
     pub text: String,
-    /// Type even while the session needs attention.
-    #[arg(long)]
+    /// Retired: it typed into an open dialog, which took the keys as its answer.
+    #[arg(long, hide = true)]
     pub force: bool,
     /// For a queued prompt, wait until the harness takes it up.
     #[arg(long)]
@@ -29,13 +32,18 @@ pub struct Args {
     /// Seconds to wait for the confirmation.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
-    /// Print `{delivered, mode, turn_id, confirmed, elapsed_ms}` as JSON.
+    /// Print `{delivered, mode, turn_id, confirmed, elapsed_ms, sanitized}` as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    if args.force {
+        anyhow::bail!(
+            "`--force` is retired: it typed the prompt into an open dialog, which took the keys as its answer (Enter picked the dialog's default, whatever the text said)\nhint: drop `--force`; answer a dialog in the session's terminal (`spex attach {id}`)"
+        );
+    }
     let text = text_arg(&args.text)?;
     if text.trim().is_empty() {
         anyhow::bail!(
@@ -52,7 +60,6 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             &store,
             &id,
             &text,
-            args.force,
             args.wait,
             Duration::from_secs(args.timeout),
         ),

@@ -16,7 +16,7 @@ use crate::pty::session::Size;
 use crate::runtime::server::Server;
 use crate::runtime::{self, Launch};
 use crate::store::ProjectStore;
-use crate::store::session::Session;
+use crate::store::session::{Session, Status};
 
 /// Start an agent session in this checkout under spex's terminal host, then attach to it.
 ///
@@ -49,6 +49,10 @@ pub struct Args {
     pub ready_timeout: u64,
     /// The first prompt (`-` reads it from stdin).
     pub prompt: Option<String>,
+    /// Arguments for the harness itself, after `--` (e.g. `-- --permission-mode acceptEdits`),
+    /// added after the configured `harness.<id>.args`.
+    #[arg(last = true, value_name = "HARNESS_ARGS")]
+    pub passed: Vec<String>,
 }
 
 /// The prompt argument, with `-` read from stdin.
@@ -192,13 +196,14 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         Some(name) => worktree(env, &tree, name)?,
         None => tree,
     };
-    let launch = resolve(
+    let mut launch = resolve(
         env,
         &tree,
         args.harness.as_deref(),
         Duration::from_secs(args.ready_timeout),
         args.record,
     )?;
+    launch.args.extend(args.passed.iter().cloned());
     let prompt = args.prompt.as_deref().map(text_arg).transpose()?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
     // Without spex's hooks the harness never reports its start or a turn: refuse before
@@ -239,21 +244,40 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Ok);
     }
-    let launched = runtime::launch(&launch)?;
-    if let Some(name) = &args.name {
-        store.set_name(&launched.id, Some(name))?;
-    }
-    let delivery = match &prompt {
-        Some(text) => Some(runtime::deliver(
-            env,
-            &store,
-            &launched.id,
-            text,
-            false,
-            false,
-            Duration::from_secs(30),
-        )?),
-        None => None,
+    // Ctrl-C while the session starts or takes its first prompt cancels the launch: what was
+    // started is stopped, and the person is told so (killed outright, spex would leave the
+    // session running with its prompt never sent, and say nothing).
+    runtime::catch_interrupt().context("cannot catch Ctrl-C")?;
+    let started = runtime::launch(&launch).and_then(|launched| {
+        if let Some(name) = &args.name {
+            store.set_name(&launched.id, Some(name))?;
+        }
+        let delivery = prompt
+            .as_deref()
+            .map(|text| {
+                runtime::deliver(
+                    env,
+                    &store,
+                    &launched.id,
+                    text,
+                    false,
+                    Duration::from_secs(30),
+                )
+            })
+            .transpose()?;
+        if runtime::interrupted() {
+            return Err(runtime::RuntimeError::Cancelled {
+                id: launched.id.clone(),
+            });
+        }
+        Ok((launched, delivery))
+    });
+    let (launched, delivery) = match started {
+        Err(runtime::RuntimeError::Cancelled { id }) => {
+            cancelled(env, &store, &id, prompt.is_some(), args.json);
+            return Ok(Outcome::Interrupted);
+        }
+        started => started?,
     };
     report(&store, args.json, args.detach, &launched, delivery.as_ref());
     if !args.detach {
@@ -264,6 +288,38 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         )?;
     }
     Ok(Outcome::Ok)
+}
+
+/// Ctrl-C during a launch: the session it started is stopped, and the person told which one,
+/// how it ended, and whether its prompt had gone in.
+fn cancelled(env: &Env, store: &ProjectStore, id: &str, had_prompt: bool, json: bool) {
+    let handle = store.label_of(id);
+    let typed = store
+        .events(id, None)
+        .unwrap_or_default()
+        .iter()
+        .any(|e| e.kind == "turn.started");
+    let stopped = match store.load(id) {
+        Ok(Some(s)) if s.status == Status::Exited => Ok((s, "ended")),
+        _ => runtime::stop(env, store, id, Duration::from_secs(3)).map(|s| (s, "stopped")),
+    };
+    let how = match &stopped {
+        Ok((s, done)) => format!("{done} ({})", runtime::how_it_ended(s)),
+        Err(e) => format!("could not be stopped: {e}"),
+    };
+    let prompt = match (had_prompt, typed) {
+        (false, _) => "",
+        (true, false) => "; its first prompt was not sent",
+        (true, true) => "; its first prompt had started a turn, which the stop ended",
+    };
+    if json {
+        output::json(&serde_json::json!({
+            "session": { "id": id, "handle": handle },
+            "cancelled": true,
+            "stopped": stopped.is_ok(),
+        }));
+    }
+    eprintln!("launch interrupted (Ctrl-C): session {handle} {how}{prompt}");
 }
 
 /// The server session `record` runs on, when its harness runs sessions on a server. With

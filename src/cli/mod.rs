@@ -91,6 +91,8 @@ pub enum Outcome {
     Differs,
     /// The session waited on has exited (or its process is gone): exit code 3.
     Gone,
+    /// The person pressed Ctrl-C and the command undid what it had started: exit code 130.
+    Interrupted,
 }
 
 /// The running spex binary, as hook commands should call it.

@@ -1,4 +1,4 @@
-//! `spex resume`: bring an exited hosted session back with its conversation.
+//! `spex resume`: bring an exited session back with its conversation; never a live one.
 
 use std::time::Duration;
 
@@ -18,8 +18,9 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Resume even though the session looks live.
-    #[arg(long)]
+    /// No effect, kept so scripts still run: a live session is never resumed (a second
+    /// process on its conversation would split it).
+    #[arg(long, hide = true)]
     pub force: bool,
     /// How long the harness may take to be ready for a prompt.
     #[arg(long, default_value_t = 60)]
@@ -28,12 +29,11 @@ pub struct Args {
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::sessions::project_and_id(env, &args.id)?;
-    let record = store
-        .load(&id)?
-        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    // With the harness's own evidence folded in: a session whose process is gone reads exited.
+    let record = crate::reconcile::session(env, &store, &id)?;
     if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
         let l = super::launch::relaunch(env, &record, Duration::from_secs(args.ready_timeout))?;
-        let launched = server.resume(&l, &id, args.force)?;
+        let launched = server.resume(&l, &id, false)?;
         super::launch::report(&store, args.json, args.detach, &launched, None);
         if !args.detach {
             super::attach::attach(env, &id, super::attach::detach_key(env, &record.tree))?;

@@ -83,9 +83,31 @@ fn branch_cell(s: &Session) -> String {
     }
 }
 
-/// `12:03:41` of an RFC 3339 time.
-fn clock(t: &str) -> &str {
-    t.get(11..19).unwrap_or(t)
+/// `12:03:41` of an RFC 3339 time of today, `2026-11-24 12:03:41` of an earlier day.
+fn clock(t: &str) -> String {
+    clock_on(t, &crate::store::now_rfc3339())
+}
+
+fn clock_on(t: &str, now: &str) -> String {
+    match (t.get(..10), t.get(11..19)) {
+        (Some(day), Some(time)) if Some(day) == now.get(..10) => time.to_owned(),
+        (Some(day), Some(time)) => format!("{day} {time}"),
+        _ => t.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod clock_tests {
+    #[test]
+    fn a_time_of_an_earlier_day_shows_its_date() {
+        let now = "2026-11-25T09:00:00Z";
+        assert_eq!(super::clock_on("2026-11-25T08:01:02Z", now), "08:01:02");
+        assert_eq!(
+            super::clock_on("2026-11-24T23:59:59Z", now),
+            "2026-11-24 23:59:59"
+        );
+        assert_eq!(super::clock_on("garbage", now), "garbage");
+    }
 }
 
 /// One line: the state, since when, and what set it ("idle since 12:03:41, turn interrupted:
@@ -160,7 +182,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
                 .as_ref()
                 .map_or_else(|| "-".into(), |t| t.state.as_str().to_owned()),
             branch_cell(s),
-            clock(&s.updated_at).to_owned(),
+            clock(&s.updated_at),
             ellipsis(&visible(&note(s)), 60),
         ]);
     }

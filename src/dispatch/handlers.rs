@@ -232,14 +232,24 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
         }
         Kind::IdleNotice => {
             // Claude waits at its prompt. A turn still running here was interrupted (Esc fires
-            // no Stop), and a declared question keeps the session waiting for its answer.
-            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
-            if s.declared
+            // no Stop, at a dialog too, which it rejects): that ends the turn and what it
+            // asked. Otherwise the notice closes nothing: an attention closes only by an
+            // answer, a new turn, an interrupt or an exit, so a failed turn's alert and a
+            // declared question stay (and a notice that changes nothing is not recorded).
+            let asking = s
+                .declared
                 .as_ref()
-                .is_none_or(|d| d.state != DeclaredState::Asking)
-            {
+                .is_some_and(|d| d.state == DeclaredState::Asking);
+            let ended = s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null);
+            if ended.is_some() && !asking {
+                out.extend(ended);
                 s.status = Status::Idle;
                 out.extend(s.clear_attention(src));
+            } else {
+                out.extend(ended);
+                if s.attention.is_none() && !asking {
+                    s.status = Status::Idle;
+                }
             }
         }
         Kind::SubagentStopped | Kind::Other => {}

@@ -176,16 +176,31 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                 h.hook_env_names_session() && env.spex_session_id.as_deref() == Some(id.as_str());
             project
                 .update(&id, |current| {
+                    let existed = current.is_some();
                     let mut s = current
                         .unwrap_or_else(|| new_session(&id, h, &ev, &tree, launched_by_spex, &now));
-                    if s.harness_session_id.is_none() {
+                    let mut filled = false;
+                    if s.harness_session_id.is_none() && ev.session_id.is_some() {
                         s.harness_session_id.clone_from(&ev.session_id);
+                        filled = true;
                     }
-                    if s.transcript.is_none() {
+                    if s.transcript.is_none() && ev.transcript.is_some() {
                         s.transcript = ev.transcript.as_deref().map(PathBuf::from);
+                        filled = true;
                     }
                     let before = s.state_key();
                     let (mut events, answer) = handlers::apply(&ctx, &mut s);
+                    // A notice that changes nothing (Claude's idle notification, every minute
+                    // or so at an idle prompt) leaves the record as it was: `updated` does
+                    // not move, so the table does not reorder.
+                    if existed
+                        && !filled
+                        && events.is_empty()
+                        && s.state_key() == before
+                        && matches!(kind, Kind::IdleNotice | Kind::AttentionNotice)
+                    {
+                        return (None, events, answer);
+                    }
                     if cut {
                         for (_, _, fields) in &mut events {
                             fields.insert("payload_cut".into(), true.into());

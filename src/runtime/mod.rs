@@ -52,18 +52,35 @@ pub enum RuntimeError {
         socket: PathBuf,
     },
     #[error(
-        "session `{id}` has exited{}\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one",
-        .reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        "session `{id}` has exited ({how}){}\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one",
+        .when.as_deref().map(|w| format!(" at {w}")).unwrap_or_default()
     )]
-    Exited { id: String, reason: Option<String> },
+    Exited {
+        id: String,
+        /// How it ended: the reason and the program's exit status, in a few words.
+        how: String,
+        when: Option<String>,
+    },
+    /// The session runs in a terminal of its own that spex does not host (the person started
+    /// the harness there): spex can read its hooks, never type into it or signal it.
     #[error(
-        "session `{id}` is waiting for an answer ({reason}): {text}\nhint: answer it in the session (`spex attach {id}`), or pass `--force` to type anyway (the text would pick an option)"
+        "session `{id}` runs in a terminal of its own that spex does not host (it was not started by `spex launch`), so spex cannot {what} it\nhint: {hint}"
+    )]
+    NotHostedHere {
+        id: String,
+        what: &'static str,
+        hint: &'static str,
+    },
+    #[error(
+        "session `{id}` has a {reason} dialog open: {text}\nspex types nothing into a dialog: a delivery is a prompt, and a dialog takes keys as its answer\nhint: answer the dialog in the session's terminal (`spex attach {id}`), then deliver"
     )]
     NeedsAttention {
         id: String,
         reason: String,
         text: String,
     },
+    #[error("the launch of session `{id}` was interrupted (Ctrl-C)")]
+    Cancelled { id: String },
     #[error("the host of session `{id}` refused: {message}")]
     Refused { id: String, message: String },
     #[error(
@@ -139,11 +156,12 @@ pub enum RuntimeError {
 }
 
 impl RuntimeError {
-    /// The session has exited, as its record says (with its exit reason).
+    /// The session has exited, as its record says: how and when.
     pub fn exited(s: &Session) -> RuntimeError {
         RuntimeError::Exited {
             id: s.id.clone(),
-            reason: s.exit_reason.clone(),
+            how: how_it_ended(s),
+            when: s.since.clone().or_else(|| Some(s.updated_at.clone())),
         }
     }
 
@@ -164,6 +182,7 @@ impl RuntimeError {
             RuntimeError::NeedsAttention { .. } => "needs_attention",
             RuntimeError::NotConfirmed { .. } => "not_confirmed",
             RuntimeError::Refused { .. } => "refused",
+            RuntimeError::NotHostedHere { .. } => "not_hosted",
             _ => "error",
         }
     }
@@ -174,6 +193,113 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
         path: path.to_owned(),
         source,
     }
+}
+
+/// How a session's program ended, in a few words: why (as recorded) and its exit status.
+pub fn how_it_ended(s: &Session) -> String {
+    let status = s.exit_status.map(|e| match (e.code, e.signal) {
+        (_, Some(sig)) => format!("signal {sig}"),
+        (Some(code), None) => format!("exit code {code}"),
+        (None, None) => "unknown status".to_owned(),
+    });
+    match (s.exit_reason.as_deref(), status) {
+        (Some(r), Some(st)) => format!("{r}, {st}"),
+        (Some(r), None) => r.to_owned(),
+        (None, Some(st)) => st,
+        (None, None) => "unknown status".to_owned(),
+    }
+}
+
+/// What a command wanted to do to a session spex could not reach, for the message that says
+/// why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    Deliver,
+    Stop,
+    Interrupt,
+    Resume,
+    Snapshot,
+    Record,
+    Attach,
+}
+
+impl Act {
+    fn verb(self) -> &'static str {
+        match self {
+            Act::Deliver => "deliver a prompt to",
+            Act::Stop => "stop",
+            Act::Interrupt => "interrupt",
+            Act::Resume => "resume",
+            Act::Snapshot => "show the screen of",
+            Act::Record => "record",
+            Act::Attach => "attach to",
+        }
+    }
+
+    fn hint(self) -> &'static str {
+        match self {
+            Act::Deliver => {
+                "type the prompt in that terminal; a session `spex launch` starts takes prompts from `spex deliver`"
+            }
+            Act::Stop => "end it in its own terminal (its exit command or keys)",
+            Act::Interrupt => "interrupt it in its own terminal (its interrupt key)",
+            Act::Resume => {
+                "it is still running: carry on in its terminal; `spex resume` brings back a session that has ended"
+            }
+            Act::Snapshot | Act::Record | Act::Attach => {
+                "spex sees the terminal only of sessions it hosts; `spex show` prints what its hooks reported"
+            }
+        }
+    }
+}
+
+/// Whether spex's host runs the session's current process: spex started it (`launch`, or
+/// `resume`, which leaves the host's log) and no host has recorded its end since. A session the
+/// person started, or took back into their own terminal after spex's host ended, is not.
+fn hosted(store: &ProjectStore, s: &Session) -> bool {
+    s.exit_status.is_none()
+        && (s.launched_by == "spex" || store.session_dir(&s.id).join("host.log").is_file())
+}
+
+/// The truth about a session whose host did not answer `act`: it has exited (how and when);
+/// it runs in a terminal spex does not host; or its host died, which ends the session (the
+/// record says so from now on).
+pub fn not_reached(env: &Env, store: &ProjectStore, id: &str, act: Act) -> RuntimeError {
+    let Ok(Some(s)) = store.load(id) else {
+        return RuntimeError::HostGone {
+            id: id.to_owned(),
+            socket: socket_path(env, id).unwrap_or_default(),
+        };
+    };
+    if s.status == Status::Exited && !hosted(store, &s) {
+        return RuntimeError::exited(&s);
+    }
+    if !hosted(store, &s) {
+        return RuntimeError::NotHostedHere {
+            id: id.to_owned(),
+            what: act.verb(),
+            hint: act.hint(),
+        };
+    }
+    reconcile_hosted(env, store, &s);
+    RuntimeError::HostGone {
+        id: id.to_owned(),
+        socket: socket_path(env, id).unwrap_or_default(),
+    }
+}
+
+/// `result`, with a host that did not answer explained by [`not_reached`].
+pub fn explained<T>(
+    env: &Env,
+    store: &ProjectStore,
+    id: &str,
+    act: Act,
+    result: Result<T, RuntimeError>,
+) -> Result<T, RuntimeError> {
+    result.map_err(|e| match e {
+        RuntimeError::HostGone { .. } => not_reached(env, store, id, act),
+        e => e,
+    })
 }
 
 /// The per-user folder for session sockets: `$XDG_RUNTIME_DIR/spex`, else `/tmp/spex-<uid>`;
@@ -282,7 +408,31 @@ pub fn call(env: &Env, id: &str, request: Request) -> Result<Response, RuntimeEr
     }
 }
 
-/// Blocks until `check` gives an answer or `deadline` passes, waking on every change in the
+/// Set by Ctrl-C once [`catch_interrupt`] made it cancel instead of kill.
+static INTERRUPTED: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::OnceLock::new();
+
+/// From now on the first Ctrl-C (SIGINT) does not kill this process: it cancels the waits of
+/// `launch` and `deliver`, which end with `Cancelled`, so the caller can stop what it started
+/// and say so. A second Ctrl-C kills as usual.
+pub fn catch_interrupt() -> std::io::Result<()> {
+    use signal_hook::consts::SIGINT;
+    let flag = INTERRUPTED.get_or_init(std::sync::Arc::default);
+    // The order matters: the default action runs only once the flag is already set.
+    signal_hook::flag::register_conditional_default(SIGINT, std::sync::Arc::clone(flag))?;
+    signal_hook::flag::register(SIGINT, std::sync::Arc::clone(flag))?;
+    Ok(())
+}
+
+/// Whether Ctrl-C was pressed since [`catch_interrupt`].
+pub fn interrupted() -> bool {
+    INTERRUPTED
+        .get()
+        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Blocks until `check` gives an answer or `deadline` passes (or Ctrl-C was pressed, see
+/// [`catch_interrupt`]), waking on every change in the
 /// session's folder (inotify: the record is replaced, the event log appended), never polling.
 pub fn wait_for<T>(
     dir: &Path,
@@ -303,9 +453,13 @@ pub fn wait_for<T>(
         if let Some(v) = check() {
             return Ok(Some(v));
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        let mut left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || interrupted() {
             return Ok(None);
+        }
+        if INTERRUPTED.get().is_some() {
+            // The signal may land on another thread, which leaves this poll asleep.
+            left = left.min(Duration::from_millis(200));
         }
         let mut fds = [rustix::event::PollFd::new(
             &fd,
@@ -408,6 +562,10 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
         Err(RuntimeError::HostGone { .. }) => {}
         Err(e) => return Err(e),
     }
+    // One spex does not host, and that has not ended, runs in the person's own terminal.
+    if s.status != Status::Exited && !hosted(store, &s) {
+        return Err(not_reached(l.env, store, id, Act::Resume));
+    }
     let harness_runs = host_record(store, id)
         .map(|r| r.child)
         .into_iter()
@@ -422,6 +580,8 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
             ),
         });
     }
+    // A hosted session whose host is gone has ended: the record says so from now on.
+    let s = reconcile_hosted(l.env, store, &s).unwrap_or(s);
     let argv = l
         .harness
         .resume_argv(
@@ -514,6 +674,35 @@ fn start_host(
     let ready = loop {
         if let Some(e) = failed(&mut host) {
             return Err(e);
+        }
+        if interrupted() {
+            // The caller stops the session through its host, which must be answering first
+            // (it leads its own session, so the Ctrl-C did not reach it).
+            let deadline = Instant::now() + CALL_TIMEOUT;
+            while call(l.env, id, Request::Ping).is_err()
+                && failed(&mut host).is_none()
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if failed(&mut host).is_some() {
+                // Caught by the Ctrl-C itself before it left the terminal's process group:
+                // nothing runs, and the record says so.
+                store.update(id, |cur| {
+                    let Some(mut s) = cur.filter(|s| s.status != Status::Exited) else {
+                        return (None, Vec::new(), ());
+                    };
+                    let now = crate::store::now_rfc3339();
+                    let before = s.state_key();
+                    let events = s.exit("launch interrupted", &now, "launch");
+                    s.stamp(before, &now, "launch", None);
+                    s.updated_at = now;
+                    (Some(s), events, ())
+                })?;
+            } else {
+                std::thread::spawn(move || host.wait());
+            }
+            return Err(RuntimeError::Cancelled { id: id.to_owned() });
         }
         if let Ok(r) = call(l.env, id, Request::Snapshot) {
             let screen = r
@@ -611,8 +800,11 @@ fn shown(screen: &str) -> String {
 /// host runs only a client of it) are left to other evidence.
 pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<Session> {
     // The status first: it costs no syscall, and most records of a long-lived store have exited.
+    // A host that recorded its program's end no longer hosts it: hooks after that come from
+    // the person's own terminal (`claude --resume` there), and must not read "host gone".
     if matches!(s.status, Status::Exited | Status::Starting)
         || adapters::lookup(&s.harness).is_some_and(|h| h.server().is_some())
+        || s.exit_status.is_some()
         || !store.session_dir(&s.id).join("host.log").is_file()
     {
         return None;
@@ -761,8 +953,9 @@ pub fn record(
 ) -> Result<PathBuf, RuntimeError> {
     reach_if_alive(env, store, id)?;
     let dir = cassette_dir(store, id);
+    let call = |request| explained(env, store, id, Act::Record, call(env, id, request));
     if stop {
-        call(env, id, Request::Record { dir: None })?;
+        call(Request::Record { dir: None })?;
         return Ok(dir);
     }
     if dir.exists() {
@@ -774,13 +967,9 @@ pub fn record(
             ),
         });
     }
-    call(
-        env,
-        id,
-        Request::Record {
-            dir: Some(dir.clone()),
-        },
-    )?;
+    call(Request::Record {
+        dir: Some(dir.clone()),
+    })?;
     Ok(dir)
 }
 
@@ -798,7 +987,13 @@ pub fn interrupt(
         return Ok(s);
     }
     reach_if_alive(env, store, id)?;
-    call(env, id, Request::Interrupt)?;
+    explained(
+        env,
+        store,
+        id,
+        Act::Interrupt,
+        call(env, id, Request::Interrupt),
+    )?;
     let ended = wait_for(&store.session_dir(id), Instant::now() + timeout, || {
         store
             .load(id)
@@ -833,21 +1028,37 @@ pub struct Delivery {
     pub turn_id: Option<String>,
     pub confirmed: bool,
     pub elapsed_ms: u64,
+    /// Control characters in the text (a paste's end, keys) were made visible instead of
+    /// typed, so the prompt arrived as one paste (see `seam::neutralize_paste`).
+    pub sanitized: bool,
 }
 
-/// How a prompt reads once the harness reports it: pasted line breaks arrive as `\n`.
-fn normalized(text: &str) -> String {
-    text.replace("\r\n", "\n").replace('\r', "\n")
+/// Whether the session's attention is a dialog of the harness (a permission, a question the
+/// agent asked through its ask tool, a plan to approve). Not one: a question the agent
+/// declared in text (`spex session ask`) and a failed turn, where the harness waits at its
+/// prompt and an answer is an ordinary prompt.
+fn dialog_attention(s: &Session) -> bool {
+    use crate::store::session::DeclaredState;
+    s.status == Status::NeedsAttention
+        && s.attention.as_ref().is_none_or(|a| {
+            let declared = a.reason == "question"
+                && s.declared
+                    .as_ref()
+                    .is_some_and(|d| d.state == DeclaredState::Asking && d.note == a.text);
+            !declared && a.reason != "turn_failed"
+        })
 }
 
 /// Types `text` into session `id` and waits until the session's prompt hook reports exactly
-/// that text. A queued prompt (the session is busy) is confirmed only with `wait_queued`.
+/// that text (as the harness normalises a prompt). A queued prompt (the session is busy) is
+/// confirmed only with `wait_queued`. Refused while a dialog is open, whatever asked: keys
+/// typed into a dialog answer it. The answer to a question the agent declared in text is a
+/// prompt: it is delivered, and the new turn closes the attention.
 pub fn deliver(
     env: &Env,
     store: &ProjectStore,
     id: &str,
     text: &str,
-    force: bool,
     wait_queued: bool,
     timeout: Duration,
 ) -> Result<Delivery, RuntimeError> {
@@ -856,31 +1067,40 @@ pub fn deliver(
         .load(id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
     reach_if_alive(env, store, id)?;
-    match call(env, id, Request::Ping) {
-        // A killed host takes the program with it (it loses its terminal and may still report
-        // its own end through a hook), but only a host that saw the program end records its
-        // exit status: without one, the host is what died, and the answer says so.
-        Err(e @ RuntimeError::HostGone { .. })
-            if s.status != Status::Exited
-                || (s.exit_status.is_none()
-                    && store.session_dir(id).join("host.log").is_file()) =>
-        {
-            reconcile_hosted(env, store, &s);
-            return Err(e);
-        }
-        Err(RuntimeError::HostGone { .. }) => return Err(RuntimeError::exited(&s)),
-        Err(e) => return Err(e),
-        Ok(_) if s.status == Status::Exited => return Err(RuntimeError::exited(&s)),
-        Ok(_) => {}
+    let harness =
+        adapters::lookup(&s.harness).ok_or_else(|| RuntimeError::NotHosted(s.harness.clone()))?;
+    // The screen, which also proves the host answers.
+    let (title, screen) = explained(
+        env,
+        store,
+        id,
+        Act::Deliver,
+        call(env, id, Request::Snapshot),
+    )?
+    .snapshot
+    .map(|s| (s.title, s.lines.join("\n")))
+    .unwrap_or_default();
+    if s.status == Status::Exited {
+        return Err(RuntimeError::exited(&s));
     }
-    if s.status == Status::NeedsAttention && !force {
-        let (reason, text) = s.attention.map(|a| (a.reason, a.text)).unwrap_or_default();
+    let dialog = harness.screen_activity(&title, &screen) == Some(crate::seam::Activity::Waiting);
+    if dialog || dialog_attention(&s) {
+        let (reason, text) = s.attention.map_or_else(
+            || {
+                (
+                    "permission".into(),
+                    "the session's screen shows a dialog".into(),
+                )
+            },
+            |a| (a.reason, a.text),
+        );
         return Err(RuntimeError::NeedsAttention {
             id: id.to_owned(),
             reason,
             text,
         });
     }
+    let (text, sanitized) = crate::seam::neutralize_paste(text);
     let mode = if s.status == Status::Working {
         Mode::Queued
     } else {
@@ -891,7 +1111,7 @@ pub fn deliver(
         env,
         id,
         Request::Inject {
-            text: text.to_owned(),
+            text: text.clone().into_owned(),
             submit: true,
         },
     )?;
@@ -902,9 +1122,10 @@ pub fn deliver(
             turn_id: None,
             confirmed: false,
             elapsed_ms: elapsed_ms(started),
+            sanitized,
         });
     }
-    let want = normalized(text);
+    let want = harness.normalize_prompt(&text);
     let dir = store.session_dir(id);
     // Read through the record, so a reader right after the delivery sees the turn too.
     let reported = || -> Option<Option<String>> {
@@ -917,8 +1138,7 @@ pub fn deliver(
                 e.fields
                     .get("prompt")
                     .and_then(|p| p.as_str())
-                    .map(normalized)
-                    == Some(want.clone())
+                    .is_some_and(|p| harness.normalize_prompt(p) == want)
             })
             .map(|e| {
                 e.fields
@@ -942,6 +1162,9 @@ pub fn deliver(
             (Instant::now() + Duration::from_secs(2)).min(deadline)
         };
         found = wait_for(&dir, look, reported)?;
+        if found.is_none() && interrupted() {
+            break;
+        }
         if found.is_some() || resent || Instant::now() >= deadline {
             continue;
         }
@@ -963,6 +1186,9 @@ pub fn deliver(
         }
         idle_before = idle;
     }
+    if found.is_none() && interrupted() {
+        return Err(RuntimeError::Cancelled { id: id.to_owned() });
+    }
     match found {
         Some(turn_id) => Ok(Delivery {
             delivered: true,
@@ -970,6 +1196,7 @@ pub fn deliver(
             turn_id,
             confirmed: true,
             elapsed_ms: elapsed_ms(started),
+            sanitized,
         }),
         None => Err(RuntimeError::NotConfirmed {
             id: id.to_owned(),
@@ -984,15 +1211,21 @@ fn elapsed_ms(since: Instant) -> u64 {
 
 pub fn snapshot(env: &Env, store: &ProjectStore, id: &str) -> Result<Snapshot, RuntimeError> {
     reach_if_alive(env, store, id)?;
-    Ok(call(env, id, Request::Snapshot)?
-        .snapshot
-        .unwrap_or_else(|| Snapshot {
-            rows: 0,
-            cols: 0,
-            cursor: (0, 0),
-            title: String::new(),
-            lines: Vec::new(),
-        }))
+    Ok(explained(
+        env,
+        store,
+        id,
+        Act::Snapshot,
+        call(env, id, Request::Snapshot),
+    )?
+    .snapshot
+    .unwrap_or_else(|| Snapshot {
+        rows: 0,
+        cols: 0,
+        cursor: (0, 0),
+        title: String::new(),
+        lines: Vec::new(),
+    }))
 }
 
 /// Ends the session's program (the harness's exit keys at an idle prompt, then TERM, then KILL
@@ -1005,7 +1238,7 @@ pub fn stop(
 ) -> Result<Session, RuntimeError> {
     let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
     reach_if_alive(env, store, id)?;
-    let mut client = Client::connect(env, id)?;
+    let mut client = explained(env, store, id, Act::Stop, Client::connect(env, id))?;
     // The host answers once the signals are sent; it may already be closing the socket.
     let _ = client.call(Request::Stop { grace_ms }, grace + CALL_TIMEOUT);
     let deadline = Instant::now() + grace + Duration::from_secs(5);

@@ -626,6 +626,8 @@ impl<'a> Server<'a> {
             turn_id: Some(d.turn_id),
             confirmed: true,
             elapsed_ms: super::elapsed_ms(started),
+            // The text goes to the server as data, never typed into a terminal.
+            sanitized: false,
         })
     }
 

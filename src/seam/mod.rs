@@ -115,6 +115,30 @@ pub struct Blocker {
     pub hint: String,
 }
 
+/// A prompt's text made safe to type as ONE bracketed paste: every control character a
+/// terminal program would act on (ESC, which opens the paste-end `ESC[201~`, Shift+Tab `ESC[Z`
+/// and every other key sequence; the other C0 controls; DEL; the C1 controls, among them the
+/// one-byte CSI) becomes its visible Unicode picture (`␛`, `␄`, ...; C1 as `�`). Line breaks
+/// and tabs stay: inside a paste they are text. Returns the text and whether anything changed.
+pub fn neutralize_paste(text: &str) -> (std::borrow::Cow<'_, str>, bool) {
+    let acts = |c: char| (c.is_control() && !matches!(c, '\n' | '\r' | '\t')) || c == '\u{7f}';
+    if !text.chars().any(acts) {
+        return (std::borrow::Cow::Borrowed(text), false);
+    }
+    let safe = text
+        .chars()
+        .map(|c| match c {
+            '\u{7f}' => '\u{2421}',
+            c if acts(c) && u32::from(c) < 0x20 => {
+                char::from_u32(0x2400 + u32::from(c)).unwrap_or('\u{fffd}')
+            }
+            c if acts(c) => '\u{fffd}',
+            c => c,
+        })
+        .collect();
+    (std::borrow::Cow::Owned(safe), true)
+}
+
 pub trait Harness: Sync {
     /// Stable id used in hook commands, config and session records.
     fn id(&self) -> &'static str;
@@ -211,10 +235,17 @@ pub trait Harness: Sync {
     fn submit_pause(&self) -> std::time::Duration {
         std::time::Duration::from_millis(200)
     }
-    /// How to type a prompt: one bracketed paste, the pause, then Enter.
+    /// A prompt as the harness's prompt hook reports it once typed (its own normalisation:
+    /// line breaks, tabs, trailing blanks), so a delivery is confirmed by comparing both sides
+    /// through this.
+    fn normalize_prompt(&self, text: &str) -> String {
+        text.replace("\r\n", "\n").replace('\r', "\n")
+    }
+    /// How to type a prompt: one bracketed paste (its text neutralised, see
+    /// [`neutralize_paste`]), the pause, then Enter.
     fn paste(&self, text: &str) -> (Vec<u8>, std::time::Duration, Vec<u8>) {
         let mut bytes = b"\x1b[200~".to_vec();
-        bytes.extend_from_slice(text.as_bytes());
+        bytes.extend_from_slice(neutralize_paste(text).0.as_bytes());
         bytes.extend_from_slice(b"\x1b[201~");
         (bytes, self.submit_pause(), b"\r".to_vec())
     }
@@ -237,5 +268,35 @@ pub trait Harness: Sync {
     /// them besides the record).
     fn evidence_dirs(&self, _env: &Env, _session: &Session) -> evidence::Watch {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod paste_tests {
+    use super::neutralize_paste;
+
+    #[test]
+    fn a_paste_cannot_end_itself_or_carry_keys() {
+        let cases = [
+            (
+                "plain\nlines\tand tabs\r\n",
+                "plain\nlines\tand tabs\r\n",
+                false,
+            ),
+            ("head\x1b[201~tail", "head\u{241b}[201~tail", true),
+            ("mode\x1b[Z switch", "mode\u{241b}[Z switch", true),
+            (
+                "eof\x04 bell\x07 del\x7f",
+                "eof\u{2404} bell\u{2407} del\u{2421}",
+                true,
+            ),
+            ("c1 csi\u{9b}201~", "c1 csi\u{fffd}201~", true),
+            ("unicode ✓ stays", "unicode ✓ stays", false),
+        ];
+        for (text, want, changed) in cases {
+            let (got, did) = neutralize_paste(text);
+            assert_eq!((got.as_ref(), did), (want, changed), "{text:?}");
+            assert!(!got.contains('\x1b'), "{text:?}");
+        }
     }
 }

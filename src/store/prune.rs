@@ -45,7 +45,13 @@ impl ProjectStore {
                 if s.status != Status::Exited || last_change(&s).is_none_or(|t| t >= cutoff) {
                     return Ok(None);
                 }
-                std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
+                // Out of the way first, in one step: a hook that arrives meanwhile finds no
+                // folder and starts afresh (its lock is then a new file), never a half-removed one.
+                let aside = self
+                    .sessions_dir()
+                    .join(format!(".pruned-{}", candidate.id));
+                std::fs::rename(&dir, &aside).map_err(io(&dir))?;
+                std::fs::remove_dir_all(&aside).map_err(io(&aside))?;
                 Ok(Some(s))
             })
             .map_err(io(&lock))??;

@@ -17,5 +17,6 @@ mod real_sessions;
 mod real_tui;
 mod runtime;
 mod safety;
+mod steering;
 mod store;
 mod support;

@@ -260,3 +260,63 @@ fn a_record_from_a_newer_spex_keeps_what_this_one_does_not_know() {
         );
     }
 }
+
+/// Issue 19 item 14: `prune` removed a session's folder, lock included, while hooks of that
+/// session waited on the lock; a waiter then worked under a lock no later hook could find, and
+/// two hooks appended events with one `seq` (about 1 round in 6). The lock is checked to still
+/// be the file at its path once taken. Each round: 30 hooks of an exited session (its
+/// `SessionEnd` again, which leaves it exited: prunable throughout), `prune` in their midst;
+/// the log that remains is contiguous and the record's `seq` is its last.
+#[test]
+fn prune_amid_hooks_never_duplicates_an_event_seq() {
+    let w = World::new();
+    let start = fixture(&w, "claude", "SessionStart.startup");
+    let end = fixture(&w, "claude", "SessionEnd.other");
+    for round in 0..30 {
+        let sid = format!("0000prune-round-{round:02}");
+        let with_sid = |p: &Value| {
+            let mut p = p.clone();
+            p["session_id"] = json!(sid);
+            p.to_string().into_bytes()
+        };
+        dispatch_raw(&w, "claude", "SessionStart", &with_sid(&start));
+        dispatch_raw(&w, "claude", "SessionEnd", &with_sid(&end));
+        assert_eq!(w.record(&sid)["status"], "exited");
+        let hook = with_sid(&end);
+        // The hooks all wait on their stdin, then go at once, `prune` among them: they queue
+        // on the session's lock while `prune` holds it.
+        let mut children: Vec<std::process::Child> = (0..30)
+            .map(|_| {
+                crate::common::spawn_piped(
+                    &mut w.cmd(&w.repo, &["dispatch", "claude", "SessionEnd"]),
+                )
+            })
+            .collect();
+        let prune =
+            crate::common::spawn_piped(&mut w.cmd(&w.repo, &["prune", "--older-than", "0s"]));
+        for c in &mut children {
+            let mut stdin = c.stdin.take().unwrap();
+            std::io::Write::write_all(&mut stdin, &hook).unwrap();
+        }
+        let outs: Vec<_> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let pruned = crate::common::finish(prune, Vec::new());
+        assert!(
+            pruned.status.success(),
+            "round {round}: prune failed: {}",
+            String::from_utf8_lossy(&pruned.stderr)
+        );
+        for out in &outs {
+            assert_eq!(out.status.code(), Some(0), "round {round}");
+        }
+        let events = w.events(&sid);
+        let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+        let want: Vec<u64> = (1..=seqs.len() as u64).collect();
+        assert_eq!(seqs, want, "round {round}: the log's seq");
+        if let Some(r) = w.record_if_any(&sid) {
+            assert_eq!(r["seq"], json!(seqs.len()), "round {round}: {}", pretty(&r));
+        }
+    }
+}

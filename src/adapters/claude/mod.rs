@@ -121,9 +121,11 @@ impl Harness for Claude {
     }
 
     fn ready_for_input(&self, screen: &str) -> bool {
-        // The prompt box's footer, shown while the box is empty; dialogs (trust, API key,
-        // theme) show none, and a box holding text shows other hints there.
-        screen.contains(PROMPT_FOOTER)
+        // The input box, empty. Its footer changes with the permission mode (`? for shortcuts`
+        // only in the default mode; `⏵⏵ accept edits on`, `⏸ plan mode on`, `⏵⏵ bypass
+        // permissions on` in the others, seen live), so the box itself is what tells.
+        input_box(screen).is_some_and(|text| text.trim().is_empty())
+            || screen.contains(PROMPT_FOOTER)
     }
 
     fn blocking_screen(&self, screen: &str) -> Option<Blocker> {
@@ -151,7 +153,10 @@ impl Harness for Claude {
             Some(Activity::Busy)
         } else if screen.contains("Esc to cancel") {
             Some(Activity::Waiting)
-        } else if title.starts_with('✳') || screen.contains(PROMPT_FOOTER) {
+        } else if title.starts_with('✳')
+            || screen.contains(PROMPT_FOOTER)
+            || input_box(screen).is_some()
+        {
             // An interrupted first prompt goes back into the input box, which hides the
             // footer: the title's idle glyph still tells.
             Some(Activity::Idle)
@@ -200,6 +205,18 @@ impl Harness for Claude {
         // Enter as a separate write: the first prompt after start stays unsubmitted with no
         // gap; 100-300 ms always worked (facts/claude.md §7.4).
         std::time::Duration::from_millis(250)
+    }
+
+    fn normalize_prompt(&self, text: &str) -> String {
+        // How `UserPromptSubmit` reports a pasted prompt (seen live with 2.1.197): line breaks
+        // as `\n`, a tab as four spaces, and trailing whitespace trimmed, except in a paste
+        // long enough to be kept as a `[Pasted text]` block, which keeps it. Both sides are
+        // compared trimmed, which holds either way.
+        text.replace("\r\n", "\n")
+            .replace('\r', "\n")
+            .replace('\t', "    ")
+            .trim_end_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+            .to_owned()
     }
 
     fn session_env_var(&self) -> Option<&'static str> {
@@ -369,6 +386,27 @@ impl Harness for Claude {
 /// The prompt box's footer (`ready_for_input`).
 const PROMPT_FOOTER: &str = "? for shortcuts";
 
+/// The text in Claude's input box, when the screen shows the box: a line that opens with `❯`
+/// right under a horizontal rule, up to the rule that closes the box. Dialogs draw their `❯`
+/// indented and not under a rule, so a dialog is no input box.
+fn input_box(screen: &str) -> Option<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let rule = |l: &str| {
+        let l = l.trim_end();
+        l.chars().count() >= 10 && l.chars().all(|c| c == '─')
+    };
+    let start = (1..lines.len())
+        .rev()
+        .find(|&i| lines[i].starts_with('❯') && rule(lines[i - 1]))?;
+    let end = (start + 1..lines.len()).find(|&i| rule(lines[i]))?;
+    let mut text = lines[start]['❯'.len_utf8()..].trim().to_owned();
+    for l in &lines[start + 1..end] {
+        text.push('\n');
+        text.push_str(l.trim());
+    }
+    Some(text)
+}
+
 /// Screens 2.1.197 stops at before its prompt, each seen live under spex's host (offline, fake
 /// Messages API, facts/claude.md §7.3): (texts any of which marks the screen, what it asks,
 /// what to do). A dialog counts only while the prompt box is not on screen, so a resumed
@@ -421,7 +459,7 @@ fn blocking_screen(screen: &str) -> Option<Blocker> {
             "set `ANTHROPIC_API_KEY` (approved in `~/.claude.json`) or `ANTHROPIC_AUTH_TOKEN`, or run `claude` and `/login` once",
         ));
     }
-    if screen.contains(PROMPT_FOOTER) {
+    if screen.contains(PROMPT_FOOTER) || input_box(screen).is_some() {
         return None;
     }
     DIALOGS
@@ -575,6 +613,64 @@ mod screen_tests {
         );
         assert_eq!(c.title_summary("✳ Claude Code"), None);
         assert_eq!(c.title_summary(""), None);
+    }
+
+    /// The prompt as 2.1.197 draws it in each permission mode (captured live under spex's
+    /// host), empty and holding text, and a dialog's options, which are no input box.
+    #[test]
+    fn the_empty_prompt_is_ready_in_every_permission_mode() {
+        let rule = "─".repeat(40);
+        let at = |input: &str, footer: &str| {
+            format!(" ▐▛███▜▌   Claude Code v2.1.197\n\n{rule}\n{input}\n{rule}\n  {footer}")
+        };
+        let c = Claude;
+        for footer in [
+            "? for shortcuts · ← for agents",
+            "⏵⏵ accept edits on (shift+tab to cycle) · ← for agents",
+            "⏸ plan mode on (shift+tab to cycle) · ← for agents",
+            "⏵⏵ bypass permissions on (shift+tab to cycle) · ← for agents",
+        ] {
+            assert!(c.ready_for_input(&at("❯", footer)), "{footer}");
+            assert!(c.ready_for_input(&at("❯ ", footer)), "{footer}");
+            // With text in the box the footer keeps the mode and drops its hints (seen live).
+            let typed = footer
+                .split(" · ")
+                .next()
+                .filter(|f| !f.starts_with('?'))
+                .unwrap_or("");
+            assert!(!c.ready_for_input(&at("❯ hello there", typed)), "{footer}");
+            assert_eq!(c.blocking_screen(&at("❯", footer)), None);
+        }
+        let multi = format!("{rule}\n❯ first line\n  second line\n{rule}\n  ⏵⏵ accept edits on");
+        assert!(!c.ready_for_input(&multi));
+        let dialog = format!(
+            "{rule}\n Bash command\n\n Do you want to proceed?\n ❯ 1. Yes\n   2. No\n\n Esc to cancel"
+        );
+        assert!(!c.ready_for_input(&dialog));
+        assert_eq!(
+            c.screen_activity("✳ Claude Code", &dialog),
+            Some(Activity::Waiting)
+        );
+    }
+
+    #[test]
+    fn a_prompt_compares_as_claude_reports_it() {
+        let c = Claude;
+        for (typed, reported) in [
+            ("USE_NONE one\n", "USE_NONE one"),
+            ("  two  \n\n", "  two"),
+            ("a\tb\t \n", "a    b"),
+            ("four\r\nline2 \n  ", "four\nline2"),
+            ("kept\nas\na block \n", "kept\nas\na block \n"),
+            ("nbsp\u{a0}", "nbsp"),
+        ] {
+            assert_eq!(
+                c.normalize_prompt(typed),
+                c.normalize_prompt(reported),
+                "{typed:?}"
+            );
+        }
+        assert_ne!(c.normalize_prompt("  lead"), c.normalize_prompt("lead"));
     }
 
     /// Screens captured from 2.1.197 under spex's host (the live launches that stopped there).
