@@ -5,6 +5,11 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+/// The name every temp file spex writes beside a target starts with.
+pub const TEMP_PREFIX: &str = ".spex-tmp";
+/// The name a file spex is deleting has while it is moved aside (checked, then removed).
+pub const ASIDE_PREFIX: &str = ".spex-del-";
+
 /// Reads a file, `None` when it does not exist.
 pub fn read_opt(path: &Path) -> io::Result<Option<Vec<u8>>> {
     match fs_err::read(path) {
@@ -140,7 +145,7 @@ pub fn swap_if_unchanged(
         }
         (Some(old), None) => {
             let aside = dir.join(format!(
-                ".spex-del-{}-{}",
+                "{ASIDE_PREFIX}{}-{}",
                 std::process::id(),
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -247,7 +252,7 @@ fn temp_with(
     sync: bool,
 ) -> io::Result<tempfile::NamedTempFile> {
     let mut tmp = tempfile::Builder::new()
-        .prefix(".spex-tmp")
+        .prefix(TEMP_PREFIX)
         .tempfile_in(dir)
         .map_err(|e| {
             io::Error::new(

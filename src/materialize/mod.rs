@@ -2,6 +2,8 @@
 //! config, the `.spec` tree and the harness adapters, then apply it atomically. `clean` is the
 //! same computation with nothing selected, so pruning and removal share one code path.
 
+mod journal;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -18,6 +20,7 @@ use crate::seam::edit::{MaterializeError, block, carry, shell_quote, toml_entrie
 use crate::seam::{Harness, ShimCtx};
 use crate::spec::{self, SpecNode};
 use crate::store::{self, Governed, HookNode, Policies, ProjectStore, Receipt, Spellings};
+use journal::{Journal, Planned};
 
 /// What a run should leave selected in this tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +69,8 @@ pub struct Plan {
     dispatch: DispatchFiles,
     /// The main checkout's other spellings to keep on record (`None`: no record).
     spellings: Option<Spellings>,
+    /// The journal of an interrupted run, whose leftovers `apply` sweeps.
+    stale: Option<Journal>,
 }
 
 /// Everything a materialize run needs to know, resolved once.
@@ -135,6 +140,9 @@ impl Inputs<'_> {
                 .flatten()
                 .as_deref(),
         );
+        // A run that was interrupted: the record as its files are now.
+        let stale = Journal::load(&store.journal_file());
+        let owned = stale.as_ref().map_or(owned, Journal::recovered);
         let mut ws = Workspace::new(owned.clone());
 
         // Which harnesses some checkout selects: the receipts of the other checkouts that still
@@ -222,6 +230,7 @@ impl Inputs<'_> {
             DispatchFiles::new(receipt, &governed),
         );
         plan.spellings = spellings;
+        plan.stale = stale;
         Ok(plan)
     }
 }
@@ -490,6 +499,7 @@ fn finish(
         json_jobs,
         dispatch,
         spellings: None,
+        stale: None,
     }
 }
 
@@ -531,6 +541,29 @@ impl Plan {
     /// redone on the new bytes; any other file stops the apply with `Changed`, and the record
     /// then tells the truth about the files already written.
     pub fn apply(&mut self) -> Result<(), MaterializeError> {
+        if let Some(stale) = self.stale.take() {
+            stale.sweep();
+            Journal::sweep_dir(self.store.dir());
+        }
+        // The journal first: a crash from here on is finished or taken back by the next run.
+        let journal_path = self.store.journal_file();
+        let files: Vec<Planned> = self
+            .changes
+            .iter()
+            .filter(|c| matches!(c.action, Action::Create | Action::Modify | Action::Delete))
+            .map(|c| Planned::new(&c.path, c.before.as_deref(), c.after.as_deref()))
+            .collect();
+        if !self.changes.is_empty() {
+            let journal = Journal {
+                schema: owned::SCHEMA,
+                before: self.owned_before.clone(),
+                after: self.owned.clone(),
+                files,
+            };
+            journal
+                .write(&journal_path)
+                .map_err(io_err(&journal_path))?;
+        }
         for c in self.changes.iter().filter(|c| c.action == Action::Mkdir) {
             fs_err::create_dir_all(&c.path).map_err(io_err(&c.path))?;
         }
@@ -563,6 +596,7 @@ impl Plan {
                 let owned_path = self.store.owned_file();
                 fsutil::write_atomic(&owned_path, &partial.to_bytes())
                     .map_err(io_err(&owned_path))?;
+                fsutil::remove_file(&journal_path).map_err(io_err(&journal_path))?;
                 return Err(MaterializeError::Changed(path));
             }
             written.push(path);
@@ -572,6 +606,7 @@ impl Plan {
         }
         let owned_path = self.store.owned_file();
         fsutil::write_atomic(&owned_path, &self.owned.to_bytes()).map_err(io_err(&owned_path))?;
+        fsutil::remove_file(&journal_path).map_err(io_err(&journal_path))?;
         let spellings_path = self.store.spellings_file();
         match &self.spellings {
             Some(s) => {

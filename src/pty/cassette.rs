@@ -111,34 +111,44 @@ impl Scrubber {
     }
 
     pub fn scrub(&mut self, bytes: &[u8]) -> Vec<u8> {
-        self.scrub_mapped(bytes, &mut [])
+        self.scrub_mapped(bytes, &mut [], false)
     }
 
     /// `scrub`, also moving `positions` (offsets into `bytes`, ascending) to the matching
     /// offsets of the result. A position inside a replaced text moves to the end of its
-    /// placeholder: the placeholder goes with the bytes before the position.
-    pub fn scrub_mapped(&mut self, bytes: &[u8], positions: &mut [usize]) -> Vec<u8> {
+    /// placeholder: the placeholder goes with the bytes before the position. With `pad`, a
+    /// placeholder shorter than the text it replaces is followed by spaces up to that text's
+    /// width: what a terminal draws keeps its geometry (a TUI that later redraws only the
+    /// cells that changed, as Codex's does, or moves the cursor to an absolute column, lands
+    /// where it did, instead of leaving the tail of what the shorter placeholder did not cover).
+    pub fn scrub_mapped(&mut self, bytes: &[u8], positions: &mut [usize], pad: bool) -> Vec<u8> {
         let mut out = bytes.to_vec();
         for i in 0..self.rules.len() {
             let (find, replace) = (
                 self.rules[i].find.as_bytes().to_vec(),
                 self.rules[i].replace.as_bytes().to_vec(),
             );
-            let (next, n) = replace_all(&out, &find, &replace, positions);
+            let (next, n) = replace_all(&out, &find, &replace, positions, pad);
             out = next;
             let name = self.rules[i].name.clone();
             self.hit(&name, n);
         }
-        let (next, n) = replace_tokens(&out, b"sk-", 16, b"sk-<scrubbed>", positions);
+        let (next, n) = replace_tokens(&out, b"sk-", 16, b"sk-<scrubbed>", positions, pad);
         out = next;
         self.hit(KEY_RULE, n);
-        let (next, n) = replace_tokens(&out, b"Bearer ", 8, b"Bearer <scrubbed>", positions);
+        let (next, n) = replace_tokens(&out, b"Bearer ", 8, b"Bearer <scrubbed>", positions, pad);
         self.hit(BEARER_RULE, n);
         next
     }
 
     pub fn scrub_str(&mut self, s: &str) -> String {
         String::from_utf8_lossy(&self.scrub(s.as_bytes())).into_owned()
+    }
+
+    /// `scrub_str` for text that is a terminal's screen: placeholders padded (see
+    /// [`Scrubber::scrub_mapped`]).
+    pub fn scrub_screen_str(&mut self, s: &str) -> String {
+        String::from_utf8_lossy(&self.scrub_mapped(s.as_bytes(), &mut [], true)).into_owned()
     }
 }
 
@@ -168,7 +178,23 @@ impl Mover<'_> {
     }
 }
 
-fn replace_all(hay: &[u8], find: &[u8], replace: &[u8], positions: &mut [usize]) -> (Vec<u8>, u64) {
+/// `placeholder`, followed with `pad` by spaces up to the width (in characters) of `replaced`.
+fn placeholder(out: &mut Vec<u8>, placeholder: &[u8], replaced: &[u8], pad: bool) {
+    out.extend_from_slice(placeholder);
+    if pad {
+        let width = |b: &[u8]| String::from_utf8_lossy(b).chars().count();
+        let missing = width(replaced).saturating_sub(width(placeholder));
+        out.resize(out.len() + missing, b' ');
+    }
+}
+
+fn replace_all(
+    hay: &[u8],
+    find: &[u8],
+    replace: &[u8],
+    positions: &mut [usize],
+    pad: bool,
+) -> (Vec<u8>, u64) {
     let mut out = Vec::with_capacity(hay.len());
     let mut moved = Mover { positions, next: 0 };
     let mut n = 0;
@@ -176,7 +202,7 @@ fn replace_all(hay: &[u8], find: &[u8], replace: &[u8], positions: &mut [usize])
     while i < hay.len() {
         moved.upto(i, out.len());
         if hay[i..].starts_with(find) {
-            out.extend_from_slice(replace);
+            placeholder(&mut out, replace, find, pad);
             i += find.len();
             moved.before(i, out.len());
             n += 1;
@@ -196,6 +222,7 @@ fn replace_tokens(
     min: usize,
     with: &[u8],
     positions: &mut [usize],
+    pad: bool,
 ) -> (Vec<u8>, u64) {
     let token = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.';
     let mut out = Vec::with_capacity(hay.len());
@@ -208,7 +235,7 @@ fn replace_tokens(
             let rest = &hay[i + prefix.len()..];
             let len = rest.iter().take_while(|&&b| token(b)).count();
             if len >= min {
-                out.extend_from_slice(with);
+                placeholder(&mut out, with, &hay[i..i + prefix.len() + len], pad);
                 i += prefix.len() + len;
                 moved.before(i, out.len());
                 n += 1;
@@ -385,7 +412,8 @@ impl Recorder {
             end += p.raw;
             ends.push(end.min(cut));
         }
-        let clean = self.scrubber.scrub_mapped(&out, &mut ends);
+        // What the program drew: placeholders keep the width of what they replace.
+        let clean = self.scrubber.scrub_mapped(&out, &mut ends, true);
         self.output_raw.write_all(&clean)?;
         self.digest.update(&clean);
         let base = self.offset;
@@ -440,7 +468,12 @@ impl Recorder {
                 &json!({"seq": seq, "t_ms": t, "kind": "signal", "signal": signal}),
             )?,
             Event::Mark { stream, data } => {
-                let text = self.scrubber.scrub_str(&data.to_string());
+                // A frame is a screen: scrubbed as the output that drew it was.
+                let text = if stream == "frames" {
+                    self.scrubber.scrub_screen_str(&data.to_string())
+                } else {
+                    self.scrubber.scrub_str(&data.to_string())
+                };
                 let mut v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
                 if !v.is_object() {
                     v = json!({ "data": v });
@@ -859,7 +892,8 @@ mod tests {
         let c = Cassette::open(dir.path()).unwrap();
         assert_eq!(c.problems(), Vec::<String>::new());
         let raw = String::from_utf8(c.output.clone()).unwrap();
-        assert_eq!(raw, "cd $HOME/x Bearer <scrubbed> ✓\x1b[?25h");
+        // Each placeholder keeps the width of what it replaced (a terminal's geometry).
+        assert_eq!(raw, "cd $HOME    /x Bearer <scrubbed>    ✓\x1b[?25h");
         let all: String = STREAMS
             .iter()
             .map(|s| std::fs::read_to_string(dir.path().join(s)).unwrap())
@@ -876,7 +910,7 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("final.json")).unwrap())
                 .unwrap();
         assert_eq!(last["exit"], json!({"code": 0, "signal": null}));
-        assert_eq!(last["screen"], "cd $HOME/x\nbye");
+        assert_eq!(last["screen"], "cd $HOME    /x\nbye");
         let report = std::fs::read_to_string(dir.path().join("scrub-report.json")).unwrap();
         // The home folder in the output, the service event and the last screen.
         assert!(report.contains("\"hits\": 3"), "{report}");
@@ -890,6 +924,41 @@ mod tests {
             t_us: ms * 1000,
             event,
         }
+    }
+
+    /// A TUI that redraws only the cells that changed (Codex's does): it drew `loading`, then
+    /// the checkout's path over it. The placeholder keeps the path's width, so the recording
+    /// replays to the screen its frame shows (a shorter one left `$TREEng`, and the check
+    /// found a frame the output never drew).
+    #[test]
+    fn a_placeholder_keeps_the_width_of_what_a_terminal_drew() {
+        let dir = tempfile::tempdir().unwrap();
+        let scrub = Scrubber::new(vec![Rule {
+            name: "tree path".into(),
+            find: "/tmp/project/tree".into(),
+            replace: "$TREE".into(),
+        }]);
+        let mut r = Recorder::create(dir.path(), manifest(), scrub).unwrap();
+        let out = |bytes: &[u8]| Event::Output {
+            bytes: bytes.to_vec(),
+        };
+        r.observe(&at(0, 0, out(b"\x1b[3;6Hloading")));
+        r.observe(&at(1, 100, out(b"\x1b[3;6H/tmp/project/tree")));
+        r.observe(&at(
+            2,
+            200,
+            Event::Mark {
+                stream: "frames".into(),
+                data: json!({"reason": "quiet", "screen": {"rows": 24, "cols": 80,
+                    "lines": ["", "", "     /tmp/project/tree"]}}),
+            },
+        ));
+        r.close();
+        let c = Cassette::open(dir.path()).unwrap();
+        assert_eq!(c.problems(), Vec::<String>::new());
+        let mut term = super::super::terminal::Terminal::new(24, 80);
+        term.feed(&c.output);
+        assert_eq!(term.snapshot().lines[2].trim_end(), "     $TREE");
     }
 
     #[test]
@@ -925,8 +994,12 @@ mod tests {
             .collect();
         let want = [
             (0, String::new()),
-            // The placeholder goes with the chunk the key started in, at that chunk's time.
-            (1100, format!("{} key sk-<scrubbed>", "x".repeat(100))),
+            // The placeholder (as wide as the key) goes with the chunk the key started in, at
+            // that chunk's time.
+            (
+                1100,
+                format!("{} key sk-<scrubbed>{}", "x".repeat(100), " ".repeat(13)),
+            ),
             (1700, format!(" done {}", "y".repeat(100))),
             // Held until the close a minute later, stamped when it came.
             (2000, "tail".to_owned()),

@@ -61,6 +61,12 @@ pub enum RuntimeError {
         how: String,
         when: Option<String>,
     },
+    /// The session lives on in its harness's server, but the terminal UI spex hosted on it was
+    /// quit (the host ends with it): nothing shows its screen until `attach` opens one again.
+    #[error(
+        "session `{id}` runs on in the project's server, but no terminal is open on it (its terminal UI was quit), so spex cannot {what} it\nhint: `spex attach {id}` opens its terminal again"
+    )]
+    NoTerminal { id: String, what: &'static str },
     /// The session runs in a terminal of its own that spex does not host (the person started
     /// the harness there): spex can read its hooks, never type into it or signal it.
     #[error(
@@ -183,6 +189,7 @@ impl RuntimeError {
             RuntimeError::NotConfirmed { .. } => "not_confirmed",
             RuntimeError::Refused { .. } => "refused",
             RuntimeError::NotHostedHere { .. } => "not_hosted",
+            RuntimeError::NoTerminal { .. } => "no_terminal",
             _ => "error",
         }
     }
@@ -273,6 +280,16 @@ pub fn not_reached(env: &Env, store: &ProjectStore, id: &str, act: Act) -> Runti
     };
     if s.status == Status::Exited && !hosted(store, &s) {
         return RuntimeError::exited(&s);
+    }
+    // A session a server holds outlives the terminal spex hosted on it.
+    if s.status != Status::Exited
+        && s.launched_by == "spex"
+        && adapters::lookup(&s.harness).is_some_and(|h| h.server().is_some())
+    {
+        return RuntimeError::NoTerminal {
+            id: id.to_owned(),
+            what: act.verb(),
+        };
     }
     if !hosted(store, &s) {
         return RuntimeError::NotHostedHere {

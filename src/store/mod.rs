@@ -160,6 +160,16 @@ impl ProjectStore {
         self.dir.join("owned.json")
     }
 
+    /// The crash journal of a materialize or clean that is being applied (or was interrupted).
+    pub fn journal_file(&self) -> PathBuf {
+        self.dir.join("journal.json")
+    }
+
+    /// The project's folder in the store.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn dispatch_log(&self) -> PathBuf {
         self.dir.join("dispatch.log")
     }

@@ -621,7 +621,25 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
         rig.diag()
     );
     assert_ne!(shown["session"]["status"], "exited");
+    // No terminal is open on it now: `snapshot` says so, and what opens one.
+    let out = rig.cmd(&rig.w.repo, &["snapshot", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no terminal is open on it") && err.contains("hint: `spex attach "),
+        "{err}"
+    );
     let again = CodexTui::spawn(&rig.w, &crate::common::spex_bin(), &["attach", &id], &env);
+    let snap = rig
+        .json(&rig.w.repo, &["snapshot", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        snap["lines"].as_array().is_some_and(|l| l
+            .iter()
+            .any(|l| l.as_str().is_some_and(|l| l.contains("typed in the TUI")))),
+        "{}",
+        pretty(&snap)
+    );
     assert!(
         again.text().contains("typed in the TUI"),
         "{}",

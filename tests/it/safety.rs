@@ -338,3 +338,115 @@ fn linked_files_stay_links_and_their_targets_are_edited_in_place() {
         assert_eq!(read(&config_toml), config);
     }
 }
+
+/// Every `.spex-` leftover (temp files, files moved aside) under `roots`, `.git` included.
+fn strays(roots: &[&Path]) -> Vec<std::path::PathBuf> {
+    roots
+        .iter()
+        .flat_map(|r| walkdir::WalkDir::new(r).into_iter().filter_map(Result::ok))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".spex-"))
+        .map(walkdir::DirEntry::into_path)
+        .collect()
+}
+
+/// A small deterministic generator (xorshift), seeded from the clock and printed, so a failing
+/// run can be told apart from another.
+struct Moments(u64);
+
+impl Moments {
+    fn below(&mut self, max: std::time::Duration) -> std::time::Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        max.mul_f64(f64::from(u32::try_from(self.0 % 10_000).expect("below 10,000")) / 10_000.0)
+    }
+}
+
+/// Starts `spex args` and kills it (SIGKILL) after `after`; whether it was still running.
+fn kill_during(w: &World, args: &[&str], after: std::time::Duration) -> bool {
+    let mut child = w
+        .cmd(&w.repo, args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    let running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    assert!(
+        running || status.code().is_some_and(|c| c == 0),
+        "spex {args:?} failed on its own after a crash: {status}"
+    );
+    running
+}
+
+fn timed(w: &World, args: &[&str]) -> std::time::Duration {
+    let t = std::time::Instant::now();
+    w.ok(&w.repo, args);
+    t.elapsed()
+}
+
+#[test]
+fn kill_at_any_moment_of_materialize_or_clean_leaves_nothing_clean_cannot_take_back() {
+    let w = World::new();
+    seed(&w, &w.repo);
+    // Enough generated files that the writes take a good part of a run.
+    for i in 0..4 {
+        write(
+            &w.repo.join(format!(".spec/skill{i}/spec.md")),
+            SPEC_SKILL.replace("Review", &format!("Skill{i}")),
+        );
+    }
+    write(&w.repo.join("CLAUDE.md"), "# mine\r\nkeep me\r\n");
+    write(
+        &w.repo.join(".claude/settings.json"),
+        "{\n  // mine\n  \"model\": \"x\",\n  \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"echo mine\"}]}]}\n}",
+    );
+    write(
+        &w.home.join(".claude.json"),
+        "{\n  \"numStartups\": 4,\n  \"projects\": {}\n}\n",
+    );
+    write(
+        &w.codex_home.join("config.toml"),
+        "# mine\nmodel = \"x\"\n\n[projects.\"/elsewhere\"]\ntrust_level = \"trusted\"\n",
+    );
+    write(&w.repo.join(".git/info/exclude"), "# mine\n*.log\n");
+    let roots = [w.repo.as_path(), &w.home, &w.codex_home];
+    let before = w.snapshot(&[]);
+    let assert_restored = |when: &str| {
+        let diff = before.content_diff(&w.snapshot(&[]));
+        assert!(diff.is_empty(), "{when}: clean left:\n{}", diff.join("\n"));
+        let strays = strays(&roots);
+        assert!(strays.is_empty(), "{when}: stray files {strays:?}");
+    };
+
+    // How long an uninterrupted run takes here, now (the machine may be loaded).
+    let materialize = timed(&w, &["materialize"]);
+    let clean = timed(&w, &["clean"]);
+    assert_restored("uninterrupted");
+
+    let seed_value = u64::from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos(),
+    ) | 1;
+    eprintln!("crash moments seed {seed_value}; materialize {materialize:?}, clean {clean:?}");
+    let mut moments = Moments(seed_value);
+    // 50 materialize and 50 clean runs, alternating, each killed at a random moment of its
+    // usual run time: each run starts from what the last killed one left.
+    let mut killed = 0;
+    for _ in 0..50 {
+        killed += usize::from(kill_during(
+            &w,
+            &["materialize"],
+            moments.below(materialize),
+        ));
+        killed += usize::from(kill_during(&w, &["clean"], moments.below(clean)));
+    }
+    w.ok(&w.repo, &["clean"]);
+    assert_restored("after 100 killed runs");
+    eprintln!("{killed} of 100 runs killed while running");
+    assert!(killed >= 30, "too few kills landed inside a run: {killed}");
+}

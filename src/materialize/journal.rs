@@ -1,0 +1,206 @@
+//! The crash journal of an apply: written (and synced) before the first target is touched,
+//! removed once the ownership record tells the truth again. A run that finds one (the last was
+//! killed, or failed midway) recovers the record from it: for each file, the account of the
+//! version the file holds (the one before or after the interrupted write; both accounts, by key,
+//! when another program wrote it since), so the next `materialize` finishes and `clean` takes
+//! back everything; and it removes the temp files the interrupted write left beside its targets.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil;
+use crate::seam::edit::owned::{self, JsonOwned, Owned};
+use crate::seam::edit::toml_entries::TomlOwned;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Journal {
+    pub schema: u32,
+    /// The record before the run, and as the run meant to leave it.
+    pub before: Owned,
+    pub after: Owned,
+    /// Every file the run meant to write: digests of its bytes before and after (`None`:
+    /// absent).
+    pub files: Vec<Planned>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Planned {
+    pub path: PathBuf,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+impl Planned {
+    pub fn new(path: &Path, before: Option<&[u8]>, after: Option<&[u8]>) -> Planned {
+        Planned {
+            path: path.to_owned(),
+            before: before.map(owned::digest),
+            after: after.map(owned::digest),
+        }
+    }
+}
+
+/// Which version a journaled file holds now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holds {
+    Before,
+    After,
+    Other,
+}
+
+fn holds(p: &Planned) -> Holds {
+    let now = match fsutil::read_opt(&p.path) {
+        Ok(b) => b.as_deref().map(owned::digest),
+        Err(_) => return Holds::Other,
+    };
+    if now == p.after {
+        Holds::After
+    } else if now == p.before {
+        Holds::Before
+    } else {
+        Holds::Other
+    }
+}
+
+impl Journal {
+    pub fn load(path: &Path) -> Option<Journal> {
+        let bytes = fsutil::read_opt(path).ok()??;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        fsutil::write_atomic(path, &crate::store::json_bytes(self)).map(drop)
+    }
+
+    /// The record as the files are now.
+    pub fn recovered(&self) -> Owned {
+        let mut written = Vec::new();
+        let mut other = Vec::new();
+        for p in &self.files {
+            match holds(p) {
+                Holds::After => written.push(p.path.clone()),
+                Holds::Before => {}
+                Holds::Other => other.push(p.path.clone()),
+            }
+        }
+        let mut out = self.before.merged_for(&self.after, &written);
+        for p in other {
+            union_for(&mut out, &self.after, &p);
+        }
+        out
+    }
+
+    /// Removes spex's temp files from `dir` (the store's own writes).
+    pub fn sweep_dir(dir: &Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.filter_map(Result::ok) {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with(fsutil::TEMP_PREFIX)
+            {
+                let _ = fsutil::remove_file(&e.path());
+            }
+        }
+    }
+
+    /// Removes what an interrupted write leaves beside its targets: spex's temp files, and a
+    /// file it had moved aside to delete (once it holds the bytes the run meant to delete).
+    pub fn sweep(&self) {
+        let mut dirs: BTreeMap<PathBuf, Vec<&Planned>> = BTreeMap::new();
+        for p in &self.files {
+            if let Some(dir) = p.path.parent() {
+                dirs.entry(dir.to_owned()).or_default().push(p);
+            }
+        }
+        for (dir, planned) in dirs {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.filter_map(Result::ok) {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                let path = e.path();
+                let stray = if name.starts_with(fsutil::TEMP_PREFIX) {
+                    true
+                } else if name.starts_with(fsutil::ASIDE_PREFIX) {
+                    let digest = std::fs::read(&path).ok().map(|b| owned::digest(&b));
+                    planned
+                        .iter()
+                        .any(|p| p.after.is_none() && p.before.is_some() && p.before == digest)
+                } else {
+                    false
+                };
+                if stray {
+                    let _ = fsutil::remove_file(&path);
+                }
+            }
+        }
+    }
+}
+
+/// Keeps `after`'s claims on `path` beside the record's: a file another program wrote since
+/// holds neither version, and claims by key (checked against spex's value when taken back)
+/// are safe to keep from both.
+fn union_for(out: &mut Owned, after: &Owned, path: &Path) {
+    if after.files.contains(path) {
+        out.files.insert(path.to_owned());
+    }
+    if let Some(j) = after.json.get(path) {
+        let mine = out.json.entry(path.to_owned()).or_default();
+        union_json(mine, j);
+    }
+    if let Some(t) = after.toml.get(path) {
+        let mine = out.toml.entry(path.to_owned()).or_default();
+        union_toml(mine, t);
+    }
+    if let Some(h) = after.hooks.as_ref().and_then(|h| h.get(path)) {
+        let mine = out
+            .hooks
+            .get_or_insert_default()
+            .entry(path.to_owned())
+            .or_default();
+        for g in h {
+            if !mine.contains(g) {
+                mine.push(g.clone());
+            }
+        }
+    }
+    // A generated file holding neither version is not spex's bytes.
+    if let Some(g) = out.generated.as_mut() {
+        g.remove(path);
+    }
+}
+
+fn union_json(mine: &mut JsonOwned, theirs: &JsonOwned) {
+    for m in &theirs.members {
+        if !mine.members.contains(m) {
+            mine.members.push(m.clone());
+        }
+    }
+    for (k, v) in &theirs.replaced {
+        if !mine.replaced.iter().any(|(k2, _)| k2 == k) {
+            mine.replaced.push((k.clone(), v.clone()));
+        }
+    }
+    for (k, v) in &theirs.written {
+        mine.written.retain(|(k2, _)| k2 != k);
+        mine.written.push((k.clone(), v.clone()));
+    }
+    mine.root_created |= theirs.root_created;
+}
+
+fn union_toml(mine: &mut TomlOwned, theirs: &TomlOwned) {
+    for e in &theirs.entries {
+        mine.entries.retain(|m| m.key != e.key);
+        mine.entries.push(e.clone());
+    }
+    for t in &theirs.tables {
+        if !mine.tables.contains(t) {
+            mine.tables.push(t.clone());
+        }
+    }
+}
