@@ -330,6 +330,24 @@ fn plan_exclude(
         .collect();
     let path = tree.exclude_file();
     ws.validate_blocks(&path, block::HASH)?;
+    // The blocks of checkouts that are gone (`git worktree remove`) go with them.
+    let live: BTreeSet<String> = tree
+        .all_trees()
+        .iter()
+        .map(|t| format!("tree-{}", store::path_key(&t.root)))
+        .collect();
+    let text = ws.read_text(&path)?.unwrap_or_default();
+    let stale: Vec<String> = block::ids(&text, block::HASH)
+        .map_err(|source| MaterializeError::Block {
+            path: path.clone(),
+            source,
+        })?
+        .into_iter()
+        .filter(|id| id.starts_with("tree-") && !live.contains(id))
+        .collect();
+    for id in stale {
+        ws.block(&path, block::HASH, &id, None)?;
+    }
     let id = format!("tree-{}", store::path_key(&tree.root));
     if lines.is_empty() {
         return ws.block(&path, block::HASH, &id, None);

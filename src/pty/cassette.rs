@@ -325,8 +325,23 @@ impl Recorder {
         scrubber: Scrubber,
     ) -> Result<Recorder, CassetteError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let manifest_path = dir.join("manifest.json");
+        if manifest_path.exists() {
+            return Err(io(&manifest_path)(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "a recording is already there",
+            )));
+        }
+        // Never over another recording: a file that holds anything makes this one fail, and
+        // stays as it was (what is written to is new, empty, or not a file at all).
         let open = |name: &str| -> Result<BufWriter<File>, CassetteError> {
             let p = dir.join(name);
+            if std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() > 0) {
+                return Err(io(&p)(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "a recording is already there",
+                )));
+            }
             File::create(&p).map(BufWriter::new).map_err(io(&p))
         };
         let resolution_ms = manifest
@@ -1061,6 +1076,30 @@ mod tests {
             signal: None,
         });
         tee.close_sinks();
+    }
+
+    /// A recording never replaces another: a recorder for a folder that holds one fails and
+    /// the cassette there stays byte for byte.
+    #[test]
+    fn a_recorder_never_writes_over_a_cassette() {
+        let dir = tempfile::tempdir().unwrap();
+        small_cassette(dir.path());
+        let before: Vec<Vec<u8>> = REQUIRED
+            .iter()
+            .map(|n| std::fs::read(dir.path().join(n)).unwrap())
+            .collect();
+        let again = Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new()));
+        assert!(again.is_err());
+        // Nor over a cassette's streams when its manifest is missing.
+        std::fs::remove_file(dir.path().join("manifest.json")).unwrap();
+        assert!(Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).is_err());
+        for (name, bytes) in REQUIRED.iter().zip(before).skip(1) {
+            assert_eq!(
+                std::fs::read(dir.path().join(name)).unwrap(),
+                bytes,
+                "{name}"
+            );
+        }
     }
 
     /// A recorder that missed the program's first bytes: its frames show a screen that its

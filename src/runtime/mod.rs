@@ -654,7 +654,7 @@ fn start_host(
         .arg("--cols")
         .arg(l.size.cols.to_string());
     if l.record {
-        cmd.arg("--record").arg(cassette_dir(store, id));
+        cmd.arg("--record").arg(new_cassette_dir(store, id));
     }
     cmd.arg("--")
         .args(argv)
@@ -989,12 +989,40 @@ pub fn with_live(env: &Env, store: &ProjectStore, s: &Session) -> serde_json::Va
     v
 }
 
-/// Where session `id`'s recording goes.
-pub fn cassette_dir(store: &ProjectStore, id: &str) -> PathBuf {
-    store.session_dir(id).join("cassette")
+/// The folder of session `id`'s recording number `n` (from 1): `cassette`, then
+/// `cassette-2`, `cassette-3`, ... (a resumed session records beside the earlier recordings).
+fn nth_cassette_dir(store: &ProjectStore, id: &str, n: usize) -> PathBuf {
+    let name = if n <= 1 {
+        "cassette".to_owned()
+    } else {
+        format!("cassette-{n}")
+    };
+    store.session_dir(id).join(name)
 }
 
-/// Starts (or with `stop`, stops) recording a running hosted session into its cassette folder.
+/// Session `id`'s latest recording (its first folder when it has none).
+pub fn cassette_dir(store: &ProjectStore, id: &str) -> PathBuf {
+    (1..=MAX_RECORDINGS)
+        .map(|n| nth_cassette_dir(store, id, n))
+        .take_while(|d| d.exists())
+        .last()
+        .unwrap_or_else(|| nth_cassette_dir(store, id, 1))
+}
+
+/// The folder session `id`'s next recording goes into: never one that holds a recording.
+pub fn new_cassette_dir(store: &ProjectStore, id: &str) -> PathBuf {
+    (1..=MAX_RECORDINGS)
+        .map(|n| nth_cassette_dir(store, id, n))
+        .find(|d| !d.exists())
+        .unwrap_or_else(|| nth_cassette_dir(store, id, MAX_RECORDINGS + 1))
+}
+
+/// More recordings of one session than anyone keeps; past it, new ones go into one last
+/// folder, which a recorder refuses while it holds a recording (never overwritten).
+const MAX_RECORDINGS: usize = 10_000;
+
+/// Starts (or with `stop`, stops) recording a running hosted session into a new cassette
+/// folder of its own (see [`new_cassette_dir`]).
 pub fn record(
     env: &Env,
     store: &ProjectStore,
@@ -1002,21 +1030,13 @@ pub fn record(
     stop: bool,
 ) -> Result<PathBuf, RuntimeError> {
     reach_if_alive(env, store, id)?;
-    let dir = cassette_dir(store, id);
     let call = |request| explained(env, store, id, Act::Record, call(env, id, request));
     if stop {
         call(Request::Record { dir: None })?;
-        return Ok(dir);
+        return Ok(cassette_dir(store, id));
     }
-    if dir.exists() {
-        return Err(RuntimeError::Refused {
-            id: id.to_owned(),
-            message: format!(
-                "it already has a recording at `{}`; move that away first",
-                dir.display()
-            ),
-        });
-    }
+    // Beside the earlier recordings, never over one.
+    let dir = new_cassette_dir(store, id);
     call(Request::Record {
         dir: Some(dir.clone()),
     })?;

@@ -286,3 +286,90 @@ fn a_session_whose_runtime_dir_was_removed_stays_live_and_is_reached_again() {
     assert!(left(&mut t).success(), "{}", t.diag());
     stop(&w, &fake, &id);
 }
+
+/// With `"record": true`, a session and its resumption are two recordings, each in its own
+/// folder: the resume records beside the first cassette (`cassette-2`), which stays byte for
+/// byte as it was; both check clean, and `replay <id>` plays the latest.
+#[test]
+fn a_resumed_recorded_session_never_overwrites_its_first_recording() {
+    use crate::common::write;
+    use crate::runtime::{
+        claude_world, host_log, launch, run_json, stop, wait_screen, wait_status,
+    };
+    use crate::support::claude_home::SeedOptions;
+
+    let (w, fake) = claude_world(SeedOptions::default());
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"], \"record\": true }\n",
+    );
+    let id = launch(&w, &fake);
+    let _reap = Reap(id.clone());
+    run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE remember me", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert!(wait_screen(&w, &fake, &id, "PLAIN_ANSWER_OK", LEAVE));
+    // Claude saves its transcript behind the screen; a conversation resumes once it is saved.
+    let transcript = w.record(&id)["transcript"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .expect("the hooks named the transcript");
+    let saved = std::time::Instant::now() + LEAVE;
+    while !crate::common::read_or_empty(&transcript).contains("PLAIN_ANSWER_OK")
+        && std::time::Instant::now() < saved
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop(&w, &fake, &id);
+    let session_dir = w.project_dir().join("sessions").join(&id);
+    let first = session_dir.join("cassette");
+    let files = |dir: &std::path::Path| -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let before = files(&first);
+    let shown = |dir: &std::path::Path| crate::common::read_or_empty(&dir.join("frames.jsonl"));
+    assert!(
+        shown(&first).contains("PLAIN_ANSWER_OK"),
+        "the turn is in the first recording\n{}",
+        host_log(&w, &id)
+    );
+
+    run_json(&w, &fake, &["resume", &id, "--detach", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    wait_status(&w, &id, "idle", LEAVE);
+    stop(&w, &fake, &id);
+    assert!(files(&first) == before, "the first recording changed");
+    let second = session_dir.join("cassette-2");
+    let manifest = |dir: &std::path::Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
+    };
+    assert_ne!(manifest(&first)["id"], manifest(&second)["id"]);
+    assert!(
+        shown(&second).contains("remember me"),
+        "the resumed conversation is in the second recording\n{}",
+        host_log(&w, &id)
+    );
+    for dir in [&first, &second] {
+        let checked = w.spex(&w.repo, &["cassette", "check", dir.to_str().unwrap()]);
+        assert!(checked.status.success(), "{checked:?}");
+    }
+    let frames = run_json(&w, &fake, &["replay", &id, "--frames"]).unwrap();
+    let recorded: Vec<serde_json::Value> = std::fs::read_to_string(second.join("frames.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(frames.as_array().map(Vec::len), Some(recorded.len()));
+}

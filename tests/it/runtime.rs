@@ -1188,9 +1188,10 @@ fn recording_a_running_session_starts_with_its_screen_and_stops_on_demand() {
     );
     let inputs = read_or_empty(&dir.join("input.jsonl"));
     assert!(inputs.contains("while recording") && !inputs.contains("before recording"));
-    // The session goes on after the recording stopped.
+    // The session goes on after the recording stopped: its next turn, once this one ended.
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
     let d = run_json(&w, &fake, &["deliver", &id, "USE_NONE after", "--json"]).unwrap();
-    assert_eq!(d["confirmed"], true);
+    assert_eq!(d["confirmed"], true, "{d}\n{}", host_log(&w, &id));
     stop(&w, &fake, &id);
 }
 

@@ -450,3 +450,33 @@ fn kill_at_any_moment_of_materialize_or_clean_leaves_nothing_clean_cannot_take_b
     eprintln!("{killed} of 100 runs killed while running");
     assert!(killed >= 30, "too few kills landed inside a run: {killed}");
 }
+
+#[test]
+fn a_removed_worktrees_exclude_block_goes_with_it() {
+    let w = World::new();
+    seed(&w, &w.repo);
+    let wt = w.add_worktree("wt");
+    let exclude = w.repo.join(".git/info/exclude");
+    let original = read(&exclude);
+    w.ok(&w.repo, &["materialize"]);
+    w.ok(&wt, &["materialize"]);
+    let wt_line = format!("# files spex generated in {}", wt.display());
+    assert!(read(&exclude).contains(&wt_line), "{}", read(&exclude));
+    // What git really reads: spex's files are ignored in the worktree.
+    git(&wt, &["check-ignore", "-q", ".claude/settings.json"]);
+    assert_eq!(git_out(&wt, &["status", "--porcelain"]), "");
+
+    git(
+        &w.repo,
+        &["worktree", "remove", "--force", wt.to_str().unwrap()],
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let text = read(&exclude);
+    assert!(
+        !text.contains(&wt_line),
+        "the removed worktree's block stays:\n{text}"
+    );
+    assert!(text.contains(&format!("# files spex generated in {}", w.repo.display())));
+    w.ok(&w.repo, &["clean"]);
+    assert_eq!(read(&exclude), original);
+}

@@ -164,6 +164,11 @@ pub fn validate(text: &str, syn: Syntax) -> Result<(), BlockError> {
     scan(text, syn).map(drop)
 }
 
+/// The ids of the blocks in `text`, in order.
+pub fn ids(text: &str, syn: Syntax) -> Result<Vec<String>, BlockError> {
+    Ok(scan(text, syn)?.into_iter().map(|f| f.id).collect())
+}
+
 /// Where block `id` sits in `text`.
 pub fn find(text: &str, syn: Syntax, id: &str) -> Result<Option<Found>, BlockError> {
     Ok(scan(text, syn)?.into_iter().find(|f| f.id == id))
