@@ -1021,6 +1021,72 @@ mod tests {
         assert_eq!(both.resolve(short).unwrap(), short);
     }
 
+    /// What a person types: full id, then handle, then name, then a unique prefix of a handle
+    /// or id; never something shaped like a path.
+    #[test]
+    fn resolve_takes_ids_handles_names_and_prefixes_in_that_order() {
+        let a = "11111111-2222-4333-8444-55555555306f";
+        let b = "11111111-2222-4333-8444-66666666cafe";
+        let (_dir, store) = store_with(&[]);
+        for id in [a, b] {
+            let s = Session {
+                id: id.into(),
+                ..Session::default()
+            };
+            fsutil::write_atomic(
+                &store.session_dir(id).join("session.json"),
+                &crate::store::json_bytes(&s),
+            )
+            .unwrap();
+        }
+        // Handles are claimed on the first miss.
+        assert_eq!(store.resolve("306").unwrap(), a);
+        assert_eq!(store.resolve("caf").unwrap(), b);
+        assert!(matches!(
+            store.resolve("1111"),
+            Err(StoreError::Ambiguous { .. })
+        ));
+        store.set_name(a, Some("fix-login")).unwrap();
+        assert_eq!(store.resolve("fix-login").unwrap(), a);
+        assert_eq!(
+            store.load(a).unwrap().unwrap().name.as_deref(),
+            Some("fix-login")
+        );
+        // Taken by a live session; a handle is no name; a name is no id.
+        assert!(matches!(
+            store.set_name(b, Some("fix-login")),
+            Err(StoreError::Name(_))
+        ));
+        assert!(matches!(
+            store.set_name(a, Some("cafe")),
+            Err(StoreError::Name(_))
+        ));
+        assert!(matches!(
+            store.set_name(b, Some("9lives")),
+            Err(StoreError::Name(_))
+        ));
+        // A handle claimed later skips a name in use.
+        store.set_name(b, Some("beef")).unwrap();
+        let c = "11111111-2222-4333-8444-77777777beef";
+        let s = Session {
+            id: c.into(),
+            ..Session::default()
+        };
+        fsutil::write_atomic(
+            &store.session_dir(c).join("session.json"),
+            &crate::store::json_bytes(&s),
+        )
+        .unwrap();
+        assert_eq!(store.claim_handle(c).unwrap(), "7beef");
+        assert_eq!(store.resolve("beef").unwrap(), b);
+        for bad in ["", "/tmp/x", "..", "a/b", "x y", "é"] {
+            assert!(
+                matches!(store.resolve(bad), Err(StoreError::InvalidId { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+
     #[test]
     fn ellipsis_marks_a_cut() {
         assert_eq!(ellipsis("short", 10), "short");
