@@ -324,3 +324,44 @@ pub fn remove_file(path: &Path) -> io::Result<()> {
 pub fn remove_dir_if_empty(path: &Path) -> bool {
     std::fs::remove_dir(path).is_ok()
 }
+
+/// Creates `dir` (its parents as the umask makes them) with the folder itself born 0700, so
+/// no other process (another spex starting at the same moment included) ever sees it open.
+/// A folder that already exists is left as it is: the caller checks what it found.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Two spex processes starting at once both create the runtime folder: neither may see it
+    /// with the umask's mode, however their calls interleave.
+    #[test]
+    fn a_private_dir_is_never_seen_open_by_a_racing_creator() {
+        for round in 0..20 {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join(format!("run{round}")).join("spex");
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    let dir = dir.clone();
+                    std::thread::spawn(move || {
+                        super::create_private_dir(&dir).unwrap();
+                        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777
+                    })
+                })
+                .collect();
+            for t in threads {
+                assert_eq!(t.join().unwrap(), 0o700, "round {round}");
+            }
+        }
+    }
+}

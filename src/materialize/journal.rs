@@ -204,3 +204,71 @@ fn union_toml(mine: &mut TomlOwned, theirs: &TomlOwned) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run that meant to create `a` and `b` and to delete `c`, killed after some of it.
+    #[test]
+    fn the_record_follows_the_version_each_file_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let [a, b, c, d] = ["a", "b", "c", "d"].map(|n| dir.path().join(n));
+        let mut before = Owned::default();
+        before.files.insert(c.clone());
+        before
+            .generated
+            .get_or_insert_default()
+            .insert(c.clone(), owned::digest(b"old"));
+        let mut after = Owned::default();
+        for (p, bytes) in [(&a, &b"new a"[..]), (&b, b"new b"), (&d, b"new d")] {
+            after.files.insert(p.clone());
+            after
+                .generated
+                .get_or_insert_default()
+                .insert(p.clone(), owned::digest(bytes));
+        }
+        let journal = Journal {
+            schema: owned::SCHEMA,
+            before,
+            after,
+            files: vec![
+                Planned::new(&a, None, Some(b"new a")),
+                Planned::new(&b, None, Some(b"new b")),
+                Planned::new(&c, Some(b"old"), None),
+                Planned::new(&d, None, Some(b"new d")),
+            ],
+        };
+        // `a` was written; `b` not yet; `c` is still there; `d` another program wrote.
+        std::fs::write(&a, "new a").unwrap();
+        std::fs::write(&c, "old").unwrap();
+        std::fs::write(&d, "theirs").unwrap();
+        std::fs::write(dir.path().join(".spex-tmpXYZ"), "new b").unwrap();
+        let rec = journal.recovered();
+        let generated = rec.generated.as_ref().unwrap();
+        assert!(
+            rec.files.contains(&a) && generated.contains_key(&a),
+            "{rec:?}"
+        );
+        assert!(
+            !rec.files.contains(&b) && !generated.contains_key(&b),
+            "{rec:?}"
+        );
+        assert!(
+            rec.files.contains(&c) && generated.contains_key(&c),
+            "{rec:?}"
+        );
+        // Neither version: its claims are kept, its bytes are not spex's.
+        assert!(
+            rec.files.contains(&d) && !generated.contains_key(&d),
+            "{rec:?}"
+        );
+        journal.sweep();
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".spex-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}

@@ -588,7 +588,7 @@ fn listen_again_on_request(socket: &std::path::Path, shared: &Arc<Shared>) -> st
                 }
                 let listener = socket
                     .parent()
-                    .map_or(Ok(()), private_dir)
+                    .map_or(Ok(()), crate::fsutil::create_private_dir)
                     .map_err(anyhow::Error::from)
                     .and_then(|()| bind(&socket));
                 match listener {
@@ -612,15 +612,6 @@ fn listen_again_on_request(socket: &std::path::Path, shared: &Arc<Shared>) -> st
             }
         })?;
     Ok(())
-}
-
-/// Creates `dir` (and its parents) when missing, the folder itself private (0700).
-fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 /// Binds the session's socket, replacing a stale file (one nobody answers on), never a live one.

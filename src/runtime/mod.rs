@@ -8,7 +8,7 @@ pub mod protocol;
 pub mod server;
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -327,10 +327,7 @@ pub fn runtime_dir(env: &Env) -> Result<PathBuf, RuntimeError> {
         Some(d) => d.join("spex"),
         None => PathBuf::from(format!("/tmp/spex-{uid}")),
     };
-    if !dir.exists() {
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io(&dir))?;
-    }
+    crate::fsutil::create_private_dir(&dir).map_err(io(&dir))?;
     let meta = std::fs::symlink_metadata(&dir).map_err(io(&dir))?;
     if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
         return Err(RuntimeError::RuntimeDir {
