@@ -3,6 +3,7 @@
 //! The `plugin` id (a Claude plugin bundle) routes here.
 
 mod evidence;
+mod failure;
 mod slash;
 
 use std::path::{Path, PathBuf};
@@ -538,11 +539,9 @@ impl Claude {
                 _ => Kind::Other,
             },
             "StopFailure" => {
-                let detail: Vec<String> = [s(p, "error"), s(p, "last_assistant_message")]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                ev.error = Some(detail.join(": "));
+                let failure = failure::stop_failure(p);
+                ev.error = Some(failure.error.clone());
+                ev.failure = Some(failure);
                 Kind::TurnFailed
             }
             _ => Kind::Other,
