@@ -560,8 +560,21 @@ impl<'a> Server<'a> {
             )
         })?;
         self.store.set_alias(self.harness.id(), &thread, &thread)?;
+        // Ctrl-C (see `catch_interrupt`) ends the launch at the next step: the caller stops
+        // the thread started here and says so.
+        let cancelled =
+            || super::interrupted().then(|| RuntimeError::Cancelled { id: thread.clone() });
+        if let Some(e) = cancelled() {
+            return Err(e);
+        }
         let launched = self.host(l, &thread)?;
+        if let Some(e) = cancelled() {
+            return Err(e);
+        }
         let delivery = prompt.map(|p| self.deliver(&thread, p)).transpose()?;
+        if let Some(e) = cancelled() {
+            return Err(e);
+        }
         Ok((launched, delivery))
     }
 
