@@ -1285,23 +1285,31 @@ fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-pub fn snapshot(env: &Env, store: &ProjectStore, id: &str) -> Result<Snapshot, RuntimeError> {
+/// The screen of session `id`, with the last `scrollback` rows that scrolled off it.
+pub fn snapshot(
+    env: &Env,
+    store: &ProjectStore,
+    id: &str,
+    scrollback: usize,
+) -> Result<Snapshot, RuntimeError> {
     reach_if_alive(env, store, id)?;
-    Ok(explained(
-        env,
-        store,
-        id,
-        Act::Snapshot,
-        call(env, id, Request::Snapshot),
-    )?
-    .snapshot
-    .unwrap_or_else(|| Snapshot {
-        rows: 0,
-        cols: 0,
-        cursor: (0, 0),
-        title: String::new(),
-        lines: Vec::new(),
-    }))
+    let request = if scrollback > 0 {
+        Request::Scrollback { lines: scrollback }
+    } else {
+        Request::Snapshot
+    };
+    Ok(
+        explained(env, store, id, Act::Snapshot, call(env, id, request))?
+            .snapshot
+            .unwrap_or_else(|| Snapshot {
+                rows: 0,
+                cols: 0,
+                cursor: (0, 0),
+                title: String::new(),
+                lines: Vec::new(),
+                scrollback: Vec::new(),
+            }),
+    )
 }
 
 /// Ends the session's program (the harness's exit keys at an idle prompt, then TERM, then KILL

@@ -249,6 +249,12 @@ impl Session {
         self.handle.as_deref().unwrap_or(&self.id)
     }
 
+    /// Whether the checkout the session works in is gone (a removed worktree): the harness may
+    /// still run there, but its hooks, which start in that folder, no longer can.
+    pub fn tree_gone(&self) -> bool {
+        !self.tree.as_os_str().is_empty() && !self.tree.exists()
+    }
+
     /// A new record in state `starting`.
     pub fn new(
         id: &str,
