@@ -212,11 +212,15 @@ impl<'a> Server<'a> {
             std::fs::remove_file(&self.socket).map_err(io(&self.socket))?;
         }
         let log = self.log.clone();
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(io(&log))?;
+        let mut file = {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(crate::fsutil::PRIVATE_FILE)
+                .open(&log)
+                .map_err(io(&log))?
+        };
         let from = file.seek(SeekFrom::End(0)).map_err(io(&log))?;
         let mut cmd = Command::new(spex_bin);
         cmd.arg("serve")
@@ -290,7 +294,7 @@ impl<'a> Server<'a> {
             eprintln!("error: no guard for the server: {e}");
         }
         let file = self.running_file();
-        crate::fsutil::write_atomic(&file, &store::json_bytes(&running)).map_err(io(&file))?;
+        crate::fsutil::write_private(&file, &store::json_bytes(&running)).map_err(io(&file))?;
         eprintln!("{} server {server_pid} answers", store::now_rfc3339());
         let result = self.proto.observe(&self.ctx(), &mut |ev| {
             eprintln!("{} {ev:?}", store::now_rfc3339());
