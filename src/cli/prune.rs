@@ -35,6 +35,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         .checked_sub(age)
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let store = super::sessions::project(env)?;
+    // A start whose host is gone ends `exited` here, so it can be pruned.
+    for s in store.sessions() {
+        if s.status == crate::store::session::Status::Starting {
+            crate::runtime::reconcile_hosted(env, &store, &s);
+        }
+    }
     let sessions = if args.dry_run {
         store.prunable(cutoff)
     } else {

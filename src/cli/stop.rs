@@ -27,6 +27,8 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    // A start whose host is gone has ended: nothing to stop.
+    let record = runtime::reconcile_hosted(env, &store, &record).unwrap_or(record);
     // Nothing left to stop: say how it ended (stopping twice is not an error).
     let already = record.status == Status::Exited;
     let s = if already {

@@ -56,11 +56,30 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
         // A hook node blocked it: the prompt is dropped, or the turn goes on.
         return (out, answer);
     }
+    if s.status == Status::Exited {
+        // One rule for hooks after the session exited: a start or a new prompt of its own is
+        // the session resumed (`session.resumed`, the exit forgotten); anything else is a late
+        // word of a session that is over, and moves nothing.
+        let resumes = match ev.kind {
+            Some(Kind::SessionStart) => true,
+            Some(Kind::PromptSubmitted) => !sub,
+            _ => false,
+        };
+        if !resumes {
+            return (out, answer);
+        }
+        out.push(event(
+            "session.resumed",
+            json!({ "harness_session_id": ev.session_id, "after": s.exit_reason }),
+        ));
+        s.exit_reason = None;
+        s.forget_process();
+        s.status = Status::Idle;
+    }
     match ev.kind.unwrap_or(Kind::Other) {
         Kind::SessionStart => {
-            if matches!(s.status, Status::Starting | Status::Exited) {
+            if s.status == Status::Starting {
                 s.status = Status::Idle;
-                s.exit_reason = None;
             }
             out.push(event(
                 "session.started",

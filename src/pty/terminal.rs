@@ -81,6 +81,9 @@ pub struct Snapshot {
     pub title: String,
     /// Each row's text, trailing blanks removed.
     pub lines: Vec<String>,
+    /// Rows that scrolled off the top, oldest first (only when asked for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scrollback: Vec<String>,
 }
 
 pub struct Terminal {
@@ -90,11 +93,16 @@ pub struct Terminal {
 impl Terminal {
     /// A screen of `rows` x `cols` that answers queries.
     pub fn new(rows: u16, cols: u16) -> Terminal {
+        Terminal::with_scrollback(rows, cols, 0)
+    }
+
+    /// [`Terminal::new`] that also keeps the last `lines` rows that scrolled off the top.
+    pub fn with_scrollback(rows: u16, cols: u16, lines: usize) -> Terminal {
         Terminal {
             parser: vt100::Parser::new_with_callbacks(
                 rows,
                 cols,
-                0,
+                lines,
                 Callbacks {
                     answering: true,
                     ..Callbacks::default()
@@ -146,7 +154,34 @@ impl Terminal {
                 .rows(0, cols)
                 .map(|r| r.trim_end().to_owned())
                 .collect(),
+            scrollback: Vec::new(),
         }
+    }
+
+    /// The last `n` (at most) rows that scrolled off the top, oldest first, trailing blanks
+    /// removed.
+    pub fn scrollback(&mut self, n: usize) -> Vec<String> {
+        let screen = self.parser.screen_mut();
+        let (rows, cols) = screen.size();
+        let rows = usize::from(rows);
+        // Scrolling the view back by `k` rows shows scrollback row `len - k` at the top.
+        screen.set_scrollback(usize::MAX);
+        let n = n.min(screen.scrollback());
+        let mut out = Vec::with_capacity(n);
+        let mut back = n;
+        while back > 0 {
+            screen.set_scrollback(back);
+            let take = back.min(rows);
+            out.extend(
+                screen
+                    .rows(0, cols)
+                    .take(take)
+                    .map(|r| r.trim_end().to_owned()),
+            );
+            back -= take;
+        }
+        screen.set_scrollback(0);
+        out
     }
 
     /// The text of the row the cursor is on.
@@ -267,6 +302,24 @@ mod tests {
         t.leave();
         assert_eq!(t.snapshot().lines[0], "$ spex attach");
         assert_eq!(t.snapshot().cursor, (1, 0));
+    }
+
+    #[test]
+    fn keeps_what_scrolled_off_bounded() {
+        let mut t = Terminal::with_scrollback(3, 20, 5);
+        for i in 1..=10 {
+            t.feed(format!("line {i}\r\n").as_bytes());
+        }
+        // Rows 9, 10 and the empty cursor row are on screen; 8 lines scrolled off, 5 kept.
+        assert_eq!(t.snapshot().lines, ["line 9", "line 10", ""]);
+        assert_eq!(t.scrollback(2), ["line 7", "line 8"]);
+        assert_eq!(
+            t.scrollback(100),
+            ["line 4", "line 5", "line 6", "line 7", "line 8"]
+        );
+        // The view is back at the screen afterwards.
+        assert_eq!(t.snapshot().lines, ["line 9", "line 10", ""]);
+        assert!(Terminal::new(3, 20).scrollback(10).is_empty());
     }
 
     #[test]

@@ -307,7 +307,11 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     let output = session.take_output();
     let child_pid = session.pid();
     let Size { rows, cols } = spec.spawn.size;
-    let term = Arc::new(Mutex::new(Terminal::new(rows, cols)));
+    let term = Arc::new(Mutex::new(Terminal::with_scrollback(
+        rows,
+        cols,
+        SCROLLBACK_LINES,
+    )));
     let frames = Arc::new(Frames {
         tee: tee.clone(),
         term: Arc::clone(&term),
@@ -569,7 +573,7 @@ fn write_host_record(store: &ProjectStore, id: &str, child_pid: u32) {
     };
     let path = super::host_record_path(store, id);
     let bytes = serde_json::to_vec(&super::HostRecord { host, child }).expect("serializes");
-    if let Err(e) = crate::fsutil::write_atomic(&path, &bytes) {
+    if let Err(e) = crate::fsutil::write_private(&path, &bytes) {
         eprintln!("error: writing `{}`: {e}", path.display());
     }
 }
@@ -704,6 +708,17 @@ fn handle(shared: &Shared, request: Request) -> Response {
         Request::Snapshot => {
             return Response {
                 snapshot: Some(lock(&shared.term).snapshot()),
+                ..ok
+            };
+        }
+        Request::Scrollback { lines } => {
+            let mut term = lock(&shared.term);
+            let snapshot = crate::pty::terminal::Snapshot {
+                scrollback: term.scrollback(lines),
+                ..term.snapshot()
+            };
+            return Response {
+                snapshot: Some(snapshot),
                 ..ok
             };
         }
@@ -864,6 +879,10 @@ fn attach(
 
 /// What host-made transitions name as their source.
 const SOURCE: &str = "host";
+
+/// How many rows that scrolled off the screen the host keeps (for `snapshot --scrollback`):
+/// about 5 MB of cells at 120 columns.
+const SCROLLBACK_LINES: usize = 1000;
 
 /// How long output must pause before a recording notes the screen.
 const QUIET_FRAME: Duration = Duration::from_millis(500);

@@ -609,6 +609,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
             return (None, Vec::new(), ());
         };
         s.status = Status::Starting;
+        s.exit_reason = None;
         s.attention = None;
         s.forget_process();
         s.updated_at = crate::store::now_rfc3339();
@@ -634,7 +635,16 @@ fn start_host(
     let socket = socket_path(l.env, id)?;
     let dir = store.session_dir(id);
     let log = dir.join("host.log");
-    let log_file = std::fs::File::create(&log).map_err(io(&log))?;
+    let log_file = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(crate::fsutil::PRIVATE_FILE)
+            .open(&log)
+            .map_err(io(&log))?
+    };
     let mut cmd = Command::new(&l.spex_bin);
     cmd.arg("host")
         .arg("--session")
@@ -687,6 +697,8 @@ fn start_host(
     let client = l.harness.server().is_some();
     let ready = loop {
         if let Some(e) = failed(&mut host) {
+            // The start will never finish: the record must not stay `starting`.
+            host_gone(store, id, "its host ended before the session started");
             return Err(e);
         }
         if interrupted() {
@@ -816,12 +828,15 @@ pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<
     // The status first: it costs no syscall, and most records of a long-lived store have exited.
     // A host that recorded its program's end no longer hosts it: hooks after that come from
     // the person's own terminal (`claude --resume` there), and must not read "host gone".
-    if matches!(s.status, Status::Exited | Status::Starting)
+    if s.status == Status::Exited
         || adapters::lookup(&s.harness).is_some_and(|h| h.server().is_some())
         || s.exit_status.is_some()
         || !store.session_dir(&s.id).join("host.log").is_file()
     {
         return None;
+    }
+    if s.status == Status::Starting {
+        return start_unfinished(env, store, s);
     }
     match reach(env, store, &s.id) {
         Err(RuntimeError::HostGone { socket, .. }) => {
@@ -830,20 +845,47 @@ pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<
         // Answering, or alive with its socket gone: live either way.
         _ => return None,
     }
+    host_gone(
+        store,
+        &s.id,
+        "the session's host no longer answers on its socket",
+    )
+}
+
+/// How long after its launch a host that wrote no record of itself and does not answer is
+/// taken for one that never came up (it writes the record as it starts, in milliseconds).
+const NEVER_CAME_UP: Duration = Duration::from_mins(2);
+
+/// A hosted session still `starting` whose host is gone (killed while the session started,
+/// with the `launch` that waited for it): its start never finishes, so it ends `exited`.
+fn start_unfinished(env: &Env, store: &ProjectStore, s: &Session) -> Option<Session> {
+    let why = match host_record(store, &s.id) {
+        Some(r) if crate::seam::evidence::alive(r.host) => return None,
+        Some(_) => "its host ended before the session started",
+        None => {
+            let launched_long_ago = crate::store::parse_time(&s.updated_at)
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|d| d > NEVER_CAME_UP);
+            if !launched_long_ago || UnixStream::connect(socket_path(env, &s.id).ok()?).is_ok() {
+                return None;
+            }
+            "its host never came up"
+        }
+    };
+    host_gone(store, &s.id, why)
+}
+
+/// Ends session `id` (unless it has exited already): `exited`, reason `host gone`, with `why`.
+fn host_gone(store: &ProjectStore, id: &str, why: &str) -> Option<Session> {
     store
-        .update(&s.id, |current| {
+        .update(id, |current| {
             let Some(mut s) = current.filter(|s| s.status != Status::Exited) else {
                 return (None, Vec::new(), None);
             };
             let now = crate::store::now_rfc3339();
             let before = s.state_key();
             let events = s.exit("host gone", &now, "liveness");
-            s.stamp(
-                before,
-                &now,
-                "liveness",
-                Some("the session's host no longer answers on its socket".into()),
-            );
+            s.stamp(before, &now, "liveness", Some(why.to_owned()));
             s.updated_at = now;
             (Some(s.clone()), events, Some(s))
         })
@@ -1243,23 +1285,31 @@ fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-pub fn snapshot(env: &Env, store: &ProjectStore, id: &str) -> Result<Snapshot, RuntimeError> {
+/// The screen of session `id`, with the last `scrollback` rows that scrolled off it.
+pub fn snapshot(
+    env: &Env,
+    store: &ProjectStore,
+    id: &str,
+    scrollback: usize,
+) -> Result<Snapshot, RuntimeError> {
     reach_if_alive(env, store, id)?;
-    Ok(explained(
-        env,
-        store,
-        id,
-        Act::Snapshot,
-        call(env, id, Request::Snapshot),
-    )?
-    .snapshot
-    .unwrap_or_else(|| Snapshot {
-        rows: 0,
-        cols: 0,
-        cursor: (0, 0),
-        title: String::new(),
-        lines: Vec::new(),
-    }))
+    let request = if scrollback > 0 {
+        Request::Scrollback { lines: scrollback }
+    } else {
+        Request::Snapshot
+    };
+    Ok(
+        explained(env, store, id, Act::Snapshot, call(env, id, request))?
+            .snapshot
+            .unwrap_or_else(|| Snapshot {
+                rows: 0,
+                cols: 0,
+                cursor: (0, 0),
+                title: String::new(),
+                lines: Vec::new(),
+                scrollback: Vec::new(),
+            }),
+    )
 }
 
 /// Ends the session's program (the harness's exit keys at an idle prompt, then TERM, then KILL

@@ -17,6 +17,11 @@ pub enum Request {
         submit: bool,
     },
     Snapshot,
+    /// The screen with the last `lines` rows that scrolled off it (the host keeps a bounded
+    /// number).
+    Scrollback {
+        lines: usize,
+    },
     Resize {
         rows: u16,
         cols: u16,

@@ -378,7 +378,10 @@ impl Snapshot {
 /// exit closes it (an ending event right before `session.exited`), and a turn still open at
 /// the end of the log is the record's running turn; attention is raised (`input.required`,
 /// `turn.failed`, `declared` asking) and cleared (`attention.cleared`) in pairs, and the
-/// record holds attention exactly when the last one was a raise.
+/// record holds attention exactly when the last one was a raise; once `session.exited`, nothing
+/// that only a live session does (a start, a turn, a tool call, a question) comes before a
+/// `session.resumed`, and the record is exited (with its `exit_reason`) exactly when the log's
+/// last lifecycle word is `session.exited`.
 ///
 /// A log whose head rotated out (its first `seq` is above 1) counts contiguity from its first
 /// `seq`; whether a turn was open or attention raised before it is unknown, so until the log
@@ -390,6 +393,8 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
     // `None`: unknown (before the first word about it in a rotated log).
     let mut open_turn = (!rotated).then_some(false);
     let mut attention = (!rotated).then_some(false);
+    // Whether the session has exited (and not been resumed since).
+    let mut exited = (!rotated).then_some(false);
     for (i, e) in events.iter().enumerate() {
         assert_eq!(
             e["seq"].as_u64(),
@@ -421,9 +426,27 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                     "session.exited with a turn still open: {e}\n{}",
                     diag()
                 );
+                exited = Some(true);
             }
+            "session.resumed" => exited = Some(false),
             _ => {}
         }
+        // After an exit, only a resume brings the session back: no hook moves an exited one.
+        let live_only = [
+            "session.started",
+            "turn.started",
+            "turn.steered",
+            "tool.started",
+            "tool.completed",
+            "input.required",
+            "model.failed",
+            "declared",
+        ];
+        assert!(
+            !(exited == Some(true) && live_only.contains(&kind)),
+            "{kind} after session.exited with no session.resumed: {e}\n{}",
+            diag()
+        );
         let raises = kind == "input.required"
             || kind == "turn.failed"
             || (kind == "declared" && e["state"] == "asking");
@@ -452,6 +475,20 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
             diag()
         );
     }
+    if let Some(exited) = exited {
+        assert_eq!(
+            exited,
+            rec["status"] == "exited",
+            "the record is exited exactly when the log's last lifecycle word is session.exited\n{}",
+            diag()
+        );
+    }
+    assert_eq!(
+        rec["status"] == "exited",
+        !rec["exit_reason"].is_null(),
+        "an exit reason exactly on an exited record\n{}",
+        diag()
+    );
     if let Some(attention) = attention {
         assert_eq!(
             attention,

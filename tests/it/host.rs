@@ -315,3 +315,59 @@ fn a_recording_from_the_start_holds_the_first_byte() {
         serde_json::from_str(&read_or_empty(&cassette.join("manifest.json"))).unwrap();
     assert_eq!(manifest["capture"], "full", "{manifest}");
 }
+
+/// `spex snapshot --scrollback N`: the host keeps the rows that scrolled off its screen (the
+/// last 1,000) and gives the last N above the screen; without the option, the screen alone.
+#[test]
+fn snapshot_scrollback_gives_what_scrolled_off_bounded() {
+    let w = World::new();
+    let run: PathBuf = w.dir.path().join("run");
+    std::fs::create_dir_all(run.join("spex")).unwrap();
+    std::fs::set_permissions(run.join("spex"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    record(&w);
+    let socket = run.join("spex").join(format!("{ID}.sock"));
+    let _host = host(
+        &w,
+        &socket,
+        "i=1; while [ $i -le 1500 ]; do echo \"row $i\"; i=$((i+1)); done; echo done; exec sleep 60",
+    );
+    assert!(wait_screen(&socket, "done").contains("done"));
+    let snapshot = |extra: &[&str]| -> Value {
+        let mut args = vec!["snapshot", ID, "--json"];
+        args.extend_from_slice(extra);
+        let out = w
+            .cmd(&w.repo, &args)
+            .env("XDG_RUNTIME_DIR", &run)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // 24 rows: rows 1479..1500, `done` and the cursor's row; 1478 rows scrolled off.
+    let plain = snapshot(&[]);
+    assert_eq!(plain["lines"][0], "row 1479", "{plain}");
+    assert!(plain.get("scrollback").is_none(), "{plain}");
+    let some = snapshot(&["--scrollback", "30"]);
+    let back: Vec<&str> = some["scrollback"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let want: Vec<String> = (1449..=1478).map(|i| format!("row {i}")).collect();
+    assert_eq!(back, want, "{some}");
+    assert_eq!(some["lines"], plain["lines"]);
+    let all = snapshot(&["--scrollback", "100000"]);
+    let kept = all["scrollback"].as_array().unwrap();
+    assert_eq!(kept.len(), 1000, "bounded");
+    assert_eq!(kept[0], "row 479");
+    assert_eq!(kept[999], "row 1478");
+    // The text form: what scrolled off, then the screen.
+    let out = w
+        .cmd(&w.repo, &["snapshot", ID, "--scrollback", "2"])
+        .env("XDG_RUNTIME_DIR", &run)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("row 1477\nrow 1478\nrow 1479\n"), "{text}");
+}

@@ -397,6 +397,53 @@ fn resume_of_a_live_session_started_in_its_own_terminal_is_refused() {
         t.diag()
     );
 
+    // The person gives it a long turn in their terminal: `interrupt` cannot reach it either.
+    t.send(b"\x1b[200~USE_NONE DELAY=60 a long turn\x1b[201~");
+    // Enter as a person presses it: again when the first did not submit (a first prompt
+    // right after start can stay in the box, facts/claude.md §7.4).
+    let mut working = w.record(&sid);
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(300));
+        t.send(b"\r");
+        working = wait_status(&w, &sid, "working", Duration::from_secs(8));
+        if working["status"] == "working" {
+            break;
+        }
+    }
+    assert_eq!(
+        working["status"],
+        "working",
+        "{}\n{}\ndispatch errors:\n{}\nevents:\n{}",
+        pretty(&working),
+        t.diag(),
+        read_or_empty(&w.spex_home.join("dispatch-errors.log")),
+        read_or_empty(&dir.join("events.jsonl"))
+    );
+    refused(
+        &w,
+        &fake,
+        &["interrupt", &sid],
+        2,
+        &[own, "cannot interrupt it", "its interrupt key"],
+    );
+    // The person interrupts it (Esc) and empties the box the prompt came back into.
+    t.send(b"\x1b");
+    std::thread::sleep(Duration::from_secs(1));
+    t.wait_until(Duration::from_secs(20), |v| {
+        !v.text().contains("esc to interrupt")
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    for _ in 0..5 {
+        t.send(&[0x15; 8]);
+        if t.wait_for("? for shortcuts", Duration::from_secs(3))
+            .is_ok()
+        {
+            break;
+        }
+    }
+    t.wait_for("? for shortcuts", Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("{e}"));
+
     // The person quits it (Ctrl-D twice): now it has exited, and `deliver` says so.
     // The second Ctrl-D must come while Claude still shows "again to exit"; under load a
     // person would press the pair again.

@@ -320,3 +320,285 @@ fn prune_amid_hooks_never_duplicates_an_event_seq() {
         }
     }
 }
+
+/// The kinds of a session's events, in order.
+fn kinds(w: &World, id: &str) -> Vec<String> {
+    w.events(id)
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Issue 19 item 15: hooks after `SessionEnd` revived an exited record half-way (a late Stop
+/// made it `idle` with its exit reason still set). One rule now: a late word of a session that
+/// is over moves nothing; a new prompt (or start) of its own is the session resumed, recorded
+/// as `session.resumed`, its exit forgotten.
+#[test]
+fn hooks_after_session_end_move_nothing_until_a_new_turn_resumes_it() {
+    for harness in ["claude", "codex"] {
+        let w = World::new();
+        let id = working(&w, harness);
+        let end = match harness {
+            "claude" => fixture(&w, harness, "SessionEnd.other"),
+            _ => fixture(&w, harness, "SessionEnd"),
+        };
+        dispatch_raw(&w, harness, "SessionEnd", end.to_string().as_bytes());
+        let exited = w.record(&id);
+        assert_eq!(exited["status"], "exited", "{harness}: {}", pretty(&exited));
+        let late = [
+            ("Stop", fixture(&w, harness, "Stop")),
+            ("PostToolUse", fixture(&w, harness, "PostToolUse.Bash")),
+            ("PreToolUse", fixture(&w, harness, "PreToolUse.Bash")),
+        ];
+        for (event, payload) in &late {
+            dispatch_raw(&w, harness, event, payload.to_string().as_bytes());
+            let r = w.record(&id);
+            assert_eq!(
+                (&r["status"], &r["exit_reason"], &r["seq"]),
+                (&exited["status"], &exited["exit_reason"], &exited["seq"]),
+                "{harness}: a late {event} moved the exited record: {}",
+                pretty(&r)
+            );
+        }
+        let prompt = fixture(&w, harness, "UserPromptSubmit");
+        dispatch_raw(
+            &w,
+            harness,
+            "UserPromptSubmit",
+            prompt.to_string().as_bytes(),
+        );
+        let r = w.record(&id);
+        assert_eq!(
+            (
+                r["status"].as_str(),
+                r["exit_reason"].is_null(),
+                r["turn"]["state"].as_str()
+            ),
+            (Some("working"), true, Some("running")),
+            "{harness}: {}",
+            pretty(&r)
+        );
+        let k = kinds(&w, &id);
+        assert_eq!(
+            k[k.len() - 3..],
+            ["session.exited", "session.resumed", "turn.started"],
+            "{harness}: {k:?}"
+        );
+    }
+}
+
+/// Issue 19 item 15 with the real Claude Code: a print-mode turn ends its session
+/// (`SessionEnd`); `claude --resume` takes the conversation up again. The record says it was
+/// resumed, runs the new turn, and exits again: the log's grammar (checked when the world is
+/// dropped) holds across the exit and the resume.
+#[test]
+fn a_real_claude_session_resumed_after_its_end_is_recorded_as_resumed() {
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"] }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let fake = FakeAnthropic::start();
+    let run = |tag: &str, resume: Option<&str>| {
+        let mut cmd = claude_command(&w.home, &fake.base_url());
+        cmd.env("SPEX_HOME", &w.spex_home);
+        if let Some(sid) = resume {
+            cmd.args(["--resume", sid]);
+        }
+        print_prompt(
+            &mut cmd,
+            &fake,
+            &w.repo,
+            w.dir.path(),
+            tag,
+            "Answer plainly. USE_NONE",
+            TURN_TIMEOUT,
+        )
+    };
+    let first = run("first", None);
+    let ids = w.session_ids();
+    assert_eq!(ids.len(), 1, "{ids:?}\n{}", first.diag);
+    let id = ids[0].clone();
+    let r = w.record(&id);
+    assert_eq!(r["status"], "exited", "{}\n{}", pretty(&r), first.diag);
+    let sid = r["harness_session_id"].as_str().unwrap().to_owned();
+    let second = run("second", Some(&sid));
+    assert_eq!(
+        w.session_ids(),
+        std::slice::from_ref(&id),
+        "{}",
+        second.diag
+    );
+    let r = w.record(&id);
+    let k = kinds(&w, &id);
+    assert_eq!(
+        (r["status"].as_str(), r["turn"]["state"].as_str()),
+        (Some("exited"), Some("completed")),
+        "{}\n{k:?}\n{}",
+        pretty(&r),
+        second.diag
+    );
+    let resumed = k.iter().position(|k| k == "session.resumed");
+    let first_exit = k.iter().position(|k| k == "session.exited");
+    assert!(
+        resumed.is_some() && first_exit < resumed,
+        "no session.resumed after the first exit: {k:?}"
+    );
+    assert_eq!(
+        k.iter().filter(|k| *k == "turn.completed").count(),
+        2,
+        "{k:?}"
+    );
+    w.assert_grammar(&|| second.diag.clone());
+}
+
+/// Issue 19 item 15: a host killed while its session started (with the `launch` that waited
+/// for it) left the record `starting` for ever: `stop` failed (exit 2) and `prune` could not
+/// clear it. A start whose host is gone ends `exited` (`host gone`, with why) once a reader,
+/// `stop` or `prune` looks; then `stop` says so and `prune` removes it.
+#[test]
+fn a_start_whose_host_was_killed_ends_exited_and_can_be_pruned() {
+    use crate::runtime::{claude_world, run_json, spex_cmd};
+    let (w, fake) = claude_world(crate::support::claude_home::SeedOptions::default());
+    // A stand-in for a harness still starting: it draws nothing and fires no hook.
+    let script = w.dir.path().join("slow-start.sh");
+    crate::common::executable(&script, "#!/bin/sh\nexec sleep 120\n");
+    write(
+        &w.repo.join("spex.jsonc"),
+        format!(
+            "{{ \"harnesses\": [\"claude\"], \"harness\": {{ \"claude\": {{ \"command\": \"{}\" }} }} }}\n",
+            script.display()
+        ),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let mut launch = spex_cmd(
+        &w,
+        &fake,
+        &["launch", "--harness", "claude", "--detach", "--json"],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    // The host writes `host.json` as it starts the program.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (id, host) = loop {
+        let found = w.session_ids().into_iter().find_map(|id| {
+            let rec: Value =
+                serde_json::from_str(&read_or_empty(&w.session_dir(&id).join("host.json"))).ok()?;
+            Some((id, rec["host"]["pid"].as_u64()?))
+        });
+        if let Some(f) = found {
+            break f;
+        }
+        assert!(std::time::Instant::now() < deadline, "no host.json");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The machine's worst: the launch and the host die at once, the session still starting.
+    launch.kill().unwrap();
+    launch.wait().unwrap();
+    assert_eq!(w.record(&id)["status"], "starting");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &host.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let gone = std::time::Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{host}")).exists()
+        && !read_or_empty(Path::new(&format!("/proc/{host}/stat"))).contains(") Z")
+        && std::time::Instant::now() < gone
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopped = run_json(&w, &fake, &["stop", &id, "--json"]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (
+            stopped["status"].as_str(),
+            stopped["exit_reason"].as_str(),
+            stopped["why"].as_str()
+        ),
+        (
+            Some("exited"),
+            Some("host gone"),
+            Some("its host ended before the session started")
+        ),
+        "{}",
+        pretty(&stopped)
+    );
+    let pruned = run_json(&w, &fake, &["prune", "--older-than", "0s", "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(pruned["removed"], json!([id]), "{}", pretty(&pruned));
+    assert!(w.session_ids().is_empty(), "{:?}", w.session_ids());
+}
+
+/// Every entry under `root` whose mode is not private (files 0600, folders 0700), as
+/// `(path, mode)`.
+fn not_private(root: &Path) -> Vec<(String, String)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            let mode = meta.permissions().mode() & 0o777;
+            let want = if meta.is_dir() { 0o700 } else { 0o600 };
+            (meta.is_file() || meta.is_dir())
+                .then_some(())
+                .filter(|()| mode != want)
+                .map(|()| (e.path().display().to_string(), format!("{mode:o}")))
+        })
+        .collect()
+}
+
+/// Issue 19 item 17: `events.jsonl` was 0644 and the store's folders 0755 (prompts and tool
+/// commands readable by every local user), and a `~/.claude.json` spex created was 0644. Every
+/// file spex creates in the store is 0600 and every folder 0700, `~/.claude.json` gets the
+/// harness's own 0600, and a store an older spex left open is tightened on the next write.
+#[test]
+fn the_store_and_a_created_harness_state_file_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\", \"codex\"] }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let claude_json = w.home.join(".claude.json");
+    let mode = std::fs::metadata(&claude_json)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(format!("{mode:o}"), "600", "~/.claude.json");
+    let id = working(&w, "claude");
+    let post = fixture(&w, "claude", "PostToolUse.Write");
+    dispatch_raw(&w, "claude", "PostToolUse", post.to_string().as_bytes());
+    assert!(!w.events(&id).is_empty());
+    for (event, stem) in [
+        ("SessionStart", "SessionStart.startup"),
+        ("PreToolUse", "PreToolUse.Bash"),
+    ] {
+        let p = fixture(&w, "codex", stem);
+        dispatch_raw(&w, "codex", event, p.to_string().as_bytes());
+    }
+    assert_eq!(w.session_ids().len(), 2, "{:?}", w.session_ids());
+    w.ok(&w.repo, &["sessions", "--all"]);
+    assert_eq!(not_private(&w.spex_home), [], "a fresh store");
+    // A store as an older spex left it: everything readable by others.
+    for e in walkdir::WalkDir::new(&w.spex_home)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        let mode = if e.file_type().is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let prompt = fixture(&w, "claude", "UserPromptSubmit");
+    dispatch_raw(
+        &w,
+        "claude",
+        "UserPromptSubmit",
+        prompt.to_string().as_bytes(),
+    );
+    assert_eq!(not_private(&w.spex_home), [], "tightened on the next write");
+}
