@@ -255,3 +255,116 @@ fn events_to_a_closed_pipe_exit_quietly() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("hint: `spex events --since 0`"), "{err}");
 }
+
+/// A real Claude Code session hosted by spex (fake Messages API) runs a turn with a tool call
+/// while a follower that started before it watches: the follower sees the session appear, the
+/// turn start, the tool call start, and the turn end, in that order, as the log has them.
+#[test]
+fn events_follow_a_real_hosted_claude_turn_in_order() {
+    use crate::runtime::{claude_world, launch_json, stop};
+    use crate::support::claude_home::SeedOptions;
+    let (w, fake) = claude_world(SeedOptions::default());
+    let f = Follower::start(&w, &["events", "--follow", "--json"]);
+    // The follower is watching once it has read the (empty) stream: give it a moment to start
+    // by waiting for a line a plain dispatch writes first.
+    ready(&w, &f, "eeeeeeee-5555-4555-8555-000000000005");
+    let launched = launch_json(&w, &fake, &["USE_READ read a file"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let seen = f.until(&id, "turn.completed");
+    let mine: Vec<&Value> = seen
+        .iter()
+        .filter(|v| v["session"] == id.as_str())
+        .collect();
+    let kinds: Vec<&str> = mine.iter().map(|v| v["kind"].as_str().unwrap()).collect();
+    let at = |k: &str| kinds.iter().position(|x| *x == k);
+    let (start, tool, end) = (at("turn.started"), at("tool.started"), at("turn.completed"));
+    assert!(
+        at("session.started") < start && start < tool && tool < end && start.is_some(),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        mine[tool.unwrap()]["tool"],
+        "Read",
+        "{:#?}",
+        mine[tool.unwrap()]
+    );
+    assert_eq!(mine[end.unwrap()]["state"]["status"], "idle");
+    // In the log's order, each once.
+    let seqs: Vec<u64> = mine.iter().map(|v| v["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "{kinds:?}"
+    );
+    stop(&w, &fake, &id);
+    f.until(&id, "session.exited");
+    f.kill();
+}
+
+/// Session logs rotate (`store.eventLogBytes` 4096) under a follower: it still gets every
+/// event once, in order. Events that rotate out of a log while no reader runs are not lost
+/// silently: a resumed follower gets a `stream.gap` naming them, then the rest.
+#[test]
+fn events_survive_rotation_and_say_what_rotated_away_unread() {
+    let w = World::new();
+    crate::common::write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"], \"store\": { \"eventLogBytes\": 4096 } }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let a = "ffffffff-6666-4666-8666-000000000006";
+    let f = Follower::start(&w, &["events", "--follow", "--json"]);
+    ready(&w, &f, a);
+    hook(&w, "UserPromptSubmit", "UserPromptSubmit", a);
+    let mut seqs = vec![1];
+    let mut cursor = String::new();
+    for i in 0..60 {
+        let (event, stem) = if i % 2 == 0 {
+            ("PreToolUse", "PreToolUse.Bash")
+        } else {
+            ("PostToolUse", "PostToolUse.Bash")
+        };
+        hook(&w, event, stem, a);
+        // Read as they come, so the follower keeps up with the rotation.
+        loop {
+            let (_, v) = f.next();
+            seqs.push(v["seq"].as_u64().unwrap());
+            cursor = v["cursor"].as_str().unwrap().to_owned();
+            if v["seq"] == w.record(a)["seq"] {
+                break;
+            }
+        }
+    }
+    let log = w.project_dir().join(format!("sessions/{a}/events.jsonl.1"));
+    assert!(log.exists(), "the log never rotated");
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    f.kill();
+    // Far more than two segments while nobody reads.
+    let before = w.record(a)["seq"].as_u64().unwrap();
+    for i in 0..120 {
+        let (event, stem) = if i % 2 == 0 {
+            ("PreToolUse", "PreToolUse.Bash")
+        } else {
+            ("PostToolUse", "PostToolUse.Bash")
+        };
+        hook(&w, event, stem, a);
+    }
+    let last = w.record(a)["seq"].as_u64().unwrap();
+    let out = w.ok(&w.repo, &["events", "--json", "--since", &cursor]);
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], "stream.gap", "{:#?}", lines[0]);
+    assert_eq!(lines[0]["from_seq"].as_u64(), Some(before + 1));
+    let after_gap: Vec<u64> = lines[1..]
+        .iter()
+        .map(|v| v["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        after_gap,
+        (lines[0]["to_seq"].as_u64().unwrap() + 1..=last).collect::<Vec<_>>()
+    );
+    // The rotation was on purpose: the kept log starts past seq 1.
+    w.skip_grammar();
+}
