@@ -164,7 +164,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                     {
                         list.push(id.clone());
                     }
-                } else if Some(wd) == p.sessions_wd || Some(wd) == p.dir_wd {
+                } else if Some(wd) == p.sessions_wd
+                    // In the project's folder only `sessions/` appearing matters (the stream's
+                    // own files are written there too).
+                    || (Some(wd) == p.dir_wd
+                        && ev.file_name().is_some_and(|n| n.to_bytes() == b"sessions"))
+                {
                     changed[i] = None;
                 }
             }

@@ -59,6 +59,28 @@ pub enum CursorError {
     Malformed(String),
 }
 
+/// Why the stream could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error(transparent)]
+    Cursor(#[from] CursorError),
+    #[error(transparent)]
+    Store(#[from] super::session::StoreError),
+    #[error("`{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The error of an IO on `path`.
+fn at(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> StreamError + '_ {
+    move |source| StreamError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
 /// A resumable position in one or several projects' streams: `<project key>:<pos>`, comma
 /// separated (`a1b2c3d4e5f6:42,0f0f0f0f0f0f:7`). A project it does not name starts from its
 /// beginning; `0` alone is the beginning of every stream.
@@ -157,17 +179,17 @@ impl Reader {
 
     /// Takes in what the sessions `ids` (every session when `None`) committed since the stream
     /// last looked, then returns the stream's lines after this reader's position, in order.
-    pub fn next_batch(&mut self, ids: Option<&[String]>) -> anyhow::Result<Vec<Value>> {
+    pub fn next_batch(&mut self, ids: Option<&[String]>) -> Result<Vec<Value>, StreamError> {
         let lock = self.store.dir.join("stream.lock");
         let store = self.store.clone();
-        super::lock::with(&lock, || -> anyhow::Result<Vec<Value>> {
+        super::lock::with(&lock, || -> Result<Vec<Value>, StreamError> {
             let state = sync(&store, ids)?;
             self.read_new(&state)
         })
-        .map_err(|e| anyhow::anyhow!("`{}`: {e}", lock.display()))?
+        .map_err(at(&lock))?
     }
 
-    fn read_new(&mut self, state: &State) -> anyhow::Result<Vec<Value>> {
+    fn read_new(&mut self, state: &State) -> Result<Vec<Value>, StreamError> {
         let path = self.store.stream_file();
         let prev = fsutil::previous_segment(&path);
         let ino = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| ino_of(&m));
@@ -241,24 +263,26 @@ fn ino_of(m: &std::fs::Metadata) -> u64 {
 }
 
 /// The file's text from byte `off` (empty when it does not exist).
-fn read_from(path: &std::path::Path, off: u64) -> std::io::Result<String> {
+fn read_from(path: &std::path::Path, off: u64) -> Result<String, StreamError> {
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-        Err(e) => return Err(e),
+        Err(e) => return Err(at(path)(e)),
     };
-    f.seek(std::io::SeekFrom::Start(off))?;
     let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)?;
+    f.seek(std::io::SeekFrom::Start(off))
+        .and_then(|_| f.read_to_end(&mut bytes))
+        .map_err(at(path))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Under the stream lock: appends to the stream every event the sessions `ids` (all when
 /// `None`) committed that it does not hold, and saves how far it got.
-fn sync(store: &ProjectStore, ids: Option<&[String]>) -> anyhow::Result<State> {
+fn sync(store: &ProjectStore, ids: Option<&[String]>) -> Result<State, StreamError> {
     let path = store.stream_file();
     let state_file = store.stream_state_file();
-    let mut state: State = fsutil::read_opt(&state_file)?
+    let mut state: State = fsutil::read_opt(&state_file)
+        .map_err(at(&state_file))?
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
     recover(&path, &mut state)?;
@@ -334,25 +358,26 @@ fn sync(store: &ProjectStore, ids: Option<&[String]>) -> anyhow::Result<State> {
         let len = f.metadata().map_or(0, |m| m.len());
         if len > 0 {
             let mut last = [0u8];
-            f.seek(std::io::SeekFrom::Start(len - 1))?;
-            f.read_exact(&mut last)?;
+            f.seek(std::io::SeekFrom::Start(len - 1))
+                .and_then(|_| f.read_exact(&mut last))
+                .map_err(at(&path))?;
             if last[0] != b'\n' {
                 out.insert(0, '\n');
             }
         }
     }
-    fsutil::append_bounded(&path, out.as_bytes(), STREAM_BYTES)?;
-    let meta = std::fs::metadata(&path)?;
+    fsutil::append_bounded(&path, out.as_bytes(), STREAM_BYTES).map_err(at(&path))?;
+    let meta = std::fs::metadata(&path).map_err(at(&path))?;
     state.ino = ino_of(&meta);
     state.bytes = meta.len();
     state.schema = 1;
-    fsutil::replace(&state_file, &super::json_bytes(&state))?;
+    fsutil::replace(&state_file, &super::json_bytes(&state)).map_err(at(&state_file))?;
     Ok(state)
 }
 
 /// A reader that died between appending to the stream and saving the state left lines the
 /// state does not know: they are taken into it (their events are not appended twice).
-fn recover(path: &std::path::Path, state: &mut State) -> anyhow::Result<()> {
+fn recover(path: &std::path::Path, state: &mut State) -> Result<(), StreamError> {
     let Ok(meta) = std::fs::metadata(path) else {
         return Ok(());
     };
@@ -385,8 +410,11 @@ fn recover(path: &std::path::Path, state: &mut State) -> anyhow::Result<()> {
 
 /// The error a cursor was refused for, when `e` is one.
 #[cfg(test)]
-fn cursor_error(e: &anyhow::Error) -> Option<&CursorError> {
-    e.downcast_ref::<CursorError>()
+fn cursor_error(e: &StreamError) -> Option<&CursorError> {
+    match e {
+        StreamError::Cursor(c) => Some(c),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
