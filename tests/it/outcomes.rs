@@ -98,6 +98,10 @@ fn a_model_error_after_text_is_partial_failed_with_the_text_kept_apart() {
         "{}",
         o.diag
     );
+    // The TURN column names the state, not a collapsed `failed`.
+    let table =
+        String::from_utf8_lossy(&w.spex(&w.repo, &["sessions", "--all"]).stdout).into_owned();
+    assert!(table.contains("partial_failed"), "{table}\n{}", o.diag);
 }
 
 #[test]
