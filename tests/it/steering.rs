@@ -288,7 +288,7 @@ fn the_answer_to_a_declared_question_is_delivered_and_closes_it() {
     assert!(
         w.events(&id)
             .iter()
-            .any(|e| e["kind"] == "attention.cleared" && e["reason"] == "question"),
+            .any(|e| e["kind"] == "attention.closed" && e["reason"] == "question"),
         "{}",
         host_log(&w, &id)
     );

@@ -424,7 +424,12 @@ fn a_real_claude_session_resumed_after_its_end_is_recorded_as_resumed() {
     assert_eq!(r["status"], "exited", "{}\n{}", pretty(&r), first.diag);
     let sid = r["harness_session_id"].as_str().unwrap().to_owned();
     let second = run("second", Some(&sid));
-    assert_eq!(w.session_ids(), std::slice::from_ref(&id), "{}", second.diag);
+    assert_eq!(
+        w.session_ids(),
+        std::slice::from_ref(&id),
+        "{}",
+        second.diag
+    );
     let r = w.record(&id);
     let k = kinds(&w, &id);
     assert_eq!(
