@@ -332,7 +332,7 @@ mod tests {
                 kind: Some("permission".into()),
                 choices: vec![Choice {
                     id: "deny".into(),
-                    label: "No, and tell Claude".into(),
+                    label: "No, and tell the agent".into(),
                     message: true,
                 }],
                 questions: vec![Question {
