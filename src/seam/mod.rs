@@ -3,10 +3,6 @@
 //! byte-exact edit primitives adapters plan with in `edit`). It sits beneath the engines and
 //! the adapters, holds no harness-specific code, and imports only the ground.
 
-#[expect(
-    dead_code,
-    reason = "the keys and choices `spex answer` uses land in the next step"
-)]
 pub mod answer;
 pub mod edit;
 pub mod event;
