@@ -272,16 +272,20 @@ fn temp_with(
 
 /// Appends `bytes` with a single `write` on an `O_APPEND` file (creating it and its folder),
 /// so concurrent writers of whole lines never interleave within a line.
+/// These are spex's own files (logs, event logs, indexes in the store): a new one is private
+/// (0600, its new folders 0700).
 pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let open = || {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(PRIVATE_FILE)
             .open(path)
     };
     let mut file = match open() {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs_err::create_dir_all(path.parent().unwrap_or(path))?;
+            create_private_dir_all(path.parent().unwrap_or(path))?;
             open()
         }
         other => other,
@@ -293,16 +297,80 @@ pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Appends like [`append`], keeping the file under `limit` bytes: when the line would cross it,
 /// the file first becomes `<name>.1` (replacing the previous segment) and a new one starts. The
 /// line being appended is never lost; what is kept is this segment and the one before.
-pub fn append_bounded(path: &Path, bytes: &[u8], limit: u64) -> io::Result<()> {
-    if let Ok(meta) = std::fs::metadata(path)
-        && meta.len() > 0
-        && meta.len() + bytes.len() as u64 > limit
-    {
-        std::fs::rename(path, previous_segment(path)).map_err(|e| {
-            io::Error::new(e.kind(), format!("{e} (rotating `{}`)", path.display()))
-        })?;
+/// Returns whether the file was readable by others (an older spex made it so): it is made
+/// private, and the caller may tighten what lies around it.
+pub fn append_bounded(path: &Path, bytes: &[u8], limit: u64) -> io::Result<bool> {
+    let mut loose = false;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.permissions().mode() & 0o077 != 0 {
+            loose = true;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(PRIVATE_FILE))?;
+        }
+        if meta.len() > 0 && meta.len() + bytes.len() as u64 > limit {
+            std::fs::rename(path, previous_segment(path)).map_err(|e| {
+                io::Error::new(e.kind(), format!("{e} (rotating `{}`)", path.display()))
+            })?;
+        }
     }
-    append(path, bytes)
+    append(path, bytes)?;
+    Ok(loose)
+}
+
+/// The mode of every file spex creates in its store: its prompts and commands are private.
+pub const PRIVATE_FILE: u32 = 0o600;
+/// The mode of every folder spex creates in its store.
+pub const PRIVATE_DIR: u32 = 0o700;
+
+/// Creates `dir` and its missing parents, each private (0700).
+pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(PRIVATE_DIR)
+        .create(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{e} (creating `{}`)", dir.display())))
+}
+
+/// [`write_atomic`] for spex's own files: the file private (0600) whether new or not, its new
+/// folders 0700.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<bool> {
+    let private = std::fs::Permissions::from_mode(PRIVATE_FILE);
+    if read_opt(path)?.as_deref() == Some(bytes) {
+        if std::fs::metadata(path)?.permissions().mode() & 0o777 != PRIVATE_FILE {
+            std::fs::set_permissions(path, private)?;
+        }
+        return Ok(false);
+    }
+    create_private_dir_all(dir_of(path))?;
+    rename_into(path, bytes, Some(private), true)?;
+    Ok(true)
+}
+
+/// Makes the file at `path` private (0600).
+pub fn make_private(path: &Path) -> io::Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(PRIVATE_FILE))
+}
+
+/// Makes every folder under `root` (itself included) 0700 and every file 0600, where others
+/// could read them: a store an older spex wrote, tightened once.
+pub fn tighten(root: &Path) {
+    for e in walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        let Ok(meta) = e.metadata() else { continue };
+        let mode = meta.permissions().mode();
+        let want = if meta.is_dir() {
+            PRIVATE_DIR
+        } else if meta.is_file() {
+            PRIVATE_FILE | (mode & 0o100)
+        } else {
+            continue;
+        };
+        if mode & 0o077 != 0 {
+            let _ = std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(want));
+        }
+    }
 }
 
 /// `<path>.1`: where [`append_bounded`] keeps the previous segment.

@@ -53,6 +53,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    if record.tree_gone() && record.status != crate::store::session::Status::Exited {
+        anyhow::bail!(
+            "session `{id}` works in `{}`, which is gone (a removed worktree): its harness may still run, but its hooks start in that folder, so spex could not confirm a delivery\nhint: `spex stop {id}` ends it; `spex launch` starts a new session in a checkout that exists",
+            record.tree.display()
+        );
+    }
     let delivered = match super::launch::server_of(env, &store, &record, false)? {
         Some(server) => server.deliver(&id, &text),
         None => runtime::deliver(

@@ -222,6 +222,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         // Refused before anything starts; taken for real once the session exists.
         store.name_free(name, None)?;
     }
+    // Ctrl-C while the session starts or takes its first prompt cancels the launch: what was
+    // started is stopped, and the person is told so (killed outright, spex would leave the
+    // session running with its prompt never sent, and say nothing).
+    runtime::catch_interrupt().context("cannot catch Ctrl-C")?;
     if let Some(server) = Server::new(
         env,
         launch.harness,
@@ -230,7 +234,15 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         launch.binary.clone(),
         launch.args.clone(),
     )? {
-        let (launched, delivery) = server.launch(&launch, prompt.as_deref())?;
+        let (launched, delivery) = match server.launch(&launch, prompt.as_deref()) {
+            Err(runtime::RuntimeError::Cancelled { id }) => {
+                cancelled(&store, &id, prompt.is_some(), args.json, || {
+                    server.stop(&id)
+                });
+                return Ok(Outcome::Interrupted);
+            }
+            started => started?,
+        };
         if let Some(name) = &args.name {
             store.set_name(&launched.id, Some(name))?;
         }
@@ -244,10 +256,6 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Ok);
     }
-    // Ctrl-C while the session starts or takes its first prompt cancels the launch: what was
-    // started is stopped, and the person is told so (killed outright, spex would leave the
-    // session running with its prompt never sent, and say nothing).
-    runtime::catch_interrupt().context("cannot catch Ctrl-C")?;
     let started = runtime::launch(&launch).and_then(|launched| {
         if let Some(name) = &args.name {
             store.set_name(&launched.id, Some(name))?;
@@ -274,7 +282,9 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     });
     let (launched, delivery) = match started {
         Err(runtime::RuntimeError::Cancelled { id }) => {
-            cancelled(env, &store, &id, prompt.is_some(), args.json);
+            cancelled(&store, &id, prompt.is_some(), args.json, || {
+                runtime::stop(env, &store, &id, Duration::from_secs(3))
+            });
             return Ok(Outcome::Interrupted);
         }
         started => started?,
@@ -292,7 +302,13 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
 
 /// Ctrl-C during a launch: the session it started is stopped, and the person told which one,
 /// how it ended, and whether its prompt had gone in.
-fn cancelled(env: &Env, store: &ProjectStore, id: &str, had_prompt: bool, json: bool) {
+fn cancelled(
+    store: &ProjectStore,
+    id: &str,
+    had_prompt: bool,
+    json: bool,
+    stop: impl FnOnce() -> Result<Session, runtime::RuntimeError>,
+) {
     let handle = store.label_of(id);
     let typed = store
         .events(id, None)
@@ -301,7 +317,7 @@ fn cancelled(env: &Env, store: &ProjectStore, id: &str, had_prompt: bool, json: 
         .any(|e| e.kind == "turn.started");
     let stopped = match store.load(id) {
         Ok(Some(s)) if s.status == Status::Exited => Ok((s, "ended")),
-        _ => runtime::stop(env, store, id, Duration::from_secs(3)).map(|s| (s, "stopped")),
+        _ => stop().map(|s| (s, "stopped")),
     };
     let how = match &stopped {
         Ok((s, done)) => format!("{done} ({})", runtime::how_it_ended(s)),

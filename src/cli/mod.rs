@@ -9,6 +9,7 @@ pub mod complete;
 pub mod deliver;
 pub mod dispatch;
 pub mod doctor;
+pub mod events;
 pub mod host;
 pub mod init;
 pub mod interrupt;
@@ -56,6 +57,7 @@ pub enum Command {
     Sessions(sessions::ListArgs),
     Show(sessions::ShowArgs),
     Wait(sessions::WaitArgs),
+    Events(events::Args),
     Session(sessions::DeclareArgs),
     Launch(launch::Args),
     Deliver(deliver::Args),
@@ -122,6 +124,7 @@ fn run_command(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Sessions(a) => sessions::list(&a, env),
         Command::Show(a) => sessions::show(&a, env),
         Command::Wait(a) => sessions::wait(&a, env),
+        Command::Events(a) => events::run(&a, env),
         Command::Session(a) => sessions::declare(&a, env),
         Command::Launch(a) => launch::run(&a, env),
         Command::Deliver(a) => deliver::run(&a, env),

@@ -76,10 +76,10 @@ fn note(s: &Session) -> String {
 /// session may still run there, and stays listed.
 fn branch_cell(s: &Session) -> String {
     let branch = s.branch.as_deref().map_or_else(|| "-".into(), visible);
-    if s.tree.as_os_str().is_empty() || s.tree.exists() {
-        branch
-    } else {
+    if s.tree_gone() {
         format!("{branch} (worktree gone)")
+    } else {
+        branch
     }
 }
 
@@ -234,11 +234,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
                 "{} ({}){}",
                 s.tree.display(),
                 s.branch.as_deref().unwrap_or("detached"),
-                if s.tree.exists() {
-                    ""
-                } else {
-                    ", worktree gone"
-                }
+                if s.tree_gone() { ", worktree gone" } else { "" }
             )),
         ],
         vec!["launched by".into(), s.launched_by.clone()],

@@ -71,7 +71,7 @@ impl Journal {
     }
 
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        fsutil::write_atomic(path, &crate::store::json_bytes(self)).map(drop)
+        fsutil::write_private(path, &crate::store::json_bytes(self)).map(drop)
     }
 
     /// The record as the files are now.

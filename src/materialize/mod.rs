@@ -612,7 +612,7 @@ impl Plan {
             if !done {
                 let partial = self.owned_before.merged_for(&self.owned, &written);
                 let owned_path = self.store.owned_file();
-                fsutil::write_atomic(&owned_path, &partial.to_bytes())
+                fsutil::write_private(&owned_path, &partial.to_bytes())
                     .map_err(io_err(&owned_path))?;
                 fsutil::remove_file(&journal_path).map_err(io_err(&journal_path))?;
                 return Err(MaterializeError::Changed(path));
@@ -623,12 +623,12 @@ impl Plan {
             fsutil::remove_dir_if_empty(&c.path);
         }
         let owned_path = self.store.owned_file();
-        fsutil::write_atomic(&owned_path, &self.owned.to_bytes()).map_err(io_err(&owned_path))?;
+        fsutil::write_private(&owned_path, &self.owned.to_bytes()).map_err(io_err(&owned_path))?;
         fsutil::remove_file(&journal_path).map_err(io_err(&journal_path))?;
         let spellings_path = self.store.spellings_file();
         match &self.spellings {
             Some(s) => {
-                fsutil::write_atomic(&spellings_path, &store::json_bytes(s))
+                fsutil::write_private(&spellings_path, &store::json_bytes(s))
                     .map_err(io_err(&spellings_path))?;
             }
             None => fsutil::remove_file(&spellings_path).map_err(io_err(&spellings_path))?,
@@ -637,14 +637,14 @@ impl Plan {
         let index_path = self.store.governance_file(&self.tree);
         match &self.dispatch.index {
             Some(bytes) => {
-                fsutil::write_atomic(&index_path, bytes).map_err(io_err(&index_path))?;
+                fsutil::write_private(&index_path, bytes).map_err(io_err(&index_path))?;
             }
             None => fsutil::remove_file(&index_path).map_err(io_err(&index_path))?,
         }
         let receipt_path = self.store.receipt_file(&self.tree);
         match &self.dispatch.receipt {
             Some(r) => {
-                fsutil::write_atomic(&receipt_path, &store::json_bytes(r))
+                fsutil::write_private(&receipt_path, &store::json_bytes(r))
                     .map_err(io_err(&receipt_path))?;
             }
             None => fsutil::remove_file(&receipt_path).map_err(io_err(&receipt_path))?,
@@ -674,6 +674,11 @@ impl Plan {
                     .map_err(io_err(&path))?
                 {
                     Swap::Done => {
+                        if expected.is_none() && after.is_some() {
+                            // A harness's own state file (edited by key) that spex created: as
+                            // private as the harness makes it (0600 for `~/.claude.json`).
+                            fsutil::make_private(&path).map_err(io_err(&path))?;
+                        }
                         if let Some(r) = redone.take() {
                             self.adopt(&path, r);
                         }

@@ -324,7 +324,7 @@ impl Recorder {
         manifest: Manifest,
         scrubber: Scrubber,
     ) -> Result<Recorder, CassetteError> {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        crate::fsutil::create_private_dir_all(dir).map_err(io(dir))?;
         let manifest_path = dir.join("manifest.json");
         if manifest_path.exists() {
             return Err(io(&manifest_path)(std::io::Error::new(
@@ -342,7 +342,16 @@ impl Recorder {
                     "a recording is already there",
                 )));
             }
-            File::create(&p).map(BufWriter::new).map_err(io(&p))
+            std::os::unix::fs::OpenOptionsExt::mode(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true),
+                crate::fsutil::PRIVATE_FILE,
+            )
+            .open(&p)
+            .map(BufWriter::new)
+            .map_err(io(&p))
         };
         let resolution_ms = manifest
             .timing

@@ -573,7 +573,7 @@ fn write_host_record(store: &ProjectStore, id: &str, child_pid: u32) {
     };
     let path = super::host_record_path(store, id);
     let bytes = serde_json::to_vec(&super::HostRecord { host, child }).expect("serializes");
-    if let Err(e) = crate::fsutil::write_atomic(&path, &bytes) {
+    if let Err(e) = crate::fsutil::write_private(&path, &bytes) {
         eprintln!("error: writing `{}`: {e}", path.display());
     }
 }

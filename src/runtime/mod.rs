@@ -647,7 +647,16 @@ fn start_host(
     let socket = socket_path(l.env, id)?;
     let dir = store.session_dir(id);
     let log = dir.join("host.log");
-    let log_file = std::fs::File::create(&log).map_err(io(&log))?;
+    let log_file = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(crate::fsutil::PRIVATE_FILE)
+            .open(&log)
+            .map_err(io(&log))?
+    };
     let mut cmd = Command::new(&l.spex_bin);
     cmd.arg("host")
         .arg("--session")

@@ -212,11 +212,15 @@ impl<'a> Server<'a> {
             std::fs::remove_file(&self.socket).map_err(io(&self.socket))?;
         }
         let log = self.log.clone();
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(io(&log))?;
+        let mut file = {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(crate::fsutil::PRIVATE_FILE)
+                .open(&log)
+                .map_err(io(&log))?
+        };
         let from = file.seek(SeekFrom::End(0)).map_err(io(&log))?;
         let mut cmd = Command::new(spex_bin);
         cmd.arg("serve")
@@ -290,7 +294,7 @@ impl<'a> Server<'a> {
             eprintln!("error: no guard for the server: {e}");
         }
         let file = self.running_file();
-        crate::fsutil::write_atomic(&file, &store::json_bytes(&running)).map_err(io(&file))?;
+        crate::fsutil::write_private(&file, &store::json_bytes(&running)).map_err(io(&file))?;
         eprintln!("{} server {server_pid} answers", store::now_rfc3339());
         let result = self.proto.observe(&self.ctx(), &mut |ev| {
             eprintln!("{} {ev:?}", store::now_rfc3339());
@@ -560,8 +564,21 @@ impl<'a> Server<'a> {
             )
         })?;
         self.store.set_alias(self.harness.id(), &thread, &thread)?;
+        // Ctrl-C (see `catch_interrupt`) ends the launch at the next step: the caller stops
+        // the thread started here and says so.
+        let cancelled =
+            || super::interrupted().then(|| RuntimeError::Cancelled { id: thread.clone() });
+        if let Some(e) = cancelled() {
+            return Err(e);
+        }
         let launched = self.host(l, &thread)?;
+        if let Some(e) = cancelled() {
+            return Err(e);
+        }
         let delivery = prompt.map(|p| self.deliver(&thread, p)).transpose()?;
+        if let Some(e) = cancelled() {
+            return Err(e);
+        }
         Ok((launched, delivery))
     }
 

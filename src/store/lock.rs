@@ -10,10 +10,12 @@ use std::io;
 use std::path::Path;
 
 fn open(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(crate::fsutil::PRIVATE_FILE)
         .open(path)
 }
 
@@ -23,7 +25,7 @@ fn open_creating(path: &Path) -> io::Result<File> {
     match open(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
-                fs_err::create_dir_all(dir)?;
+                crate::fsutil::create_private_dir_all(dir)?;
             }
             open(path)
         }

@@ -7,6 +7,7 @@ pub mod lock;
 pub mod prune;
 pub mod session;
 pub mod sorted;
+pub mod stream;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

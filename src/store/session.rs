@@ -3,6 +3,7 @@
 //! session id to a spex id in O(1) (one file per alias). Every read-modify-write of a record
 //! holds the session's lock.
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -355,6 +356,12 @@ impl Session {
         self.handle.as_deref().unwrap_or(&self.id)
     }
 
+    /// Whether the checkout the session works in is gone (a removed worktree): the harness may
+    /// still run there, but its hooks, which start in that folder, no longer can.
+    pub fn tree_gone(&self) -> bool {
+        !self.tree.as_os_str().is_empty() && !self.tree.exists()
+    }
+
     /// A new record in state `starting`.
     pub fn new(
         id: &str,
@@ -659,7 +666,7 @@ impl ProjectStore {
 
     pub fn set_alias(&self, harness: &str, harness_id: &str, id: &str) -> Result<(), StoreError> {
         let path = self.alias_file(harness, harness_id);
-        fsutil::write_atomic(&path, id.as_bytes())
+        fsutil::write_private(&path, id.as_bytes())
             .map_err(io(&path))
             .map(drop)
     }
@@ -722,8 +729,14 @@ impl ProjectStore {
                 }
                 // Events first: a crash between the two leaves the record one step behind
                 // its log, never a record claiming events that were not written.
-                fsutil::append_bounded(&path, lines.as_bytes(), self.event_log_bytes)
+                let loose = fsutil::append_bounded(&path, lines.as_bytes(), self.event_log_bytes)
                     .map_err(io(&path))?;
+                if loose {
+                    // A store an older spex left readable by others: private from now on.
+                    if let Some(home) = self.dir.parent().and_then(Path::parent) {
+                        fsutil::tighten(home);
+                    }
+                }
             }
             self.save(&next)?;
             Ok(out)
@@ -812,7 +825,7 @@ impl ProjectStore {
             .map(|c| c.to_ascii_lowercase())
             .collect();
         let dir = self.dir.join("handles");
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        fsutil::create_private_dir_all(&dir).map_err(io(&dir))?;
         for n in 4..=chars.len() {
             let handle: String = chars[chars.len() - n..].iter().collect();
             if handle != id
@@ -827,6 +840,7 @@ impl ProjectStore {
             match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(fsutil::PRIVATE_FILE)
                 .open(&path)
             {
                 Ok(mut f) => {
@@ -947,14 +961,14 @@ impl ProjectStore {
             self.name_free(name, Some(id))?;
         }
         let dir = self.dir.join("names");
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        fsutil::create_private_dir_all(&dir).map_err(io(&dir))?;
         let lock = dir.join(".lock");
         super::lock::with(&lock, || -> Result<Session, StoreError> {
             // Checked again under the lock: two renames at once cannot both take one name.
             if let Some(name) = name {
                 self.name_free(name, Some(id))?;
                 let path = self.name_file(name);
-                fsutil::write_atomic(&path, id.as_bytes()).map_err(io(&path))?;
+                fsutil::write_private(&path, id.as_bytes()).map_err(io(&path))?;
             }
             let saved = self.update(id, |cur| match cur {
                 None => (None, Vec::new(), Err(StoreError::NotFound(id.to_owned()))),

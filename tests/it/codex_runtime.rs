@@ -1138,10 +1138,18 @@ fn killing_the_supervisor_does_not_orphan_the_server() {
         "{}",
         pretty(&shown)
     );
-    let status = rig
-        .json(&rig.w.repo, &["server", "status", "--json"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(status[0]["running"], false, "{}", pretty(&status));
+    // The server's launcher process (the one spex recorded) ends a moment after the server.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = rig
+            .json(&rig.w.repo, &["server", "status", "--json"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        if status[0]["running"] == false {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", pretty(&status));
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Issue 20 item 13: a thread on the project's server that no live session of spex's names (a
@@ -1179,5 +1187,50 @@ fn an_orphaned_thread_does_not_keep_the_server_running() {
         server_gone_within(&socket, Duration::from_secs(10)),
         "a thread no session names kept the server running\n{}",
         rig.ok(&["server"])
+    );
+}
+
+/// Issue 20 item 5, the server path: Ctrl-C typed while an attached `spex launch "prompt"`
+/// starts Codex's server stops the thread the launch started and says so, with the session's
+/// handle and that the prompt was not sent; it exits 130, and the model never got the prompt.
+#[test]
+fn ctrl_c_during_a_codex_launch_stops_the_thread_and_says_so() {
+    let rig = Rig::start(true);
+    crate::real_tui::CodexTui::prepare(&rig.w, &rig.fake.as_ref().unwrap().base_url());
+    let mut t = attached(
+        &rig,
+        &["launch", "--harness", "codex", "SCENARIO:plain never sent"],
+    );
+    // The server takes a second or more to answer: the key lands while the launch starts it.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(t.running(), "{}", t.diag());
+    t.send(b"\x03");
+    let status = t
+        .wait_exit(SETTLE)
+        .unwrap_or_else(|| panic!("the launch did not end:\n{}\n{}", t.diag(), rig.diag()));
+    assert_eq!(status.exit_code(), 130, "{}\n{}", t.diag(), rig.diag());
+    t.wait_for(
+        "launch interrupted (Ctrl-C): session",
+        Duration::from_secs(5),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", rig.diag()));
+    let id = only_session(&rig, SETTLE);
+    let shown = rig.show(&id);
+    let handle = shown["session"]["handle"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let said = t.text();
+    assert!(
+        !handle.is_empty() && said.contains(&format!("session {handle} stopped")),
+        "{said}\n{}",
+        rig.diag()
+    );
+    assert!(said.contains("its first prompt was not sent"), "{said}");
+    assert_eq!(shown["session"]["status"], "exited", "{}", rig.diag());
+    let asked = rig.fake.as_ref().unwrap().request_lines();
+    assert!(
+        !asked.iter().any(|l| l.contains("\"plain\"")),
+        "the model got the prompt: {asked:?}"
     );
 }

@@ -649,6 +649,16 @@ fn launch_deliver_stop_print_handles_and_a_removed_worktree_stays_listed() {
         .find(|l| l.starts_with(handle))
         .unwrap_or_else(|| panic!("the session vanished:\n{list}"));
     assert!(row.contains("feat1 (worktree gone)"), "{list}");
+    // A delivery there could not be confirmed (the hooks start in the folder that is gone):
+    // refused, saying why, instead of typed and left "queued".
+    let out = w.spex(
+        &w.repo,
+        &["deliver", handle, "USE_NONE after the worktree went"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("which is gone (a removed worktree)"), "{err}");
+    assert!(err.contains(&format!("`spex stop {handle}`")), "{err}");
 
     let prefix = &handle[..3];
     let (o, _) = spex(&w.repo, &["stop", prefix]);

@@ -531,3 +531,74 @@ fn a_start_whose_host_was_killed_ends_exited_and_can_be_pruned() {
     assert_eq!(pruned["removed"], json!([id]), "{}", pretty(&pruned));
     assert!(w.session_ids().is_empty(), "{:?}", w.session_ids());
 }
+
+/// Every entry under `root` whose mode is not private (files 0600, folders 0700), as
+/// `(path, mode)`.
+fn not_private(root: &Path) -> Vec<(String, String)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            let mode = meta.permissions().mode() & 0o777;
+            let want = if meta.is_dir() { 0o700 } else { 0o600 };
+            (meta.is_file() || meta.is_dir())
+                .then_some(())
+                .filter(|()| mode != want)
+                .map(|()| (e.path().display().to_string(), format!("{mode:o}")))
+        })
+        .collect()
+}
+
+/// Issue 19 item 17: `events.jsonl` was 0644 and the store's folders 0755 (prompts and tool
+/// commands readable by every local user), and a `~/.claude.json` spex created was 0644. Every
+/// file spex creates in the store is 0600 and every folder 0700, `~/.claude.json` gets the
+/// harness's own 0600, and a store an older spex left open is tightened on the next write.
+#[test]
+fn the_store_and_a_created_harness_state_file_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\", \"codex\"] }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let claude_json = w.home.join(".claude.json");
+    let mode = std::fs::metadata(&claude_json)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(format!("{mode:o}"), "600", "~/.claude.json");
+    let id = working(&w, "claude");
+    let post = fixture(&w, "claude", "PostToolUse.Write");
+    dispatch_raw(&w, "claude", "PostToolUse", post.to_string().as_bytes());
+    assert!(!w.events(&id).is_empty());
+    for (event, stem) in [
+        ("SessionStart", "SessionStart.startup"),
+        ("PreToolUse", "PreToolUse.Bash"),
+    ] {
+        let p = fixture(&w, "codex", stem);
+        dispatch_raw(&w, "codex", event, p.to_string().as_bytes());
+    }
+    assert_eq!(w.session_ids().len(), 2, "{:?}", w.session_ids());
+    w.ok(&w.repo, &["sessions", "--all"]);
+    assert_eq!(not_private(&w.spex_home), [], "a fresh store");
+    // A store as an older spex left it: everything readable by others.
+    for e in walkdir::WalkDir::new(&w.spex_home)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        let mode = if e.file_type().is_dir() { 0o755 } else { 0o644 };
+        std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let prompt = fixture(&w, "claude", "UserPromptSubmit");
+    dispatch_raw(
+        &w,
+        "claude",
+        "UserPromptSubmit",
+        prompt.to_string().as_bytes(),
+    );
+    assert_eq!(not_private(&w.spex_home), [], "tightened on the next write");
+}

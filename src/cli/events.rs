@@ -1,0 +1,365 @@
+//! `spex events`: the project's event stream (every change of every session's record), as
+//! lines a person reads or JSON lines a script resumes by cursor; `--follow` is woken by
+//! inotify on the store, never by a timer.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use anyhow::Context;
+use rustix::fs::inotify;
+use serde_json::Value;
+
+use super::Outcome;
+use crate::env::Env;
+use crate::store::ProjectStore;
+use crate::store::stream::{Cursor, Reader};
+use crate::text::visible;
+
+/// Print every change of every session's record (state, turns, tool calls, attention, exits,
+/// renames) as one line each, oldest first.
+///
+/// Each `--json` line carries a `cursor`: `--since CURSOR` resumes right after it, with no
+/// event lost or repeated, also from another process. Without `--since`, `--follow` prints only
+/// what happens from now on, and a plain `spex events` prints every event kept.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Keep printing events as they happen (woken by the store changing).
+    #[arg(long, short)]
+    pub follow: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Resume after this cursor (the `cursor` of a `--json` line; `0`: from the oldest kept).
+    #[arg(long, value_name = "CURSOR")]
+    pub since: Option<String>,
+    /// Every project in the store, not only this one.
+    #[arg(long)]
+    pub all_projects: bool,
+    /// Only these sessions' events.
+    #[arg(value_name = "SESSION", help = "Only these sessions' events (handle, name, id or unique prefix)", add = super::complete::sessions())]
+    pub sessions: Vec<String>,
+}
+
+struct Project {
+    reader: Reader,
+    key: String,
+    /// Watched session folders: watch descriptor -> session id.
+    wds: HashMap<i32, String>,
+    sessions_wd: Option<i32>,
+    dir_wd: Option<i32>,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let cursor = match &args.since {
+        Some(text) => Some(Cursor::parse(text)?),
+        None => None,
+    };
+    let stores: Vec<ProjectStore> = if args.all_projects {
+        all_projects(env)
+    } else {
+        vec![super::sessions::project(env)?]
+    };
+    let only: Vec<String> = if args.sessions.is_empty() {
+        Vec::new()
+    } else {
+        anyhow::ensure!(
+            !args.all_projects,
+            "sessions are named within one project: `--all-projects` takes none\nhint: `spex events --all-projects` or `spex events SESSION` in that project's checkout"
+        );
+        args.sessions
+            .iter()
+            .map(|a| stores[0].resolve(a))
+            .collect::<Result<_, _>>()?
+    };
+    let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+        .context("inotify_init")?;
+    let projects_dir = env.spex_home().join("projects");
+    let projects_wd = if args.follow && args.all_projects {
+        let _ = std::fs::create_dir_all(&projects_dir);
+        inotify::add_watch(
+            &fd,
+            &projects_dir,
+            inotify::WatchFlags::CREATE | inotify::WatchFlags::MOVED_TO,
+        )
+        .ok()
+    } else {
+        None
+    };
+    let since_text = args.since.clone().unwrap_or_default();
+    let mut cur = cursor.clone().unwrap_or_default();
+    let new_project = |store: ProjectStore, cur: &mut Cursor| -> Project {
+        let key = store.stream_key();
+        // With no cursor, `--follow` starts at the end and a plain read at the beginning.
+        let after = match &cursor {
+            Some(c) => Some(c.after(&key)),
+            None if args.follow => None,
+            None => Some(0),
+        };
+        if let Some(a) = after {
+            cur.set(&key, a);
+        }
+        Project {
+            reader: Reader::new(store, after, &since_text),
+            key,
+            wds: HashMap::new(),
+            sessions_wd: None,
+            dir_wd: None,
+        }
+    };
+    let mut projects: Vec<Project> = stores
+        .into_iter()
+        .map(|s| new_project(s, &mut cur))
+        .collect();
+    let mut out = Printer {
+        json: args.json,
+        all: args.all_projects,
+        only,
+        labels: HashMap::new(),
+    };
+    for p in &mut projects {
+        if args.follow {
+            watch(&fd, p);
+        }
+        let lines = p.reader.next_batch(None)?;
+        cur.set(&p.key, p.reader.after);
+        if !out.emit(p, &lines, &mut cur) {
+            return Ok(Outcome::Ok);
+        }
+    }
+    if !args.follow {
+        return Ok(Outcome::Ok);
+    }
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+    let stdout = std::io::stdout();
+    loop {
+        // Woken by the store, or by stdout's reader going away (`| head`): no timer.
+        let mut fds = [
+            rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN),
+            rustix::event::PollFd::new(&stdout, rustix::event::PollFlags::empty()),
+        ];
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e).context("poll"),
+        }
+        if fds[1]
+            .revents()
+            .intersects(rustix::event::PollFlags::ERR | rustix::event::PollFlags::HUP)
+        {
+            return Ok(Outcome::Ok);
+        }
+        // Which sessions changed, per project (`None`: look at every session).
+        let mut changed: Vec<Option<Vec<String>>> = vec![Some(Vec::new()); projects.len()];
+        let mut new_dirs = false;
+        let mut reader = inotify::Reader::new(&fd, &mut buf);
+        while let Ok(ev) = reader.next() {
+            let wd = ev.wd();
+            if Some(wd) == projects_wd {
+                new_dirs = true;
+                continue;
+            }
+            for (i, p) in projects.iter().enumerate() {
+                if let Some(id) = p.wds.get(&wd) {
+                    if let Some(list) = changed[i].as_mut()
+                        && !list.contains(id)
+                    {
+                        list.push(id.clone());
+                    }
+                } else if Some(wd) == p.sessions_wd
+                    // In the project's folder only `sessions/` appearing matters (the stream's
+                    // own files are written there too).
+                    || (Some(wd) == p.dir_wd
+                        && ev.file_name().is_some_and(|n| n.to_bytes() == b"sessions"))
+                {
+                    changed[i] = None;
+                }
+            }
+        }
+        if new_dirs {
+            let known: Vec<std::path::PathBuf> = projects
+                .iter()
+                .map(|p| p.reader.store.dir.clone())
+                .collect();
+            for store in all_projects(env) {
+                if !known.contains(&store.dir) {
+                    let mut p = new_project(store, &mut cur);
+                    // A project that appears while following is read from its beginning.
+                    p.reader = Reader::new(p.reader.store.clone(), Some(0), &since_text);
+                    cur.set(&p.key, 0);
+                    watch(&fd, &mut p);
+                    projects.push(p);
+                    changed.push(None);
+                }
+            }
+        }
+        for (i, p) in projects.iter_mut().enumerate() {
+            if changed[i].as_ref().is_some_and(Vec::is_empty) {
+                continue;
+            }
+            if changed[i].is_none() {
+                watch(&fd, p);
+            }
+            let lines = p.reader.next_batch(changed[i].as_deref())?;
+            if !out.emit(p, &lines, &mut cur) {
+                return Ok(Outcome::Ok);
+            }
+        }
+    }
+}
+
+/// Watches the project's folder, its sessions folder and every session folder (records are
+/// replaced by rename after their events are appended: the rename is the commit).
+fn watch(fd: &impl rustix::fd::AsFd, p: &mut Project) {
+    let dir = p.reader.store.dir.clone();
+    let _ = std::fs::create_dir_all(&dir);
+    if p.dir_wd.is_none() {
+        p.dir_wd = inotify::add_watch(fd, &dir, inotify::WatchFlags::CREATE).ok();
+    }
+    let sessions = p.reader.store.sessions_dir();
+    if p.sessions_wd.is_none() {
+        p.sessions_wd = inotify::add_watch(
+            fd,
+            &sessions,
+            inotify::WatchFlags::CREATE | inotify::WatchFlags::MOVED_TO,
+        )
+        .ok();
+    }
+    for id in p.reader.store.session_ids() {
+        if p.wds.values().any(|w| *w == id) {
+            continue;
+        }
+        if let Ok(wd) = inotify::add_watch(
+            fd,
+            p.reader.store.session_dir(&id),
+            inotify::WatchFlags::MOVED_TO | inotify::WatchFlags::CLOSE_WRITE,
+        ) {
+            p.wds.insert(wd, id);
+        }
+    }
+}
+
+/// The project folders of the store.
+fn all_projects(env: &Env) -> Vec<ProjectStore> {
+    let root = env.spex_home().join("projects");
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<std::path::PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .map(|dir| ProjectStore {
+            dir,
+            event_log_bytes: crate::config::EVENT_LOG_BYTES,
+        })
+        .collect()
+}
+
+struct Printer {
+    json: bool,
+    all: bool,
+    only: Vec<String>,
+    labels: HashMap<String, String>,
+}
+
+impl Printer {
+    /// Prints the lines; `false` once stdout is closed (the reader went away).
+    fn emit(&mut self, p: &Project, lines: &[Value], cur: &mut Cursor) -> bool {
+        let mut text = String::new();
+        for line in lines {
+            let Some(pos) = line["pos"].as_u64() else {
+                continue;
+            };
+            cur.set(&p.key, pos);
+            let session = line["session"].as_str().unwrap_or_default();
+            if !self.only.is_empty() && !self.only.iter().any(|o| o == session) {
+                continue;
+            }
+            if self.json {
+                let mut v = line.clone();
+                v["cursor"] = cur.to_string().into();
+                if self.all {
+                    v["project"] = p
+                        .reader
+                        .store
+                        .dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .into();
+                }
+                text.push_str(&serde_json::to_string(&v).expect("serializes"));
+                text.push('\n');
+            } else {
+                let label = self
+                    .labels
+                    .entry(session.to_owned())
+                    .or_insert_with(|| p.reader.store.label_of(session))
+                    .clone();
+                text.push_str(&human(&label, line));
+                text.push('\n');
+            }
+        }
+        cur.set(&p.key, p.reader.after);
+        if text.is_empty() {
+            return true;
+        }
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .is_ok()
+    }
+}
+
+/// One short line: the time, the session's handle, the kind, and what it is about.
+fn human(label: &str, line: &Value) -> String {
+    let time = line["time"].as_str().unwrap_or_default();
+    // `2026-11-25T09:48:16.123Z` -> `09:48:16.123`
+    let clock = time.get(11..23).unwrap_or(time);
+    let kind = line["kind"].as_str().unwrap_or_default();
+    let mut detail = Vec::new();
+    for key in [
+        "tool", "command", "prompt", "reason", "error", "name", "was", "text", "why",
+    ] {
+        if let Some(s) = line[key].as_str().filter(|s| !s.is_empty()) {
+            let s = crate::store::session::ellipsis(s, 60);
+            detail.push(if key == "tool" || key == "prompt" {
+                visible(&s)
+            } else {
+                format!("{key}: {}", visible(&s))
+            });
+        }
+    }
+    if kind == "stream.gap" {
+        detail.push(format!(
+            "events {}..{} were rotated out before they were read",
+            line["from_seq"], line["to_seq"]
+        ));
+    }
+    if let Some(status) = line["state"]["status"].as_str() {
+        detail.push(format!("-> {status}"));
+    }
+    format!("{clock} {} {kind} {}", visible(label), detail.join(" "))
+        .trim_end()
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_lines_show_control_characters_escaped() {
+        let line = serde_json::json!({
+            "time": "2026-11-25T09:48:16.123Z", "kind": "turn.started",
+            "prompt": "hi\u{1b}[2J there\u{7}", "state": {"status": "working"},
+        });
+        let text = human("a1b2", &line);
+        assert_eq!(
+            text,
+            "09:48:16.123 a1b2 turn.started hi\\e[2J there\\x07 -> working"
+        );
+        assert!(!text.contains('\u{1b}'));
+    }
+}
