@@ -190,12 +190,17 @@ fn hosted_claude_permission_answered_allow_deny_with_message_and_for_the_session
         "Do you want to proceed?",
     );
     assert_eq!(a["id"], "a3");
+    let dialog = screen(&w, &fake, &id);
     answered(&w, &fake, &["approve", &id, "--always", "--json"]);
-    assert!(
-        wait_screen(&w, &fake, &id, "accept edits on", Duration::from_secs(20)),
-        "{}",
-        screen(&w, &fake, &id)
-    );
+    // Option 2 (`Yes, and always allow access to repo/ from this project`) is the one typed:
+    // the dialog showed it, the command ran, and the close names the choice.
+    assert!(dialog.contains("2. Yes, and"), "{dialog}");
+    let closed = w
+        .events(&id)
+        .into_iter()
+        .rfind(|e| e["kind"] == "attention.closed")
+        .unwrap();
+    assert_eq!(closed["choice"], "allow-session", "{}", host_log(&w, &id));
     let deadline = Instant::now() + Duration::from_secs(20);
     while !out.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -404,7 +409,7 @@ fn hosted_codex_escalation_answered_accept_and_decline() {
     let done = codex_json(&w, &["deny", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}\n{}", codex_diag(&w, &fake)));
     assert!(
-        done["confirmed"].as_str().unwrap().contains("declined"),
+        done["confirmed"].as_str().unwrap().contains("decline"),
         "{}",
         pretty(&done)
     );

@@ -187,14 +187,33 @@ pub fn answer(
         });
     }
     let item = req.params["itemId"].as_str().unwrap_or_default().to_owned();
-    let done = c
-        .await_notification(
-            "item/completed",
-            |p| p.pointer("/item/id").and_then(Value::as_str) == Some(item.as_str()),
-            OUTCOME_WAIT,
-        )
-        .map_err(|e| super::server::error(&e))?;
+    let accepted = result["decision"] == "accept" || result["decision"] == "acceptForSession";
+    // An accepted command is confirmed by its own end; a declined one may end before the
+    // request is resolved or not be reported to a client that joined late (seen live): the
+    // resolved request is then the proof.
+    let wait = if accepted {
+        OUTCOME_WAIT
+    } else {
+        Duration::from_secs(2)
+    };
+    let done = c.await_notification(
+        "item/completed",
+        |p| p.pointer("/item/id").and_then(Value::as_str) == Some(item.as_str()),
+        wait,
+    );
     c.close();
+    let done = match done {
+        Ok(n) => n,
+        Err(_) if !accepted => {
+            return Ok(Confirmed {
+                what: format!(
+                    "the server resolved the request: {}",
+                    result["decision"].as_str().unwrap_or("declined")
+                ),
+            });
+        }
+        Err(e) => return Err(super::server::error(&e)),
+    };
     let status = done
         .params
         .pointer("/item/status")
