@@ -39,6 +39,7 @@ fn main() -> ExitCode {
         Ok(cli::Outcome::Ok) => ExitCode::SUCCESS,
         Ok(cli::Outcome::Differs) => ExitCode::from(1),
         Ok(cli::Outcome::Gone) => ExitCode::from(3),
+        Ok(cli::Outcome::TurnNotCompleted) => ExitCode::from(4),
         Ok(cli::Outcome::Interrupted) => ExitCode::from(130),
         Err(e) => {
             let top = e.to_string();

@@ -64,7 +64,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     } else {
         anyhow::ensure!(
             !args.all_projects,
-            "sessions are named within one project: `--all-projects` takes none\nhint: `spex events --all-projects` or `spex events SESSION` in that project's checkout"
+            "sessions are named within one project: `--all-projects` takes no session\nhint: `spex events --all-projects` prints every session of every project; name sessions from inside their project's checkout"
         );
         args.sessions
             .iter()

@@ -97,6 +97,8 @@ pub enum Outcome {
     Differs,
     /// The session waited on has exited (or its process is gone): exit code 3.
     Gone,
+    /// The turn waited on ended other than `completed` (failed, interrupted, ...): exit code 4.
+    TurnNotCompleted,
     /// The person pressed Ctrl-C and the command undid what it had started: exit code 130.
     Interrupted,
 }

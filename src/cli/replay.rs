@@ -65,7 +65,11 @@ fn status_from_kinds<'a>(events: impl Iterator<Item = &'a str>) -> &'static str 
                 turn_running = true;
                 "working"
             }
-            "turn.completed" | "turn.failed" | "turn.interrupted" | "turn.timed_out" => {
+            "turn.completed"
+            | "turn.partial_failed"
+            | "turn.failed"
+            | "turn.interrupted"
+            | "turn.timed_out" => {
                 turn_running = false;
                 "idle"
             }

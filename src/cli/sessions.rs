@@ -110,6 +110,28 @@ mod clock_tests {
     }
 }
 
+/// A turn's state and why: `failed (model_error): API Error: 400 ...; next: ...`, a
+/// `partial_failed` turn's kept text named apart, never as the answer.
+fn turn_sentence(t: &crate::store::session::Turn) -> String {
+    let mut out = t.state.as_str().to_owned();
+    if let Some(kind) = t.error_kind {
+        out.push_str(&format!(" ({})", kind.as_str()));
+    }
+    if let Some(note) = &t.note {
+        out.push_str(&format!(": {note}"));
+    }
+    if let Some(p) = &t.partial {
+        out.push_str(&format!(
+            "; partial text kept apart ({} chars, `spex show --json`)",
+            p.chars().count()
+        ));
+    }
+    if let Some(next) = &t.next {
+        out.push_str(&format!("; next: {next}"));
+    }
+    out
+}
+
 /// One line: the state, since when, and what set it ("idle since 12:03:41, turn interrupted:
 /// Claude's registry went busy -> idle with no Stop").
 fn explain(s: &Session) -> String {
@@ -250,10 +272,25 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         if let Some(end) = &t.ended_at {
             line.push_str(&format!(", ended {}", clock(end)));
         }
+        if let Some(kind) = t.error_kind {
+            line.push_str(&format!(", {}", kind.as_str()));
+        }
         if let Some(note) = &t.note {
             line.push_str(&format!(": {note}"));
         }
         rows.push(vec!["turn".into(), visible(&line)]);
+        if let Some(p) = &t.partial {
+            rows.push(vec![
+                "partial text".into(),
+                visible(&format!(
+                    "(written before the failure, not an answer) {}",
+                    ellipsis(p.lines().next().unwrap_or_default(), 80)
+                )),
+            ]);
+        }
+        if let Some(next) = &t.next {
+            rows.push(vec!["next".into(), visible(next)]);
+        }
     }
     if let Some(a) = &s.attention {
         let id = a.id.as_deref().map(|i| format!("{i} ")).unwrap_or_default();
@@ -368,7 +405,8 @@ const LIVENESS_TICK: Duration = Duration::from_millis(500);
 ///
 /// Woken by file-change notifications on the record and on the harness's own state files, and
 /// every 0.5 s to check that the harness process still runs. Exits 1 on timeout, 3 when the
-/// session has exited (or its process is gone) before reaching the state.
+/// session has exited (or its process is gone) before reaching the state, and with
+/// `--until turn-end` 4 when the turn ended other than `completed` (its state and why printed).
 #[derive(Debug, clap::Args)]
 pub struct WaitArgs {
     #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
@@ -437,17 +475,31 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             shown = Some(s.status);
         }
         let reached = args.until.iter().any(|u| u.reached(&s, start));
+        // A turn that ended any other way than `completed` is no success for a script.
+        let turn_end = args.until.contains(&Until::TurnEnd)
+            && Until::TurnEnd.reached(&s, start)
+            && !args
+                .until
+                .iter()
+                .any(|u| *u != Until::TurnEnd && u.reached(&s, start));
+        let ended = s.turn.as_ref().filter(|_| turn_end).map(|t| t.state);
         if reached || (s.status == Status::Exited) {
             if progress {
                 eprint!("\r\x1b[2K");
             }
             if args.json {
                 output::json(&s);
+            } else if let Some(t) = s.turn.as_ref().filter(|_| turn_end) {
+                output::print(&format!("{handle} turn {}\n", visible(&turn_sentence(t))));
             } else {
                 output::print(&format!("{handle} {}\n", s.status.as_str()));
             }
-            if reached {
-                return Ok(Outcome::Ok);
+            match ended {
+                Some(TurnState::Completed) => return Ok(Outcome::Ok),
+                Some(_) if s.status != Status::Exited => return Ok(Outcome::TurnNotCompleted),
+                None if reached => return Ok(Outcome::Ok),
+                // The session is gone (too): that is what a script must hear (exit 3).
+                _ => {}
             }
             eprintln!(
                 "error: session {handle} has exited{}: it will not become {}",

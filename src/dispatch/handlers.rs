@@ -8,7 +8,9 @@ use super::governance::Governance;
 use crate::config::{Policy, StopGate};
 use crate::seam::event::{Answer, HookEvent, Kind};
 use crate::store::ProjectStore;
-use crate::store::session::{DeclaredState, Session, Status, Turn, TurnState, new_event};
+use crate::store::session::{
+    DeclaredState, ErrorKind, Failure, Session, Status, Turn, TurnState, new_event,
+};
 
 /// Everything the handlers read besides the record.
 pub struct Ctx<'a> {
@@ -125,6 +127,9 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                     ended_at: None,
                     note: None,
                     attempt_failed_at: None,
+                    error_kind: None,
+                    next: None,
+                    partial: None,
                     other: serde_json::Map::new(),
                 });
                 out.push(event(
@@ -235,8 +240,11 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             }
         }
         Kind::TurnFailed => {
-            let error = ev.error.as_deref().unwrap_or("the turn failed");
-            out.extend(s.fail_turn(error, ctx.now, src));
+            let failure = ev.failure.clone().unwrap_or_else(|| {
+                let error = ev.error.as_deref().unwrap_or("the turn failed");
+                Failure::new(error, ErrorKind::Unknown)
+            });
+            out.extend(s.fail_turn(&failure, ctx.now, src));
         }
         Kind::TurnInterrupted => {
             out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
@@ -403,6 +411,9 @@ mod tests {
                 ended_at: None,
                 note: None,
                 attempt_failed_at: None,
+                error_kind: None,
+                next: None,
+                partial: None,
                 other: serde_json::Map::new(),
             }),
             ..Session::default()

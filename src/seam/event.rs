@@ -76,6 +76,9 @@ pub struct HookEvent {
     pub stop_hook_active: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// How a turn failed (`TurnFailed`), as the adapter read the harness's evidence.
+    #[serde(skip)]
+    pub failure: Option<crate::store::session::Failure>,
 }
 
 /// What spex answers: context to add and, from a policy, a block.

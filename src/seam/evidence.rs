@@ -18,8 +18,8 @@ pub enum Finding {
     TurnInterrupted,
     /// A person answered the session's request: it works again, attention cleared.
     Resumed,
-    /// The running turn failed and the harness will not retry it; the error text.
-    TurnFailed(String),
+    /// The running turn failed and the harness will not retry it.
+    TurnFailed(crate::store::session::Failure),
     /// The harness process is gone (reason for the record: `process gone`, `server gone`).
     Gone(&'static str),
 }
@@ -99,7 +99,7 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
                 Status::Idle
             };
         }
-        Some(Finding::TurnFailed(error)) => out.extend(s.fail_turn(error, now, src)),
+        Some(Finding::TurnFailed(failure)) => out.extend(s.fail_turn(failure, now, src)),
         Some(Finding::Gone(reason)) if s.status != Status::Exited => {
             out.extend(s.exit(reason, now, src));
             if let Some(last) = out.last_mut() {

@@ -44,8 +44,8 @@ pub struct Delivered {
 pub enum TurnEnd {
     Completed,
     Interrupted,
-    /// With the error text.
-    Failed(String),
+    /// How it failed, as the adapter read it.
+    Failed(crate::store::session::Failure),
 }
 
 /// What the server said that no hook reports, in harness-neutral terms.

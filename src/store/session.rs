@@ -42,9 +42,89 @@ impl Status {
 pub enum TurnState {
     Running,
     Completed,
+    /// The model wrote useful text, then the turn failed: the text is kept apart
+    /// (`Turn::partial`), never shown as the answer.
+    PartialFailed,
     Failed,
     Interrupted,
     TimedOut,
+}
+
+/// Why a turn failed, from a small documented set (README "Turn outcomes"); the adapter reads
+/// it from the harness's evidence, so readers and scripts can act on it without parsing text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The model API refused or broke the request (bad request, overloaded, server error).
+    ModelError,
+    RateLimit,
+    /// Credentials, organisation or billing.
+    Authentication,
+    ToolFailure,
+    HookBlock,
+    /// The harness process went away mid-turn.
+    ProcessGone,
+    /// The harness's server went away mid-turn.
+    ServerGone,
+    /// The harness gave no kind spex knows.
+    Unknown,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::ModelError => "model_error",
+            ErrorKind::RateLimit => "rate_limit",
+            ErrorKind::Authentication => "authentication",
+            ErrorKind::ToolFailure => "tool_failure",
+            ErrorKind::HookBlock => "hook_block",
+            ErrorKind::ProcessGone => "process_gone",
+            ErrorKind::ServerGone => "server_gone",
+            ErrorKind::Unknown => "unknown",
+        }
+    }
+
+    /// What a person can do about it.
+    pub fn next(self) -> &'static str {
+        match self {
+            ErrorKind::ModelError => {
+                "send the prompt again (`spex deliver`); if it fails again, change the prompt or the model"
+            }
+            ErrorKind::RateLimit => "wait for the rate limit to reset, then send the prompt again",
+            ErrorKind::Authentication => {
+                "log the harness in again (or fix its API key or billing), then send the prompt again"
+            }
+            ErrorKind::ToolFailure => {
+                "read the failed tool call in `spex show`, fix its cause, then send the prompt again"
+            }
+            ErrorKind::HookBlock => {
+                "read the hook's reason in `spex show`; change the request or the hook"
+            }
+            ErrorKind::ProcessGone => "`spex resume` the session",
+            ErrorKind::ServerGone => "`spex resume` the session (its server is started again)",
+            ErrorKind::Unknown => "read the error in `spex show`, then send the prompt again",
+        }
+    }
+}
+
+/// How a turn failed, as the adapter decoded it from the harness's evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The harness's own error text.
+    pub error: String,
+    pub kind: ErrorKind,
+    /// Useful assistant text written before the failure (the turn is then `partial_failed`).
+    pub partial: Option<String>,
+}
+
+impl Failure {
+    pub fn new(error: impl Into<String>, kind: ErrorKind) -> Failure {
+        Failure {
+            error: error.into(),
+            kind,
+            partial: None,
+        }
+    }
 }
 
 /// What a session waits on a person for: a first-class object with an id (`a1`, `a2`, ...:
@@ -168,6 +248,15 @@ pub struct Turn {
     /// When the last attempt failed, while no new attempt has started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_failed_at: Option<String>,
+    /// A failed turn's kind (`failed`, `partial_failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
+    /// What a person can do about a failed turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    /// A `partial_failed` turn's assistant text, written before the failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,
@@ -178,6 +267,7 @@ impl TurnState {
         match self {
             TurnState::Running => "running",
             TurnState::Completed => "completed",
+            TurnState::PartialFailed => "partial_failed",
             TurnState::Failed => "failed",
             TurnState::Interrupted => "interrupted",
             TurnState::TimedOut => "timed_out",
@@ -478,20 +568,35 @@ impl Session {
         ))
     }
 
-    /// The running turn failed with `error`: it ends `failed` with the error as its note, and
-    /// the failure becomes the session's attention (a person should look). Nothing when no
-    /// turn runs.
-    pub fn fail_turn(&mut self, error: &str, now: &str, source: &str) -> Vec<NewEvent> {
+    /// The running turn failed: it ends `partial_failed` when the model had written text,
+    /// else `failed`, with the error as its note, its kind and the next step; the failure
+    /// becomes the session's attention (a person should look). Nothing when no turn runs.
+    pub fn fail_turn(&mut self, failure: &Failure, now: &str, source: &str) -> Vec<NewEvent> {
+        let partial = failure
+            .partial
+            .as_deref()
+            .map(str::trim)
+            .filter(|p| !p.is_empty());
+        let state = if partial.is_some() {
+            TurnState::PartialFailed
+        } else {
+            TurnState::Failed
+        };
+        let next = failure.kind.next();
         let Some(ended) = self.end_turn(
-            TurnState::Failed,
+            state,
             now,
             source,
-            serde_json::json!({ "error": error }),
+            serde_json::json!({ "error": failure.error, "error_kind": failure.kind,
+                "next": next, "partial": partial }),
         ) else {
             return Vec::new();
         };
         if let Some(t) = self.turn.as_mut() {
-            t.note = Some(error.to_owned());
+            t.note = Some(failure.error.clone());
+            t.error_kind = Some(failure.kind);
+            t.next = Some(next.to_owned());
+            t.partial = partial.map(str::to_owned);
         }
         let mut out: Vec<NewEvent> = self
             .close_attention(source, "unanswered")
@@ -499,7 +604,7 @@ impl Session {
             .collect();
         out.push(ended);
         self.status = Status::Idle;
-        let mut failed = Attention::new("turn_failed", error, now);
+        let mut failed = Attention::new("turn_failed", failure.error.clone(), now);
         failed.kind = Some("other".into());
         failed.via = Some(Via {
             how: "terminal only".into(),

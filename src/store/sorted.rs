@@ -12,8 +12,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::session::{
-    Answering, Attention, Choice, Declared, ExitStatus, Flags, ProcessId, Question, Session,
-    Status, Turn, TurnState, Via,
+    Answering, Attention, Choice, Declared, ErrorKind, ExitStatus, Flags, ProcessId, Question,
+    Session, Status, Turn, TurnState, Via,
 };
 
 /// A record with its `live` (see `runtime::live`).
@@ -133,9 +133,15 @@ struct SortedTurn<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     attempt_failed_at: Option<&'a str>,
     ended_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_kind: Option<ErrorKind>,
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partial: Option<&'a str>,
     prompt: Option<&'a str>,
     started_at: &'a str,
     state: TurnState,
@@ -275,12 +281,18 @@ impl<'a> SortedRecord<'a> {
                      ended_at,
                      note,
                      attempt_failed_at,
+                     error_kind,
+                     next,
+                     partial,
                      other,
                  }| SortedTurn {
                     attempt_failed_at: attempt_failed_at.as_deref(),
                     ended_at: ended_at.as_deref(),
+                    error_kind: *error_kind,
                     id: id.as_deref(),
+                    next: next.as_deref(),
                     note: note.as_deref(),
+                    partial: partial.as_deref(),
                     prompt: prompt.as_deref(),
                     started_at,
                     state: *state,
@@ -366,6 +378,9 @@ mod tests {
                 ended_at: Some("2026-11-23T10:00:02.000Z".into()),
                 note: Some("http 500".into()),
                 attempt_failed_at: Some("2026-11-23T10:00:01.500Z".into()),
+                error_kind: Some(ErrorKind::ModelError),
+                next: Some("send it again".into()),
+                partial: Some("half an answer".into()),
                 other: newer("zz_turn"),
             }),
             declared: Some(Declared {
@@ -421,6 +436,9 @@ mod tests {
             turn: full.turn.clone().map(|t| Turn {
                 note: None,
                 attempt_failed_at: None,
+                error_kind: None,
+                next: None,
+                partial: None,
                 other: serde_json::Map::new(),
                 ..t
             }),

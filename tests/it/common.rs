@@ -412,7 +412,11 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                 );
                 open_turn = Some(true);
             }
-            "turn.completed" | "turn.failed" | "turn.interrupted" | "turn.timed_out" => {
+            "turn.completed"
+            | "turn.partial_failed"
+            | "turn.failed"
+            | "turn.interrupted"
+            | "turn.timed_out" => {
                 assert!(
                     open_turn != Some(false),
                     "{kind} with no open turn: {e}\n{}",

@@ -13,6 +13,7 @@ mod fuzz_dispatch;
 mod host;
 mod materialize;
 mod names;
+mod outcomes;
 mod peers_smoke;
 mod real_peers;
 mod real_sessions;

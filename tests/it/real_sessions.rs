@@ -28,7 +28,7 @@ const TURN_TIMEOUT: Duration = Duration::from_secs(45);
 const SETTLE: Duration = Duration::from_secs(10);
 
 /// A fresh random version-4 UUID (for `claude --session-id`).
-fn fresh_uuid() -> String {
+pub(crate) fn fresh_uuid() -> String {
     let h = random_hex(32);
     format!(
         "{}-{}-4{}-a{}-{}",
@@ -41,7 +41,7 @@ fn fresh_uuid() -> String {
 }
 
 /// `spex.jsonc` selecting both harnesses, then the real `spex materialize` in the repo.
-fn materialize(w: &World) {
+pub(crate) fn materialize(w: &World) {
     write(
         &w.repo.join("spex.jsonc"),
         "{ \"harnesses\": [\"claude\", \"codex\"] }\n",
@@ -60,7 +60,7 @@ fn materialize(w: &World) {
 }
 
 /// Record, events and the dispatch logs of `id` in the world's store, for failure messages.
-fn dump(w: &World, id: &str) -> String {
+pub(crate) fn dump(w: &World, id: &str) -> String {
     let events: Vec<String> = w.events(id).iter().map(Value::to_string).collect();
     let log = read_or_empty(&w.project_dir().join("dispatch.log"));
     let tail: Vec<&str> = log.lines().rev().take(30).collect();
@@ -76,7 +76,7 @@ fn dump(w: &World, id: &str) -> String {
 }
 
 /// Polls until `pred(record, events)` holds for `id`; the record and events at that point.
-fn wait_until(
+pub(crate) fn wait_until(
     w: &World,
     id: &str,
     timeout: Duration,
@@ -140,7 +140,7 @@ fn assert_contiguous(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) {
 // ------------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy)]
-enum Perm {
+pub(crate) enum Perm {
     /// `--permission-mode acceptEdits`: file tools run, Bash would be denied.
     AcceptEdits,
     /// `IS_SANDBOX=1 --dangerously-skip-permissions` (root may bypass only in a "sandbox").
@@ -148,8 +148,8 @@ enum Perm {
 }
 
 /// One Claude session: its stream-json stdout lines arrive on a channel.
-struct ClaudeSession {
-    id: String,
+pub(crate) struct ClaudeSession {
+    pub(crate) id: String,
     child: GroupChild,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
@@ -158,7 +158,7 @@ struct ClaudeSession {
 }
 
 impl ClaudeSession {
-    fn start(w: &World, fake: &FakeAnthropic, perm: Perm) -> ClaudeSession {
+    pub(crate) fn start(w: &World, fake: &FakeAnthropic, perm: Perm) -> ClaudeSession {
         let id = fresh_uuid();
         let stderr_path = w.dir.path().join(format!("claude-{id}.err"));
         let mut cmd = claude_command(&w.home, &fake.base_url());
@@ -206,7 +206,7 @@ impl ClaudeSession {
         }
     }
 
-    fn diag(&self, w: &World) -> String {
+    pub(crate) fn diag(&self, w: &World) -> String {
         format!(
             "claude session {}\n--- claude stdout:\n{}\n--- claude stderr:\n{}\n{}",
             self.id,
@@ -217,7 +217,7 @@ impl ClaudeSession {
     }
 
     /// Sends one user prompt and waits for the turn's `result` line.
-    fn turn(&mut self, w: &World, prompt: &str) -> Value {
+    pub(crate) fn turn(&mut self, w: &World, prompt: &str) -> Value {
         let msg = json!({"type": "user", "message": {"role": "user",
             "content": [{"type": "text", "text": prompt}]}});
         let stdin = self.stdin.as_mut().expect("stdin still open");
@@ -245,7 +245,7 @@ impl ClaudeSession {
 
     /// Closes stdin (ends the session: `SessionEnd`) and waits for the process to exit; print
     /// mode exits 1 when its last turn failed.
-    fn end(&mut self, w: &World, turn_ok: bool) {
+    pub(crate) fn end(&mut self, w: &World, turn_ok: bool) {
         drop(self.stdin.take());
         let status = self.child.wait_timeout(TURN_TIMEOUT);
         let status = status

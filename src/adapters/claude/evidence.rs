@@ -213,6 +213,9 @@ mod tests {
                 ended_at: None,
                 note: None,
                 attempt_failed_at: None,
+                error_kind: None,
+                next: None,
+                partial: None,
                 other: serde_json::Map::new(),
             }),
             ..Session::default()

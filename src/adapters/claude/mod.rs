@@ -4,6 +4,7 @@
 
 mod answer;
 mod evidence;
+mod failure;
 mod slash;
 
 use std::path::{Path, PathBuf};
@@ -544,11 +545,9 @@ impl Claude {
                 _ => Kind::Other,
             },
             "StopFailure" => {
-                let detail: Vec<String> = [s(p, "error"), s(p, "last_assistant_message")]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                ev.error = Some(detail.join(": "));
+                let failure = failure::stop_failure(p);
+                ev.error = Some(failure.error.clone());
+                ev.failure = Some(failure);
                 Kind::TurnFailed
             }
             _ => Kind::Other,

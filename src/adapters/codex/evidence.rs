@@ -20,8 +20,35 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use serde_json::Value;
+
 use crate::seam::evidence::{self, Evidence, Finding};
-use crate::store::session::{ProcessId, Session};
+use crate::store::session::{ErrorKind, Failure, ProcessId, Session};
+
+/// How a turn the app-server reported `failed` (`turn/completed`, `turn.status: failed`)
+/// failed: `turn.error.message`, and its kind from `turn.error.codexErrorInfo` (a string, or an
+/// object keyed by the variant; the `CodexErrorInfo` schema `codex app-server
+/// generate-json-schema` of 0.169.0 prints).
+pub(super) fn turn_failure(turn: &Value) -> Failure {
+    let error = &turn["error"];
+    let text = error["message"].as_str().unwrap_or("the turn failed");
+    let info = match &error["codexErrorInfo"] {
+        Value::String(s) => s.as_str(),
+        Value::Object(m) => m.keys().next().map_or("", String::as_str),
+        _ => "",
+    };
+    let kind = match info {
+        "usageLimitExceeded" | "rateLimitExceeded" | "sessionBudgetExceeded" => {
+            ErrorKind::RateLimit
+        }
+        "unauthorized" => ErrorKind::Authentication,
+        "inferenceHookDenied" => ErrorKind::HookBlock,
+        "sandboxError" => ErrorKind::ToolFailure,
+        "" | "other" => ErrorKind::Unknown,
+        _ => ErrorKind::ModelError,
+    };
+    Failure::new(text, kind)
+}
 
 /// Longer than Codex's backoff between reconnect attempts.
 pub const RETRY_BOUND: Duration = Duration::from_secs(8);
@@ -34,7 +61,10 @@ fn judge(s: &Session, now: SystemTime) -> Option<Evidence> {
         attended: None,
         process: None,
         observed: s.observed.clone(),
-        finding: Some(Finding::TurnFailed(t.note.clone().unwrap_or_default())),
+        finding: Some(Finding::TurnFailed(Failure::new(
+            t.note.clone().unwrap_or_default(),
+            ErrorKind::ModelError,
+        ))),
         source: "hook PostModelRequest".into(),
         why: Some(format!(
             "the model request failed and Codex started no new attempt within {} s",
@@ -202,6 +232,23 @@ mod tests {
     use crate::store::session::{Turn, TurnState};
 
     #[test]
+    fn a_failed_turn_names_its_kind() {
+        let turn = serde_json::json!({"status": "failed", "error": {"message": "stream died",
+            "codexErrorInfo": {"responseTooManyFailedAttempts": {"httpStatusCode": 500}}}});
+        assert_eq!(
+            turn_failure(&turn),
+            Failure::new("stream died", ErrorKind::ModelError)
+        );
+        let limit = serde_json::json!({"error": {"message": "slow down",
+            "codexErrorInfo": "usageLimitExceeded"}});
+        assert_eq!(turn_failure(&limit).kind, ErrorKind::RateLimit);
+        assert_eq!(
+            turn_failure(&serde_json::json!({})),
+            Failure::new("the turn failed", ErrorKind::Unknown)
+        );
+    }
+
+    #[test]
     fn a_failed_attempt_ends_the_turn_only_when_no_retry_follows() {
         let failed = "2026-11-23T10:00:00.000Z";
         let at = humantime::parse_rfc3339(failed).unwrap();
@@ -214,13 +261,22 @@ mod tests {
                 ended_at: None,
                 note: Some("http 500".into()),
                 attempt_failed_at: Some(failed.into()),
+                error_kind: None,
+                next: None,
+                partial: None,
                 other: serde_json::Map::new(),
             }),
             ..Session::default()
         };
         assert!(judge(&s, at + Duration::from_secs(1)).is_none());
         let ev = judge(&s, at + RETRY_BOUND).unwrap();
-        assert_eq!(ev.finding, Some(Finding::TurnFailed("http 500".into())));
+        assert_eq!(
+            ev.finding,
+            Some(Finding::TurnFailed(Failure::new(
+                "http 500",
+                ErrorKind::ModelError
+            )))
+        );
         let mut retried = s.clone();
         retried.turn.as_mut().unwrap().attempt_failed_at = None;
         assert!(judge(&retried, at + RETRY_BOUND * 2).is_none());

@@ -260,12 +260,7 @@ impl SessionServer for CodexServer {
                     let end = match turn["status"].as_str() {
                         Some("completed") => TurnEnd::Completed,
                         Some("interrupted") => TurnEnd::Interrupted,
-                        Some("failed") => TurnEnd::Failed(
-                            turn.pointer("/error/message")
-                                .and_then(Value::as_str)
-                                .unwrap_or("the turn failed")
-                                .to_owned(),
-                        ),
+                        Some("failed") => TurnEnd::Failed(super::evidence::turn_failure(turn)),
                         _ => continue,
                     };
                     if let (Some(thread), Some(turn)) = (thread, turn["id"].as_str()) {

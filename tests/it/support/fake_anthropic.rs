@@ -31,7 +31,9 @@
 //! of `tool_result` user turns after the last real prompt. `<file>` is `FILE=<name>` or
 //! `hello.txt`; `<dir>` is `TARGET_DIR=<abs>`, else the "Primary working directory" named in the
 //! system prompt, else `/tmp`. `FAIL=<code>` answers the main request with that HTTP error
-//! (Anthropic error JSON); `DELAY=<secs>` delays the first answer to a prompt.
+//! (Anthropic error JSON); `FAIL_AFTER=<code>` answers the first request of the script (its
+//! text [`PARTIAL_TEXT`] and a tool call) and fails the next one with that error, so the turn
+//! fails after the model wrote text; `DELAY=<secs>` delays the first answer to a prompt.
 //! Side requests (no `Write`/`Bash` tool: title generation, topic detection) get a short text;
 //! the title request gets `{"title":"Fake title from model"}`.
 //!
@@ -49,6 +51,8 @@ use super::http::{Conn, LoggingServer, Request, RequestLog, random_hex};
 
 /// Text of the answer after a script's last tool call.
 pub const FINAL_ANSWER: &str = "Done: the tool ran. FINAL_ANSWER_OK";
+/// The text a script's first answer writes before its tool call.
+pub const PARTIAL_TEXT: &str = "Working on it.";
 /// Text of the `USE_NONE` answer.
 pub const PLAIN_ANSWER: &str = "No tool needed. PLAIN_ANSWER_OK";
 /// Text of the `USE_SURROGATE` answer; the fake sends [`LONE_SURROGATE`] in it as the escape
@@ -135,7 +139,10 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog) -> io::Result<()
         .unwrap_or(Value::Null);
     let last_text = text_of(&last_user["content"]);
 
-    if has_tools && let Some(code) = token_after(&last_text, "FAIL=").and_then(|c| c.parse().ok()) {
+    let (prompt, step) = prompt_and_step(&body);
+    let fail = token_after(&last_text, "FAIL=")
+        .or_else(|| token_after(&prompt, "FAIL_AFTER=").filter(|_| step > 0));
+    if has_tools && let Some(code) = fail.and_then(|c| c.parse().ok()) {
         entry.insert("answered".into(), format!("fail{code}").into());
         log.push(Value::Object(entry));
         let etype = match code {
@@ -335,7 +342,7 @@ fn plan_response(body: &Value) -> Plan {
     };
     let mut blocks = Vec::new();
     if step == 0 {
-        blocks.push(text_block("Working on it."));
+        blocks.push(text_block(PARTIAL_TEXT));
     }
     blocks.push(json!({"type": "tool_use", "id": tid, "name": name, "input": input}));
     Plan {
@@ -410,6 +417,26 @@ fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str
         vec![("Write", json!({"file_path": fp, "content": WRITE_CONTENT}))]
     };
     Some(script)
+}
+
+/// The last real prompt (a user turn that is not only `tool_result`s) and how many
+/// `tool_result` turns followed it (the script step).
+fn prompt_and_step(body: &Value) -> (String, usize) {
+    let mut step = 0usize;
+    for m in body["messages"].as_array().into_iter().flatten().rev() {
+        if m["role"] != "user" {
+            continue;
+        }
+        if has_tool_result(&m["content"]) {
+            step += 1;
+            continue;
+        }
+        let text = text_of(&m["content"]);
+        if !text.trim().is_empty() {
+            return (text, step);
+        }
+    }
+    (String::new(), step)
 }
 
 /// The text of a message `content`: the string itself, or its `text` blocks joined by newlines.

@@ -1,0 +1,123 @@
+//! How a Claude turn failed, from `StopFailure` and the session's transcript.
+//!
+//! Verified live with 2.1.197 against the fake Messages API (tests/it/outcomes.rs):
+//! `StopFailure` fires instead of `Stop` when a model request fails for good; its `error` is
+//! Claude's kind (`rate_limit`, `authentication_failed`, `oauth_org_not_allowed`,
+//! `billing_error`, `invalid_request`, `model_not_found`, `server_error`, `overloaded`,
+//! `max_output_tokens`, `unknown`; an HTTP 400 gives `unknown`) and its
+//! `last_assistant_message` is the synthetic `API Error: ...` line, NOT the text the model
+//! wrote before the failure. That text is only in the transcript (`transcript_path`), as the
+//! assistant messages since the turn's prompt; the tail is read once, on this rare hook only.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::store::session::{ErrorKind, Failure};
+
+/// How much of the transcript's end is read for the turn's text.
+const TAIL_BYTES: u64 = 256 * 1024;
+
+/// The failure a `StopFailure` payload reports.
+pub(super) fn stop_failure(p: &Value) -> Failure {
+    let kind_word = super::super::str_field(p, "error");
+    let kind = match kind_word.as_deref() {
+        Some("rate_limit") => ErrorKind::RateLimit,
+        Some("authentication_failed" | "oauth_org_not_allowed" | "billing_error") => {
+            ErrorKind::Authentication
+        }
+        // StopFailure fires only when a model request failed: whatever its word, the model
+        // API is what failed.
+        _ => ErrorKind::ModelError,
+    };
+    let error = super::super::str_field(p, "last_assistant_message")
+        .or(kind_word)
+        .unwrap_or_else(|| "the model request failed".into());
+    let partial = super::super::str_field(p, "transcript_path")
+        .and_then(|t| turn_text(Path::new(&t)))
+        .filter(|t| !t.trim().is_empty());
+    Failure {
+        error,
+        kind,
+        partial,
+    }
+}
+
+/// The assistant text written since the last real prompt (a user entry that is not only tool
+/// results), leaving out Claude's synthetic API error messages.
+fn turn_text(transcript: &Path) -> Option<String> {
+    let mut f = std::fs::File::open(transcript).ok()?;
+    let len = f.metadata().ok()?.len();
+    let from = len.saturating_sub(TAIL_BYTES);
+    f.seek(SeekFrom::Start(from)).ok()?;
+    let mut bytes = Vec::new();
+    f.take(TAIL_BYTES).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    // A cut first line is not JSON and is skipped.
+    let mut texts: Vec<String> = Vec::new();
+    for line in text.lines().rev() {
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let content = &entry["message"]["content"];
+        match entry["type"].as_str() {
+            Some("user") => {
+                let tool_results_only = content
+                    .as_array()
+                    .is_some_and(|blocks| blocks.iter().all(|b| b["type"] == "tool_result"));
+                if !tool_results_only {
+                    break;
+                }
+            }
+            Some("assistant") => {
+                let synthetic = entry["isApiErrorMessage"] == Value::Bool(true)
+                    || entry["message"]["model"] == "<synthetic>";
+                if synthetic {
+                    continue;
+                }
+                let blocks: Vec<&str> = content
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b["type"] == "text")
+                    .filter_map(|b| b["text"].as_str())
+                    .collect();
+                if !blocks.is_empty() {
+                    texts.push(blocks.join("\n"));
+                }
+            }
+            _ => {}
+        }
+    }
+    texts.reverse();
+    Some(texts.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_partial_text_comes_from_the_transcript_not_the_error_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("t.jsonl");
+        let lines = [
+            r#"{"type":"user","message":{"role":"user","content":"earlier prompt"}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"old answer"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"now"}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Working on it."},{"type":"tool_use","id":"x"}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"x"}]}}"#,
+            r#"{"type":"assistant","isApiErrorMessage":true,"message":{"model":"<synthetic>","content":[{"type":"text","text":"API Error: 400 x"}]}}"#,
+        ];
+        std::fs::write(&t, lines.join("\n")).unwrap();
+        let p = serde_json::json!({"error": "unknown", "last_assistant_message": "API Error: 400 x",
+            "transcript_path": t});
+        let f = stop_failure(&p);
+        assert_eq!(f.error, "API Error: 400 x");
+        assert_eq!(f.kind, ErrorKind::ModelError);
+        assert_eq!(f.partial.as_deref(), Some("Working on it."));
+        let limit = stop_failure(&serde_json::json!({"error": "rate_limit"}));
+        assert_eq!((limit.kind, limit.partial), (ErrorKind::RateLimit, None));
+    }
+}

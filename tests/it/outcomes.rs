@@ -1,0 +1,125 @@
+//! Honest turn outcomes with the REAL Claude Code against the fake Messages API: how each turn
+//! ended (`completed`, `partial_failed`, `failed`), what `spex wait --until turn-end` exits
+//! with, and what `show` says. Needs `scripts/install-peers.sh`; fails, never skips.
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::World;
+use crate::real_sessions::{ClaudeSession, Perm, materialize, wait_until};
+use crate::support::fake_anthropic::{FakeAnthropic, PARTIAL_TEXT};
+
+/// Startup and hooks of a real harness on a loaded machine.
+const SETTLE: Duration = Duration::from_mins(1);
+
+/// What one prompt left: the wait's exit code and stdout, the record, `show`'s text.
+struct Outcome {
+    code: Option<i32>,
+    wait_out: String,
+    rec: Value,
+    show: String,
+    diag: String,
+}
+
+/// Starts a Claude session, starts `spex wait <id> --until turn-end` before the prompt (so it
+/// waits for that turn), runs the prompt and collects what each reader says.
+fn run(w: &World, fake: &FakeAnthropic, prompt: &str) -> Outcome {
+    let mut session = ClaudeSession::start(w, fake, Perm::AcceptEdits);
+    let id = session.id.clone();
+    wait_until(w, &id, SETTLE, |_, _| true)
+        .unwrap_or_else(|d| panic!("no record from SessionStart\n{d}"));
+    let waiter: Child = w
+        .cmd(
+            &w.repo,
+            &["wait", &id, "--until", "turn-end", "--timeout", "120"],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn spex wait");
+    let result = session.turn(w, prompt);
+    let out = waiter.wait_with_output().expect("spex wait");
+    let (rec, _) = wait_until(w, &id, SETTLE, |r, _| r["turn"]["state"] != "running")
+        .unwrap_or_else(|d| panic!("turn never ended\n{d}"));
+    let show = String::from_utf8_lossy(&w.spex(&w.repo, &["show", &id]).stdout).into_owned();
+    let diag = format!(
+        "result {result}\nwait stdout {:?} stderr {:?}\nshow:\n{show}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        session.diag(w)
+    );
+    session.end(w, rec["turn"]["state"] == "completed");
+    Outcome {
+        code: out.status.code(),
+        wait_out: String::from_utf8_lossy(&out.stdout).into_owned(),
+        rec,
+        show,
+        diag,
+    }
+}
+
+#[test]
+fn wait_exits_zero_only_for_a_completed_turn() {
+    let w = World::new();
+    materialize(&w);
+    let fake = FakeAnthropic::start();
+    let o = run(&w, &fake, "Please create the file.");
+    assert_eq!(o.rec["turn"]["state"], "completed", "{}", o.diag);
+    assert_eq!(o.code, Some(0), "{}", o.diag);
+    assert!(o.wait_out.contains("turn completed"), "{}", o.diag);
+}
+
+#[test]
+fn a_model_error_after_text_is_partial_failed_with_the_text_kept_apart() {
+    let w = World::new();
+    materialize(&w);
+    let fake = FakeAnthropic::start();
+    let o = run(&w, &fake, "Please create the file. FAIL_AFTER=400");
+    let turn = &o.rec["turn"];
+    assert_eq!(turn["state"], "partial_failed", "{}", o.diag);
+    assert_eq!(turn["partial"], PARTIAL_TEXT, "{}", o.diag);
+    assert_eq!(turn["error_kind"], "model_error", "{}", o.diag);
+    let error = o.rec["attention"]["text"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("400") && !error.contains(PARTIAL_TEXT),
+        "the error is the harness's, without the partial text: {error:?}\n{}",
+        o.diag
+    );
+    assert_eq!(o.code, Some(4), "{}", o.diag);
+    assert!(
+        o.wait_out.contains("turn partial_failed (model_error)"),
+        "{}",
+        o.diag
+    );
+    assert!(
+        o.show.contains("partial text") && o.show.contains("not an answer"),
+        "{}",
+        o.diag
+    );
+}
+
+#[test]
+fn a_model_error_with_no_text_is_failed_with_its_kind_and_next() {
+    let w = World::new();
+    materialize(&w);
+    let fake = FakeAnthropic::start();
+    let o = run(&w, &fake, "Please create the file. FAIL=400");
+    let turn = &o.rec["turn"];
+    assert_eq!(turn["state"], "failed", "{}", o.diag);
+    assert_eq!(turn["error_kind"], "model_error", "{}", o.diag);
+    assert!(turn["partial"].is_null(), "{}", o.diag);
+    assert!(
+        turn["next"].as_str().is_some_and(|n| !n.is_empty()),
+        "{}",
+        o.diag
+    );
+    assert_eq!(o.code, Some(4), "{}", o.diag);
+    assert!(
+        o.wait_out.contains("turn failed (model_error)"),
+        "{}",
+        o.diag
+    );
+    assert!(o.show.contains("next"), "{}", o.diag);
+}
