@@ -111,6 +111,8 @@ struct SortedTurn<'a> {
     next: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    open_calls: &'a Vec<(String, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     partial: Option<&'a str>,
     prompt: Option<&'a str>,
@@ -235,6 +237,7 @@ impl<'a> SortedRecord<'a> {
                      error_kind,
                      next,
                      partial,
+                     open_calls,
                      other,
                  }| SortedTurn {
                     attempt_failed_at: attempt_failed_at.as_deref(),
@@ -243,6 +246,7 @@ impl<'a> SortedRecord<'a> {
                     id: id.as_deref(),
                     next: next.as_deref(),
                     note: note.as_deref(),
+                    open_calls,
                     partial: partial.as_deref(),
                     prompt: prompt.as_deref(),
                     started_at,
@@ -304,6 +308,7 @@ mod tests {
                 error_kind: Some(ErrorKind::ModelError),
                 next: Some("send it again".into()),
                 partial: Some("half an answer".into()),
+                open_calls: vec![("toolu_1".into(), "Bash".into())],
                 other: newer("zz_turn"),
             }),
             declared: Some(Declared {
@@ -361,6 +366,7 @@ mod tests {
                 error_kind: None,
                 next: None,
                 partial: None,
+                open_calls: Vec::new(),
                 other: serde_json::Map::new(),
                 ..t
             }),
