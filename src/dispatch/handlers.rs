@@ -130,6 +130,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                     error_kind: None,
                     next: None,
                     partial: None,
+                    open_calls: Vec::new(),
                     other: serde_json::Map::new(),
                 });
                 out.push(event(
@@ -155,8 +156,13 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 }
                 out.push(event(
                     "tool.started",
-                    json!({ "tool": ev.tool, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
+                    json!({ "tool": ev.tool, "call_id": ev.call_id, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
                 ));
+                // Open until its own hook ends it, or the turn's ending closes it.
+                if let Some(t) = s.turn.as_mut().filter(|t| t.state == TurnState::Running) {
+                    t.open_calls
+                        .push((call_key(ev), ev.tool.clone().unwrap_or_default()));
+                }
             }
         }
         Kind::ToolCompleted | Kind::ToolFailed => {
@@ -173,9 +179,13 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             if ok {
                 record_touched(ctx, s);
             }
+            if let Some(t) = s.turn.as_mut() {
+                let key = call_key(ev);
+                t.open_calls.retain(|(k, _)| *k != key);
+            }
             out.push(event(
                 "tool.completed",
-                json!({ "tool": ev.tool, "ok": ok, "error": error, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
+                json!({ "tool": ev.tool, "call_id": ev.call_id, "ok": ok, "error": error, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
             ));
             if !sub {
                 s.status = Status::Working;
@@ -268,7 +278,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 .as_ref()
                 .is_some_and(|d| d.state == DeclaredState::Asking);
             let ended = s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null);
-            if ended.is_some() && !asking {
+            if !ended.is_empty() && !asking {
                 out.extend(ended);
                 s.status = Status::Idle;
                 out.extend(s.clear_attention(src));
@@ -282,6 +292,14 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
         Kind::SubagentStopped | Kind::Other => {}
     }
     (out, answer)
+}
+
+/// What pairs a tool call's start and end: the harness's call id, else the tool's name.
+fn call_key(ev: &HookEvent) -> String {
+    ev.call_id
+        .clone()
+        .or_else(|| ev.tool.clone())
+        .unwrap_or_default()
 }
 
 /// Opens attention (`attention.opened`, after closing attention of another kind, so opens
@@ -414,6 +432,7 @@ mod tests {
                 error_kind: None,
                 next: None,
                 partial: None,
+                open_calls: Vec::new(),
                 other: serde_json::Map::new(),
             }),
             ..Session::default()

@@ -254,15 +254,16 @@ impl Shared {
                 record(&self.store, &self.id, |s, events, now| {
                     let before = s.state_key();
                     let why = "an interrupt key was typed, then the prompt came back";
-                    let Some(ended) = s.end_turn(
+                    let ended = s.end_turn(
                         TurnState::Interrupted,
                         now,
                         SOURCE,
                         serde_json::json!({ "reason": why }),
-                    ) else {
+                    );
+                    if ended.is_empty() {
                         return;
-                    };
-                    events.push(ended);
+                    }
+                    events.extend(ended);
                     s.status = Status::Idle;
                     events.extend(s.clear_attention(SOURCE));
                     s.stamp(before, now, SOURCE, Some(why.into()));

@@ -83,8 +83,9 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
             } else {
                 (TurnState::Interrupted, why_field())
             };
-            if let Some(e) = s.end_turn(state, now, src, extra) {
-                out.push(e);
+            let ended = s.end_turn(state, now, src, extra);
+            if !ended.is_empty() {
+                out.extend(ended);
                 out.extend(s.clear_attention(src));
                 if s.status != Status::Exited {
                     s.status = Status::Idle;

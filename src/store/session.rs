@@ -257,6 +257,9 @@ pub struct Turn {
     /// A `partial_failed` turn's assistant text, written before the failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial: Option<String>,
+    /// Tool calls started and not yet ended (call id, tool): the turn's ending closes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_calls: Vec<(String, String)>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,
@@ -542,30 +545,41 @@ impl Session {
             .is_some_and(|t| t.state == TurnState::Running)
     }
 
-    /// Ends the running turn as `state`: its ending event (`turn.<state>`, with `extra`
-    /// fields), or nothing when no turn runs (a finished turn keeps its state).
+    /// Ends the running turn as `state`: a `tool.interrupted` for each tool call still open
+    /// (so every `tool.started` ends), then its ending event (`turn.<state>`, with `extra`
+    /// fields); nothing when no turn runs (a finished turn keeps its state).
     pub fn end_turn(
         &mut self,
         state: TurnState,
         now: &str,
         source: &str,
         extra: Value,
-    ) -> Option<NewEvent> {
-        let turn = self
-            .turn
-            .as_mut()
-            .filter(|t| t.state == TurnState::Running)?;
+    ) -> Vec<NewEvent> {
+        let Some(turn) = self.turn.as_mut().filter(|t| t.state == TurnState::Running) else {
+            return Vec::new();
+        };
+        let mut out: Vec<NewEvent> = std::mem::take(&mut turn.open_calls)
+            .into_iter()
+            .map(|(call, tool)| {
+                new_event(
+                    "tool.interrupted",
+                    source,
+                    serde_json::json!({ "call_id": call, "tool": tool, "turn_id": turn.id }),
+                )
+            })
+            .collect();
         turn.state = state;
         turn.ended_at = Some(now.to_owned());
         let mut fields = serde_json::json!({ "turn_id": turn.id });
         if let (Some(f), Value::Object(extra)) = (fields.as_object_mut(), extra) {
             f.extend(extra);
         }
-        Some(new_event(
+        out.push(new_event(
             &format!("turn.{}", state.as_str()),
             source,
             fields,
-        ))
+        ));
+        out
     }
 
     /// The running turn failed: it ends `partial_failed` when the model had written text,
@@ -583,15 +597,16 @@ impl Session {
             TurnState::Failed
         };
         let next = failure.kind.next();
-        let Some(ended) = self.end_turn(
+        let ended = self.end_turn(
             state,
             now,
             source,
             serde_json::json!({ "error": failure.error, "error_kind": failure.kind,
                 "next": next, "partial": partial }),
-        ) else {
+        );
+        if ended.is_empty() {
             return Vec::new();
-        };
+        }
         if let Some(t) = self.turn.as_mut() {
             t.note = Some(failure.error.clone());
             t.error_kind = Some(failure.kind);
@@ -602,7 +617,7 @@ impl Session {
             .close_attention(source, "unanswered")
             .into_iter()
             .collect();
-        out.push(ended);
+        out.extend(ended);
         self.status = Status::Idle;
         let mut failed = Attention::new("turn_failed", failure.error.clone(), now);
         failed.kind = Some("other".into());

@@ -140,6 +140,8 @@ struct SortedTurn<'a> {
     next: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    open_calls: &'a Vec<(String, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     partial: Option<&'a str>,
     prompt: Option<&'a str>,
@@ -284,6 +286,7 @@ impl<'a> SortedRecord<'a> {
                      error_kind,
                      next,
                      partial,
+                     open_calls,
                      other,
                  }| SortedTurn {
                     attempt_failed_at: attempt_failed_at.as_deref(),
@@ -292,6 +295,7 @@ impl<'a> SortedRecord<'a> {
                     id: id.as_deref(),
                     next: next.as_deref(),
                     note: note.as_deref(),
+                    open_calls,
                     partial: partial.as_deref(),
                     prompt: prompt.as_deref(),
                     started_at,
@@ -381,6 +385,7 @@ mod tests {
                 error_kind: Some(ErrorKind::ModelError),
                 next: Some("send it again".into()),
                 partial: Some("half an answer".into()),
+                open_calls: vec![("toolu_1".into(), "Bash".into())],
                 other: newer("zz_turn"),
             }),
             declared: Some(Declared {
@@ -439,6 +444,7 @@ mod tests {
                 error_kind: None,
                 next: None,
                 partial: None,
+                open_calls: Vec::new(),
                 other: serde_json::Map::new(),
                 ..t
             }),

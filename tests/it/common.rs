@@ -395,6 +395,8 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
     let mut attention = (!rotated).then_some(false);
     // Whether the session has exited (and not been resumed since).
     let mut exited = (!rotated).then_some(false);
+    // Tool calls started in the open turn and not yet ended.
+    let mut open_calls: Vec<String> = Vec::new();
     for (i, e) in events.iter().enumerate() {
         assert_eq!(
             e["seq"].as_u64(),
@@ -403,6 +405,25 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
             diag()
         );
         let kind = e["kind"].as_str().unwrap_or_default();
+        // Every tool call started in a turn ends before the turn's ending event: its own
+        // `tool.completed`, or `tool.interrupted` written by the ending.
+        let call = || {
+            e["call_id"]
+                .as_str()
+                .or_else(|| e["tool"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        match kind {
+            "tool.started" if open_turn == Some(true) => open_calls.push(call()),
+            "tool.completed" | "tool.interrupted" => {
+                let c = call();
+                if let Some(i) = open_calls.iter().position(|o| *o == c) {
+                    open_calls.remove(i);
+                }
+            }
+            _ => {}
+        }
         match kind {
             "turn.started" => {
                 assert!(
@@ -420,6 +441,11 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                 assert!(
                     open_turn != Some(false),
                     "{kind} with no open turn: {e}\n{}",
+                    diag()
+                );
+                assert!(
+                    open_calls.is_empty(),
+                    "{kind} leaves tool calls {open_calls:?} with no ending: {e}\n{}",
                     diag()
                 );
                 open_turn = Some(false);

@@ -123,3 +123,84 @@ fn a_model_error_with_no_text_is_failed_with_its_kind_and_next() {
     );
     assert!(o.show.contains("next"), "{}", o.diag);
 }
+
+/// Hosted by spex (`spex launch`), so `spex interrupt` types the interrupt key into the TUI
+/// while the slow Bash command (`sleep 20`) runs.
+#[test]
+fn an_interrupt_mid_tool_closes_the_call_as_interrupted_and_wait_exits_4() {
+    use crate::runtime::{claude_world, host_log, run_json, screen, spex_cmd, stop};
+    use crate::support::claude_home::SeedOptions;
+    let (w, fake) = claude_world(SeedOptions {
+        bypass: true,
+        ..SeedOptions::default()
+    });
+    // Skips 2.1.197's bypass-mode question at start (see steering.rs).
+    crate::common::write(
+        &w.home.join(".claude/settings.json"),
+        "{\"skipDangerousModePermissionPrompt\": true}\n",
+    );
+    let args = [
+        "launch",
+        "--harness",
+        "claude",
+        "--detach",
+        "--json",
+        "--ready-timeout",
+        "60",
+        "Please run a slow command. USE_SLOWBASH",
+        "--",
+        "--permission-mode",
+        "bypassPermissions",
+    ];
+    let mut cmd = spex_cmd(&w, &fake, &args);
+    cmd.env("IS_SANDBOX", "1");
+    let out = cmd.output().unwrap();
+    let launched = crate::common::json_result(&args, &out).unwrap_or_else(|e| panic!("{e}"));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
+    wait_until(&w, &id, SETTLE, |_, ev| {
+        ev.iter()
+            .any(|e| e["kind"] == "tool.started" && e["tool"] == "Bash")
+    })
+    .unwrap_or_else(|d| panic!("the slow Bash call never started\n{d}\n{}", diag()));
+    let waiter: Child = w
+        .cmd(
+            &w.repo,
+            &["wait", &id, "--until", "turn-end", "--timeout", "120"],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn spex wait");
+    run_json(&w, &fake, &["interrupt", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
+    let out = waiter.wait_with_output().expect("spex wait");
+    let (rec, events) = wait_until(&w, &id, SETTLE, |r, _| r["turn"]["state"] != "running")
+        .unwrap_or_else(|d| panic!("turn never ended\n{d}"));
+    let diag = || {
+        format!(
+            "wait stdout {:?} stderr {:?}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            crate::real_sessions::dump(&w, &id)
+        )
+    };
+    assert_eq!(rec["turn"]["state"], "interrupted", "{}", diag());
+    let bash: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["tool"] == "Bash" && e["kind"] != "tool.started")
+        .collect();
+    assert!(
+        !bash.is_empty() && bash[0]["kind"] == "tool.interrupted",
+        "the Bash call is closed by the turn's ending, as interrupted\n{}",
+        diag()
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", diag());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("turn interrupted"),
+        "{}",
+        diag()
+    );
+    crate::common::assert_grammar(&rec, &events, &diag);
+    stop(&w, &fake, &id);
+}

@@ -264,6 +264,7 @@ mod tests {
                 error_kind: None,
                 next: None,
                 partial: None,
+                open_calls: Vec::new(),
                 other: serde_json::Map::new(),
             }),
             ..Session::default()
