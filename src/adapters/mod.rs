@@ -17,6 +17,7 @@ use crate::seam::edit::workspace::STAMP;
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
 use crate::seam::{Check, DoctorCtx, Harness, SlashEntry, Status};
 use crate::spec::SpecNode;
+use crate::store::session::{Attention, Choice, Question};
 
 /// How a harness spells the parts of the hook wire format the harnesses share (Codex's hooks
 /// follow Claude Code's format: same event names, `session_id`, `tool_name`, `tool_input`).
@@ -55,6 +56,7 @@ pub fn decode_shared(event: &str, p: &Value, wire: &Wire, edits: Vec<String>) ->
         "PreToolUse" => {
             if ev.tool.as_deref() == Some(wire.ask_tool) {
                 ev.attention = Some(("question".into(), question_text(input)));
+                ev.ask = Some(question_ask(input, ev.call_id.clone()));
             }
             Some(Kind::ToolStarted)
         }
@@ -90,6 +92,48 @@ pub fn permission_attention(
         ("question".into(), question_text(input))
     } else {
         ("permission".into(), describe(input))
+    }
+}
+
+/// A question tool's call as an attention to open: each question with its options (Claude's
+/// `AskUserQuestion`: `questions[].{question, header, options[].label, multiSelect}`, free
+/// text always offered as "Type something"; Codex's `request_user_input`:
+/// `questions[].{id, header, question, options[].label, isOther}`).
+pub fn question_ask(input: &Value, call_id: Option<String>) -> Attention {
+    let questions = input
+        .get("questions")
+        .and_then(Value::as_array)
+        .map(|qs| {
+            qs.iter()
+                .map(|q| Question {
+                    free_text: q.get("isOther").and_then(Value::as_bool).unwrap_or(true),
+                    header: str_field(q, "header"),
+                    id: str_field(q, "id"),
+                    multi_select: q.get("multiSelect").and_then(Value::as_bool) == Some(true),
+                    options: q
+                        .get("options")
+                        .and_then(Value::as_array)
+                        .map(|os| os.iter().filter_map(|o| str_field(o, "label")).collect())
+                        .unwrap_or_default(),
+                    question: str_field(q, "question").unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Attention {
+        kind: Some("question".into()),
+        questions,
+        call_id,
+        ..Attention::default()
+    }
+}
+
+/// A choice of a dialog.
+pub fn choice(id: &str, label: &str, message: bool) -> Choice {
+    Choice {
+        id: id.to_owned(),
+        label: label.to_owned(),
+        message,
     }
 }
 

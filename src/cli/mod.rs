@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand, each an `Args` struct (its doc comment is the
 //! help) and a `run` that resolves arguments into settings and calls the module doing the work.
 
+pub mod answer;
 pub mod attach;
 pub mod cassette;
 pub mod clean;
@@ -60,6 +61,9 @@ pub enum Command {
     Session(sessions::DeclareArgs),
     Launch(launch::Args),
     Deliver(deliver::Args),
+    Answer(answer::Args),
+    Approve(answer::ApproveArgs),
+    Deny(answer::DenyArgs),
     Attach(attach::Args),
     Snapshot(snapshot::Args),
     Stop(stop::Args),
@@ -126,6 +130,9 @@ fn run_command(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Session(a) => sessions::declare(&a, env),
         Command::Launch(a) => launch::run(&a, env),
         Command::Deliver(a) => deliver::run(&a, env),
+        Command::Answer(a) => answer::run(&a, env),
+        Command::Approve(a) => answer::approve(&a, env),
+        Command::Deny(a) => answer::deny(&a, env),
         Command::Attach(a) => attach::run(&a, env),
         Command::Snapshot(a) => snapshot::run(&a, env),
         Command::Stop(a) => stop::run(&a, env),

@@ -74,10 +74,10 @@ fn status_from_kinds<'a>(events: impl Iterator<Item = &'a str>) -> &'static str 
                 "idle"
             }
             "tool.started" | "tool.completed" => "working",
-            "attention.cleared" if turn_running => "working",
+            "attention.cleared" | "attention.closed" if turn_running => "working",
             // Cleared with a turn's end (or a dialog answered while none runs): idle.
-            "session.started" | "attention.cleared" => "idle",
-            "input.required" => "needs_attention",
+            "session.started" | "attention.cleared" | "attention.closed" => "idle",
+            "input.required" | "attention.opened" => "needs_attention",
             "session.exited" => "exited",
             _ => status,
         };

@@ -13,7 +13,7 @@ use crate::env::Env;
 use crate::reconcile;
 use crate::runtime;
 use crate::store::session::{
-    Attention, Declared, DeclaredState, Session, Status, TurnState, ellipsis,
+    Attention, Declared, DeclaredState, Session, Status, TurnState, Via, ellipsis,
 };
 use crate::store::sorted::SortedRecord;
 use crate::store::{self, ProjectStore};
@@ -293,10 +293,48 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         }
     }
     if let Some(a) = &s.attention {
+        let id = a.id.as_deref().map(|i| format!("{i} ")).unwrap_or_default();
         rows.push(vec![
             "attention".into(),
-            visible(&format!("{}: {}", a.reason, a.text)),
+            visible(&format!(
+                "{id}{}: {} (since {})",
+                a.reason,
+                a.text,
+                clock(&a.since)
+            )),
         ]);
+        let mut offers: Vec<String> = a
+            .choices
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} ({}{})",
+                    c.id,
+                    c.label,
+                    if c.message { ", --message" } else { "" }
+                )
+            })
+            .collect();
+        for q in &a.questions {
+            let mut line = format!("{}: {}", q.question, q.options.join(" / "));
+            if q.multi_select {
+                line.push_str(" (several)");
+            }
+            if q.free_text {
+                line.push_str(" (or free text)");
+            }
+            offers.push(line);
+        }
+        if !offers.is_empty() {
+            rows.push(vec!["choices".into(), visible(&offers.join("; "))]);
+        }
+        if let Some(v) = &a.via {
+            let how = match &v.why {
+                Some(why) => format!("{}: {why}", v.how),
+                None => format!("{} (`spex answer {} <choice>`)", v.how, s.label()),
+            };
+            rows.push(vec!["answer".into(), visible(&how)]);
+        }
     }
     if let Some(d) = &s.declared {
         rows.push(vec![
@@ -594,14 +632,13 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
         let mut events = Vec::new();
         if state == DeclaredState::Asking {
             // The declaration raises the attention (its `declared` event); any other is cleared.
-            events.extend(s.clear_attention("spex session"));
-            s.status = Status::NeedsAttention;
-            s.attention = Some(Attention {
-                reason: "question".into(),
-                text: note.clone(),
-                since: now.clone(),
-                other: serde_json::Map::new(),
+            let mut asked = Attention::new("question", note.clone(), &now);
+            asked.via = Some(Via {
+                how: "prompt".into(),
+                why: Some("the agent asked in text: a prompt (`spex deliver`) answers it".into()),
             });
+            s.status = Status::NeedsAttention;
+            events.extend(s.open_attention(asked, "spex session"));
         }
         s.stamp(before, &now, "spex session", None);
         s.updated_at.clone_from(&now);

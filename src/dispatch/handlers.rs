@@ -9,7 +9,7 @@ use crate::config::{Policy, StopGate};
 use crate::seam::event::{Answer, HookEvent, Kind};
 use crate::store::ProjectStore;
 use crate::store::session::{
-    Attention, DeclaredState, ErrorKind, Failure, Session, Status, Turn, TurnState, new_event,
+    DeclaredState, ErrorKind, Failure, Session, Status, Turn, TurnState, new_event,
 };
 
 /// Everything the handlers read besides the record.
@@ -25,6 +25,8 @@ pub struct Ctx<'a> {
     pub store: &'a ProjectStore,
     /// A project hook node blocks this call.
     pub denied: bool,
+    /// The harness's answering facet (how an attention can be answered here).
+    pub answering: Option<&'static dyn crate::seam::answer::Answering>,
     /// The harness runs spex-launched sessions on a server that reports failed commands
     /// (which its hook payloads lack) on its own.
     pub server_reports_failures: bool,
@@ -44,7 +46,7 @@ fn headline_of(prompt: &str) -> String {
 /// Applies one hook event to a session record. Returns the events to append and the answer
 /// for the harness. The log keeps its grammar here: a turn ends once (an ending hook for a
 /// turn that is not running appends nothing), a prompt while a turn still runs closes that
-/// turn first, an exit closes the running turn, and attention that goes away is `attention.cleared`.
+/// turn first, an exit closes the running turn, and attention that goes away is `attention.closed`.
 pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
     let ev = ctx.ev;
     let mut answer = Answer::default();
@@ -300,8 +302,9 @@ fn call_key(ev: &HookEvent) -> String {
         .unwrap_or_default()
 }
 
-/// Raises attention: `input.required` (after clearing attention of another kind, so raises
-/// and clears pair up). One question or request raises once, however many hooks report it.
+/// Opens attention (`attention.opened`, after closing attention of another kind, so opens
+/// and closes pair up), with what the harness asks in full when its adapter decoded it. One
+/// question or request opens once, however many hooks report it.
 fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text: &str) {
     s.status = Status::NeedsAttention;
     if s.attention
@@ -310,22 +313,18 @@ fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text
     {
         return;
     }
-    out.extend(s.clear_attention(ctx.hook));
-    s.attention = Some(attention(reason, text, ctx.now));
-    out.push(new_event(
-        "input.required",
-        ctx.hook,
-        json!({ "reason": reason, "text": text, "tool": ctx.ev.tool }),
-    ));
-}
-
-fn attention(reason: impl Into<String>, text: impl Into<String>, now: &str) -> Attention {
-    Attention {
-        reason: reason.into(),
-        text: text.into(),
-        since: now.to_owned(),
-        other: serde_json::Map::new(),
+    let mut a = ctx.ev.ask.clone().unwrap_or_default();
+    reason.clone_into(&mut a.reason);
+    text.clone_into(&mut a.text);
+    ctx.now.clone_into(&mut a.since);
+    if a.tool.is_none() {
+        a.tool.clone_from(&ctx.ev.tool);
     }
+    if a.turn_id.is_none() {
+        a.turn_id.clone_from(&ctx.ev.turn_id);
+    }
+    a.via = ctx.answering.map(|h| h.via(&a, s));
+    out.extend(s.open_attention(a, ctx.hook));
 }
 
 fn nonempty(v: &[String]) -> Option<&[String]> {
@@ -456,6 +455,7 @@ mod tests {
             store: &store,
             denied: false,
             server_reports_failures: false,
+            answering: None,
         };
         apply(&ctx, &mut s).0.into_iter().map(|e| e.0).collect()
     }

@@ -171,6 +171,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                 store: &project,
                 denied: from_nodes.block.is_some(),
                 server_reports_failures: h.server().is_some(),
+                answering: h.answering(),
             };
             let launched_by_spex =
                 h.hook_env_names_session() && env.spex_session_id.as_deref() == Some(id.as_str());

@@ -749,6 +749,22 @@ fn handle(shared: &Shared, request: Request) -> Response {
                 Ok(())
             })
         }
+        Request::Keys { expect, keys } => {
+            // The screen is checked and the keys written under the terminal's lock, so no
+            // redraw slips between the check and the keys.
+            let term = lock(&shared.term);
+            let screen = term.snapshot().lines.join("\n");
+            if let Some(missing) = expect.iter().find(|e| !screen.contains(e.as_str())) {
+                Err(std::io::Error::other(format!(
+                    "the screen does not show `{missing}`"
+                )))
+            } else {
+                eprintln!("{} keys {} bytes", crate::store::now_rfc3339(), keys.len());
+                let written = shared.write_input(&keys);
+                drop(term);
+                written
+            }
+        }
         Request::Resize { rows, cols } => resize(shared, rows, cols),
         Request::Stop { grace_ms } => stop(shared, Duration::from_millis(grace_ms)),
         Request::Record { dir: Some(dir) } => shared.start_recording(&dir),

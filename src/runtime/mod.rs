@@ -3,6 +3,7 @@
 //! harness-specific step (argv, readiness, how to type a prompt) is an adapter method; nothing
 //! here names a harness.
 
+pub mod answer;
 pub mod host;
 pub mod protocol;
 pub mod server;
@@ -78,13 +79,23 @@ pub enum RuntimeError {
         hint: &'static str,
     },
     #[error(
-        "session `{id}` has a {reason} dialog open: {text}\nspex types nothing into a dialog: a delivery is a prompt, and a dialog takes keys as its answer\nhint: answer the dialog in the session's terminal (`spex attach {id}`), then deliver"
+        "session `{id}` has a {reason} dialog open{}: {text}\nspex types nothing into a dialog: a delivery is a prompt, and a dialog takes keys as its answer\nhint: {}",
+        attention.as_ref().map(|a| format!(" (attention `{a}`)")).unwrap_or_default(),
+        match attention {
+            Some(a) => format!("answer it: `spex answer {id} <choice> --attention {a}` (`spex show {id}` lists its choices), or in its terminal (`spex attach {id}`); then deliver"),
+            None => format!("answer the dialog in the session's terminal (`spex attach {id}`), then deliver"),
+        }
     )]
     NeedsAttention {
         id: String,
         reason: String,
         text: String,
+        /// The open attention's id, when the record holds one.
+        attention: Option<String>,
     },
+    /// An answer that was refused or not confirmed (the message says why and what to do).
+    #[error("{message}")]
+    Answer { id: String, message: String },
     #[error("the launch of session `{id}` was interrupted (Ctrl-C)")]
     Cancelled { id: String },
     #[error("the host of session `{id}` refused: {message}")]
@@ -186,6 +197,7 @@ impl RuntimeError {
             RuntimeError::Unreachable { .. } => "host_unreachable",
             RuntimeError::Exited { .. } => "exited",
             RuntimeError::NeedsAttention { .. } => "needs_attention",
+            RuntimeError::Answer { .. } => "not_answered",
             RuntimeError::NotConfirmed { .. } => "not_confirmed",
             RuntimeError::Refused { .. } => "refused",
             RuntimeError::NotHostedHere { .. } => "not_hosted",
@@ -935,6 +947,14 @@ pub fn host_record(store: &ProjectStore, id: &str) -> Option<HostRecord> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// The pids of session `id`'s host and of the program it runs (none when spex hosts nothing
+/// for it).
+pub fn host_pids(store: &ProjectStore, id: &str) -> Vec<u32> {
+    host_record(store, id)
+        .map(|r| vec![r.host.pid, r.child.pid])
+        .unwrap_or_default()
+}
+
 /// Makes sure the host of session `id` can be reached: it answers on its socket; or it runs
 /// (by its recorded pid and start time) but its socket is gone, and then it is asked (SIGUSR1)
 /// to listen again, and answers within a moment or the error says how to bring it back
@@ -1161,19 +1181,21 @@ pub fn deliver(
     }
     let dialog = harness.screen_activity(&title, &screen) == Some(crate::seam::Activity::Waiting);
     if dialog || dialog_attention(&s) {
-        let (reason, text) = s.attention.map_or_else(
+        let (reason, text, attention) = s.attention.map_or_else(
             || {
                 (
                     "permission".into(),
                     "the session's screen shows a dialog".into(),
+                    None,
                 )
             },
-            |a| (a.reason, a.text),
+            |a| (a.reason, a.text, a.id),
         );
         return Err(RuntimeError::NeedsAttention {
-            id: id.to_owned(),
+            id: s.handle.clone().unwrap_or_else(|| id.to_owned()),
             reason,
             text,
+            attention,
         });
     }
     let (text, sanitized) = crate::seam::neutralize_paste(text);
@@ -1281,7 +1303,7 @@ pub fn deliver(
     }
 }
 
-fn elapsed_ms(since: Instant) -> u64 {
+pub(crate) fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -17,6 +17,12 @@ pub enum Request {
         submit: bool,
     },
     Snapshot,
+    /// Type `keys` as they are (an answer to a dialog), only while the screen shows every text
+    /// in `expect`; refused, typing nothing, when it does not.
+    Keys {
+        expect: Vec<String>,
+        keys: Vec<u8>,
+    },
     /// The screen with the last `lines` rows that scrolled off it (the host keeps a bounded
     /// number).
     Scrollback {

@@ -648,6 +648,54 @@ impl<'a> Server<'a> {
         })
     }
 
+    /// Answers attention `a` of session `id` as a client of the server, confirmed by the
+    /// server (the request resolved, the item's end); then the record closes it.
+    pub fn answer(
+        &self,
+        id: &str,
+        a: &crate::store::session::Attention,
+        r: &crate::seam::answer::Response,
+    ) -> Result<super::answer::Answered, RuntimeError> {
+        let started = Instant::now();
+        let s = self.ours(id)?;
+        let att = a.id.clone().unwrap_or_default();
+        if !super::answer::mark(&self.store, id, &att, Some(r)) {
+            return Err(RuntimeError::Answer {
+                id: id.to_owned(),
+                message: format!(
+                    "attention `{att}` of session `{}` closed before spex answered it; nothing was sent\nhint: `spex show {}`",
+                    s.label(),
+                    s.label()
+                ),
+            });
+        }
+        let confirmed = self.proto.answer(&self.ctx(), &Self::thread_of(&s), a, r);
+        let confirmed = match confirmed {
+            Ok(c) => c,
+            Err(e) => {
+                super::answer::mark(&self.store, id, &att, None);
+                return Err(RuntimeError::Answer {
+                    id: id.to_owned(),
+                    message: format!(
+                        "attention `{att}` of session `{}` was not answered: {}\nhint: `spex show {}` says what it waits on",
+                        s.label(),
+                        e.message,
+                        s.label()
+                    ),
+                });
+            }
+        };
+        super::answer::close(&self.store, id, &att);
+        Ok(super::answer::Answered {
+            attention: att,
+            choice: r.choice.clone(),
+            message: r.message.clone(),
+            via: "server".into(),
+            confirmed: confirmed.what,
+            elapsed_ms: super::elapsed_ms(started),
+        })
+    }
+
     /// Interrupts the running turn and waits until the record says it ended.
     pub fn interrupt(&self, id: &str, timeout: Duration) -> Result<Session, RuntimeError> {
         let s = self.ours(id)?;

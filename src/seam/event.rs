@@ -62,6 +62,10 @@ pub struct HookEvent {
     /// The question or command text when the agent needs the human.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attention: Option<(String, String)>,
+    /// What the harness asks, in full (kind, choices, questions, the call): the attention to
+    /// open, without its id, time and `via`, which the dispatcher sets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask: Option<crate::store::session::Attention>,
     /// The call comes from a subagent: it must not move the parent session.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub subagent: bool,

@@ -3,6 +3,7 @@
 //! byte-exact edit primitives adapters plan with in `edit`). It sits beneath the engines and
 //! the adapters, holds no harness-specific code, and imports only the ground.
 
+pub mod answer;
 pub mod edit;
 pub mod event;
 pub mod evidence;
@@ -248,6 +249,11 @@ pub trait Harness: Sync {
         bytes.extend_from_slice(neutralize_paste(text).0.as_bytes());
         bytes.extend_from_slice(b"\x1b[201~");
         (bytes, self.submit_pause(), b"\r".to_vec())
+    }
+
+    /// Answering what a session waits on from outside its terminal, where the harness allows.
+    fn answering(&self) -> Option<&'static dyn answer::Answering> {
+        None
     }
 
     /// The server runtime, for a harness whose sessions spex runs as threads of one server per

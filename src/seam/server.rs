@@ -120,6 +120,22 @@ pub trait SessionServer: Sync {
     fn close_thread(&self, ctx: &ServerCtx, thread: &str) -> Result<(), ServerError>;
     /// The threads the server holds.
     fn threads(&self, ctx: &ServerCtx) -> Result<Vec<String>, ServerError>;
+    /// Answers attention `a` of the thread with `response`, as a client of the server (the
+    /// request it waits on is fetched again, matched to `a`, answered), and waits for the
+    /// server's own confirmation. Default: a server that cannot be answered this way.
+    fn answer(
+        &self,
+        ctx: &ServerCtx,
+        thread: &str,
+        a: &crate::store::session::Attention,
+        response: &crate::seam::answer::Response,
+    ) -> Result<crate::seam::answer::Confirmed, ServerError> {
+        let _ = (ctx, thread, a, response);
+        Err(ServerError::new(
+            ServerErrorKind::Refused,
+            "this harness's server takes no answers",
+        ))
+    }
     /// The argv of the harness's own terminal UI joined to the thread, which spex runs under
     /// its PTY host (a client of the server: its end does not end the thread).
     fn tui_argv(&self, ctx: &ServerCtx, thread: &str) -> Vec<String>;

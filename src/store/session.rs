@@ -127,15 +127,111 @@ impl Failure {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What a session waits on a person for: a first-class object with an id (`a1`, `a2`, ...:
+/// short, stable, unique within the session), what it asks, the choices the harness offers
+/// (read from the harness's own evidence by its adapter, never invented) and how it can be
+/// answered from here. It closes with an `attention.closed` event saying how it was answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attention {
     /// `permission`, `question`, `turn_failed`, ...
     pub reason: String,
     pub text: String,
+    /// When it opened.
     pub since: String,
+    /// Its id within the session (`None` in records written before attentions had one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `permission`, `question`, `plan` or `other`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The choices of a permission or plan dialog.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<Choice>,
+    /// The questions of a question dialog, each with its options.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<Question>,
+    /// The tool that asks, and the harness's id of that call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The turn it was asked in (as the harness names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// How it can be answered here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
+    /// An answer being applied (`spex answer` sent it and waits for the harness to confirm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answering: Option<Answering>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,
+}
+
+/// One choice a dialog offers. Fields in alphabetical order (`sessions --json` sorts keys).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    /// What `spex answer` takes: `allow`, `allow-session`, `deny`, `cancel`, ...
+    pub id: String,
+    /// What the harness calls it.
+    pub label: String,
+    /// It takes a message for the agent (`--message`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub message: bool,
+}
+
+/// One question of a question dialog. Fields in alphabetical order.
+#[expect(
+    clippy::struct_field_names,
+    reason = "`question` is what the harnesses call the text"
+)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Question {
+    /// Free text is accepted besides the options.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub free_text: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    /// The harness's id of the question, where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub multi_select: bool,
+    pub options: Vec<String>,
+    pub question: String,
+}
+
+/// How an attention can be answered here: `keys` (into the terminal spex hosts), `server`
+/// (as a client of the harness's server), `hook` (a waiting hook), or `terminal only`, with
+/// why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Via {
+    pub how: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// An answer on its way. Fields in alphabetical order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answering {
+    pub at: String,
+    pub by: String,
+    pub choice: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl Attention {
+    /// A new attention of `reason` asking `text`, opened `now`.
+    pub fn new(reason: impl Into<String>, text: impl Into<String>, now: &str) -> Attention {
+        Attention {
+            reason: reason.into(),
+            text: text.into(),
+            since: now.to_owned(),
+            ..Attention::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,9 +329,20 @@ pub struct Flags {
     /// is told apart from one still to come.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub completed_calls: Vec<String>,
+    /// How many attentions the session has opened (the next one's id is `a<n+1>`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attentions: u64,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How many tool calls `Flags` remembers.
@@ -506,25 +613,81 @@ impl Session {
             t.next = Some(next.to_owned());
             t.partial = partial.map(str::to_owned);
         }
-        let mut out: Vec<NewEvent> = self.clear_attention(source).into_iter().collect();
+        let mut out: Vec<NewEvent> = self
+            .close_attention(source, "unanswered")
+            .into_iter()
+            .collect();
         out.extend(ended);
         self.status = Status::Idle;
-        self.attention = Some(Attention {
-            reason: "turn_failed".into(),
-            text: failure.error.clone(),
-            since: now.to_owned(),
-            other: serde_json::Map::new(),
+        let mut failed = Attention::new("turn_failed", failure.error.clone(), now);
+        failed.kind = Some("other".into());
+        failed.via = Some(Via {
+            how: "terminal only".into(),
+            why: Some(
+                "a failed turn asks no question: a new prompt (`spex deliver`) answers it".into(),
+            ),
         });
+        out.extend(self.open_attention(failed, source));
         out
     }
 
-    /// Clears any attention: the `attention.cleared` event, or nothing when there was none.
+    /// Opens attention `a` (closing any other first): it gets the session's next id, and the
+    /// `attention.opened` event carries all of it.
+    pub fn open_attention(&mut self, mut a: Attention, source: &str) -> Vec<NewEvent> {
+        let mut out: Vec<NewEvent> = self
+            .close_attention(source, "replaced")
+            .into_iter()
+            .collect();
+        self.flags.attentions += 1;
+        a.id = Some(format!("a{}", self.flags.attentions));
+        a.kind.get_or_insert_with(|| match a.reason.as_str() {
+            "permission" | "question" | "plan" => a.reason.clone(),
+            _ => "other".into(),
+        });
+        let mut fields = match serde_json::to_value(&a) {
+            Ok(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        // The event names the attention by `attention`; `since` is the event's own time.
+        // (`kind` is the event's own: the attention's is `attention_kind`.)
+        if let Some(id) = fields.remove("id") {
+            fields.insert("attention".into(), id);
+        }
+        if let Some(kind) = fields.remove("kind") {
+            fields.insert("attention_kind".into(), kind);
+        }
+        fields.remove("since");
+        out.push(("attention.opened".to_owned(), source.to_owned(), fields));
+        self.attention = Some(a);
+        out
+    }
+
+    /// Closes any attention as answered at the terminal (or by whatever spex's own answer
+    /// was on its way): `attention.closed`, or nothing when there was none.
     pub fn clear_attention(&mut self, source: &str) -> Option<NewEvent> {
+        self.close_attention(source, "terminal")
+    }
+
+    /// Closes any attention: `attention.closed` with its id and how it went (`how`: `terminal`,
+    /// `unanswered`, `replaced`; an answer `spex answer` had sent takes precedence: `how` is
+    /// then `spex answer`, with the choice and message).
+    pub fn close_attention(&mut self, source: &str, how: &str) -> Option<NewEvent> {
         let a = self.attention.take()?;
+        let (how, answer) = match &a.answering {
+            Some(ans) => (ans.by.as_str(), Some(ans)),
+            None => (how, None),
+        };
         Some(new_event(
-            "attention.cleared",
+            "attention.closed",
             source,
-            serde_json::json!({ "reason": a.reason }),
+            serde_json::json!({
+                "attention": a.id,
+                "reason": a.reason,
+                "attention_kind": a.kind,
+                "how": how,
+                "choice": answer.map(|x| &x.choice),
+                "message": answer.and_then(|x| x.message.as_ref()),
+            }),
         ))
     }
 
@@ -557,7 +720,7 @@ impl Session {
             .as_ref()
             .is_some_and(|a| a.reason != "turn_failed")
         {
-            out.extend(self.clear_attention(source));
+            out.extend(self.close_attention(source, "unanswered"));
         }
         self.status = Status::Exited;
         self.exit_reason = Some(reason.to_owned());

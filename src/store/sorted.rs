@@ -12,7 +12,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::session::{
-    Attention, Declared, ErrorKind, ExitStatus, Flags, ProcessId, Session, Status, Turn, TurnState,
+    Answering, Attention, Choice, Declared, ErrorKind, ExitStatus, Flags, ProcessId, Question,
+    Session, Status, Turn, TurnState, Via,
 };
 
 /// A record with its `live` (see `runtime::live`).
@@ -62,11 +63,37 @@ pub struct SortedRecord<'a> {
     other: &'a serde_json::Map<String, serde_json::Value>,
 }
 
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[derive(Debug, Serialize)]
 struct SortedAttention<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answering: Option<&'a Answering>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    choices: &'a [Choice],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    questions: &'a [Question],
     reason: &'a str,
     since: &'a str,
     text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    via: Option<&'a Via>,
     /// Members a newer spex wrote: after the known ones (in their own order).
     #[serde(flatten)]
     other: &'a serde_json::Map<String, serde_json::Value>,
@@ -84,6 +111,8 @@ struct SortedDeclared<'a> {
 
 #[derive(Debug, Serialize)]
 struct SortedFlags<'a> {
+    #[serde(skip_serializing_if = "is_zero")]
+    attentions: u64,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     completed_calls: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -159,6 +188,7 @@ impl<'a> SortedRecord<'a> {
             other,
         } = s;
         let Flags {
+            attentions,
             specs_announced,
             spec_first_done,
             stop_gate_asked,
@@ -173,11 +203,29 @@ impl<'a> SortedRecord<'a> {
                      reason,
                      text,
                      since,
+                     id,
+                     kind,
+                     choices,
+                     questions,
+                     tool,
+                     call_id,
+                     turn_id,
+                     via,
+                     answering,
                      other,
                  }| SortedAttention {
+                    answering: answering.as_ref(),
+                    call_id: call_id.as_deref(),
+                    choices,
+                    id: id.as_deref(),
+                    kind: kind.as_deref(),
+                    questions,
                     reason,
                     since,
                     text,
+                    tool: tool.as_deref(),
+                    turn_id: turn_id.as_deref(),
+                    via: via.as_ref(),
                     other,
                 },
             ),
@@ -199,6 +247,7 @@ impl<'a> SortedRecord<'a> {
             exit_reason: exit_reason.as_deref(),
             exit_status: *exit_status,
             flags: SortedFlags {
+                attentions: *attentions,
                 completed_calls,
                 failed_calls,
                 spec_first_done: *spec_first_done,
@@ -295,6 +344,34 @@ mod tests {
                 reason: "permission".into(),
                 text: "Bash: rm -rf\t/".into(),
                 since: "2026-11-23T10:00:01.000Z".into(),
+                id: Some("a3".into()),
+                kind: Some("permission".into()),
+                choices: vec![Choice {
+                    id: "deny".into(),
+                    label: "No, and tell the agent".into(),
+                    message: true,
+                }],
+                questions: vec![Question {
+                    free_text: true,
+                    header: Some("Color".into()),
+                    id: Some("color".into()),
+                    multi_select: true,
+                    options: vec!["Red".into()],
+                    question: "Which?".into(),
+                }],
+                tool: Some("Bash".into()),
+                call_id: Some("toolu_1".into()),
+                turn_id: Some("t1".into()),
+                via: Some(Via {
+                    how: "terminal only".into(),
+                    why: Some("no host".into()),
+                }),
+                answering: Some(Answering {
+                    at: "2026-11-23T10:00:02.000Z".into(),
+                    by: "spex answer".into(),
+                    choice: "deny".into(),
+                    message: Some("no".into()),
+                }),
                 other: newer("zz_attention"),
             }),
             turn: Some(Turn {
@@ -337,6 +414,7 @@ mod tests {
                 stop_gate_asked: true,
                 failed_calls: vec![("call_1".into(), -3)],
                 completed_calls: vec!["call_0".into()],
+                attentions: 3,
                 other: newer("zz_flags"),
             },
             exit_status: Some(ExitStatus {

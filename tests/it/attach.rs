@@ -349,9 +349,20 @@ fn a_resumed_recorded_session_never_overwrites_its_first_recording() {
     run_json(&w, &fake, &["resume", &id, "--detach", "--json"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
     wait_status(&w, &id, "idle", LEAVE);
+    // The resumed conversation is drawn after the session reports idle; once the screen shows
+    // it and stays, the recorder writes that screen as a frame (output paused 500 ms).
+    assert!(
+        wait_screen(&w, &fake, &id, "remember me", LEAVE),
+        "the resumed screen never showed the conversation\n{}",
+        host_log(&w, &id)
+    );
+    let second = session_dir.join("cassette-2");
+    let framed = std::time::Instant::now() + LEAVE;
+    while !shown(&second).contains("remember me") && std::time::Instant::now() < framed {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     stop(&w, &fake, &id);
     assert!(files(&first) == before, "the first recording changed");
-    let second = session_dir.join("cassette-2");
     let manifest = |dir: &std::path::Path| -> serde_json::Value {
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
     };

@@ -376,8 +376,8 @@ impl Snapshot {
 /// The event log's grammar: `seq` contiguous; every `turn.started` has exactly one ending
 /// event (`turn.completed|failed|interrupted|timed_out`) before the next `turn.started`, or the
 /// exit closes it (an ending event right before `session.exited`), and a turn still open at
-/// the end of the log is the record's running turn; attention is raised (`input.required`,
-/// `turn.failed`, `declared` asking) and cleared (`attention.cleared`) in pairs, and the
+/// the end of the log is the record's running turn; attention is opened (`attention.opened`)
+/// and closed (`attention.closed`) in pairs, and the
 /// record holds attention exactly when the last one was a raise; once `session.exited`, nothing
 /// that only a live session does (a start, a turn, a tool call, a question) comes before a
 /// `session.resumed`, and the record is exited (with its `exit_reason`) exactly when the log's
@@ -469,6 +469,7 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
             "tool.started",
             "tool.completed",
             "input.required",
+            "attention.opened",
             "model.failed",
             "declared",
         ];
@@ -477,10 +478,7 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
             "{kind} after session.exited with no session.resumed: {e}\n{}",
             diag()
         );
-        let raises = kind == "input.required"
-            || kind == "turn.failed"
-            || kind == "turn.partial_failed"
-            || (kind == "declared" && e["state"] == "asking");
+        let raises = kind == "attention.opened";
         if raises {
             assert!(
                 attention != Some(true),
@@ -489,10 +487,10 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
             );
             attention = Some(true);
         }
-        if kind == "attention.cleared" {
+        if kind == "attention.closed" {
             assert!(
                 attention != Some(false),
-                "attention.cleared with none raised: {e}\n{}",
+                "attention.closed with none raised: {e}\n{}",
                 diag()
             );
             attention = Some(false);

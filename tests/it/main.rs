@@ -1,5 +1,6 @@
 //! Integration tests: one binary (see Cargo.toml `[[test]] name = "it"`).
 
+mod answering;
 mod architecture;
 mod attach;
 mod cassettes;

@@ -458,7 +458,7 @@ fn check_agent(s: &Seen) {
     }
     let turn_events: Vec<&str> = kinds(s.events)
         .into_iter()
-        .filter(|k| k.starts_with("turn.") || *k == "input.required")
+        .filter(|k| k.starts_with("turn.") || *k == "attention.opened")
         .collect();
     assert_eq!(
         turn_events,
@@ -829,7 +829,12 @@ fn codex_escalation(rig: &mut CodexRig) -> String {
         diag()
     );
     assert_eq!(turn_state(&rec), "running", "{}", diag());
-    assert_eq!(kinds(&events).last(), Some(&"input.required"), "{}", diag());
+    assert_eq!(
+        kinds(&events).last(),
+        Some(&"attention.opened"),
+        "{}",
+        diag()
+    );
 
     rig.cx
         .rpc
@@ -1082,7 +1087,7 @@ fn codex_cancelled_escalation_leaves_no_attention() {
         "attention left on an interrupted turn\n{}",
         diag()
     );
-    assert!(kinds(&events).contains(&"attention.cleared"), "{}", diag());
+    assert!(kinds(&events).contains(&"attention.closed"), "{}", diag());
     crate::common::assert_grammar(&rec, &events, &diag);
 }
 

@@ -280,7 +280,7 @@ fn claude_tui_esc_approve_kill_and_headline_are_true_without_hooks() {
     );
     assert_grammar(&show(&w, &oid), &w.events(&oid), &|| diag(&other));
 
-    // One AskUserQuestion raises one `input.required`, however many hooks report it
+    // One AskUserQuestion opens one `attention.opened`, however many hooks report it
     // (PreToolUse, PermissionRequest, and the Notification about 6 s later).
     let aid = asker.session.clone();
     asker.prompt("Please ask me. USE_ASK");
@@ -298,12 +298,12 @@ fn claude_tui_esc_approve_kill_and_headline_are_true_without_hooks() {
     let raised = w
         .events(&aid)
         .iter()
-        .filter(|e| e["kind"] == "input.required")
+        .filter(|e| e["kind"] == "attention.opened")
         .count();
     assert_eq!(
         raised,
         1,
-        "one question, one input.required\n{}",
+        "one question, one attention.opened\n{}",
         diag(&asker)
     );
     asker.send(b"\x1b");

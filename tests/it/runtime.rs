@@ -624,7 +624,7 @@ fn approving_a_dialog_in_an_attached_terminal_clears_the_attention() {
     let cleared: Vec<Value> = w
         .events(&id)
         .into_iter()
-        .filter(|e| e["kind"] == "attention.cleared")
+        .filter(|e| e["kind"] == "attention.closed")
         .collect();
     assert_eq!(cleared.len(), 1, "{}", host_log(&w, &id));
     assert_eq!(cleared[0]["source"], "host");

@@ -256,12 +256,11 @@ mod tests {
         let mut s = running(T0);
         s.status = Status::NeedsAttention;
         s.observed = Some("waiting".into());
-        s.attention = Some(Attention {
-            reason: "permission".into(),
-            text: "Bash: ls".into(),
-            since: "2026-11-23T10:00:01.000Z".into(),
-            other: serde_json::Map::new(),
-        });
+        s.attention = Some(Attention::new(
+            "permission",
+            "Bash: ls",
+            "2026-11-23T10:00:01.000Z",
+        ));
         let busy = judge(&s, Some(&me("busy", ms(T0).unwrap() + 2000))).unwrap();
         assert_eq!(busy.finding, Some(Finding::Resumed));
         let stale = judge(&s, Some(&me("busy", ms(T0).unwrap() + 10))).unwrap();

@@ -2,6 +2,7 @@
 //! `CLAUDE.md`, skills/agents/commands under `.claude/`, workspace trust in `~/.claude.json`.
 //! The `plugin` id (a Claude plugin bundle) routes here.
 
+mod answer;
 mod evidence;
 mod failure;
 mod slash;
@@ -371,6 +372,10 @@ impl Harness for Claude {
         true
     }
 
+    fn answering(&self) -> Option<&'static dyn crate::seam::answer::Answering> {
+        Some(&answer::ClaudeAnswering)
+    }
+
     fn observe(
         &self,
         env: &Env,
@@ -528,6 +533,7 @@ impl Claude {
                         .unwrap_or_else(|| input.to_string());
                     format!("{tool}: {what}")
                 }));
+                ev.ask = Some(answer::ask(&tool, &input, p));
                 Kind::PermissionRequest
             }
             "Notification" => match s(p, "notification_type").as_deref() {

@@ -4,6 +4,7 @@
 //! `.agents/skills`. No agent or custom-command files: 0.169.0 loads neither. `rpc` speaks to
 //! `codex app-server`; `trust` asks it which hooks it trusts.
 
+mod answer;
 mod evidence;
 pub mod rpc;
 mod server;
@@ -442,6 +443,10 @@ impl Harness for Codex {
         Some(&server::CodexServer)
     }
 
+    fn answering(&self) -> Option<&'static dyn crate::seam::answer::Answering> {
+        Some(&answer::CodexAnswering)
+    }
+
     fn ready_for_input(&self, screen: &str) -> bool {
         // The composer's footer while it is empty (0.169.0, seen live); a dialog (trust, model
         // upgrade) shows its own footer instead.
@@ -715,6 +720,7 @@ impl Codex {
                         _ => command,
                     }
                 }));
+                ev.ask = Some(answer::ask(ev.tool.as_deref(), &input));
                 Kind::PermissionRequest
             }
             ("Interrupt", None) => Kind::TurnInterrupted,

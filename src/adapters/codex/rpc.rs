@@ -159,6 +159,8 @@ enum Incoming {
         outcome: Result<Value, Value>,
     },
     Notification(Notification),
+    /// A server request was kept for the caller (no handler): see [`Client::wait_request`].
+    Requested,
 }
 
 /// A synchronous JSON-RPC client over one WebSocket connection to an app-server.
@@ -172,6 +174,8 @@ pub struct Client {
     timeout: Duration,
     notifications: VecDeque<Notification>,
     handler: Option<Box<RequestHandler>>,
+    /// Server requests kept unanswered (id, request), for `wait_request`.
+    requests: VecDeque<(Value, Notification)>,
 }
 
 impl std::fmt::Debug for Client {
@@ -235,6 +239,7 @@ impl Client {
             timeout,
             notifications: VecDeque::new(),
             handler: None,
+            requests: VecDeque::new(),
         })
     }
 
@@ -288,7 +293,7 @@ impl Client {
                     return outcome.map_err(|error| server_error(method, &error));
                 }
                 // A late answer to an earlier call that timed out; its caller is gone.
-                Incoming::Response { .. } => {}
+                Incoming::Response { .. } | Incoming::Requested => {}
                 Incoming::Notification(n) => self.buffer(n),
             }
         }
@@ -354,7 +359,7 @@ impl Client {
                 Incoming::Notification(n) if n.method == method && pred(&n.params) => return Ok(n),
                 Incoming::Notification(n) => self.buffer(n),
                 // Only a timed-out call's late answer can arrive here: no call is in flight.
-                Incoming::Response { .. } => {}
+                Incoming::Response { .. } | Incoming::Requested => {}
             }
         }
     }
@@ -368,7 +373,7 @@ impl Client {
         loop {
             match self.read_incoming("notification", deadline, timeout)? {
                 Incoming::Notification(n) => return Ok(n),
-                Incoming::Response { .. } => {}
+                Incoming::Response { .. } | Incoming::Requested => {}
             }
         }
     }
@@ -446,7 +451,20 @@ impl Client {
                     method: request,
                     params,
                 }) => {
-                    self.answer_request(method, id, &request, &params)?;
+                    if self.answer_request(method, id.clone(), &request, &params)? {
+                        continue;
+                    }
+                    if self.requests.len() >= MAX_BUFFERED_NOTIFICATIONS {
+                        self.requests.pop_front();
+                    }
+                    self.requests.push_back((
+                        id,
+                        Notification {
+                            method: request,
+                            params,
+                        },
+                    ));
+                    return Ok(Incoming::Requested);
                 }
                 None => return Err(self.protocol(method, &truncate(&text, 200))),
             }
@@ -459,11 +477,12 @@ impl Client {
         id: Value,
         method: &str,
         params: &Value,
-    ) -> Result<(), RpcError> {
+    ) -> Result<bool, RpcError> {
         // Without a handler the request is left to another client: approvals and questions
         // belong to the person in the harness's own UI, and an error answer would decline them.
+        // It is kept for `wait_request` (false: not answered).
         let Some(handler) = self.handler.as_mut() else {
-            return Ok(());
+            return Ok(false);
         };
         let result = handler(method, params);
         let mut reply = match result {
@@ -474,7 +493,60 @@ impl Client {
             }),
         };
         reply["id"] = id;
-        self.send(during, &reply, self.timeout)
+        self.send(during, &reply, self.timeout).map(|()| true)
+    }
+
+    /// The oldest server request kept (id, request) that satisfies `pred`, reading for at most
+    /// `timeout` (notifications read meanwhile are buffered).
+    pub fn wait_request(
+        &mut self,
+        mut pred: impl FnMut(&Notification) -> bool,
+        timeout: Duration,
+    ) -> Result<(Value, Notification), RpcError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(pos) = self.requests.iter().position(|(_, r)| pred(r)) {
+                return Ok(self.requests.remove(pos).expect("position is in range"));
+            }
+            match self.read_incoming("server request", deadline, timeout)? {
+                Incoming::Notification(n) => self.buffer(n),
+                Incoming::Response { .. } | Incoming::Requested => {}
+            }
+        }
+    }
+
+    /// Answers server request `id` with `result`.
+    pub fn respond(&mut self, id: &Value, result: &Value) -> Result<(), RpcError> {
+        let reply = json!({"jsonrpc": "2.0", "id": id, "result": result});
+        self.send("response", &reply, self.timeout)
+    }
+
+    /// The oldest notification named `method` whose params satisfy `pred` (buffered or read
+    /// within `timeout`).
+    pub fn await_notification(
+        &mut self,
+        method: &str,
+        mut pred: impl FnMut(&Value) -> bool,
+        timeout: Duration,
+    ) -> Result<Notification, RpcError> {
+        if let Some(pos) = self
+            .notifications
+            .iter()
+            .position(|n| n.method == method && pred(&n.params))
+        {
+            return Ok(self
+                .notifications
+                .remove(pos)
+                .expect("position is in range"));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.read_incoming(method, deadline, timeout)? {
+                Incoming::Notification(n) if n.method == method && pred(&n.params) => return Ok(n),
+                Incoming::Notification(n) => self.buffer(n),
+                Incoming::Response { .. } | Incoming::Requested => {}
+            }
+        }
     }
 
     /// Maps a WebSocket error; every flavor of "the server went away" becomes `Closed`, the
@@ -1405,6 +1477,7 @@ mod tests {
                 })) => "response err",
                 Some(Classified::Incoming(Incoming::Notification(_))) => "notification",
                 Some(Classified::Request { .. }) => "request",
+                Some(Classified::Incoming(Incoming::Requested)) => "kept",
                 None => "none",
             };
             assert_eq!(got, want, "{message}");

@@ -8,17 +8,19 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::rpc::{self, AppServer, AppServerConfig, Client, RpcError};
+use crate::seam::answer::{Confirmed, Response};
 use crate::seam::server::{
     DeliverMode, Delivered, ServerCtx, ServerError, ServerErrorKind, ServerEvent, SessionServer,
     TurnEnd,
 };
+use crate::store::session::Attention;
 
 pub struct CodexServer;
 
 /// How long one request may take; a turn start or steer answers in milliseconds.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn error(e: &RpcError) -> ServerError {
+pub(super) fn error(e: &RpcError) -> ServerError {
     let kind = match e {
         RpcError::Connect { .. } | RpcError::Handshake { .. } | RpcError::Closed { .. } => {
             ServerErrorKind::Down
@@ -34,7 +36,7 @@ fn error(e: &RpcError) -> ServerError {
     ServerError::new(kind, e.to_string())
 }
 
-fn client(ctx: &ServerCtx) -> Result<Client, ServerError> {
+pub(super) fn client(ctx: &ServerCtx) -> Result<Client, ServerError> {
     Client::open(ctx.socket, "spex", CALL_TIMEOUT).map_err(|e| error(&e))
 }
 
@@ -191,6 +193,16 @@ impl SessionServer for CodexServer {
         let ids = c.thread_loaded_list().map_err(|e| error(&e))?;
         c.close();
         Ok(ids)
+    }
+
+    fn answer(
+        &self,
+        ctx: &ServerCtx,
+        thread: &str,
+        a: &Attention,
+        r: &Response,
+    ) -> Result<Confirmed, ServerError> {
+        super::answer::answer(ctx, thread, a, r)
     }
 
     fn tui_argv(&self, ctx: &ServerCtx, thread: &str) -> Vec<String> {

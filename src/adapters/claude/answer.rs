@@ -1,0 +1,335 @@
+//! Answering Claude Code's dialogs (facts/answering-claude.md): what a `PermissionRequest`
+//! payload says the dialog offers, and the keys that answer it in the terminal spex hosts. A
+//! digit alone picks an option, never followed by Enter (a late Enter approves the NEXT dialog,
+//! §1.4); deny with a message walks to `No` with Down keys sent one at a time, Tab, the text,
+//! Enter (§1.2). Every step is guarded by what the screen must show.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::adapters::{choice, question_ask};
+use crate::seam::answer::{Answering, KeyStep, Response};
+use crate::store::session::{Attention, Session, Via};
+
+pub struct ClaudeAnswering;
+
+/// The attention a `PermissionRequest` opens: a question's options (`AskUserQuestion`), a plan
+/// to approve (`ExitPlanMode`), or a tool's permission; allow-for-the-session only where the
+/// payload carries `permission_suggestions` (the dialog's option 2 is built from them, §1.1).
+pub fn ask(tool: &str, input: &Value, payload: &Value) -> Attention {
+    match tool {
+        "AskUserQuestion" => question_ask(input, None),
+        "ExitPlanMode" => Attention {
+            kind: Some("plan".into()),
+            choices: vec![
+                choice("allow", "Yes, manually approve edits", false),
+                choice("deny", "Tell Claude what to change", true),
+            ],
+            ..Attention::default()
+        },
+        _ => {
+            let mut choices = vec![choice("allow", "Yes", false)];
+            if payload
+                .get("permission_suggestions")
+                .and_then(Value::as_array)
+                .is_some_and(|s| !s.is_empty())
+            {
+                choices.push(choice(
+                    "allow-session",
+                    "Yes, and don't ask again (the dialog's option 2)",
+                    false,
+                ));
+            }
+            choices.push(choice(
+                "deny",
+                "No, and tell Claude what to do differently",
+                true,
+            ));
+            Attention {
+                kind: Some("permission".into()),
+                choices,
+                ..Attention::default()
+            }
+        }
+    }
+}
+
+/// The dialog's footer: every one of the three dialogs shows it (§1.1, §2.1, §3).
+const DIALOG_MARK: &str = "Esc to cancel";
+/// How long the dialog needs between navigation keys (§1.2: 0.6-0.8 s verified).
+const NAV_PAUSE: Duration = Duration::from_millis(600);
+
+/// The numbered options the screen shows: (number, text, under the cursor).
+fn options(screen: &str) -> Vec<(u32, String, bool)> {
+    screen
+        .lines()
+        .filter_map(|l| {
+            let t = l.trim_start();
+            let (cursor, t) = match t.strip_prefix('❯') {
+                Some(rest) => (true, rest.trim_start()),
+                None => (false, t),
+            };
+            let (n, rest) = t.split_once(". ")?;
+            let n: u32 = n.parse().ok().filter(|n| (1..=9).contains(n))?;
+            Some((n, rest.trim().to_owned(), cursor))
+        })
+        .collect()
+}
+
+/// Texts that tell this attention's dialog from any other: the footer, and what it asks about
+/// (the command's first line, a question's text, the plan's heading).
+fn marks(a: &Attention) -> Vec<String> {
+    let mut out = vec![DIALOG_MARK.to_owned()];
+    match a.kind.as_deref() {
+        Some("question") => {
+            if let Some(q) = a.questions.first() {
+                out.push(q.question.chars().take(40).collect());
+            }
+        }
+        Some("plan") => out.push("Would you like to proceed?".into()),
+        _ => {
+            // `Bash: <command>`: the command as the dialog prints it, its first 30 characters
+            // (a long one wraps).
+            let subject = a.text.split_once(": ").map_or(a.text.as_str(), |(_, s)| s);
+            let head: String = subject
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(30)
+                .collect();
+            if !head.trim().is_empty() {
+                out.push(head.trim().to_owned());
+            }
+        }
+    }
+    out
+}
+
+fn digit(n: u32, expect: &[String]) -> KeyStep {
+    KeyStep {
+        expect: expect.to_vec(),
+        keys: n.to_string().into_bytes(),
+        pause: Duration::ZERO,
+    }
+}
+
+impl Answering for ClaudeAnswering {
+    fn via(&self, a: &Attention, s: &Session) -> Via {
+        if s.launched_by != "spex" {
+            return Via {
+                how: "terminal only".into(),
+                why: Some("the session runs in a terminal spex does not host; answering it through its `PermissionRequest` hook is not built yet".into()),
+            };
+        }
+        if a.kind.as_deref() == Some("question")
+            && (a.questions.len() != 1 || a.questions.iter().any(|q| q.multi_select))
+        {
+            return Via {
+                how: "terminal only".into(),
+                why: Some("several questions or a multi-select: spex answers one single-choice question with keys".into()),
+            };
+        }
+        Via {
+            how: "keys".into(),
+            why: None,
+        }
+    }
+
+    fn shows_dialog(&self, a: &Attention, screen: &str) -> bool {
+        marks(a).iter().all(|m| screen.contains(m.as_str()))
+    }
+
+    fn keys(&self, a: &Attention, r: &Response, screen: &str) -> Result<Vec<KeyStep>, String> {
+        let expect = marks(a);
+        if let Some(missing) = expect.iter().find(|m| !screen.contains(m.as_str())) {
+            return Err(format!(
+                "the session's screen does not show this dialog (no `{missing}` on it)"
+            ));
+        }
+        let opts = options(screen);
+        let find = |pred: &dyn Fn(&str) -> bool| opts.iter().find(|(_, t, _)| pred(t)).map(|o| o.0);
+        if a.kind.as_deref() == Some("question") {
+            let q = a.questions.first().ok_or("the question has no options")?;
+            let n = r
+                .choice
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=q.options.len()).contains(&(*n as usize)))
+                .or_else(|| {
+                    q.options
+                        .iter()
+                        .position(|o| o.eq_ignore_ascii_case(&r.choice))
+                        .and_then(|i| u32::try_from(i + 1).ok())
+                });
+            let Some(n) = n else {
+                return Err(format!(
+                    "`{}` is none of the options: {}",
+                    r.choice,
+                    q.options.join(", ")
+                ));
+            };
+            // The screen numbers the options in the order the tool gave them (§2.1).
+            let label = &q.options[n as usize - 1];
+            if !opts
+                .iter()
+                .any(|(m, t, _)| *m == n && t.starts_with(label.as_str()))
+            {
+                return Err(format!("the screen does not show option {n}. {label}"));
+            }
+            return Ok(vec![digit(n, &expect)]);
+        }
+        let yes = find(&|t| t == "Yes" || t.starts_with("Yes"))
+            .ok_or("the screen shows no `Yes` option")?;
+        match (r.choice.as_str(), &r.message) {
+            ("allow", None) => {
+                let n = if a.kind.as_deref() == Some("plan") {
+                    find(&|t| t.contains("manually approve")).unwrap_or(yes)
+                } else {
+                    yes
+                };
+                Ok(vec![digit(n, &expect)])
+            }
+            ("allow-session", None) => {
+                let n = find(&|t| t.starts_with("Yes,") && !t.contains("manually"))
+                    .filter(|n| *n != yes || a.kind.as_deref() == Some("plan"))
+                    .ok_or("the dialog offers no allow-for-the-session option")?;
+                Ok(vec![digit(n, &expect)])
+            }
+            ("deny", None) if a.kind.as_deref() != Some("plan") => {
+                let n = find(&|t| t == "No" || t.starts_with("No"))
+                    .ok_or("the screen shows no `No` option")?;
+                Ok(vec![digit(n, &expect)])
+            }
+            ("deny", message) => {
+                let message = message.as_deref().unwrap_or("no");
+                let (n, label) = opts
+                    .iter()
+                    .find(|(_, t, _)| {
+                        t == "No" || t.starts_with("No") || t.starts_with("Tell Claude")
+                    })
+                    .map(|(n, t, _)| (*n, t.clone()))
+                    .ok_or("the screen shows no option to deny with a message")?;
+                let cursor = opts.iter().find(|o| o.2).map_or(1, |o| o.0);
+                let mut steps = Vec::new();
+                // Navigation keys one at a time, each once the screen has caught up (§1.2).
+                for at in cursor..n {
+                    steps.push(KeyStep {
+                        expect: [expect.clone(), vec![format!("❯ {at}.")]].concat(),
+                        keys: b"\x1b[B".to_vec(),
+                        pause: NAV_PAUSE,
+                    });
+                }
+                let text = crate::seam::neutralize_paste(message)
+                    .0
+                    .replace(['\n', '\r'], " ");
+                if label.starts_with("Tell Claude") {
+                    // The plan dialog's option 3 takes the text in place (§3).
+                    steps.push(KeyStep {
+                        expect: vec![format!("❯ {n}.")],
+                        keys: text.into_bytes(),
+                        pause: NAV_PAUSE,
+                    });
+                } else {
+                    steps.push(KeyStep {
+                        expect: [expect.clone(), vec![format!("❯ {n}. No")]].concat(),
+                        keys: b"\t".to_vec(),
+                        pause: NAV_PAUSE,
+                    });
+                    steps.push(KeyStep {
+                        expect: vec!["tell Claude what to do differently".into()],
+                        keys: text.into_bytes(),
+                        pause: NAV_PAUSE,
+                    });
+                }
+                steps.push(KeyStep {
+                    expect: vec![DIALOG_MARK.into()],
+                    keys: b"\r".to_vec(),
+                    pause: Duration::ZERO,
+                });
+                Ok(steps)
+            }
+            (other, Some(_)) if other != "deny" => Err(format!("`{other}` takes no message here")),
+            (other, _) => Err(format!("`{other}` is not a choice of this dialog")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::session::Question;
+
+    const BASH: &str = " Bash command\n\n   touch made_by_a.txt\n   Run the requested command\n\n Do you want to proceed?\n ❯ 1. Yes\n   2. Yes, and always allow access to proj/ from this project\n   3. No\n\n Esc to cancel · Tab to amend · ctrl+e to explain";
+
+    fn bash() -> Attention {
+        let mut a = ask(
+            "Bash",
+            &serde_json::json!({"command": "touch made_by_a.txt"}),
+            &serde_json::json!({"permission_suggestions": [{"type": "setMode"}]}),
+        );
+        a.text = "Bash: touch made_by_a.txt".into();
+        a
+    }
+
+    fn resp(choice: &str, message: Option<&str>) -> Response {
+        Response {
+            choice: choice.into(),
+            message: message.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_digit_alone_answers_and_only_the_dialog_it_names() {
+        let c = ClaudeAnswering;
+        let a = bash();
+        let keys = |r| {
+            c.keys(&a, &r, BASH)
+                .map(|s| s.iter().map(|k| k.keys.clone()).collect::<Vec<_>>())
+        };
+        assert_eq!(keys(resp("allow", None)), Ok(vec![b"1".to_vec()]));
+        assert_eq!(keys(resp("allow-session", None)), Ok(vec![b"2".to_vec()]));
+        assert_eq!(keys(resp("deny", None)), Ok(vec![b"3".to_vec()]));
+        let with = keys(resp("deny", Some("use make"))).unwrap();
+        assert_eq!(
+            with,
+            vec![
+                b"\x1b[B".to_vec(),
+                b"\x1b[B".to_vec(),
+                b"\t".to_vec(),
+                b"use make".to_vec(),
+                b"\r".to_vec()
+            ]
+        );
+        let other = BASH.replace("touch made_by_a.txt", "rm -rf build");
+        assert!(c.keys(&a, &resp("allow", None), &other).is_err());
+        assert!(
+            c.keys(&a, &resp("allow", None), "❯ 1\n? for shortcuts")
+                .is_err()
+        );
+        assert!(c.shows_dialog(&a, BASH) && !c.shows_dialog(&a, &other));
+    }
+
+    #[test]
+    fn a_question_is_answered_by_its_options_number() {
+        let screen = " ☐ Color\nWhich color do you prefer?\n❯ 1. Red\n     The color red\n  2. Blue\n     The color blue\n  3. Type something.\n  4. Chat about this\nEnter to select · ↑/↓ to navigate · Esc to cancel";
+        let a = Attention {
+            kind: Some("question".into()),
+            questions: vec![Question {
+                question: "Which color do you prefer?".into(),
+                options: vec!["Red".into(), "Blue".into()],
+                free_text: true,
+                ..Question::default()
+            }],
+            ..Attention::default()
+        };
+        let c = ClaudeAnswering;
+        assert_eq!(
+            c.keys(&a, &resp("blue", None), screen).unwrap()[0].keys,
+            b"2"
+        );
+        assert_eq!(c.keys(&a, &resp("1", None), screen).unwrap()[0].keys, b"1");
+        assert!(c.keys(&a, &resp("green", None), screen).is_err());
+    }
+}

@@ -1,0 +1,234 @@
+//! Answering Codex's approvals and questions (facts/answering-codex.md): what a
+//! `PermissionRequest` payload opens, and how an attention of a thread on spex's own
+//! app-server is answered as a client of that server (`server.rs` sends the response).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::rpc::Notification;
+use crate::adapters::choice;
+use crate::seam::answer::{Answering, Confirmed, Response};
+use crate::seam::server::{ServerCtx, ServerError, ServerErrorKind};
+use crate::store::session::{Attention, Session, Via};
+
+pub struct CodexAnswering;
+
+/// The attention a `PermissionRequest` opens: a command or patch approval with the decisions
+/// the app-server takes for it (§1.3: `accept`, `acceptForSession`, `decline`, `cancel`; never
+/// the permanent execpolicy amendment). A decline carries no message to the model.
+pub fn ask(tool: Option<&str>, _input: &Value) -> Attention {
+    Attention {
+        kind: Some("permission".into()),
+        tool: tool.map(str::to_owned),
+        choices: vec![
+            choice("allow", "accept", false),
+            choice("allow-session", "acceptForSession", false),
+            choice("deny", "decline", false),
+            choice("cancel", "cancel (decline and end the turn)", false),
+        ],
+        ..Attention::default()
+    }
+}
+
+impl Answering for CodexAnswering {
+    fn via(&self, _a: &Attention, s: &Session) -> Via {
+        if s.launched_by == "spex" {
+            Via {
+                how: "server".into(),
+                why: None,
+            }
+        } else {
+            Via {
+                how: "terminal only".into(),
+                why: Some("a Codex TUI started outside spex: answering it through its background server or its hook is not built yet".into()),
+            }
+        }
+    }
+}
+
+/// How long the server takes to re-send a pending request after `thread/resume` (~50 ms seen,
+/// §0.2), and to report what became of an answered one.
+const REPLAY_WAIT: Duration = Duration::from_secs(5);
+const OUTCOME_WAIT: Duration = Duration::from_secs(30);
+
+/// Whether server request `req` is the one attention `a` of `thread` waits on: its thread, its
+/// turn (the hook's `turn_id`), its call (a question's `tool_use_id` is the request's `itemId`),
+/// and for a command the command the hook reported.
+fn matches(req: &Notification, thread: &str, a: &Attention) -> bool {
+    let p = &req.params;
+    let kind_fits = match a.kind.as_deref() {
+        Some("question") => req.method == "item/tool/requestUserInput",
+        _ => matches!(
+            req.method.as_str(),
+            "item/commandExecution/requestApproval" | "item/fileChange/requestApproval"
+        ),
+    };
+    let same =
+        |key: &str, want: Option<&String>| want.is_none_or(|w| p[key].as_str() == Some(w.as_str()));
+    let command_fits = req.method != "item/commandExecution/requestApproval"
+        || p["commandActions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["command"].as_str())
+            .chain(p["command"].as_str())
+            .any(|c| a.text.starts_with(c) || a.text.contains(c));
+    kind_fits
+        && p["threadId"].as_str() == Some(thread)
+        && same("turnId", a.turn_id.as_ref())
+        && same("itemId", a.call_id.as_ref())
+        && command_fits
+}
+
+/// The response to request `req` that gives `r`: a decision (§1.3: never the permanent
+/// execpolicy amendment) or a question's answers (§1.5).
+fn result_for(req: &Notification, a: &Attention, r: &Response) -> Result<Value, String> {
+    if req.method == "item/tool/requestUserInput" {
+        let mut answers = serde_json::Map::new();
+        let questions = req.params["questions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let Some(q) = questions.first() else {
+            return Err("the request asks no question".into());
+        };
+        let labels: Vec<&str> = q["options"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["label"].as_str())
+            .collect();
+        let picked = r
+            .choice
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| labels.get(n.wrapping_sub(1)).copied())
+            .or_else(|| {
+                labels
+                    .iter()
+                    .copied()
+                    .find(|l| l.eq_ignore_ascii_case(&r.choice))
+            });
+        let mut given: Vec<String> = match (picked, q["isOther"].as_bool()) {
+            (Some(l), _) => vec![l.to_owned()],
+            (None, Some(true)) => vec![
+                "None of the above".into(),
+                format!("user_note: {}", r.choice),
+            ],
+            (None, _) => {
+                return Err(format!(
+                    "`{}` is none of the options: {}",
+                    r.choice,
+                    labels.join(", ")
+                ));
+            }
+        };
+        if let Some(m) = &r.message {
+            given.push(format!("user_note: {m}"));
+        }
+        let qid = q["id"].as_str().unwrap_or_default().to_owned();
+        answers.insert(qid, json!({ "answers": given }));
+        return Ok(json!({ "answers": answers }));
+    }
+    if r.message.is_some() {
+        return Err(
+            "a Codex approval takes no message (a decline reaches the model as `rejected by user`)"
+                .into(),
+        );
+    }
+    let decision = match r.choice.as_str() {
+        "allow" => "accept",
+        "allow-session" => "acceptForSession",
+        "deny" => "decline",
+        "cancel" => "cancel",
+        other => {
+            return Err(format!(
+                "`{other}` is not a choice of attention `{}`",
+                a.id.as_deref().unwrap_or("?")
+            ));
+        }
+    };
+    Ok(json!({ "decision": decision }))
+}
+
+/// Answers attention `a` of `thread` on the server at `ctx.socket`: `thread/resume` makes the
+/// server send the pending request again (§2), the one `a` names is answered, and the answer
+/// is confirmed by `serverRequest/resolved` and the item's own end (the command ran, or was
+/// declined) or, for a question, the resolved request.
+pub fn answer(
+    ctx: &ServerCtx,
+    thread: &str,
+    a: &Attention,
+    r: &Response,
+) -> Result<Confirmed, ServerError> {
+    let refused = |m: String| ServerError::new(ServerErrorKind::Refused, m);
+    let mut c = super::server::client(ctx)?;
+    c.thread_resume(thread)
+        .map_err(|e| super::server::error(&e))?;
+    let (id, req) = c
+        .wait_request(|req| matches(req, thread, a), REPLAY_WAIT)
+        .map_err(|_| {
+            refused(
+                "the server holds no request this attention names (it was answered or withdrawn)"
+                    .into(),
+            )
+        })?;
+    let result = result_for(&req, a, r).map_err(refused)?;
+    c.respond(&id, &result)
+        .map_err(|e| super::server::error(&e))?;
+    let resolved = |p: &Value| p["requestId"] == id && p["threadId"].as_str() == Some(thread);
+    c.await_notification("serverRequest/resolved", resolved, OUTCOME_WAIT)
+        .map_err(|e| super::server::error(&e))?;
+    if req.method == "item/tool/requestUserInput" {
+        c.close();
+        return Ok(Confirmed {
+            what: "the server took the answers and the turn goes on".into(),
+        });
+    }
+    let item = req.params["itemId"].as_str().unwrap_or_default().to_owned();
+    let accepted = result["decision"] == "accept" || result["decision"] == "acceptForSession";
+    // An accepted command is confirmed by its own end; a declined one may end before the
+    // request is resolved or not be reported to a client that joined late (seen live): the
+    // resolved request is then the proof.
+    let wait = if accepted {
+        OUTCOME_WAIT
+    } else {
+        Duration::from_secs(2)
+    };
+    let done = c.await_notification(
+        "item/completed",
+        |p| p.pointer("/item/id").and_then(Value::as_str) == Some(item.as_str()),
+        wait,
+    );
+    c.close();
+    let done = match done {
+        Ok(n) => n,
+        Err(_) if !accepted => {
+            return Ok(Confirmed {
+                what: format!(
+                    "the server resolved the request: {}",
+                    result["decision"].as_str().unwrap_or("declined")
+                ),
+            });
+        }
+        Err(e) => return Err(super::server::error(&e)),
+    };
+    let status = done
+        .params
+        .pointer("/item/status")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    let what = match (
+        status,
+        done.params
+            .pointer("/item/exitCode")
+            .and_then(Value::as_i64),
+    ) {
+        ("declined", _) => "the request was declined: it did not run".to_owned(),
+        ("completed", Some(code)) => format!("the command ran (exit code {code})"),
+        ("completed", None) => "the change was applied".to_owned(),
+        (other, _) => format!("the item ended `{other}`"),
+    };
+    Ok(Confirmed { what })
+}

@@ -1,0 +1,140 @@
+//! `spex answer`, `spex approve`, `spex deny`: answer what a session waits on (a permission, a
+//! question, a plan), confirmed by the harness's own evidence.
+
+use std::time::Duration;
+
+use super::Outcome;
+use super::output;
+use crate::env::Env;
+use crate::runtime::{self, RuntimeError};
+use crate::seam::answer::Response;
+
+/// Answer the attention a session waits on: a permission (`allow`, `allow-session`, `deny`,
+/// `cancel`), a question (an option's label or number), a plan (`allow`, `deny`).
+///
+/// Applied only to the open attention (the one `--attention` names, when given: an attention
+/// that closed meanwhile is refused, never applied to the next one), and confirmed by the
+/// harness: the dialog is gone and the session moved on (keys into a session spex hosts), or
+/// the server resolved the request (a session on the harness's server). A session cannot
+/// answer its own attention. `spex show <session>` lists the choices.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    pub id: String,
+    /// The choice: `allow`, `allow-session`, `deny`, `cancel`, or a question's option.
+    pub choice: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Allow what the session asks (`--always`: for the rest of the session).
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    pub id: String,
+    /// Allow it for the rest of the session (where the harness offers that).
+    #[arg(long)]
+    pub always: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Deny what the session asks, with a message for the agent where the harness takes one.
+#[derive(Debug, clap::Args)]
+pub struct DenyArgs {
+    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    pub id: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Common {
+    /// A message for the agent (with `deny`: what to do instead).
+    #[arg(long)]
+    pub message: Option<String>,
+    /// The attention to answer (`a3`, as `spex show` prints it): refused when it is not the
+    /// open one.
+    #[arg(long, value_name = "ATT")]
+    pub attention: Option<String>,
+    /// Seconds to wait for the harness to confirm.
+    #[arg(long, default_value_t = 30)]
+    pub timeout: u64,
+    /// Print `{attention, choice, message, via, confirmed, elapsed_ms}` as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    answer(env, &args.id, &args.choice, &args.common)
+}
+
+pub fn approve(args: &ApproveArgs, env: &Env) -> anyhow::Result<Outcome> {
+    let choice = if args.always {
+        "allow-session"
+    } else {
+        "allow"
+    };
+    answer(env, &args.id, choice, &args.common)
+}
+
+pub fn deny(args: &DenyArgs, env: &Env) -> anyhow::Result<Outcome> {
+    answer(env, &args.id, "deny", &args.common)
+}
+
+fn answer(env: &Env, arg: &str, choice: &str, c: &Common) -> anyhow::Result<Outcome> {
+    let (store, id) = super::sessions::project_and_id(env, arg)?;
+    let record = store
+        .load(&id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    let host_pids = runtime::host_pids(&store, &id);
+    let result = (|| -> Result<runtime::answer::Answered, RuntimeError> {
+        let (s, a) = runtime::answer::target(env, &store, &id, c.attention.as_deref(), &host_pids)?;
+        let r = Response {
+            choice: runtime::answer::resolve_choice(&id, &a, choice)?,
+            message: c.message.clone(),
+        };
+        let timeout = Duration::from_secs(c.timeout);
+        match super::launch::server_of(env, &store, &record, false).map_err(|e| {
+            RuntimeError::Answer {
+                id: id.clone(),
+                message: e.to_string(),
+            }
+        })? {
+            Some(server) => server.answer(&id, &a, &r),
+            None => runtime::answer::by_keys(env, &store, &s, &a, &r, timeout),
+        }
+    })();
+    match result {
+        Ok(done) => {
+            if c.json {
+                output::json(&done);
+            } else {
+                output::print(&format!(
+                    "answered {} of {} with {} ({}; confirmed in {} ms: {})\n",
+                    done.attention,
+                    store.label_of(&id),
+                    done.choice,
+                    done.via,
+                    done.elapsed_ms,
+                    done.confirmed
+                ));
+            }
+            Ok(Outcome::Ok)
+        }
+        Err(e) => {
+            if c.json {
+                output::json(&serde_json::json!({
+                    "answered": false,
+                    "reason": e.reason(),
+                    "error": e.to_string(),
+                }));
+            }
+            if e.gone() {
+                eprintln!("error: {}", output::with_handles(&e.into(), env));
+                return Ok(Outcome::Gone);
+            }
+            Err(e.into())
+        }
+    }
+}

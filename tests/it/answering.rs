@@ -1,0 +1,429 @@
+//! `spex answer` / `approve` / `deny` against the REAL harnesses (offline, fake model servers):
+//! each test checks what the harness did (the command ran or not, the model got the message,
+//! the mode changed), not only spex's record. Fails, never skips.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{World, feed, json_result, pretty, read_or_empty, write};
+use crate::runtime::{
+    claude_world, host_log, launch, run_json, screen, spex_cmd, stop, wait_screen, wait_status,
+};
+use crate::support::claude_home::SeedOptions;
+use crate::support::codex_home::write_codex_config;
+use crate::support::fake_anthropic::FakeAnthropic;
+use crate::support::fake_responses::FakeResponses;
+use crate::support::peers::peers_path;
+
+/// `spex <args>` and its exit code, stdout and stderr together.
+fn said(
+    w: &World,
+    fake: &FakeAnthropic,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let mut c = spex_cmd(w, fake, args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Delivers `prompt` and waits until its dialog is open and drawn: the open attention.
+fn at_dialog(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str, drawn: &str) -> Value {
+    run_json(w, fake, &["deliver", id, prompt, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
+    let r = wait_status(w, id, "needs_attention", Duration::from_mins(1));
+    assert_eq!(
+        r["status"],
+        "needs_attention",
+        "{}\n{}",
+        pretty(&r),
+        host_log(w, id)
+    );
+    assert!(
+        wait_screen(w, fake, id, drawn, Duration::from_secs(20)),
+        "{}",
+        screen(w, fake, id)
+    );
+    r["attention"].clone()
+}
+
+/// The model's requests so far, as text (what it was told).
+fn model_heard(fake: &FakeAnthropic) -> String {
+    fake.requests()
+        .iter()
+        .map(|r| r["body"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn answered(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Value {
+    run_json(w, fake, args).unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, args[1])))
+}
+
+#[test]
+fn hosted_claude_permission_answered_allow_deny_with_message_and_for_the_session() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    let out = w.repo.join("bash_out.txt");
+
+    // allow: the command runs.
+    let a = at_dialog(&w, &fake, &id, "USE_BASH run it", "Do you want to proceed?");
+    assert_eq!(a["id"], "a1", "{}", pretty(&a));
+    assert_eq!(a["kind"], "permission");
+    assert_eq!(a["via"]["how"], "keys", "{}", pretty(&a));
+    let ids: Vec<&str> = a["choices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["allow", "allow-session", "deny"], "{}", pretty(&a));
+    // From inside the session (its own id in the env): refused, nothing typed.
+    let (code, text) = said(&w, &fake, &["approve", &id], &[("SPEX_SESSION_ID", &id)]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("cannot answer its own attention"), "{text}");
+    let started = Instant::now();
+    let done = answered(
+        &w,
+        &fake,
+        &["answer", &id, "allow", "--attention", "a1", "--json"],
+    );
+    eprintln!(
+        "answer allow (keys) confirmed in {:?} ({} ms by spex)",
+        started.elapsed(),
+        done["elapsed_ms"]
+    );
+    assert_eq!(done["attention"], "a1");
+    assert_eq!(done["via"], "keys");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !out.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        out.exists(),
+        "the command did not run\n{}",
+        host_log(&w, &id)
+    );
+    let closed: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "attention.closed")
+        .collect();
+    assert_eq!(
+        closed.last().unwrap()["how"],
+        "spex answer",
+        "{}",
+        host_log(&w, &id)
+    );
+    assert_eq!(closed.last().unwrap()["choice"], "allow");
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // A stale answer (a1 closed): refused, and nothing changes.
+    let (code, text) = said(
+        &w,
+        &fake,
+        &["answer", &id, "allow", "--attention", "a1"],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("a1"), "{text}");
+
+    // deny with a message: the command does not run, the model gets the message.
+    std::fs::remove_file(&out).unwrap();
+    let a = at_dialog(
+        &w,
+        &fake,
+        &id,
+        "USE_BASH once more",
+        "Do you want to proceed?",
+    );
+    assert_eq!(a["id"], "a2", "{}", pretty(&a));
+    // The stale id of the last one is refused while a2 is open, and a2 stays open.
+    let (code, text) = said(&w, &fake, &["approve", &id, "--attention", "a1"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("is not open") && text.contains("a2"),
+        "{text}"
+    );
+    assert_eq!(w.record(&id)["attention"]["id"], "a2");
+    let done = answered(
+        &w,
+        &fake,
+        &[
+            "deny",
+            &id,
+            "--message",
+            "use make instead of echo",
+            "--json",
+        ],
+    );
+    assert_eq!(done["choice"], "deny");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !model_heard(&fake).contains("use make instead of echo") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        model_heard(&fake).contains("use make instead of echo"),
+        "the model never got the message\n{}",
+        host_log(&w, &id)
+    );
+    assert!(!out.exists(), "the denied command ran");
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // allow for the session: the dialog's option 2, which switches the session to accept edits.
+    let a = at_dialog(
+        &w,
+        &fake,
+        &id,
+        "USE_BASH a third time",
+        "Do you want to proceed?",
+    );
+    assert_eq!(a["id"], "a3");
+    let dialog = screen(&w, &fake, &id);
+    answered(&w, &fake, &["approve", &id, "--always", "--json"]);
+    // Option 2 (`Yes, and always allow access to repo/ from this project`) is the one typed:
+    // the dialog showed it, the command ran, and the close names the choice.
+    assert!(dialog.contains("2. Yes, and"), "{dialog}");
+    let closed = w
+        .events(&id)
+        .into_iter()
+        .rfind(|e| e["kind"] == "attention.closed")
+        .unwrap();
+    assert_eq!(closed["choice"], "allow-session", "{}", host_log(&w, &id));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !out.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        out.exists(),
+        "the command did not run\n{}",
+        host_log(&w, &id)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    stop(&w, &fake, &id);
+}
+
+#[test]
+fn hosted_claude_question_answered_with_an_option() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    let a = at_dialog(&w, &fake, &id, "USE_ASK pick one", "Which color");
+    assert_eq!(a["kind"], "question", "{}", pretty(&a));
+    assert_eq!(
+        a["questions"][0]["options"],
+        serde_json::json!(["Red", "Blue"]),
+        "{}",
+        pretty(&a)
+    );
+    // `deliver` at the dialog names the attention and the command that answers it.
+    let (code, text) = said(&w, &fake, &["deliver", &id, "hello"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("attention `a1`") && text.contains("spex answer"),
+        "{text}"
+    );
+    let done = answered(&w, &fake, &["answer", &id, "Blue", "--json"]);
+    assert_eq!(done["attention"], "a1", "{}", pretty(&done));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let want = "=\\\"Blue\\\"";
+    while !model_heard(&fake).contains(want) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        model_heard(&fake).contains(want),
+        "the model never got the answer\n{}",
+        host_log(&w, &id)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    stop(&w, &fake, &id);
+}
+
+/// A project on Codex with approvals on request in a workspace-write sandbox, so an escalated
+/// command asks.
+fn codex_rig() -> (World, FakeResponses) {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let run = w.dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let fake = FakeResponses::start_with_hang_limit(Duration::from_mins(1));
+    write_codex_config(
+        &w.codex_home,
+        &fake.base_url(),
+        "on-request",
+        "workspace-write",
+    );
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"codex\"] }\n",
+    );
+    crate::common::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    w.ok(&w.repo, &["materialize"]);
+    (w, fake)
+}
+
+fn codex(w: &World, args: &[&str]) -> std::process::Command {
+    let mut c = w.cmd(&w.repo, args);
+    c.env("PATH", peers_path())
+        .env("XDG_RUNTIME_DIR", w.dir.path().join("run"))
+        .env("FAKE_API_KEY", "dummy")
+        .env("OPENAI_API_KEY", "sk-dummy")
+        .env("RUST_LOG", "warn");
+    c
+}
+
+fn codex_json(w: &World, args: &[&str]) -> Result<Value, String> {
+    json_result(args, &feed(&mut codex(w, args), b""))
+}
+
+fn codex_diag(w: &World, fake: &FakeResponses) -> String {
+    let mut out = format!(
+        "--- server log:\n{}",
+        read_or_empty(&w.project_dir().join("servers/codex.log"))
+    );
+    for id in w.session_ids() {
+        let dir = w.project_dir().join("sessions").join(&id);
+        out.push_str(&format!(
+            "\n--- {id}:\n{}\n{}",
+            read_or_empty(&dir.join("session.json")),
+            read_or_empty(&dir.join("events.jsonl"))
+        ));
+    }
+    out.push_str(&format!("\n--- fake:\n{}", fake.request_lines().join("\n")));
+    out
+}
+
+fn codex_waits(w: &World, fake: &FakeResponses, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    loop {
+        let r = w.record(id);
+        if r["status"] == "needs_attention" && r["attention"]["via"]["how"] == "server" {
+            return r["attention"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never waited for approval\n{}",
+            codex_diag(w, fake)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn hosted_codex_escalation_answered_accept_and_decline() {
+    let (w, fake) = codex_rig();
+    let out = w.repo.join("escalated.txt");
+    let launched = codex_json(
+        &w,
+        &[
+            "launch",
+            "--harness",
+            "codex",
+            "--detach",
+            "--json",
+            "SCENARIO:escalate",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", codex_diag(&w, &fake)));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let a = codex_waits(&w, &fake, &id);
+    let ids: Vec<&str> = a["choices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["allow", "allow-session", "deny", "cancel"],
+        "{}",
+        pretty(&a)
+    );
+    assert!(!out.exists());
+    let started = Instant::now();
+    let done = codex_json(&w, &["approve", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", codex_diag(&w, &fake)));
+    eprintln!(
+        "approve (server) confirmed in {:?} ({} ms by spex)",
+        started.elapsed(),
+        done["elapsed_ms"]
+    );
+    assert_eq!(done["via"], "server", "{}", pretty(&done));
+    assert!(
+        done["confirmed"].as_str().unwrap().contains("ran"),
+        "{}",
+        pretty(&done)
+    );
+    assert_eq!(
+        read_or_empty(&out),
+        "escalated\n",
+        "{}",
+        codex_diag(&w, &fake)
+    );
+    let rec = w.record(&id);
+    assert!(
+        rec["attention"].is_null() || rec["attention"]["id"] != a["id"],
+        "{}",
+        pretty(&rec)
+    );
+
+    // decline, in the next turn: the command does not run and the model is told so.
+    std::fs::remove_file(&out).unwrap();
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while w.record(&id)["status"] != "idle" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    codex_json(&w, &["deliver", &id, "SCENARIO:escalate", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", codex_diag(&w, &fake)));
+    let b = codex_waits(&w, &fake, &id);
+    assert_ne!(b["id"], a["id"]);
+    // The closed one is refused while the new one waits.
+    let (code, text) = {
+        let out = codex(
+            &w,
+            &["approve", &id, "--attention", a["id"].as_str().unwrap()],
+        )
+        .output()
+        .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    assert_eq!(code, Some(2), "{text}");
+    let done = codex_json(&w, &["deny", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", codex_diag(&w, &fake)));
+    assert!(
+        done["confirmed"].as_str().unwrap().contains("decline"),
+        "{}",
+        pretty(&done)
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let heard = || {
+        fake.requests()
+            .iter()
+            .any(|r| r["body"].to_string().contains("rejected by user"))
+    };
+    while !heard() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(heard(), "the model was not told\n{}", codex_diag(&w, &fake));
+    assert!(!out.exists(), "the declined command ran");
+    let _ = codex(&w, &["stop", &id]).output();
+    let _ = codex(&w, &["server", "stop"]).output();
+}
