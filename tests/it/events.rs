@@ -146,8 +146,11 @@ fn events_follow_resume_after_kill_without_loss_or_duplicate() {
         (b.into(), 2),
         (b.into(), 3),
         (b.into(), 4),
+        (b.into(), 5),
     ];
     assert_eq!(got, want, "{resumed:#?}");
+    // b's Bash call never completed: its turn's ending closes it first.
+    assert_eq!(resumed[4]["kind"], "tool.interrupted", "{resumed:#?}");
     f2.kill();
     // The whole stream read at once holds each event of each session's log exactly once.
     let all = w.ok(&w.repo, &["events", "--json", "--since", "0"]);
