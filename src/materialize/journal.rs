@@ -23,6 +23,10 @@ pub struct Journal {
     /// Every file the run meant to write: digests of its bytes before and after (`None`:
     /// absent).
     pub files: Vec<Planned>,
+    /// The folders the run meant to create or remove: an interrupted run can leave them
+    /// empty, and an empty one of these is spex's to take away.
+    #[serde(default)]
+    pub dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -107,9 +111,23 @@ impl Journal {
         }
     }
 
-    /// Removes what an interrupted write leaves beside its targets: spex's temp files, and a
-    /// file it had moved aside to delete (once it holds the bytes the run meant to delete).
-    pub fn sweep(&self) {
+    /// Removes what an interrupted write leaves beside its targets: spex's temp files, a file
+    /// it had moved aside to delete (once it holds the bytes the run meant to delete), and the
+    /// folders it meant to make or remove that are empty, but for those that hold (or lead to)
+    /// a path in `keep`: the run about to start writes there.
+    pub fn sweep_keeping(&self, keep: &[&Path]) {
+        self.sweep_files();
+        // Deepest first, so a folder emptied by removing its child goes too.
+        let mut folders: Vec<&PathBuf> = self.dirs.iter().collect();
+        folders.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for dir in folders {
+            if !keep.iter().any(|k| k.starts_with(dir)) {
+                fsutil::remove_dir_if_empty(dir);
+            }
+        }
+    }
+
+    fn sweep_files(&self) {
         let mut dirs: BTreeMap<PathBuf, Vec<&Planned>> = BTreeMap::new();
         for p in &self.files {
             if let Some(dir) = p.path.parent() {
@@ -238,7 +256,16 @@ mod tests {
                 Planned::new(&c, Some(b"old"), None),
                 Planned::new(&d, None, Some(b"new d")),
             ],
+            // Folders the run made: one left empty by the kill, one that got its file.
+            dirs: vec![
+                dir.path().join("skills"),
+                dir.path().join("skills/s0"),
+                dir.path().join("kept"),
+            ],
         };
+        std::fs::create_dir_all(dir.path().join("skills/s0")).unwrap();
+        std::fs::create_dir_all(dir.path().join("kept")).unwrap();
+        std::fs::write(dir.path().join("kept/SKILL.md"), "x").unwrap();
         // `a` was written; `b` not yet; `c` is still there; `d` another program wrote.
         std::fs::write(&a, "new a").unwrap();
         std::fs::write(&c, "old").unwrap();
@@ -263,7 +290,12 @@ mod tests {
             rec.files.contains(&d) && !generated.contains_key(&d),
             "{rec:?}"
         );
-        journal.sweep();
+        journal.sweep_keeping(&[]);
+        assert!(
+            !dir.path().join("skills").exists(),
+            "the empty folders the run made go"
+        );
+        assert!(dir.path().join("kept/SKILL.md").exists());
         let left: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

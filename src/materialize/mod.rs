@@ -560,7 +560,13 @@ impl Plan {
     /// then tells the truth about the files already written.
     pub fn apply(&mut self) -> Result<(), MaterializeError> {
         if let Some(stale) = self.stale.take() {
-            stale.sweep();
+            let keep: Vec<&Path> = self
+                .changes
+                .iter()
+                .filter(|c| c.action != Action::Rmdir)
+                .map(|c| c.path.as_path())
+                .collect();
+            stale.sweep_keeping(&keep);
             Journal::sweep_dir(self.store.dir());
         }
         // The journal first: a crash from here on is finished or taken back by the next run.
@@ -577,6 +583,12 @@ impl Plan {
                 before: self.owned_before.clone(),
                 after: self.owned.clone(),
                 files,
+                dirs: self
+                    .changes
+                    .iter()
+                    .filter(|c| matches!(c.action, Action::Mkdir | Action::Rmdir))
+                    .map(|c| c.path.clone())
+                    .collect(),
             };
             journal
                 .write(&journal_path)

@@ -463,6 +463,17 @@ pub fn interrupted() -> bool {
 pub fn wait_for<T>(
     dir: &Path,
     deadline: Instant,
+    check: impl FnMut() -> Option<T>,
+) -> Result<Option<T>, RuntimeError> {
+    wait_in(dir, deadline, true, check)
+}
+
+/// [`wait_for`], cut short by Ctrl-C only when `cancellable`: the wait for a stop that a
+/// Ctrl-C asked for must not end because of that same Ctrl-C.
+fn wait_in<T>(
+    dir: &Path,
+    deadline: Instant,
+    cancellable: bool,
     mut check: impl FnMut() -> Option<T>,
 ) -> Result<Option<T>, RuntimeError> {
     use rustix::fs::inotify;
@@ -480,10 +491,10 @@ pub fn wait_for<T>(
             return Ok(Some(v));
         }
         let mut left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || interrupted() {
+        if left.is_zero() || (cancellable && interrupted()) {
             return Ok(None);
         }
-        if INTERRUPTED.get().is_some() {
+        if cancellable && INTERRUPTED.get().is_some() {
             // The signal may land on another thread, which leaves this poll asleep.
             left = left.min(Duration::from_millis(200));
         }
@@ -1348,7 +1359,7 @@ pub fn stop(
     // The host answers once the signals are sent; it may already be closing the socket.
     let _ = client.call(Request::Stop { grace_ms }, grace + CALL_TIMEOUT);
     let deadline = Instant::now() + grace + Duration::from_secs(5);
-    let exited = wait_for(&store.session_dir(id), deadline, || {
+    let exited = wait_in(&store.session_dir(id), deadline, false, || {
         store
             .load(id)
             .ok()
