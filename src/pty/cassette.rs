@@ -119,8 +119,8 @@ impl Scrubber {
     /// placeholder: the placeholder goes with the bytes before the position. With `pad`, a
     /// placeholder shorter than the text it replaces is followed by spaces up to that text's
     /// width: what a terminal draws keeps its geometry (a TUI that later redraws only the
-    /// cells that changed, as Codex's does, or moves the cursor to an absolute column, lands
-    /// where it did, instead of leaving the tail of what the shorter placeholder did not cover).
+    /// cells that changed, or moves the cursor to an absolute column, lands where it did,
+    /// instead of leaving the tail of what the shorter placeholder did not cover).
     pub fn scrub_mapped(&mut self, bytes: &[u8], positions: &mut [usize], pad: bool) -> Vec<u8> {
         let mut out = bytes.to_vec();
         for i in 0..self.rules.len() {
@@ -950,8 +950,8 @@ mod tests {
         }
     }
 
-    /// A TUI that redraws only the cells that changed (Codex's does): it drew `loading`, then
-    /// the checkout's path over it. The placeholder keeps the path's width, so the recording
+    /// A TUI that redraws only the cells that changed: it drew `loading`, then the checkout's
+    /// path over it. The placeholder keeps the path's width, so the recording
     /// replays to the screen its frame shows (a shorter one left `$TREEng`, and the check
     /// found a frame the output never drew).
     #[test]

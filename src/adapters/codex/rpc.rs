@@ -326,42 +326,22 @@ impl Client {
     pub fn wait_notification(
         &mut self,
         method: &str,
-        mut pred: impl FnMut(&Value) -> bool,
+        pred: impl FnMut(&Value) -> bool,
         timeout: Duration,
     ) -> Result<Notification, RpcError> {
-        if let Some(pos) = self
-            .notifications
-            .iter()
-            .position(|n| n.method == method && pred(&n.params))
-        {
-            return Ok(self
-                .notifications
-                .remove(pos)
-                .expect("position is in range"));
-        }
-        let deadline = Instant::now() + timeout;
-        loop {
-            let incoming = match self.read_incoming(method, deadline, timeout) {
-                Err(RpcError::Timeout {
+        self.await_notification(method, pred, timeout)
+            .map_err(|e| match e {
+                RpcError::Timeout {
                     method,
                     sock,
                     timeout,
-                }) => {
-                    return Err(RpcError::NotificationTimeout {
-                        method,
-                        sock,
-                        timeout,
-                    });
-                }
-                other => other?,
-            };
-            match incoming {
-                Incoming::Notification(n) if n.method == method && pred(&n.params) => return Ok(n),
-                Incoming::Notification(n) => self.buffer(n),
-                // Only a timed-out call's late answer can arrive here: no call is in flight.
-                Incoming::Response { .. } | Incoming::Requested => {}
-            }
-        }
+                } => RpcError::NotificationTimeout {
+                    method,
+                    sock,
+                    timeout,
+                },
+                other => other,
+            })
     }
 
     /// The next notification, reading for at most `timeout` (blocking on the socket).
