@@ -13,7 +13,7 @@ use crate::env::Env;
 use crate::reconcile;
 use crate::runtime;
 use crate::store::session::{
-    Attention, Declared, DeclaredState, Session, Status, TurnState, Via, ellipsis,
+    Attention, Declared, DeclaredState, Session, Status, TurnState, Via, count, ellipsis,
 };
 use crate::store::sorted::SortedRecord;
 use crate::store::{self, ProjectStore};
@@ -112,8 +112,10 @@ mod clock_tests {
 
 /// A turn's state and why: `failed (model_error): API Error: 400 ...; next: ...`, a
 /// `partial_failed` turn's kept text named apart, never as the answer.
-fn turn_sentence(t: &crate::store::session::Turn) -> String {
-    let mut out = t.state.as_str().to_owned();
+fn turn_sentence(s: &Session, t: &crate::store::session::Turn) -> String {
+    let mut out = s
+        .turn_phrase()
+        .unwrap_or_else(|| t.state.as_str().to_owned());
     if let Some(kind) = t.error_kind {
         out.push_str(&format!(" ({})", kind.as_str()));
     }
@@ -132,6 +134,48 @@ fn turn_sentence(t: &crate::store::session::Turn) -> String {
     out
 }
 
+/// One sub-agent: `a4c7e6eb general-purpose completed in 0.1 s: its last line`.
+fn child_line(c: &crate::store::session::Child, now: &str) -> String {
+    let end = c.ended_at.as_deref().unwrap_or(now);
+    let took = crate::store::session::elapsed_ms(&c.started_at, end).unwrap_or(0);
+    let verb = if c.ended_at.is_some() { "in" } else { "for" };
+    #[expect(clippy::cast_precision_loss, reason = "one decimal is shown")]
+    let secs = took as f64 / 1000.0;
+    let mut line = format!(
+        "{} {} {} {verb} {secs:.1} s",
+        c.id,
+        c.agent_type.as_deref().unwrap_or("agent"),
+        c.state.as_str(),
+    );
+    if let Some(e) = &c.error {
+        line.push_str(&format!(": {}", ellipsis(e, 100)));
+    } else if let Some(sum) = &c.summary {
+        line.push_str(&format!(": {sum}"));
+    }
+    if let Some(u) = &c.usage {
+        line.push_str(&format!(" ({})", u.brief()));
+    }
+    line
+}
+
+/// The turn's and the session's usage: `turn 19 in (5 cached) / 7 out; session ...; model x`.
+fn usage_line(s: &Session) -> Option<String> {
+    let session = s.usage.as_ref()?;
+    let mut parts = Vec::new();
+    if let Some(u) = s.turn.as_ref().and_then(|t| t.usage.as_ref()) {
+        parts.push(format!("turn {}", u.brief()));
+    }
+    parts.push(format!(
+        "session {} in {} requests",
+        session.brief(),
+        session.requests
+    ));
+    if let Some(m) = &session.model {
+        parts.push(format!("model {m}"));
+    }
+    Some(parts.join("; "))
+}
+
 /// One line: the state, since when, and what set it ("idle since 12:03:41, turn interrupted:
 /// Claude's registry went busy -> idle with no Stop").
 fn explain(s: &Session) -> String {
@@ -144,8 +188,8 @@ fn explain(s: &Session) -> String {
     } else if s.attended == Some(false) {
         out.push_str(", no client");
     }
-    if let Some(t) = &s.turn {
-        out.push_str(&format!(", turn {}", t.state.as_str()));
+    if let Some(phrase) = s.turn_phrase() {
+        out.push_str(&format!(", turn {phrase}"));
     }
     match (&s.why, &s.source) {
         (Some(why), _) => out.push_str(&format!(": {why}")),
@@ -189,7 +233,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let style = Style::detect(env.no_color);
     let mut rows = vec![
         [
-            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "NOTE",
+            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "USAGE", "NOTE",
         ]
         .map(String::from)
         .to_vec(),
@@ -200,11 +244,13 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
             s.name.clone().unwrap_or_else(|| "-".into()),
             visible(&s.harness),
             status_cell(style, s.status),
-            s.turn
-                .as_ref()
-                .map_or_else(|| "-".into(), |t| t.state.as_str().to_owned()),
+            s.turn_phrase().unwrap_or_else(|| "-".into()),
             branch_cell(s),
             clock(&s.updated_at),
+            s.usage.as_ref().map_or_else(
+                || "-".into(),
+                |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
+            ),
             ellipsis(&visible(&note(s)), 60),
         ]);
     }
@@ -268,7 +314,8 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         ]);
     }
     if let Some(t) = &s.turn {
-        let mut line = format!("{}, started {}", t.state.as_str(), clock(&t.started_at));
+        let phrase = s.turn_phrase().unwrap_or_default();
+        let mut line = format!("{phrase}, started {}", clock(&t.started_at));
         if let Some(end) = &t.ended_at {
             line.push_str(&format!(", ended {}", clock(end)));
         }
@@ -291,6 +338,13 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         if let Some(next) = &t.next {
             rows.push(vec!["next".into(), visible(next)]);
         }
+    }
+    let now = crate::store::now_rfc3339();
+    for c in &s.children {
+        rows.push(vec!["sub-agent".into(), visible(&child_line(c, &now))]);
+    }
+    if let Some(line) = usage_line(&s) {
+        rows.push(vec!["usage".into(), visible(&line)]);
     }
     if let Some(a) = &s.attention {
         let id = a.id.as_deref().map(|i| format!("{i} ")).unwrap_or_default();
@@ -490,7 +544,10 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             if args.json {
                 output::json(&s);
             } else if let Some(t) = s.turn.as_ref().filter(|_| turn_end) {
-                output::print(&format!("{handle} turn {}\n", visible(&turn_sentence(t))));
+                output::print(&format!(
+                    "{handle} turn {}\n",
+                    visible(&turn_sentence(&s, t))
+                ));
             } else {
                 output::print(&format!("{handle} {}\n", s.status.as_str()));
             }

@@ -1,4 +1,5 @@
-//! How a Claude turn failed, from `StopFailure` and the session's transcript.
+//! How a Claude turn failed, from `StopFailure`, and the text it wrote first, from the
+//! session's transcript.
 //!
 //! Verified live with 2.1.197 against the fake Messages API (tests/it/outcomes.rs):
 //! `StopFailure` fires instead of `Stop` when a model request fails for good; its `error` is
@@ -7,7 +8,10 @@
 //! `max_output_tokens`, `unknown`; an HTTP 400 gives `unknown`) and its
 //! `last_assistant_message` is the synthetic `API Error: ...` line, NOT the text the model
 //! wrote before the failure. That text is only in the transcript (`transcript_path`), as the
-//! assistant messages since the turn's prompt; the tail is read once, on this rare hook only.
+//! assistant messages since the turn's prompt: the hook records the failure as the payload
+//! says it, and the readers (never the hook path) read the transcript's tail once for that
+//! text (`partial_text`). A sub-agent's failure fires `StopFailure` too, with its `agent_id`
+//! and the PARENT's `transcript_path` (seen live, tests/it/subagents.rs).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -19,7 +23,7 @@ use crate::store::session::{ErrorKind, Failure};
 /// How much of the transcript's end is read for the turn's text.
 const TAIL_BYTES: u64 = 256 * 1024;
 
-/// The failure a `StopFailure` payload reports.
+/// The failure a `StopFailure` payload reports (its partial text is the readers' to find).
 pub(super) fn stop_failure(p: &Value) -> Failure {
     let kind_word = super::super::str_field(p, "error");
     let kind = match kind_word.as_deref() {
@@ -34,18 +38,15 @@ pub(super) fn stop_failure(p: &Value) -> Failure {
     let error = super::super::str_field(p, "last_assistant_message")
         .or(kind_word)
         .unwrap_or_else(|| "the model request failed".into());
-    let partial = super::super::str_field(p, "transcript_path")
-        .and_then(|t| turn_text(Path::new(&t)))
-        .filter(|t| !t.trim().is_empty());
-    Failure {
-        error,
-        kind,
-        partial,
-    }
+    Failure::new(error, kind)
 }
 
 /// The assistant text written since the last real prompt (a user entry that is not only tool
-/// results), leaving out Claude's synthetic API error messages.
+/// results), leaving out Claude's synthetic API error messages; `None` when there is none.
+pub(super) fn partial_text(transcript: &Path) -> Option<String> {
+    turn_text(transcript).filter(|t| !t.trim().is_empty())
+}
+
 fn turn_text(transcript: &Path) -> Option<String> {
     let mut f = std::fs::File::open(transcript).ok()?;
     let len = f.metadata().ok()?.len();
@@ -116,7 +117,8 @@ mod tests {
         let f = stop_failure(&p);
         assert_eq!(f.error, "API Error: 400 x");
         assert_eq!(f.kind, ErrorKind::ModelError);
-        assert_eq!(f.partial.as_deref(), Some("Working on it."));
+        assert_eq!(f.partial, None, "the hook path reads no transcript");
+        assert_eq!(partial_text(&t).as_deref(), Some("Working on it."));
         let limit = stop_failure(&serde_json::json!({"error": "rate_limit"}));
         assert_eq!((limit.kind, limit.partial), (ErrorKind::RateLimit, None));
     }

@@ -6,6 +6,7 @@ mod answer;
 mod evidence;
 mod failure;
 mod slash;
+mod usage;
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +33,7 @@ const EVENTS: &[&str] = &[
     "Notification",
     "Stop",
     "StopFailure",
+    "SubagentStart",
     "SubagentStop",
     "SessionEnd",
 ];
@@ -387,6 +389,35 @@ impl Harness for Claude {
     fn evidence_dirs(&self, env: &Env, session: &crate::store::session::Session) -> Vec<PathBuf> {
         vec![evidence::registry_dir(env, session)]
     }
+
+    fn read_log(
+        &self,
+        s: &crate::store::session::Session,
+    ) -> Option<crate::seam::evidence::LogReading> {
+        use crate::store::session::{Status as S, TurnState};
+        let transcript = s.transcript.as_deref()?;
+        let cursor = s.usage_cursor.clone().unwrap_or_default();
+        // A turn StopFailure ended `failed`: the text it wrote first is only in the transcript.
+        let failed_unread = s
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.state == TurnState::Failed && !t.log_read);
+        if cursor.done && !failed_unread {
+            return None;
+        }
+        let mut r = crate::seam::evidence::LogReading::default();
+        if !cursor.done
+            && let Some((usage, next)) = usage::read(transcript, &cursor, s.status == S::Exited)
+        {
+            r.usage = usage;
+            r.cursor = Some(next);
+        }
+        if failed_unread {
+            r.partial_read = true;
+            r.partial = failure::partial_text(transcript);
+        }
+        (r != crate::seam::evidence::LogReading::default()).then_some(r)
+    }
 }
 
 /// The prompt box's footer (`ready_for_input`).
@@ -512,6 +543,16 @@ impl Claude {
             .into_iter()
             .collect();
         let mut ev = super::decode_shared(event, p, &WIRE, edits);
+        if event == "PostToolUse" && matches!(ev.tool.as_deref(), Some("Agent" | "Task")) {
+            // The call that ran a sub-agent names it and reports what it used (seen live).
+            let r = p.get("tool_response").unwrap_or(&Value::Null);
+            ev.spawned = s(r, "agentId");
+            ev.usage = r
+                .get("usage")
+                .filter(|u| u.is_object())
+                .map(|u| usage::from_api(u, s(r, "resolvedModel")))
+                .map(|u| crate::store::session::Usage { requests: 0, ..u });
+        }
         if ev.kind.is_some() {
             return ev;
         }
