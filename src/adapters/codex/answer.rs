@@ -32,11 +32,18 @@ pub fn ask(tool: Option<&str>, _input: &Value) -> Attention {
 }
 
 impl Answering for CodexAnswering {
-    fn via(&self, _a: &Attention, s: &Session) -> Via {
+    fn via(&self, a: &Attention, s: &Session) -> Via {
         // Called by the attention's hook: a thread of the person's TUI in its default mode is
         // held by the per-user background server that runs the hook, which another client
         // may join (§4); a `--no-daemon` TUI runs its server inside itself, with no socket.
-        if s.launched_by == "spex" || super::evidence::under_managed_daemon() {
+        if a.questions.len() > 1 {
+            return Via {
+                how: "terminal only".into(),
+                why: Some("several questions: spex answers one question".into()),
+            };
+        }
+        let asks = matches!(a.kind.as_deref(), Some("permission" | "question"));
+        if s.launched_by == "spex" || (asks && super::evidence::under_managed_daemon()) {
             Via {
                 how: "server".into(),
                 why: None,
