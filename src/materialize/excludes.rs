@@ -56,10 +56,12 @@ pub fn user_excludes(env: &Env, tree: &Tree) -> UserExcludes {
             let fields: Vec<&str> = text.split('\0').collect();
             fields
                 .chunks(2)
-                .filter(|pair| pair.len() == 2 && matches!(pair[0], "system" | "global" | "local"))
+                .rfind(|pair| {
+                    pair.len() == 2
+                        && matches!(pair[0], "system" | "global" | "local")
+                        && !pair[1].is_empty()
+                })
                 .map(|pair| pair[1].to_owned())
-                .filter(|v| !v.is_empty())
-                .last()
         });
     let path = match configured {
         // git reads a relative one from the top of the checkout it runs in.
@@ -275,4 +277,43 @@ fn forget_removed(tree: &Tree, ws: &mut Workspace) -> Result<(), MaterializeErro
         ws.owned.files.remove(&p);
     }
     Ok(())
+}
+
+/// What `doctor` says about a checkout's excludes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Health {
+    /// spex set nothing here (nothing generated, or not materialized).
+    Unset,
+    /// spex's file is named and carries the user's excludes as they are now.
+    Current { file: PathBuf, user: PathBuf },
+    /// The user's excludes changed since spex copied them.
+    Stale { file: PathBuf, user: PathBuf },
+    /// `config.worktree` names an excludes file of the user's own.
+    Users { config: PathBuf, value: String },
+}
+
+pub fn health(env: &Env, tree: &Tree) -> Health {
+    let (config, file) = files_of(tree);
+    let text = std::fs::read_to_string(&config).unwrap_or_default();
+    let Some(value) = git_config::last_value(&text, "core", "excludesFile") else {
+        return Health::Unset;
+    };
+    if Path::new(&value) != file {
+        return Health::Users { config, value };
+    }
+    let user = user_excludes(env, tree);
+    // Everything before the generated lines is the header and the user's copy.
+    let copy = exclude_bytes(tree, &user, &[]);
+    let held = std::fs::read(&file).unwrap_or_default();
+    if held.starts_with(&copy) {
+        Health::Current {
+            file,
+            user: user.path,
+        }
+    } else {
+        Health::Stale {
+            file,
+            user: user.path,
+        }
+    }
 }

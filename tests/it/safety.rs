@@ -463,7 +463,11 @@ fn user_git(w: &World, cwd: &Path, args: &[&str]) -> String {
         .env("XDG_CONFIG_HOME", &w.xdg_config)
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?} in {cwd:?}: {out:?}");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {out:?}",
+        cwd.display()
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -630,6 +634,70 @@ fn a_removed_worktrees_excludes_go_with_it() {
     w.ok(&w.repo, &["clean"]);
     let diff = before.content_diff(&w.snapshot(&[]));
     assert!(diff.is_empty(), "clean left:\n{}", diff.join("\n"));
+    let traces = spex_traces(&w.repo.join(".git"));
+    assert!(traces.is_empty(), "spex left {traces:?}");
+}
+
+/// spex's copy of the user's global excludes follows the user's file: `--check` reports the
+/// drift, `doctor` explains it, `materialize` refreshes it. A `core.excludesFile` the user set
+/// in a worktree's own `config.worktree` stays theirs: spex warns and changes no byte of it.
+#[test]
+fn the_users_global_excludes_stay_current_and_their_own_worktree_setting_wins() {
+    let w = World::new();
+    seed(&w, &w.repo);
+    write(
+        &w.home.join(".gitconfig"),
+        "[core]\n\texcludesFile = ~/.my-ignore\n",
+    );
+    write(&w.home.join(".my-ignore"), "*.swp\n");
+    let wt = w.add_worktree("wt");
+    w.ok(&w.repo, &["materialize"]);
+    w.ok(&w.repo, &["materialize", "--check"]);
+    let doctor = w.spex(&w.repo, &["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains("your excludes from"), "{text}");
+
+    write(&w.home.join(".my-ignore"), "*.swp\n*.tmp\n");
+    write(&w.repo.join("x.tmp"), "x");
+    assert_eq!(untracked(&w, &w.repo), ["x.tmp"], "the copy is stale");
+    let check = w.spex(&w.repo, &["materialize", "--check"]);
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert_ne!(
+        check.status.code(),
+        Some(0),
+        "--check sees the drift: {out}"
+    );
+    assert!(out.contains(".git/spex-exclude"), "{out}");
+    let doctor = w.spex(&w.repo, &["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains("changed since spex copied it"), "{text}");
+    w.ok(&w.repo, &["materialize"]);
+    assert_eq!(untracked(&w, &w.repo), Vec::<String>::new());
+    w.ok(&w.repo, &["materialize", "--check"]);
+    std::fs::remove_file(w.repo.join("x.tmp")).unwrap();
+
+    // The user's own per-worktree setting.
+    let theirs = "[core]\n\texcludesFile = /elsewhere/ignore\n";
+    let config = w.repo.join(".git/worktrees/wt/config.worktree");
+    write(&config, theirs);
+    let out = w.spex(&wt, &["materialize"]);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sets `core.excludesFile` of your own"),
+        "warned: {err}"
+    );
+    assert_eq!(read(&config), theirs);
+    assert!(!w.repo.join(".git/worktrees/wt/spex-exclude").exists());
+    let doctor = w.spex(&wt, &["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.contains("`core.excludesFile = /elsewhere/ignore` of your own"),
+        "{text}"
+    );
+    w.ok(&wt, &["clean"]);
+    w.ok(&w.repo, &["clean"]);
+    assert_eq!(read(&config), theirs);
     let traces = spex_traces(&w.repo.join(".git"));
     assert!(traces.is_empty(), "spex left {traces:?}");
 }

@@ -55,8 +55,8 @@ impl GitOwned {
 #[derive(Debug)]
 struct Line {
     range: Range<usize>,
-    /// A header line: its section when plain (lowercase), `None` for a subsection.
-    header: Option<Option<String>>,
+    /// A section header (the section it opens is `section`).
+    header: bool,
     /// A variable on this line (after a header on the same line, too): lowercase name, value.
     var: Option<(String, String)>,
     /// The plain section this line is in (lowercase); `None` in a subsection or before any.
@@ -88,7 +88,8 @@ fn parse_value(raw: &str) -> String {
         match c {
             '"' => quoted = !quoted,
             '\\' => match chars.next() {
-                Some('\n') => {}
+                // A continued line: the value goes on after the line ending.
+                Some('\n') | None => {}
                 Some('\r') if chars.peek() == Some(&'\n') => {
                     chars.next();
                 }
@@ -96,7 +97,6 @@ fn parse_value(raw: &str) -> String {
                 Some('t') => out.push('\t'),
                 Some('b') => out.push('\u{8}'),
                 Some(other) => out.push(other),
-                None => {}
             },
             c => out.push(c),
         }
@@ -139,14 +139,14 @@ fn lines(text: &str) -> Vec<Line> {
     while let Some(piece) = pieces.next() {
         let mut end = start + piece.len();
         let trimmed = piece.trim_start();
-        let mut header = None;
+        let mut header = false;
         let mut var = None;
         if let Some(inner) = trimmed.strip_prefix('[') {
             let close = inner.find(']').unwrap_or(inner.len());
             let name = &inner[..close];
             let plain = !name.contains(['"', '.', ' ', '\t']);
             section = plain.then(|| name.to_ascii_lowercase());
-            header = Some(section.clone());
+            header = true;
             var = inner.get(close + 1..).and_then(parse_var);
         } else if parse_var(piece).is_some() {
             while continues(&text[start..end]) {
@@ -223,12 +223,7 @@ fn quote(value: &str) -> String {
 pub fn set(text: &str, section: &str, key: &str, value: &str) -> (String, GitEntry) {
     let eol = eol_of(text);
     let ls = lines(text);
-    let header = ls.iter().rposition(|l| {
-        l.header.as_ref().is_some_and(|h| {
-            h.as_deref()
-                .is_some_and(|s| s.eq_ignore_ascii_case(section))
-        })
-    });
+    let header = ls.iter().rposition(|l| l.header && is(l, section));
     let var_line = format!("\t{key} = {}{eol}", quote(value));
     let mut entry = GitEntry {
         section: section.to_owned(),
@@ -237,22 +232,19 @@ pub fn set(text: &str, section: &str, key: &str, value: &str) -> (String, GitEnt
         header: false,
         newline: false,
     };
-    let (at, insert) = match header {
-        Some(h) => {
-            let last_var = ls[h..]
-                .iter()
-                .enumerate()
-                .take_while(|(i, l)| *i == 0 || l.header.is_none())
-                .filter(|(_, l)| l.var.is_some())
-                .map(|(i, _)| h + i)
-                .last()
-                .unwrap_or(h);
-            (ls[last_var].range.end, var_line)
-        }
-        None => {
-            entry.header = true;
-            (text.len(), format!("[{section}]{eol}{var_line}"))
-        }
+    let (at, insert) = if let Some(h) = header {
+        let last_var = ls[h..]
+            .iter()
+            .enumerate()
+            .take_while(|(i, l)| *i == 0 || !l.header)
+            .filter(|(_, l)| l.var.is_some())
+            .map(|(i, _)| h + i)
+            .last()
+            .unwrap_or(h);
+        (ls[last_var].range.end, var_line)
+    } else {
+        entry.header = true;
+        (text.len(), format!("[{section}]{eol}{var_line}"))
     };
     let mut out = String::with_capacity(text.len() + insert.len() + 1);
     out.push_str(&text[..at]);
@@ -271,7 +263,7 @@ pub fn set(text: &str, section: &str, key: &str, value: &str) -> (String, GitEnt
 pub fn unset(text: &str, entry: &GitEntry) -> Option<String> {
     let ls = lines(text);
     let idx = ls.iter().rposition(|l| {
-        l.header.is_none()
+        !l.header
             && is(l, &entry.section)
             && l.var
                 .as_ref()
@@ -280,14 +272,12 @@ pub fn unset(text: &str, entry: &GitEntry) -> Option<String> {
     let mut cut = ls[idx].range.clone();
     if entry.header {
         let above = idx.checked_sub(1).map(|i| &ls[i]);
-        let below_is_section_end = ls.get(idx + 1).is_none_or(|l| l.header.is_some());
+        let below_is_section_end = ls.get(idx + 1).is_none_or(|l| l.header);
         if let Some(h) = above
             && below_is_section_end
             && h.var.is_none()
-            && h.header.as_ref().is_some_and(|s| {
-                s.as_deref()
-                    .is_some_and(|s| s.eq_ignore_ascii_case(&entry.section))
-            })
+            && h.header
+            && is(h, &entry.section)
             && text[h.range.clone()].trim() == format!("[{}]", entry.section)
         {
             cut.start = h.range.start;
@@ -345,7 +335,7 @@ mod tests {
                 Some("/p q/x#"),
                 "{before:?} -> {after:?}"
             );
-            for (k, v) in [("bare", "false"), ("name", "x")] {
+            for k in ["bare", "name"] {
                 for s in ["core", "user"] {
                     assert_eq!(
                         last_value(before, s, k),
