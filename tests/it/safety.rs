@@ -471,6 +471,18 @@ fn user_git(w: &World, cwd: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A seeded world whose user has a global git config naming `~/.my-ignore` (`*.swp`).
+fn user_with_global_excludes() -> World {
+    let w = World::new();
+    seed(&w, &w.repo);
+    write(
+        &w.home.join(".gitconfig"),
+        "[user]\n\tname = t\n\temail = t@t\n[core]\n\texcludesFile = ~/.my-ignore\n",
+    );
+    write(&w.home.join(".my-ignore"), "*.swp\n");
+    w
+}
+
 /// The untracked paths `git status` shows in `tree`.
 fn untracked(w: &World, tree: &Path) -> Vec<String> {
     user_git(w, tree, &["status", "--porcelain", "--untracked-files=all"])
@@ -507,13 +519,7 @@ fn spex_traces(git_dir: &Path) -> Vec<String> {
 /// `git worktree remove` takes spex's entries with it, and `clean` restores `.git/config`.
 #[test]
 fn generated_files_are_excluded_in_their_own_checkout_only() {
-    let w = World::new();
-    seed(&w, &w.repo);
-    write(
-        &w.home.join(".gitconfig"),
-        "[user]\n\tname = t\n\temail = t@t\n[core]\n\texcludesFile = ~/.my-ignore\n",
-    );
-    write(&w.home.join(".my-ignore"), "*.swp\n");
+    let w = user_with_global_excludes();
     let a = w.add_worktree("a");
     let b = w.add_worktree("b");
     // A block an older spex wrote into the shared exclude file, beside the user's lines.
@@ -643,13 +649,7 @@ fn a_removed_worktrees_excludes_go_with_it() {
 /// in a worktree's own `config.worktree` stays theirs: spex warns and changes no byte of it.
 #[test]
 fn the_users_global_excludes_stay_current_and_their_own_worktree_setting_wins() {
-    let w = World::new();
-    seed(&w, &w.repo);
-    write(
-        &w.home.join(".gitconfig"),
-        "[core]\n\texcludesFile = ~/.my-ignore\n",
-    );
-    write(&w.home.join(".my-ignore"), "*.swp\n");
+    let w = user_with_global_excludes();
     let wt = w.add_worktree("wt");
     w.ok(&w.repo, &["materialize"]);
     w.ok(&w.repo, &["materialize", "--check"]);
