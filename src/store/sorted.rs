@@ -480,7 +480,7 @@ mod tests {
             cache_write_tokens: 3,
             cached_input_tokens: 5,
             input_tokens: 19,
-            model: Some("claude-x".into()),
+            model: Some("model-x".into()),
             output_tokens: 7,
             reasoning_tokens: 2,
             requests: 1,
