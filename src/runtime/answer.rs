@@ -36,28 +36,6 @@ fn refuse(id: &str, message: impl Into<String>) -> RuntimeError {
     }
 }
 
-/// The process ids from this process up to init.
-fn ancestors() -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut pid = std::process::id();
-    while pid > 1 && out.len() < 256 {
-        out.push(pid);
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            break;
-        };
-        // Field 4 (ppid) comes after the command name, which may hold `)`.
-        let Some(ppid) = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        else {
-            break;
-        };
-        pid = ppid;
-    }
-    out
-}
-
 /// The open attention of session `id` that the answer is for: the one `--attention` names (an
 /// attention that has closed meanwhile, or another than the open one, is refused), and never
 /// from inside the session itself.
@@ -86,7 +64,7 @@ pub fn target(
         .map(|p| p.pid)
         .into_iter()
         .chain(host_pids.iter().copied())
-        .any(|pid| ancestors().contains(&pid));
+        .any(|pid| crate::seam::evidence::ancestors(256).contains(&pid));
     if own_env || inside {
         return Err(refuse(
             id,

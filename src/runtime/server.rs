@@ -663,7 +663,27 @@ impl<'a> Server<'a> {
         r: &crate::seam::answer::Response,
     ) -> Result<super::answer::Answered, RuntimeError> {
         let started = Instant::now();
-        let s = self.ours(id)?;
+        let s = self.load(id)?;
+        // A session the person started runs on the harness's own server, when it has one
+        // other clients may join (Codex's per-user background server); else only its
+        // terminal answers it.
+        let own;
+        let ctx = if self.on_server(&s) {
+            self.ctx()
+        } else {
+            own = self.proto.own_server(self.env, &s).ok_or_else(|| RuntimeError::Answer {
+                id: id.to_owned(),
+                message: format!(
+                    "session `{}` runs in a {} terminal started outside spex whose server no other client can join; nothing was sent\nhint: answer it in its own terminal",
+                    s.label(),
+                    self.harness.id()
+                ),
+            })?;
+            ServerCtx {
+                socket: &own,
+                ..self.ctx()
+            }
+        };
         let att = a.id.clone().unwrap_or_default();
         if !super::answer::mark(&self.store, id, &att, Some(r)) {
             return Err(RuntimeError::Answer {
@@ -675,7 +695,7 @@ impl<'a> Server<'a> {
                 ),
             });
         }
-        let confirmed = self.proto.answer(&self.ctx(), &Self::thread_of(&s), a, r);
+        let confirmed = self.proto.answer(&ctx, &Self::thread_of(&s), a, r);
         let confirmed = match confirmed {
             Ok(c) => c,
             Err(e) => {

@@ -55,6 +55,28 @@ pub fn process_start(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
+/// The process ids from this process up towards init, at most `limit` of them.
+pub fn ancestors(limit: usize) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut pid = std::process::id();
+    while pid > 1 && out.len() < limit {
+        out.push(pid);
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            break;
+        };
+        // Field 4 (ppid) comes after the command name, which may hold `)`.
+        let Some(ppid) = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+        else {
+            break;
+        };
+        pid = ppid;
+    }
+    out
+}
+
 /// Whether the recorded process still runs (same pid AND same start time).
 pub fn alive(p: ProcessId) -> bool {
     process_start(p.pid) == Some(p.start)
