@@ -305,11 +305,7 @@ fn a_hosted_turn_past_its_budget_is_timed_out_and_interrupted() {
         std::thread::sleep(Duration::from_millis(50));
         !processes_in(&w.repo, "sleep 20").is_empty()
     });
-    assert!(
-        runs,
-        "the command runs\n{}",
-        diag()
-    );
+    assert!(runs, "the command runs\n{}", diag());
     let out = wait.wait_with_output().expect("spex wait");
     let (rec, events) = wait_until(&w, &id, SETTLE, |r, _| {
         r["status"] == "idle" && r["turn"]["timeout"]["interrupt_sent_at"].is_string()
