@@ -310,7 +310,7 @@ impl World {
     }
 
     /// Every file and folder spex may touch, with bytes and mtime: the trees (without `.git`),
-    /// the repository's `info/exclude`, `HOME` and `CODEX_HOME`.
+    /// the git files spex edits, `HOME` and `CODEX_HOME`.
     pub fn snapshot(&self, extra_roots: &[&Path]) -> Snapshot {
         let mut entries = BTreeMap::new();
         let mut roots: Vec<&Path> = vec![&self.repo, &self.home, &self.codex_home];
@@ -330,15 +330,35 @@ impl World {
                 entries.insert(e.path().to_owned(), (bytes, meta.modified().ok()));
             }
         }
-        let exclude = self.repo.join(".git/info/exclude");
-        let meta = std::fs::metadata(&exclude).ok();
-        entries.insert(
-            exclude.clone(),
-            (
-                std::fs::read(&exclude).ok(),
-                meta.and_then(|m| m.modified().ok()),
-            ),
-        );
+        // The git files spex edits: the shared exclude and config, and each checkout's own
+        // config and exclude file (a worktree's while they exist: a new one shows as new).
+        let git = self.repo.join(".git");
+        let mut files: Vec<PathBuf> = ["info/exclude", "config", "config.worktree", "spex-exclude"]
+            .iter()
+            .map(|f| git.join(f))
+            .collect();
+        for wt in std::fs::read_dir(git.join("worktrees"))
+            .into_iter()
+            .flatten()
+        {
+            let dir = wt.unwrap().path();
+            files.extend(
+                ["config.worktree", "spex-exclude"]
+                    .map(|f| dir.join(f))
+                    .into_iter()
+                    .filter(|f| f.exists()),
+            );
+        }
+        for file in files {
+            let meta = std::fs::metadata(&file).ok();
+            entries.insert(
+                file.clone(),
+                (
+                    std::fs::read(&file).ok(),
+                    meta.and_then(|m| m.modified().ok()),
+                ),
+            );
+        }
         Snapshot { entries }
     }
 }
