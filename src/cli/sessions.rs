@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::Outcome;
-use super::materialize::current_tree;
+use super::args::project;
+use super::outcome::Outcome;
 use super::output::{self, Style};
 use crate::adapters;
 use crate::env::Env;
@@ -16,20 +16,8 @@ use crate::store::session::{
     Attention, Declared, DeclaredState, Session, Status, TurnState, Via, ellipsis,
 };
 use crate::store::sorted::SortedRecord;
-use crate::store::{self, ProjectStore};
+use crate::store::{self};
 use crate::text::visible;
-
-pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
-    let tree = current_tree()?;
-    Ok(ProjectStore::new(&env.spex_home(), &tree.main))
-}
-
-/// This project's store and the session an id argument names (handle, id or unique prefix).
-pub fn project_and_id(env: &Env, arg: &str) -> anyhow::Result<(ProjectStore, String)> {
-    let store = project(env)?;
-    let id = store.resolve(arg)?;
-    Ok((store, id))
-}
 
 /// List the agent sessions of this project (every harness, launched by spex or not).
 #[derive(Debug, clap::Args)]
@@ -256,7 +244,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
 /// Show one session: its record and its latest events.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// How many of the latest events to include.
     #[arg(long, default_value_t = 10)]
@@ -456,7 +444,7 @@ const LIVENESS_TICK: Duration = Duration::from_millis(500);
 /// `--until turn-end` 4 when the turn ended other than `completed` (its state and why printed).
 #[derive(Debug, clap::Args)]
 pub struct WaitArgs {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// The state to wait for; several, separated by commas, wait for the first reached
     /// (`--until idle,needs-attention`).

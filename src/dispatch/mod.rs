@@ -327,13 +327,3 @@ fn repo_relative(root: &Path, cwd: &Path, p: &str) -> Option<String> {
     }
     (!parts.is_empty()).then(|| parts.join("/"))
 }
-
-/// Merges `extra` context into an answer (used by hook nodes).
-pub fn merge(answer: &mut Answer, context: Option<String>, block: Option<String>) {
-    if let Some(c) = context.filter(|c| !c.trim().is_empty()) {
-        answer.context.push(c.trim().to_owned());
-    }
-    if block.is_some() && answer.block.is_none() {
-        answer.block = block;
-    }
-}
