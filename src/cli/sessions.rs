@@ -56,6 +56,13 @@ fn note(s: &Session) -> String {
         ),
         (None, Some(d), _) => format!("{}: {}", format!("{:?}", d.state).to_lowercase(), d.note),
         (None, None, Some(error)) => format!("retrying: {error}"),
+        _ if s
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.stalled_at.is_some() && t.state == TurnState::Running) =>
+        {
+            format!("stalled: {}", s.headline.clone().unwrap_or_default())
+        }
         _ => s.headline.clone().unwrap_or_default(),
     }
 }
@@ -101,9 +108,9 @@ mod clock_tests {
 /// A turn's state and why: `failed (model_error): API Error: 400 ...; next: ...`, a
 /// `partial_failed` turn's kept text named apart, never as the answer.
 fn turn_sentence(s: &Session, t: &crate::store::session::Turn) -> String {
-    let mut out = s
-        .turn_phrase()
-        .unwrap_or_else(|| t.state.as_str().to_owned());
+    let mut out = t.state.as_str().to_owned();
+    out.push_str(&turn_detail(t));
+    out.push_str(&s.children_phrase());
     if let Some(kind) = t.error_kind {
         out.push_str(&format!(" ({})", kind.as_str()));
     }
@@ -164,6 +171,37 @@ fn usage_line(s: &Session) -> Option<String> {
     Some(parts.join("; "))
 }
 
+/// What a turn's state alone does not say: who interrupted it, what spex did about a turn
+/// past its budget, since when a running turn is stalled (" by spex interrupt").
+fn turn_detail(t: &crate::store::session::Turn) -> String {
+    let mut out = String::new();
+    if let Some(by) =
+        t.by.as_deref()
+            .filter(|_| t.state == TurnState::Interrupted)
+    {
+        out.push_str(&format!(" by {by}"));
+    }
+    if let Some(x) = t
+        .timeout
+        .as_ref()
+        .filter(|_| t.state == TurnState::TimedOut)
+    {
+        out.push_str(match (x.action.as_str(), &x.interrupt_sent_at) {
+            ("interrupt", Some(_)) => ", interrupted by spex (onTimeout: interrupt)",
+            ("interrupt", None) => ", to be interrupted by spex (onTimeout: interrupt)",
+            _ => ", marked only (onTimeout: mark)",
+        });
+    }
+    if let Some(at) = t
+        .stalled_at
+        .as_deref()
+        .filter(|_| t.state == TurnState::Running)
+    {
+        out.push_str(&format!(", stalled since {}", clock(at)));
+    }
+    out
+}
+
 /// One line: the state, since when, and what set it ("idle since 12:03:41, turn interrupted:
 /// Claude's registry went busy -> idle with no Stop").
 fn explain(s: &Session) -> String {
@@ -189,9 +227,11 @@ fn explain(s: &Session) -> String {
 
 pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let store = project(env)?;
+    let mut book = runtime::budget::Book::default();
     let records: Vec<Session> = reconcile::sessions(env, &store)?
         .into_iter()
         .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
+        .map(|s| runtime::budget::judge(env, &store, s, &mut book))
         // Records that never ran a turn say nothing, except a live session spex started.
         .filter(|s| {
             args.all
@@ -264,6 +304,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let id = store.resolve(&args.id)?;
     let s = reconcile::session(env, &store, &id)?;
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
+    let s = runtime::budget::judge(env, &store, s, &mut runtime::budget::Book::default());
     let events = store.events(&id, Some(args.events))?;
     if args.json {
         output::json(
@@ -302,8 +343,13 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         ]);
     }
     if let Some(t) = &s.turn {
-        let phrase = s.turn_phrase().unwrap_or_default();
-        let mut line = format!("{phrase}, started {}", clock(&t.started_at));
+        let mut line = format!(
+            "{}{}{}, started {}",
+            t.state.as_str(),
+            turn_detail(t),
+            s.children_phrase(),
+            clock(&t.started_at)
+        );
         if let Some(end) = &t.ended_at {
             line.push_str(&format!(", ended {}", clock(end)));
         }
@@ -490,9 +536,14 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
     let mut shown: Option<Status> = None;
     let began = store::now_rfc3339();
     let mut start: Option<String> = None;
+    let mut book = runtime::budget::Book::default();
     loop {
         let s = reconcile::session(env, &store, &id)?;
         let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
+        // A session nobody else judges is judged here, and the wait wakes at its budget's
+        // deadline (no hook or file event may come then).
+        let s = runtime::budget::judge(env, &store, s, &mut book);
+        let budget_at = runtime::budget::deadline(env, &s, &mut book);
         if let Some(h) = adapters::lookup(&s.harness) {
             for d in h.evidence_dirs(env, &s) {
                 // A folder that does not exist yet is picked up on a later pass.
@@ -557,6 +608,9 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Gone);
         }
         let mut tick = LIVENESS_TICK;
+        if let Some(at) = budget_at {
+            tick = tick.min(at.saturating_duration_since(Instant::now()));
+        }
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now());
             if left.is_zero() {

@@ -146,12 +146,11 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 // A turn still running here ended without its hook (Esc fires no Stop), unless
                 // the harness had said it was over and it waited on sub-agents (which work on).
                 let waited = s.turn.as_ref().is_some_and(|t| t.stopped_at.is_some());
-                let state = if waited {
-                    TurnState::Completed
+                if waited {
+                    out.extend(s.end_turn(TurnState::Completed, ctx.now, src, Value::Null));
                 } else {
-                    TurnState::Interrupted
-                };
-                out.extend(s.end_turn(state, ctx.now, src, Value::Null));
+                    out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal()));
+                }
                 out.extend(s.clear_attention(src));
                 s.turn = Some(Turn {
                     id: ev.turn_id.clone(),
@@ -165,10 +164,8 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                     next: None,
                     partial: None,
                     open_calls: Vec::new(),
-                    stopped_at: None,
-                    usage: None,
-                    log_read: false,
                     other: serde_json::Map::new(),
+                    ..Default::default()
                 });
                 out.push(event(
                     "turn.started",
@@ -301,7 +298,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             out.extend(s.fail_turn(&failure, ctx.now, src));
         }
         Kind::TurnInterrupted => {
-            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal()));
             out.extend(s.clear_attention(src));
             s.status = Status::Idle;
         }
@@ -326,7 +323,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             let ended = if waiting {
                 Vec::new()
             } else {
-                s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null)
+                s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal())
             };
             if !ended.is_empty() && !asking {
                 out.extend(ended);
@@ -405,6 +402,12 @@ fn child_attempt(ctx: &Ctx, s: &mut Session, out: &mut Vec<NewEvent>) {
             }
         }
     }
+}
+
+/// An interrupt the harness reported with nobody named: the person at its terminal (an
+/// interrupt spex sent names itself on the turn, and that wins; see `Session::end_turn`).
+fn by_terminal() -> Value {
+    json!({ "by": "terminal" })
 }
 
 /// What pairs a tool call's start and end: the harness's call id, else the tool's name.
@@ -546,10 +549,8 @@ mod tests {
                 next: None,
                 partial: None,
                 open_calls: Vec::new(),
-                stopped_at: None,
-                usage: None,
-                log_read: false,
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         };

@@ -190,7 +190,16 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                         filled = true;
                     }
                     let before = s.state_key();
-                    let (mut events, answer) = handlers::apply(&ctx, &mut s);
+                    // A hook during a running turn is evidence of progress (a stalled turn
+                    // works again); a notice is the harness waiting, not working.
+                    let mut events =
+                        if matches!(kind, Kind::IdleNotice | Kind::AttentionNotice | Kind::Other) {
+                            Vec::new()
+                        } else {
+                            s.note_progress(&now, event)
+                        };
+                    let (handled, answer) = handlers::apply(&ctx, &mut s);
+                    events.extend(handled);
                     // A notice that changes nothing (Claude's idle notification, every minute
                     // or so at an idle prompt) leaves the record as it was: `updated` does
                     // not move, so the table does not reorder.

@@ -17,8 +17,9 @@ use crate::store::session::{
 pub enum Finding {
     /// The running turn completed (the server said so; its Stop hook may not have).
     TurnCompleted,
-    /// The running turn ended without its hook (Esc, a denied approval).
-    TurnInterrupted,
+    /// The running turn ended without its hook (Esc, a denied approval), and who ended it as
+    /// the evidence tells (`terminal`, `denial`); an interrupt spex sent names itself.
+    TurnInterrupted(&'static str),
     /// A person answered the session's request: it works again, attention cleared.
     Resumed,
     /// The running turn failed and the harness will not retry it.
@@ -188,16 +189,32 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     }
     let waiting = s.turn.as_ref().is_some_and(|t| t.stopped_at.is_some());
     match &ev.finding {
-        Some(Finding::TurnCompleted) => out.extend(s.complete_turn(now, src).0),
+        Some(Finding::TurnCompleted) => {
+            let (ended, done) = s.complete_turn(now, src);
+            out.extend(ended);
+            if !done && s.status == Status::Working && !s.turn_running() {
+                // A turn that already ended (`timed_out` while the harness went on with it)
+                // has now stopped in the harness too: the session is idle, with no second
+                // ending.
+                s.status = Status::Idle;
+            }
+        }
         // A turn the harness said was over, waiting on its sub-agents, was not interrupted.
-        Some(Finding::TurnInterrupted) if !waiting => {
-            let ended = s.end_turn(TurnState::Interrupted, now, src, why_field());
+        Some(Finding::TurnInterrupted(by)) if !waiting => {
+            let ended = s.end_turn(
+                TurnState::Interrupted,
+                now,
+                src,
+                json!({ "why": why, "by": by }),
+            );
             if !ended.is_empty() {
                 out.extend(ended);
                 out.extend(s.clear_attention(src));
                 if s.status != Status::Exited {
                     s.status = Status::Idle;
                 }
+            } else if s.status == Status::Working && !s.turn_running() {
+                s.status = Status::Idle;
             }
         }
         Some(Finding::Resumed) if s.status == Status::NeedsAttention => {
@@ -215,7 +232,7 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
                 last.2.extend(fields(why_field()));
             }
         }
-        None | Some(Finding::Resumed | Finding::Gone(_) | Finding::TurnInterrupted) => {}
+        None | Some(Finding::Resumed | Finding::Gone(_) | Finding::TurnInterrupted(_)) => {}
     }
     s.stamp(before, now, src, why);
     if !out.is_empty() {

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::session::{
     Answering, Attention, Child, Choice, Declared, ErrorKind, ExitStatus, Flags, ProcessId,
-    Question, Session, Status, Turn, TurnState, Usage, UsageCursor, Via,
+    Question, Session, Status, Timeout, Turn, TurnState, Usage, UsageCursor, Via,
 };
 
 /// A record with its `live` (see `runtime::live`).
@@ -140,10 +140,14 @@ struct SortedFlags<'a> {
 struct SortedTurn<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     attempt_failed_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'a str>,
     ended_at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error_kind: Option<ErrorKind>,
     id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupting: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     log_read: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -154,11 +158,17 @@ struct SortedTurn<'a> {
     open_calls: &'a Vec<(String, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     partial: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress_at: Option<&'a str>,
     prompt: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stalled_at: Option<&'a str>,
     started_at: &'a str,
     state: TurnState,
     #[serde(skip_serializing_if = "Option::is_none")]
     stopped_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<&'a Timeout>,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<&'a Usage>,
     /// Members a newer spex wrote: after the known ones (in their own order).
@@ -309,21 +319,31 @@ impl<'a> SortedRecord<'a> {
                      stopped_at,
                      usage: turn_usage,
                      log_read,
+                     progress_at,
+                     stalled_at,
+                     by,
+                     interrupting,
+                     timeout,
                      other,
                  }| SortedTurn {
                     attempt_failed_at: attempt_failed_at.as_deref(),
+                    by: by.as_deref(),
                     ended_at: ended_at.as_deref(),
                     error_kind: *error_kind,
                     id: id.as_deref(),
+                    interrupting: interrupting.as_deref(),
                     log_read: *log_read,
                     next: next.as_deref(),
                     note: note.as_deref(),
                     open_calls,
                     partial: partial.as_deref(),
+                    progress_at: progress_at.as_deref(),
                     prompt: prompt.as_deref(),
+                    stalled_at: stalled_at.as_deref(),
                     started_at,
                     state: *state,
                     stopped_at: stopped_at.as_deref(),
+                    timeout: timeout.as_ref(),
                     usage: turn_usage.as_ref(),
                     other,
                 },
@@ -416,6 +436,16 @@ mod tests {
                 stopped_at: Some("2026-11-23T10:00:01.900Z".into()),
                 usage: Some(usage()),
                 log_read: true,
+                progress_at: Some("2026-11-23T10:00:01.700Z".into()),
+                stalled_at: Some("2026-11-23T10:00:01.800Z".into()),
+                by: Some("spex interrupt".into()),
+                interrupting: Some("timeout".into()),
+                timeout: Some(Timeout {
+                    action: "interrupt".into(),
+                    budget_ms: 1000,
+                    elapsed_ms: 2000,
+                    interrupt_sent_at: Some("2026-11-23T10:00:02.000Z".into()),
+                }),
                 other: newer("zz_turn"),
             }),
             declared: Some(Declared {
@@ -510,6 +540,11 @@ mod tests {
                 stopped_at: None,
                 usage: None,
                 log_read: false,
+                progress_at: None,
+                stalled_at: None,
+                by: None,
+                interrupting: None,
+                timeout: None,
                 other: serde_json::Map::new(),
                 ..t
             }),

@@ -424,6 +424,8 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
     let mut children: Vec<(String, Value, Vec<String>)> = Vec::new();
     let mut ended_children: Vec<String> = Vec::new();
     let mut turn_id = Value::Null;
+    // The open turn is marked stalled (`turn.stalled`, until `turn.resumed` or its ending).
+    let mut stalled = false;
     for (i, e) in events.iter().enumerate() {
         assert_eq!(
             e["seq"].as_u64(),
@@ -499,6 +501,24 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                 );
                 open_turn = Some(true);
                 turn_id = e["turn_id"].clone();
+                stalled = false;
+            }
+            // A stall is no ending: marked once in an open turn, then resumed or ended.
+            "turn.stalled" => {
+                assert!(
+                    open_turn != Some(false) && !stalled,
+                    "turn.stalled outside an open turn, or twice: {e}\n{}",
+                    diag()
+                );
+                stalled = true;
+            }
+            "turn.resumed" => {
+                assert!(
+                    open_turn != Some(false) && (stalled || open_turn.is_none()),
+                    "turn.resumed with no stall before it: {e}\n{}",
+                    diag()
+                );
+                stalled = false;
             }
             "turn.completed"
             | "turn.partial_failed"
@@ -528,6 +548,7 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                     diag()
                 );
                 open_turn = Some(false);
+                stalled = false;
             }
             "session.exited" => {
                 assert!(
@@ -550,6 +571,8 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
             "session.started",
             "turn.started",
             "turn.steered",
+            "turn.stalled",
+            "turn.resumed",
             "tool.started",
             "tool.completed",
             "input.required",

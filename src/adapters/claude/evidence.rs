@@ -144,7 +144,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
         Some("idle") if s.turn_running() && after(turn_started) => {
             if s.status == Status::NeedsAttention || prev == "waiting" {
                 (
-                    Some(Finding::TurnInterrupted),
+                    Some(Finding::TurnInterrupted("denial")),
                     Some(
                         "Claude's registry went waiting -> idle: the request was denied and the turn ended"
                             .to_owned(),
@@ -152,7 +152,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
                 )
             } else {
                 (
-                    Some(Finding::TurnInterrupted),
+                    Some(Finding::TurnInterrupted("terminal")),
                     Some(format!(
                         "Claude's registry went {prev} -> idle with no Stop"
                     )),
@@ -220,10 +220,8 @@ mod tests {
                 next: None,
                 partial: None,
                 open_calls: Vec::new(),
-                stopped_at: None,
-                usage: None,
-                log_read: false,
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         }
@@ -247,7 +245,7 @@ mod tests {
         let mut s = running(T0);
         s.observed = Some("busy".into());
         let ev = judge(&s, Some(&me("idle", ms(T0).unwrap() + 500))).unwrap();
-        assert_eq!(ev.finding, Some(Finding::TurnInterrupted));
+        assert_eq!(ev.finding, Some(Finding::TurnInterrupted("terminal")));
         assert_eq!(
             ev.why.as_deref(),
             Some("Claude's registry went busy -> idle with no Stop")
@@ -272,7 +270,7 @@ mod tests {
         let stale = judge(&s, Some(&me("busy", ms(T0).unwrap() + 10))).unwrap();
         assert_eq!(stale.finding, None);
         let idle = judge(&s, Some(&me("idle", ms(T0).unwrap() + 2000))).unwrap();
-        assert_eq!(idle.finding, Some(Finding::TurnInterrupted));
+        assert_eq!(idle.finding, Some(Finding::TurnInterrupted("denial")));
         assert!(idle.why.unwrap().contains("waiting -> idle"));
     }
 

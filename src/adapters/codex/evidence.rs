@@ -306,10 +306,8 @@ mod tests {
                 next: None,
                 partial: None,
                 open_calls: Vec::new(),
-                stopped_at: None,
-                usage: None,
-                log_read: false,
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         };
