@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use super::Outcome;
-use super::materialize::current_tree;
+use super::args::current_tree;
+use super::outcome::Outcome;
 use super::output::{self, Style};
 use crate::adapters;
 use crate::config;
@@ -118,11 +118,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let here = store.selected_by([tree.root.as_path()]);
     let roots: Vec<PathBuf> = tree.all_trees().into_iter().map(|t| t.root).collect();
     let anywhere = store.selected_by(roots.iter().map(PathBuf::as_path));
-    let spex = shell_quote(&super::spex_binary()?.to_string_lossy());
+    let spex = shell_quote(&super::args::spex_binary()?.to_string_lossy());
     let inputs = Inputs {
         env,
         tree: tree.clone(),
-        spex_bin: super::spex_binary()?,
+        spex_bin: super::args::spex_binary()?,
     };
     let spellings = inputs.main_spellings(&store);
     let mut report = serde_json::Map::new();

@@ -4,6 +4,7 @@
 //! here names a harness.
 
 pub mod answer;
+pub mod budget;
 pub mod host;
 pub mod protocol;
 pub mod server;
@@ -1094,13 +1095,15 @@ pub fn interrupt(
         return Ok(s);
     }
     reach_if_alive(env, store, id)?;
+    mark_interrupting(store, id, Some("spex interrupt"));
     explained(
         env,
         store,
         id,
         Act::Interrupt,
         call(env, id, Request::Interrupt),
-    )?;
+    )
+    .inspect_err(|_| mark_interrupting(store, id, None))?;
     let ended = wait_for(&store.session_dir(id), Instant::now() + timeout, || {
         store
             .load(id)
@@ -1112,6 +1115,26 @@ pub fn interrupt(
         id: id.to_owned(),
         secs: timeout.as_secs(),
     })
+}
+
+/// Notes on the running turn who is about to interrupt it (or, with `None`, that the
+/// interrupt did not go out), so whatever evidence ends the turn (a hook, the screen, the
+/// server) records who did (`by`).
+pub fn mark_interrupting(store: &ProjectStore, id: &str, by: Option<&str>) {
+    let _ = store.update(id, |cur| {
+        let Some(mut s) = cur else {
+            return (None, Vec::new(), ());
+        };
+        match s
+            .turn
+            .as_mut()
+            .filter(|t| t.state == crate::store::session::TurnState::Running)
+        {
+            Some(t) => t.interrupting = by.map(str::to_owned),
+            None => return (None, Vec::new(), ()),
+        }
+        (Some(s), Vec::new(), ())
+    });
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -439,7 +439,7 @@ impl<'a> Server<'a> {
                         "the server reported the turn completed",
                     ),
                     TurnEnd::Interrupted => (
-                        Finding::TurnInterrupted,
+                        Finding::TurnInterrupted("terminal"),
                         "the server reported the turn interrupted",
                     ),
                     TurnEnd::Failed(e) => (
@@ -617,6 +617,12 @@ impl<'a> Server<'a> {
         super::start_host(l, &store, id, &argv)
     }
 
+    /// Whether the supervisor (`spex serve`, which also judges its threads' budgets) runs.
+    pub fn supervised(&self) -> bool {
+        self.running()
+            .is_some_and(|r| evidence::alive(r.supervisor()))
+    }
+
     fn running(&self) -> Option<Running> {
         let bytes = std::fs::read(self.running_file()).ok()?;
         serde_json::from_slice(&bytes).ok()
@@ -722,13 +728,18 @@ impl<'a> Server<'a> {
         if s.status == Status::Exited {
             return Err(RuntimeError::exited(&s));
         }
+        super::mark_interrupting(&self.store, id, Some("spex interrupt"));
         let interrupted = self
             .proto
             .interrupt(&self.ctx(), &Self::thread_of(&s))
-            .map_err(|e| self.failed(id, &e))?;
-        if interrupted.is_none() {
+            .map_err(|e| self.failed(id, &e));
+        let Some(_) = interrupted.inspect_err(|_| {
+            super::mark_interrupting(&self.store, id, None);
+        })?
+        else {
+            super::mark_interrupting(&self.store, id, None);
             return self.load(id);
-        }
+        };
         let ended = wait_for(
             &self.store.session_dir(id),
             Instant::now() + timeout,

@@ -14,8 +14,9 @@ use crate::store::session::{NewEvent, ProcessId, Session, Status, TurnState, new
 pub enum Finding {
     /// The running turn completed (the server said so; its Stop hook may not have).
     TurnCompleted,
-    /// The running turn ended without its hook (Esc, a denied approval).
-    TurnInterrupted,
+    /// The running turn ended without its hook (Esc, a denied approval), and who ended it as
+    /// the evidence tells (`terminal`, `denial`); an interrupt spex sent names itself.
+    TurnInterrupted(&'static str),
     /// A person answered the session's request: it works again, attention cleared.
     Resumed,
     /// The running turn failed and the harness will not retry it.
@@ -99,11 +100,12 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     let why = ev.why.clone();
     let why_field = || json!({ "why": why });
     match &ev.finding {
-        Some(f @ (Finding::TurnCompleted | Finding::TurnInterrupted)) => {
-            let (state, extra) = if *f == Finding::TurnCompleted {
-                (TurnState::Completed, json!({}))
-            } else {
-                (TurnState::Interrupted, why_field())
+        Some(f @ (Finding::TurnCompleted | Finding::TurnInterrupted(_))) => {
+            let (state, extra) = match f {
+                Finding::TurnInterrupted(by) => {
+                    (TurnState::Interrupted, json!({ "why": why, "by": by }))
+                }
+                _ => (TurnState::Completed, json!({})),
             };
             let ended = s.end_turn(state, now, src, extra);
             if !ended.is_empty() {
@@ -112,6 +114,11 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
                 if s.status != Status::Exited {
                     s.status = Status::Idle;
                 }
+            } else if s.status == Status::Working && !s.turn_running() {
+                // A turn that already ended (`timed_out` while the harness went on with it)
+                // has now stopped in the harness too: the session is idle, with no second
+                // ending.
+                s.status = Status::Idle;
             }
         }
         Some(Finding::Resumed) if s.status == Status::NeedsAttention => {

@@ -417,6 +417,8 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
     let mut exited = (!rotated).then_some(false);
     // Tool calls started in the open turn and not yet ended.
     let mut open_calls: Vec<String> = Vec::new();
+    // The open turn is marked stalled (`turn.stalled`, until `turn.resumed` or its ending).
+    let mut stalled = false;
     for (i, e) in events.iter().enumerate() {
         assert_eq!(
             e["seq"].as_u64(),
@@ -452,6 +454,24 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                     diag()
                 );
                 open_turn = Some(true);
+                stalled = false;
+            }
+            // A stall is no ending: marked once in an open turn, then resumed or ended.
+            "turn.stalled" => {
+                assert!(
+                    open_turn != Some(false) && !stalled,
+                    "turn.stalled outside an open turn, or twice: {e}\n{}",
+                    diag()
+                );
+                stalled = true;
+            }
+            "turn.resumed" => {
+                assert!(
+                    open_turn != Some(false) && (stalled || open_turn.is_none()),
+                    "turn.resumed with no stall before it: {e}\n{}",
+                    diag()
+                );
+                stalled = false;
             }
             "turn.completed"
             | "turn.partial_failed"
@@ -469,6 +489,7 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                     diag()
                 );
                 open_turn = Some(false);
+                stalled = false;
             }
             "session.exited" => {
                 assert!(
@@ -486,6 +507,8 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
             "session.started",
             "turn.started",
             "turn.steered",
+            "turn.stalled",
+            "turn.resumed",
             "tool.started",
             "tool.completed",
             "input.required",
