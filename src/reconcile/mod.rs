@@ -72,27 +72,34 @@ fn fold(
         }
     }
     // What the harnesses' own logs add (usage, a failed turn's text): read outside the lock,
-    // applied under it only when no other reader applied a reading since.
+    // applied under it only when no other reader applied a reading since. A record a hook
+    // changed meanwhile (a turn that failed) is read again, so what a reader answers has its
+    // log folded in.
     for s in &mut all {
-        let Some(reading) = adapters::lookup(&s.harness).and_then(|h| h.read_log(s)) else {
-            continue;
-        };
-        let id = s.id.clone();
-        let read_from = s.usage_cursor.clone();
-        let now = store::now_rfc3339();
-        let source = "the harness's log".to_owned();
-        let fresh = store.update(&id, |cur| {
-            let Some(mut cur) = cur else {
-                return (None, Vec::new(), None);
+        for _ in 0..3 {
+            let Some(reading) = adapters::lookup(&s.harness).and_then(|h| h.read_log(s)) else {
+                break;
             };
-            if cur.usage_cursor != read_from {
-                return (None, Vec::new(), Some(cur));
-            }
-            let events = apply_log(&mut cur, &reading, &now, &source);
-            (Some(cur.clone()), events, Some(cur))
-        })?;
-        if let Some(fresh) = fresh {
+            let (id, seen) = (s.id.clone(), s.seq);
+            let read_from = s.usage_cursor.clone();
+            let now = store::now_rfc3339();
+            let source = "the harness's log".to_owned();
+            let fresh = store.update(&id, |cur| {
+                let Some(mut cur) = cur else {
+                    return (None, Vec::new(), None);
+                };
+                if cur.usage_cursor != read_from {
+                    return (None, Vec::new(), Some(cur));
+                }
+                let events = apply_log(&mut cur, &reading, &now, &source);
+                (Some(cur.clone()), events, Some(cur))
+            })?;
+            let Some(fresh) = fresh else { break };
+            let moved = fresh.seq != seen;
             *s = fresh;
+            if !moved {
+                break;
+            }
         }
     }
     for s in &mut all {

@@ -167,7 +167,7 @@ pub type Watch = Vec<PathBuf>;
 pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     let mut out = Vec::new();
     if s.process.is_none() {
-        s.process = ev.process;
+        s.process = ev.process.map(Into::into);
     }
     s.observed.clone_from(&ev.observed);
     if ev.attended.is_some() {
@@ -189,10 +189,11 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     }
     let waiting = s.turn.as_ref().is_some_and(|t| t.stopped_at.is_some());
     match &ev.finding {
+        Some(Finding::TurnCompleted) if s.turn_running() => {
+            out.extend(s.complete_turn(now, src).0);
+        }
         Some(Finding::TurnCompleted) => {
-            let (ended, done) = s.complete_turn(now, src);
-            out.extend(ended);
-            if !done && s.status == Status::Working && !s.turn_running() {
+            if s.status == Status::Working {
                 // A turn that already ended (`timed_out` while the harness went on with it)
                 // has now stopped in the harness too: the session is idle, with no second
                 // ending.

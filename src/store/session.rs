@@ -434,6 +434,9 @@ pub struct Usage {
     /// How many model requests it counts (0: the harness did not say).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub requests: u64,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 impl Usage {
@@ -499,6 +502,9 @@ pub struct UsageCursor {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last: Option<(String, Usage)>,
     pub offset: u64,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 /// The harness process a session runs in: its pid and its start time (clock ticks since boot,
@@ -514,6 +520,25 @@ pub struct ProcessId {
 pub struct ExitStatus {
     pub code: Option<i32>,
     pub signal: Option<i32>,
+}
+
+/// A record member of a plain (`Copy`) type, with the members a newer spex wrote beside its
+/// own: kept, and written back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kept<T> {
+    #[serde(flatten)]
+    pub known: T,
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
+}
+
+impl<T> From<T> for Kept<T> {
+    fn from(known: T) -> Self {
+        Kept {
+            known,
+            other: serde_json::Map::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -640,7 +665,7 @@ pub struct Session {
     pub name: Option<String>,
     /// The harness process, recorded when first seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process: Option<ProcessId>,
+    pub process: Option<Kept<ProcessId>>,
     /// The harness's own log of the session (from the hook payloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<PathBuf>,
@@ -660,7 +685,7 @@ pub struct Session {
     #[serde(default)]
     pub flags: Flags,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_status: Option<ExitStatus>,
+    pub exit_status: Option<Kept<ExitStatus>>,
     /// The sub-agents it started, the most recent [`CHILDREN_KEPT`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<Child>,
@@ -679,6 +704,24 @@ pub struct Session {
 pub const CHILDREN_KEPT: usize = 32;
 
 impl Session {
+    /// The harness process, when recorded.
+    pub fn process_id(&self) -> Option<ProcessId> {
+        self.process.as_ref().map(|p| p.known)
+    }
+
+    /// Records the harness process; what a newer spex kept beside it stays while it is the
+    /// same process.
+    pub fn set_process(&mut self, p: Option<ProcessId>) {
+        if self.process_id() != p {
+            self.process = p.map(Into::into);
+        }
+    }
+
+    /// How the harness process ended, when known.
+    pub fn exited_with(&self) -> Option<ExitStatus> {
+        self.exit_status.as_ref().map(|e| e.known)
+    }
+
     /// What people read for this session: its handle (the full id until it has one).
     pub fn label(&self) -> &str {
         self.handle.as_deref().unwrap_or(&self.id)
@@ -920,19 +963,19 @@ impl Session {
         out
     }
 
-    /// The harness says the running turn is over: it ends `completed`, attention cleared and
-    /// the session idle, unless sub-agents it started still run: then it waits for them
-    /// (`stopped_at`) and nothing is recorded yet. Returns the events and whether it ended.
+    /// The harness says the turn is over: a running one ends `completed`, attention cleared
+    /// and the session idle, unless sub-agents it started still run: then it waits for them
+    /// (`stopped_at`) and nothing is recorded yet. Returns the events and whether the session
+    /// is now done with the turn.
     pub fn complete_turn(&mut self, now: &str, source: &str) -> (Vec<NewEvent>, bool) {
-        if !self.turn_running() {
-            return (Vec::new(), false);
-        }
-        if self.turn_children().2 > 0 {
+        if self.turn_running() && self.turn_children().2 > 0 {
             if let Some(t) = self.turn.as_mut() {
                 t.stopped_at.get_or_insert_with(|| now.to_owned());
             }
             return (Vec::new(), false);
         }
+        // A turn that already ended (`timed_out` while the harness went on with it) adds no
+        // second ending; the session is idle all the same.
         let mut out = self.end_turn(TurnState::Completed, now, source, Value::Null);
         out.extend(self.clear_attention(source));
         if self.status != Status::Exited {

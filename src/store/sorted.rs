@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::session::{
-    Answering, Attention, Child, Choice, Declared, ErrorKind, ExitStatus, Flags, ProcessId,
+    Answering, Attention, Child, Choice, Declared, ErrorKind, ExitStatus, Flags, Kept, ProcessId,
     Question, Session, Status, Timeout, Turn, TurnState, Usage, UsageCursor, Via,
 };
 
@@ -30,7 +30,7 @@ pub struct SortedRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     exit_reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    exit_status: Option<ExitStatus>,
+    exit_status: Option<&'a Kept<ExitStatus>>,
     flags: SortedFlags<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     handle: Option<&'a str>,
@@ -45,7 +45,7 @@ pub struct SortedRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     observed: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    process: Option<ProcessId>,
+    process: Option<&'a Kept<ProcessId>>,
     project: &'a Path,
     schema: u32,
     seq: u64,
@@ -273,7 +273,7 @@ impl<'a> SortedRecord<'a> {
                 },
             ),
             exit_reason: exit_reason.as_deref(),
-            exit_status: *exit_status,
+            exit_status: exit_status.as_ref(),
             flags: SortedFlags {
                 attentions: *attentions,
                 completed_calls,
@@ -292,7 +292,7 @@ impl<'a> SortedRecord<'a> {
             live,
             name: name.as_deref(),
             observed: observed.as_deref(),
-            process: *process,
+            process: process.as_ref(),
             project,
             schema: *schema,
             seq: *seq,
@@ -458,9 +458,12 @@ mod tests {
             headline: Some("a headline".into()),
             handle: Some("9289b".into()),
             name: Some("fix-login".into()),
-            process: Some(ProcessId {
-                pid: 42,
-                start: 123_456,
+            process: Some(Kept {
+                known: ProcessId {
+                    pid: 42,
+                    start: 123_456,
+                },
+                other: newer("zz_process"),
             }),
             transcript: Some("/h/.agent/rollout.jsonl".into()),
             observed: Some("busy".into()),
@@ -477,9 +480,12 @@ mod tests {
                 attentions: 3,
                 other: newer("zz_flags"),
             },
-            exit_status: Some(ExitStatus {
-                code: Some(1),
-                signal: None,
+            exit_status: Some(Kept {
+                known: ExitStatus {
+                    code: Some(1),
+                    signal: None,
+                },
+                other: newer("zz_exit_status"),
             }),
             children: vec![Child {
                 agent_type: Some("general-purpose".into()),
@@ -500,6 +506,7 @@ mod tests {
                 done: true,
                 last: Some(("msg_1".into(), usage())),
                 offset: 4096,
+                other: newer("zz_usage_cursor"),
             }),
             other: newer("zz_record"),
         }
@@ -514,6 +521,7 @@ mod tests {
             output_tokens: 7,
             reasoning_tokens: 2,
             requests: 1,
+            other: newer("zz_usage"),
         }
     }
 

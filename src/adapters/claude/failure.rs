@@ -42,12 +42,17 @@ pub(super) fn stop_failure(p: &Value) -> Failure {
 }
 
 /// The assistant text written since the last real prompt (a user entry that is not only tool
-/// results), leaving out Claude's synthetic API error messages; `None` when there is none.
-pub(super) fn partial_text(transcript: &Path) -> Option<String> {
-    turn_text(transcript).filter(|t| !t.trim().is_empty())
+/// results), leaving out Claude's synthetic API error messages (`None` when there is none),
+/// and whether the transcript has caught up with the failure (its synthetic error message is
+/// there: Claude may write the transcript a moment after the hook).
+pub(super) fn partial_text(transcript: &Path) -> (Option<String>, bool) {
+    match turn_text(transcript) {
+        Some((text, caught_up)) => (Some(text).filter(|t| !t.trim().is_empty()), caught_up),
+        None => (None, false),
+    }
 }
 
-fn turn_text(transcript: &Path) -> Option<String> {
+fn turn_text(transcript: &Path) -> Option<(String, bool)> {
     let mut f = std::fs::File::open(transcript).ok()?;
     let len = f.metadata().ok()?.len();
     let from = len.saturating_sub(TAIL_BYTES);
@@ -57,6 +62,7 @@ fn turn_text(transcript: &Path) -> Option<String> {
     let text = String::from_utf8_lossy(&bytes);
     // A cut first line is not JSON and is skipped.
     let mut texts: Vec<String> = Vec::new();
+    let mut caught_up = false;
     for line in text.lines().rev() {
         let Ok(entry) = serde_json::from_str::<Value>(line) else {
             continue;
@@ -75,6 +81,7 @@ fn turn_text(transcript: &Path) -> Option<String> {
                 let synthetic = entry["isApiErrorMessage"] == Value::Bool(true)
                     || entry["message"]["model"] == "<synthetic>";
                 if synthetic {
+                    caught_up = true;
                     continue;
                 }
                 let blocks: Vec<&str> = content
@@ -92,7 +99,7 @@ fn turn_text(transcript: &Path) -> Option<String> {
         }
     }
     texts.reverse();
-    Some(texts.join("\n"))
+    Some((texts.join("\n"), caught_up))
 }
 
 #[cfg(test)]
@@ -118,7 +125,7 @@ mod tests {
         assert_eq!(f.error, "API Error: 400 x");
         assert_eq!(f.kind, ErrorKind::ModelError);
         assert_eq!(f.partial, None, "the hook path reads no transcript");
-        assert_eq!(partial_text(&t).as_deref(), Some("Working on it."));
+        assert_eq!(partial_text(&t), (Some("Working on it.".into()), true));
         let limit = stop_failure(&serde_json::json!({"error": "rate_limit"}));
         assert_eq!((limit.kind, limit.partial), (ErrorKind::RateLimit, None));
     }

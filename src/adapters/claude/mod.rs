@@ -40,6 +40,9 @@ const EVENTS: &[&str] = &[
 
 const HOOK_TIMEOUT_SECS: u64 = 30;
 
+/// How long after a hook Claude's transcript may still lack what the hook reported.
+const TRANSCRIPT_LAG: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where Claude Code keeps its user-level state instead of `~` and `~/.claude`.
 const CONFIG_DIR_VAR: &str = "CLAUDE_CONFIG_DIR";
 
@@ -413,8 +416,18 @@ impl Harness for Claude {
             r.cursor = Some(next);
         }
         if failed_unread {
-            r.partial_read = true;
-            r.partial = failure::partial_text(transcript);
+            let (text, caught_up) = failure::partial_text(transcript);
+            // Until the transcript has the failure, it may not have the text before it
+            // either: read again next time, for a while.
+            let ended = s.turn.as_ref().and_then(|t| t.ended_at.as_deref());
+            let long_ago = ended
+                .and_then(crate::store::parse_time)
+                .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+                .is_some_and(|d| d > TRANSCRIPT_LAG);
+            if text.is_some() || caught_up || long_ago {
+                r.partial_read = true;
+                r.partial = text;
+            }
         }
         (r != crate::seam::evidence::LogReading::default()).then_some(r)
     }

@@ -33,6 +33,7 @@ pub(super) fn from_api(u: &Value, model: Option<String>) -> Usage {
         output_tokens: n("output_tokens"),
         reasoning_tokens: 0,
         requests: 1,
+        other: serde_json::Map::new(),
     }
 }
 
@@ -102,6 +103,7 @@ pub(super) fn read(
         done: exited && offset >= len,
         last,
         offset,
+        other: cursor.other.clone(),
     };
     Some((out, next))
 }

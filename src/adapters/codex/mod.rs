@@ -746,6 +746,7 @@ impl Codex {
                             output_tokens: n("output_tokens"),
                             reasoning_tokens: n("reasoning_output_tokens"),
                             requests: 1,
+                            other: serde_json::Map::new(),
                         }
                     });
                     Kind::ModelRequestCompleted
