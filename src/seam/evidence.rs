@@ -54,6 +54,19 @@ pub fn process_start(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
+/// The parent of process `pid` (`/proc/<pid>/stat` field 4), `None` when there is no such
+/// process or its parent is init.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 4 (ppid) comes after the command name, which may hold `)`.
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+        .filter(|p| *p > 1)
+}
+
 /// Whether the recorded process still runs (same pid AND same start time).
 pub fn alive(p: ProcessId) -> bool {
     process_start(p.pid) == Some(p.start)
