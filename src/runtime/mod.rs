@@ -634,16 +634,18 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
         };
         s.status = Status::Starting;
         s.exit_reason = None;
-        s.attention = None;
+        // What was still open (a failed turn's attention outlives the exit) closes unanswered,
+        // with its event, so every opened attention has its `attention.closed`.
+        let mut events: Vec<_> = s
+            .close_attention("resume", "unanswered")
+            .into_iter()
+            .collect();
         s.forget_process();
         s.updated_at = crate::store::now_rfc3339();
         let mut f = serde_json::Map::new();
         f.insert("harness".into(), l.harness.id().into());
-        (
-            Some(s),
-            vec![("session.resumed".to_owned(), "resume".to_owned(), f)],
-            (),
-        )
+        events.push(("session.resumed".to_owned(), "resume".to_owned(), f));
+        (Some(s), events, ())
     })?;
     start_host(l, store, id, &argv)
 }
