@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::Outcome;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime::{self, RuntimeError};
@@ -18,7 +18,7 @@ use crate::runtime::{self, RuntimeError};
 /// answer its own attention. `spex show <session>` lists the choices.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// The choice: `allow`, `allow-session`, `deny`, `cancel`; for a question, one answer per
     /// question in order: an option's label or number, several comma-separated for a
@@ -32,7 +32,7 @@ pub struct Args {
 /// Allow what the session asks (`--always`: for the rest of the session).
 #[derive(Debug, clap::Args)]
 pub struct ApproveArgs {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Allow it for the rest of the session (where the harness offers that).
     #[arg(long)]
@@ -44,7 +44,7 @@ pub struct ApproveArgs {
 /// Deny what the session asks, with a message for the agent where the harness takes one.
 #[derive(Debug, clap::Args)]
 pub struct DenyArgs {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     #[command(flatten)]
     pub common: Common,
@@ -85,7 +85,7 @@ pub fn deny(args: &DenyArgs, env: &Env) -> anyhow::Result<Outcome> {
 }
 
 fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Result<Outcome> {
-    let (store, id) = super::sessions::project_and_id(env, arg)?;
+    let (store, id) = super::args::project_and_id(env, arg)?;
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
@@ -94,7 +94,7 @@ fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Resul
         let (s, a) = runtime::answer::target(env, &store, &id, c.attention.as_deref(), &host_pids)?;
         let r = runtime::answer::response(&id, &a, choices, c.message.clone())?;
         let timeout = Duration::from_secs(c.timeout);
-        match super::launch::server_of(env, &store, &record, false).map_err(|e| {
+        match super::start::server_of(env, &store, &record, false).map_err(|e| {
             RuntimeError::Answer {
                 id: id.clone(),
                 message: e.to_string(),

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::Outcome;
-use super::launch::text_arg;
+use super::args::text_arg;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime::{self, RuntimeError};
@@ -19,7 +19,7 @@ use crate::runtime::{self, RuntimeError};
 /// `--json` a failure prints `{delivered, confirmed: false, reason, error}` too.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// The prompt (`-` reads it from stdin).
     pub text: String,
@@ -38,7 +38,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    let (store, id) = super::args::project_and_id(env, &args.id)?;
     if args.force {
         anyhow::bail!(
             "`--force` is retired: it typed the prompt into an open dialog, which took the keys as its answer (Enter picked the dialog's default, whatever the text said)\nhint: drop `--force`; answer a dialog in the session's terminal (`spex attach {id}`)"
@@ -59,7 +59,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             record.tree.display()
         );
     }
-    let delivered = match super::launch::server_of(env, &store, &record, false)? {
+    let delivered = match super::start::server_of(env, &store, &record, false)? {
         Some(server) => server.deliver(&id, &text),
         None => runtime::deliver(
             env,

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::Outcome;
-use super::materialize::current_tree;
+use super::args::project;
+use super::outcome::Outcome;
 use super::output::{self, Style};
 use crate::adapters;
 use crate::env::Env;
@@ -16,20 +16,8 @@ use crate::store::session::{
     Attention, Declared, DeclaredState, Session, Status, TurnState, Via, ellipsis,
 };
 use crate::store::sorted::SortedRecord;
-use crate::store::{self, ProjectStore};
+use crate::store::{self};
 use crate::text::visible;
-
-pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
-    let tree = current_tree()?;
-    Ok(ProjectStore::new(&env.spex_home(), &tree.main))
-}
-
-/// This project's store and the session an id argument names (handle, id or unique prefix).
-pub fn project_and_id(env: &Env, arg: &str) -> anyhow::Result<(ProjectStore, String)> {
-    let store = project(env)?;
-    let id = store.resolve(arg)?;
-    Ok((store, id))
-}
 
 /// List the agent sessions of this project (every harness, launched by spex or not).
 #[derive(Debug, clap::Args)]
@@ -68,6 +56,13 @@ fn note(s: &Session) -> String {
         ),
         (None, Some(d), _) => format!("{}: {}", format!("{:?}", d.state).to_lowercase(), d.note),
         (None, None, Some(error)) => format!("retrying: {error}"),
+        _ if s
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.stalled_at.is_some() && t.state == TurnState::Running) =>
+        {
+            format!("stalled: {}", s.headline.clone().unwrap_or_default())
+        }
         _ => s.headline.clone().unwrap_or_default(),
     }
 }
@@ -114,6 +109,7 @@ mod clock_tests {
 /// `partial_failed` turn's kept text named apart, never as the answer.
 fn turn_sentence(t: &crate::store::session::Turn) -> String {
     let mut out = t.state.as_str().to_owned();
+    out.push_str(&turn_detail(t));
     if let Some(kind) = t.error_kind {
         out.push_str(&format!(" ({})", kind.as_str()));
     }
@@ -128,6 +124,37 @@ fn turn_sentence(t: &crate::store::session::Turn) -> String {
     }
     if let Some(next) = &t.next {
         out.push_str(&format!("; next: {next}"));
+    }
+    out
+}
+
+/// What a turn's state alone does not say: who interrupted it, what spex did about a turn
+/// past its budget, since when a running turn is stalled (" by spex interrupt").
+fn turn_detail(t: &crate::store::session::Turn) -> String {
+    let mut out = String::new();
+    if let Some(by) =
+        t.by.as_deref()
+            .filter(|_| t.state == TurnState::Interrupted)
+    {
+        out.push_str(&format!(" by {by}"));
+    }
+    if let Some(x) = t
+        .timeout
+        .as_ref()
+        .filter(|_| t.state == TurnState::TimedOut)
+    {
+        out.push_str(match (x.action.as_str(), &x.interrupt_sent_at) {
+            ("interrupt", Some(_)) => ", interrupted by spex (onTimeout: interrupt)",
+            ("interrupt", None) => ", to be interrupted by spex (onTimeout: interrupt)",
+            _ => ", marked only (onTimeout: mark)",
+        });
+    }
+    if let Some(at) = t
+        .stalled_at
+        .as_deref()
+        .filter(|_| t.state == TurnState::Running)
+    {
+        out.push_str(&format!(", stalled since {}", clock(at)));
     }
     out
 }
@@ -157,9 +184,11 @@ fn explain(s: &Session) -> String {
 
 pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let store = project(env)?;
+    let mut book = runtime::budget::Book::default();
     let records: Vec<Session> = reconcile::sessions(env, &store)?
         .into_iter()
         .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
+        .map(|s| runtime::budget::judge(env, &store, s, &mut book))
         // Records that never ran a turn say nothing, except a live session spex started.
         .filter(|s| {
             args.all
@@ -215,7 +244,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
 /// Show one session: its record and its latest events.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// How many of the latest events to include.
     #[arg(long, default_value_t = 10)]
@@ -230,6 +259,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let id = store.resolve(&args.id)?;
     let s = reconcile::session(env, &store, &id)?;
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
+    let s = runtime::budget::judge(env, &store, s, &mut runtime::budget::Book::default());
     let events = store.events(&id, Some(args.events))?;
     if args.json {
         output::json(
@@ -268,7 +298,12 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         ]);
     }
     if let Some(t) = &s.turn {
-        let mut line = format!("{}, started {}", t.state.as_str(), clock(&t.started_at));
+        let mut line = format!(
+            "{}{}, started {}",
+            t.state.as_str(),
+            turn_detail(t),
+            clock(&t.started_at)
+        );
         if let Some(end) = &t.ended_at {
             line.push_str(&format!(", ended {}", clock(end)));
         }
@@ -409,7 +444,7 @@ const LIVENESS_TICK: Duration = Duration::from_millis(500);
 /// `--until turn-end` 4 when the turn ended other than `completed` (its state and why printed).
 #[derive(Debug, clap::Args)]
 pub struct WaitArgs {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// The state to wait for; several, separated by commas, wait for the first reached
     /// (`--until idle,needs-attention`).
@@ -448,9 +483,14 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
     let mut shown: Option<Status> = None;
     let began = store::now_rfc3339();
     let mut start: Option<String> = None;
+    let mut book = runtime::budget::Book::default();
     loop {
         let s = reconcile::session(env, &store, &id)?;
         let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
+        // A session nobody else judges is judged here, and the wait wakes at its budget's
+        // deadline (no hook or file event may come then).
+        let s = runtime::budget::judge(env, &store, s, &mut book);
+        let budget_at = runtime::budget::deadline(env, &s, &mut book);
         if let Some(h) = adapters::lookup(&s.harness) {
             for d in h.evidence_dirs(env, &s) {
                 // A folder that does not exist yet is picked up on a later pass.
@@ -512,6 +552,9 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Gone);
         }
         let mut tick = LIVENESS_TICK;
+        if let Some(at) = budget_at {
+            tick = tick.min(at.saturating_duration_since(Instant::now()));
+        }
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now());
             if left.is_zero() {

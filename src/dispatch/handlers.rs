@@ -120,7 +120,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 ));
             } else {
                 // A turn still running here ended without its hook (Esc fires no Stop).
-                out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+                out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal()));
                 out.extend(s.clear_attention(src));
                 s.turn = Some(Turn {
                     id: ev.turn_id.clone(),
@@ -135,6 +135,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                     partial: None,
                     open_calls: Vec::new(),
                     other: serde_json::Map::new(),
+                    ..Default::default()
                 });
                 out.push(event(
                     "turn.started",
@@ -260,7 +261,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             out.extend(s.fail_turn(&failure, ctx.now, src));
         }
         Kind::TurnInterrupted => {
-            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal()));
             out.extend(s.clear_attention(src));
             s.status = Status::Idle;
         }
@@ -280,7 +281,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 .declared
                 .as_ref()
                 .is_some_and(|d| d.state == DeclaredState::Asking);
-            let ended = s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null);
+            let ended = s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal());
             if !ended.is_empty() && !asking {
                 out.extend(ended);
                 s.status = Status::Idle;
@@ -295,6 +296,12 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
         Kind::SubagentStopped | Kind::Other => {}
     }
     (out, answer)
+}
+
+/// An interrupt the harness reported with nobody named: the person at its terminal (an
+/// interrupt spex sent names itself on the turn, and that wins; see `Session::end_turn`).
+fn by_terminal() -> Value {
+    json!({ "by": "terminal" })
 }
 
 /// What pairs a tool call's start and end: the harness's call id, else the tool's name.
@@ -476,6 +483,7 @@ mod tests {
                 partial: None,
                 open_calls: Vec::new(),
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         };

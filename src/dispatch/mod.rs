@@ -202,7 +202,16 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                         filled = true;
                     }
                     let before = s.state_key();
-                    let (mut events, answer) = handlers::apply(&ctx, &mut s);
+                    // A hook during a running turn is evidence of progress (a stalled turn
+                    // works again); a notice is the harness waiting, not working.
+                    let mut events =
+                        if matches!(kind, Kind::IdleNotice | Kind::AttentionNotice | Kind::Other) {
+                            Vec::new()
+                        } else {
+                            s.note_progress(&now, event)
+                        };
+                    let (handled, answer) = handlers::apply(&ctx, &mut s);
+                    events.extend(handled);
                     // The attention this hook waits on: open, and naming this process.
                     let waiting = s
                         .attention
@@ -349,14 +358,4 @@ fn repo_relative(root: &Path, cwd: &Path, p: &str) -> Option<String> {
         }
     }
     (!parts.is_empty()).then(|| parts.join("/"))
-}
-
-/// Merges `extra` context into an answer (used by hook nodes).
-pub fn merge(answer: &mut Answer, context: Option<String>, block: Option<String>) {
-    if let Some(c) = context.filter(|c| !c.trim().is_empty()) {
-        answer.context.push(c.trim().to_owned());
-    }
-    if block.is_some() && answer.block.is_none() {
-        answer.block = block;
-    }
 }

@@ -36,21 +36,6 @@ fn refuse(id: &str, message: impl Into<String>) -> RuntimeError {
     }
 }
 
-/// The process ids from this process up to init.
-fn ancestors() -> Vec<u32> {
-    let mut out = vec![std::process::id()];
-    while out.len() < 256 {
-        let Some(p) = out
-            .last()
-            .and_then(|p| crate::seam::evidence::parent_of(*p))
-        else {
-            break;
-        };
-        out.push(p);
-    }
-    out
-}
-
 /// The open attention of session `id` that the answer is for: the one `--attention` names (an
 /// attention that has closed meanwhile, or another than the open one, is refused), and never
 /// from inside the session itself.
@@ -73,13 +58,13 @@ pub fn target(
     // The harness process counts where it runs one session (not a server shared by many).
     let own_process = adapters::lookup(&s.harness)
         .is_some_and(crate::seam::Harness::hook_env_names_session)
-        .then_some(s.process)
+        .then_some(s.process_id())
         .flatten();
     let inside = own_process
         .map(|p| p.pid)
         .into_iter()
         .chain(host_pids.iter().copied())
-        .any(|pid| ancestors().contains(&pid));
+        .any(|pid| crate::seam::evidence::ancestors(256).contains(&pid));
     if own_env || inside {
         return Err(refuse(
             id,

@@ -4,6 +4,7 @@
 //! here names a harness.
 
 pub mod answer;
+pub mod budget;
 pub mod host;
 pub mod protocol;
 pub mod server;
@@ -216,7 +217,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
 
 /// How a session's program ended, in a few words: why (as recorded) and its exit status.
 pub fn how_it_ended(s: &Session) -> String {
-    let status = s.exit_status.map(|e| match (e.code, e.signal) {
+    let status = s.exited_with().map(|e| match (e.code, e.signal) {
         (_, Some(sig)) => format!("signal {sig}"),
         (Some(code), None) => format!("exit code {code}"),
         (None, None) => "unknown status".to_owned(),
@@ -606,7 +607,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
     let harness_runs = host_record(store, id)
         .map(|r| r.child)
         .into_iter()
-        .chain(s.process)
+        .chain(s.process_id())
         .find(|&p| crate::seam::evidence::alive(p));
     if let Some(p) = harness_runs {
         return Err(RuntimeError::Refused {
@@ -633,16 +634,18 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
         };
         s.status = Status::Starting;
         s.exit_reason = None;
-        s.attention = None;
+        // What was still open (a failed turn's attention outlives the exit) closes unanswered,
+        // with its event, so every opened attention has its `attention.closed`.
+        let mut events: Vec<_> = s
+            .close_attention("resume", "unanswered")
+            .into_iter()
+            .collect();
         s.forget_process();
         s.updated_at = crate::store::now_rfc3339();
         let mut f = serde_json::Map::new();
         f.insert("harness".into(), l.harness.id().into());
-        (
-            Some(s),
-            vec![("session.resumed".to_owned(), "resume".to_owned(), f)],
-            (),
-        )
+        events.push(("session.resumed".to_owned(), "resume".to_owned(), f));
+        (Some(s), events, ())
     })?;
     start_host(l, store, id, &argv)
 }
@@ -1094,13 +1097,15 @@ pub fn interrupt(
         return Ok(s);
     }
     reach_if_alive(env, store, id)?;
+    mark_interrupting(store, id, Some("spex interrupt"));
     explained(
         env,
         store,
         id,
         Act::Interrupt,
         call(env, id, Request::Interrupt),
-    )?;
+    )
+    .inspect_err(|_| mark_interrupting(store, id, None))?;
     let ended = wait_for(&store.session_dir(id), Instant::now() + timeout, || {
         store
             .load(id)
@@ -1112,6 +1117,26 @@ pub fn interrupt(
         id: id.to_owned(),
         secs: timeout.as_secs(),
     })
+}
+
+/// Notes on the running turn who is about to interrupt it (or, with `None`, that the
+/// interrupt did not go out), so whatever evidence ends the turn (a hook, the screen, the
+/// server) records who did (`by`).
+pub fn mark_interrupting(store: &ProjectStore, id: &str, by: Option<&str>) {
+    let _ = store.update(id, |cur| {
+        let Some(mut s) = cur else {
+            return (None, Vec::new(), ());
+        };
+        match s
+            .turn
+            .as_mut()
+            .filter(|t| t.state == crate::store::session::TurnState::Running)
+        {
+            Some(t) => t.interrupting = by.map(str::to_owned),
+            None => return (None, Vec::new(), ()),
+        }
+        (Some(s), Vec::new(), ())
+    });
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -439,7 +439,7 @@ impl<'a> Server<'a> {
                         "the server reported the turn completed",
                     ),
                     TurnEnd::Interrupted => (
-                        Finding::TurnInterrupted,
+                        Finding::TurnInterrupted("terminal"),
                         "the server reported the turn interrupted",
                     ),
                     TurnEnd::Failed(e) => (
@@ -549,7 +549,7 @@ impl<'a> Server<'a> {
                 )
             });
             "spex".clone_into(&mut s.launched_by);
-            s.process = server;
+            s.set_process(server);
             if s.status == Status::Starting {
                 s.status = Status::Idle;
             }
@@ -617,6 +617,12 @@ impl<'a> Server<'a> {
         super::start_host(l, &store, id, &argv)
     }
 
+    /// Whether the supervisor (`spex serve`, which also judges its threads' budgets) runs.
+    pub fn supervised(&self) -> bool {
+        self.running()
+            .is_some_and(|r| evidence::alive(r.supervisor()))
+    }
+
     fn running(&self) -> Option<Running> {
         let bytes = std::fs::read(self.running_file()).ok()?;
         serde_json::from_slice(&bytes).ok()
@@ -657,7 +663,27 @@ impl<'a> Server<'a> {
         r: &crate::seam::answer::Response,
     ) -> Result<super::answer::Answered, RuntimeError> {
         let started = Instant::now();
-        let s = self.ours(id)?;
+        let s = self.load(id)?;
+        // A session the person started runs on the harness's own server, when it has one
+        // other clients may join (Codex's per-user background server); else only its
+        // terminal answers it.
+        let own;
+        let ctx = if self.on_server(&s) {
+            self.ctx()
+        } else {
+            own = self.proto.own_server(self.env, &s).ok_or_else(|| RuntimeError::Answer {
+                id: id.to_owned(),
+                message: format!(
+                    "session `{}` runs in a {} terminal started outside spex whose server no other client can join; nothing was sent\nhint: answer it in its own terminal",
+                    s.label(),
+                    self.harness.id()
+                ),
+            })?;
+            ServerCtx {
+                socket: &own,
+                ..self.ctx()
+            }
+        };
         let att = a.id.clone().unwrap_or_default();
         if !super::answer::mark(&self.store, id, &att, Some(r)) {
             return Err(RuntimeError::Answer {
@@ -669,7 +695,7 @@ impl<'a> Server<'a> {
                 ),
             });
         }
-        let confirmed = self.proto.answer(&self.ctx(), &Self::thread_of(&s), a, r);
+        let confirmed = self.proto.answer(&ctx, &Self::thread_of(&s), a, r);
         let confirmed = match confirmed {
             Ok(c) => c,
             Err(e) => {
@@ -702,13 +728,18 @@ impl<'a> Server<'a> {
         if s.status == Status::Exited {
             return Err(RuntimeError::exited(&s));
         }
+        super::mark_interrupting(&self.store, id, Some("spex interrupt"));
         let interrupted = self
             .proto
             .interrupt(&self.ctx(), &Self::thread_of(&s))
-            .map_err(|e| self.failed(id, &e))?;
-        if interrupted.is_none() {
+            .map_err(|e| self.failed(id, &e));
+        let Some(_) = interrupted.inspect_err(|_| {
+            super::mark_interrupting(&self.store, id, None);
+        })?
+        else {
+            super::mark_interrupting(&self.store, id, None);
             return self.load(id);
-        }
+        };
         let ended = wait_for(
             &self.store.session_dir(id),
             Instant::now() + timeout,
@@ -851,7 +882,7 @@ impl<'a> Server<'a> {
             s.status = Status::Idle;
             s.exit_reason = None;
             s.forget_process();
-            s.process = server;
+            s.set_process(server);
             "spex".clone_into(&mut s.launched_by);
             s.stamp(before, &now, "resume", None);
             s.updated_at = now;

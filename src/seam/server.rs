@@ -3,7 +3,7 @@
 //! adapter speaks the server's protocol; the runtime engine decides when to start and stop the
 //! server, which record a thread belongs to and what its events mean for the record.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::env::Env;
@@ -135,6 +135,13 @@ pub trait SessionServer: Sync {
             ServerErrorKind::Refused,
             "this harness's server takes no answers",
         ))
+    }
+    /// The socket of the harness's own server that holds session `s`, which the person started
+    /// outside spex, when that server takes other clients (a per-user background server);
+    /// answers to `s` go there. Default: none.
+    fn own_server(&self, env: &Env, s: &crate::store::session::Session) -> Option<PathBuf> {
+        let _ = (env, s);
+        None
     }
     /// The argv of the harness's own terminal UI joined to the thread, which spex runs under
     /// its PTY host (a client of the server: its end does not end the thread).

@@ -568,3 +568,123 @@ fn hosted_codex_escalation_answered_accept_and_decline() {
     let _ = codex(&w, &["stop", &id]).output();
     let _ = codex(&w, &["server", "stop"]).output();
 }
+
+/// The hosted Codex TUI's screen (`spex snapshot`).
+fn codex_screen(w: &World, id: &str) -> String {
+    let out = codex(w, &["snapshot", id]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn codex_screen_until(
+    w: &World,
+    fake: &FakeResponses,
+    id: &str,
+    what: &str,
+    pred: impl Fn(&str) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    loop {
+        let now = codex_screen(w, id);
+        if pred(&now) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}:\n{now}\n{}",
+            codex_diag(w, fake)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A hosted Codex session with its TUI attached under spex's host, at an escalation: the first
+/// answer wins. Answered by `spex approve` while the TUI shows the dialog: the command runs and
+/// the TUI's dialog goes away. Answered in the TUI first (a person attached presses `y`): the
+/// command runs, and the later `spex approve` of that attention is refused, sending nothing.
+#[test]
+fn hosted_codex_escalation_first_answer_wins_with_the_tui_attached() {
+    let (w, fake) = codex_rig();
+    crate::real_tui::CodexTui::prepare(&w, &fake.base_url());
+    write_codex_config(
+        &w.codex_home,
+        &fake.base_url(),
+        "on-request",
+        "workspace-write",
+    );
+    let out = w.repo.join("escalated.txt");
+    let launched = codex_json(
+        &w,
+        &[
+            "launch",
+            "--harness",
+            "codex",
+            "--detach",
+            "--json",
+            "SCENARIO:escalate",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", codex_diag(&w, &fake)));
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let dialog = |s: &str| s.contains("Yes, proceed");
+
+    // spex first, while the TUI shows the dialog.
+    codex_waits(&w, &fake, &id);
+    codex_screen_until(&w, &fake, &id, "the TUI never showed the dialog", dialog);
+    let done = codex_json(&w, &["approve", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", codex_diag(&w, &fake)));
+    assert!(
+        done["confirmed"].as_str().unwrap().contains("ran"),
+        "{}",
+        pretty(&done)
+    );
+    assert_eq!(read_or_empty(&out), "escalated\n");
+    codex_screen_until(&w, &fake, &id, "the TUI kept the answered dialog", |s| {
+        !dialog(s)
+    });
+
+    // The TUI first: a person attached answers `y`; spex's later answer is refused.
+    std::fs::remove_file(&out).unwrap();
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while w.record(&id)["status"] != "idle" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    codex_json(&w, &["deliver", &id, "SCENARIO:escalate", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", codex_diag(&w, &fake)));
+    let b = codex_waits(&w, &fake, &id);
+    let b_id = b["id"].as_str().unwrap().to_owned();
+    let mut cmd = codex(&w, &["attach", &id]);
+    cmd.env("TERM", "xterm-256color").env("LANG", "C.UTF-8");
+    let t = crate::support::term::Term::spawn(&cmd, 40, 120);
+    t.wait_for("Yes, proceed", Duration::from_mins(1))
+        .unwrap_or_else(|e| panic!("{e}\n{}", t.diag()));
+    t.send(b"y");
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while read_or_empty(&out) != "escalated\n" {
+        assert!(
+            Instant::now() < deadline,
+            "the command approved in the TUI never ran\n{}\n{}",
+            t.diag(),
+            codex_diag(&w, &fake)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = codex(&w, &["approve", &id, "--attention", &b_id, "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&refused.stdout).into_owned()
+        + &String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    let said: Value =
+        serde_json::from_slice(&refused.stdout).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(said["answered"], false, "{text}");
+    assert!(text.contains(&b_id), "{text}");
+    let closed = w
+        .events(&id)
+        .into_iter()
+        .find(|e| e["kind"] == "attention.closed" && e["attention"] == b_id.as_str());
+    let closed = closed.unwrap_or_else(|| panic!("b never closed\n{}", codex_diag(&w, &fake)));
+    assert_eq!(closed["how"], "terminal", "{closed}");
+    t.send(b"\x1c");
+    let _ = codex(&w, &["stop", &id]).output();
+    let _ = codex(&w, &["server", "stop"]).output();
+}

@@ -620,7 +620,9 @@ impl Drop for CodexTui {
 /// text), a turn whose first attempt fails and whose reconnect succeeds (`completed`, no error
 /// left), and an escalation the person cancels with Esc (Interrupt, not Stop: `interrupted`,
 /// no attention once the turn ended).
-fn codex_tui_turns_without_closing_hooks(w: &World, tui: &CodexTui, id: &str) {
+/// `via` is how the escalation's attention can be answered here (`server` in the default
+/// mode; with `--no-daemon` `terminal only`, and `spex approve` is refused, sending nothing).
+fn codex_tui_turns_without_closing_hooks(w: &World, tui: &CodexTui, id: &str, via: &str) {
     let diag = || format!("{}\n{}", tui.text(), w.ok(&w.repo, &["show", id, "--json"]));
     let prompted = |s: &Value, word: &str| {
         s["turn"]["prompt"]
@@ -674,6 +676,19 @@ fn codex_tui_turns_without_closing_hooks(w: &World, tui: &CodexTui, id: &str) {
         assert!(Instant::now() < end, "no approval dialog:\n{}", diag());
         std::thread::sleep(Duration::from_millis(100));
     }
+    let asked = show(w, id);
+    assert_eq!(asked["attention"]["via"]["how"], via, "{asked}");
+    if via == "terminal only" {
+        let refused = w.spex(&w.repo, &["approve", id]);
+        let text = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{text}");
+        assert!(text.contains("no other client can join"), "{text}");
+        assert!(
+            tui.text().contains("Yes"),
+            "the dialog went away\n{}",
+            diag()
+        );
+    }
     tui.send(b"\x1b");
     let denied = show_until(w, id, HOOKED, |s| s["turn"]["state"] == "interrupted")
         .unwrap_or_else(|s| panic!("the cancelled escalation never ended: {s}\n{}", diag()));
@@ -697,7 +712,7 @@ fn codex_tui_no_daemon_failures_denial_and_kill_are_true() {
     let fake = crate::support::fake_responses::FakeResponses::start();
     let mut tui = CodexTui::start(&w, &fake.base_url(), &["--no-daemon"]);
     let id = tui.turn(&w, "SCENARIO:shell");
-    codex_tui_turns_without_closing_hooks(&w, &tui, &id);
+    codex_tui_turns_without_closing_hooks(&w, &tui, &id, "terminal only");
     let before = show(&w, &id);
     assert!(
         before["process"]["pid"].is_u64(),
@@ -722,7 +737,7 @@ fn codex_tui_default_mode_failures_denial_and_kills_are_true() {
     let fake = crate::support::fake_responses::FakeResponses::start();
     let mut tui = CodexTui::start(&w, &fake.base_url(), &[]);
     let id = tui.turn(&w, "SCENARIO:shell");
-    codex_tui_turns_without_closing_hooks(&w, &tui, &id);
+    codex_tui_turns_without_closing_hooks(&w, &tui, &id, "server");
     let before = show(&w, &id);
     let daemon: Value = serde_json::from_str(&read_or_empty(
         &w.codex_home.join("app-server-daemon/daemon.pid"),
@@ -759,4 +774,142 @@ fn codex_tui_default_mode_failures_denial_and_kills_are_true() {
         .unwrap_or_else(|s| panic!("not exited after the server died: {s}\n{}", tui.text()));
     assert_eq!(after["exit_reason"], "server gone", "{after}");
     assert_grammar(&after, &w.events(&id), &|| tui.text());
+}
+
+/// The session of this world whose record waits on an attention that `pred` accepts: its id
+/// and that attention.
+fn waiting(w: &World, tui: &CodexTui, pred: impl Fn(&Value) -> bool) -> (String, Value) {
+    let end = Instant::now() + HOOKED;
+    loop {
+        let found = w.session_ids().into_iter().find_map(|id| {
+            let r = w.record_if_any(&id)?;
+            (r["status"] == "needs_attention" && pred(&r["attention"]))
+                .then(|| (id, r["attention"].clone()))
+        });
+        if let Some(found) = found {
+            return found;
+        }
+        let records: Vec<String> = w
+            .session_ids()
+            .iter()
+            .filter_map(|id| w.record_if_any(id).map(|r| r.to_string()))
+            .collect();
+        assert!(
+            Instant::now() < end,
+            "no session waits as wanted:\n{}\n{}",
+            records.join("\n"),
+            tui.text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `spex <args> --json` (exit 0): its JSON.
+fn answered(w: &World, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let out = w.ok(&w.repo, &args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Whether the model was sent a tool output containing `needle`.
+fn model_got(fake: &crate::support::fake_responses::FakeResponses, needle: &str) -> bool {
+    fake.requests().iter().any(|r| {
+        r["body"]["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|i| i["type"].as_str().is_some_and(|t| t.ends_with("_output")))
+            .any(|i| i["output"].to_string().contains(needle))
+    })
+}
+
+fn until(what: &str, tui: &CodexTui, within: Duration, cond: impl Fn() -> bool) {
+    let end = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < end, "{what}:\n{}", tui.text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The real Codex TUI in its default mode (its thread on the per-user background server):
+/// `spex approve` answers its escalation through that server's control socket (the command
+/// ran, the TUI's dialog went away), `spex deny` declines the next one (not run, the model
+/// was told), and in Plan mode `spex answer` answers its `request_user_input` question with an
+/// option and with free text (the model got each answer).
+#[test]
+fn codex_tui_default_mode_is_answered_by_spex_through_its_background_server() {
+    let w = World::new();
+    let fake = crate::support::fake_responses::FakeResponses::start();
+    let tui = CodexTui::start(&w, &fake.base_url(), &[]);
+    let out = w.repo.join("escalated.txt");
+
+    tui.prompt("SCENARIO:escalate");
+    let (id, a) = waiting(&w, &tui, |a| a["kind"] == "permission");
+    assert_eq!(a["via"]["how"], "server", "{a}");
+    until("no approval dialog", &tui, HOOKED, || {
+        tui.text().contains("Yes, proceed")
+    });
+    assert!(!out.exists());
+    let done = answered(&w, &["approve", &id]);
+    assert_eq!(done["via"], "server", "{done}");
+    assert!(
+        done["confirmed"].as_str().unwrap().contains("ran"),
+        "{done}"
+    );
+    assert_eq!(read_or_empty(&out), "escalated\n", "{}", tui.text());
+    until("the TUI still shows the dialog", &tui, HOOKED, || {
+        !tui.text().contains("Yes, proceed")
+    });
+    let rec = show_until(&w, &id, HOOKED, |s| s["status"] == "idle")
+        .unwrap_or_else(|s| panic!("never idle: {s}\n{}", tui.text()));
+    assert!(rec["attention"].is_null(), "{rec}");
+
+    std::fs::remove_file(&out).unwrap();
+    tui.prompt("SCENARIO:escalate");
+    let (_, b) = waiting(&w, &tui, |b| {
+        b["kind"] == "permission" && b["id"] != a["id"]
+    });
+    assert_eq!(b["via"]["how"], "server", "{b}");
+    let done = answered(&w, &["deny", &id]);
+    assert!(
+        done["confirmed"].as_str().unwrap().contains("decline"),
+        "{done}"
+    );
+    until(
+        "the model was not told of the decline",
+        &tui,
+        HOOKED,
+        || model_got(&fake, "rejected by user"),
+    );
+    assert!(!out.exists(), "the declined command ran");
+    show_until(&w, &id, HOOKED, |s| s["status"] == "idle")
+        .unwrap_or_else(|s| panic!("never idle: {s}\n{}", tui.text()));
+
+    // Plan mode (Shift+Tab): request_user_input asks, answered with an option, then free text.
+    tui.send(b"\x1b[Z");
+    until("no Plan mode", &tui, HOOKED, || {
+        tui.text().to_lowercase().contains("plan")
+    });
+    for (given, heard) in [
+        ("Blue", r#"[\"Blue\"]"#),
+        (
+            "green, please",
+            r#"[\"None of the above\",\"user_note: green, please\"]"#,
+        ),
+    ] {
+        tui.prompt("SCENARIO:ask");
+        let (_, q) = waiting(&w, &tui, |q| q["kind"] == "question");
+        assert_eq!(q["via"]["how"], "server", "{q}");
+        assert_eq!(q["questions"][0]["options"][1], "Blue", "{q}");
+        let done = answered(&w, &["answer", &id, given]);
+        assert_eq!(done["via"], "server", "{done}");
+        until("the model did not get the answer", &tui, HOOKED, || {
+            model_got(&fake, heard)
+        });
+        show_until(&w, &id, HOOKED, |s| s["status"] == "idle")
+            .unwrap_or_else(|s| panic!("never idle: {s}\n{}", tui.text()));
+    }
+    let rec = w.record(&id);
+    assert_grammar(&rec, &w.events(&id), &|| tui.text());
 }

@@ -32,8 +32,18 @@ pub fn ask(tool: Option<&str>, _input: &Value) -> Attention {
 }
 
 impl Answering for CodexAnswering {
-    fn via(&self, _a: &Attention, s: &Session) -> Via {
-        if s.launched_by == "spex" {
+    fn via(&self, a: &Attention, s: &Session) -> Via {
+        // Called by the attention's hook: a thread of the person's TUI in its default mode is
+        // held by the per-user background server that runs the hook, which another client
+        // may join (§4); a `--no-daemon` TUI runs its server inside itself, with no socket.
+        if a.questions.len() > 1 {
+            return Via {
+                how: "terminal only".into(),
+                why: Some("several questions: spex answers one question".into()),
+            };
+        }
+        let asks = matches!(a.kind.as_deref(), Some("permission" | "question"));
+        if s.launched_by == "spex" || (asks && super::evidence::under_managed_daemon()) {
             Via {
                 how: "server".into(),
                 why: None,
@@ -41,10 +51,25 @@ impl Answering for CodexAnswering {
         } else {
             Via {
                 how: "terminal only".into(),
-                why: Some("a Codex TUI started outside spex: answering it through its background server or its hook is not built yet".into()),
+                why: Some("a Codex TUI started with `--no-daemon` holds its thread in its own process, which no other client can join".into()),
             }
         }
     }
+}
+
+/// The control socket of the per-user background server a Codex TUI started in its default
+/// mode runs its threads on (§4): `$CODEX_HOME/app-server-control/app-server-control.sock`,
+/// `$CODEX_HOME` read from the thread's rollout path (`$CODEX_HOME/sessions/Y/M/D/rollout-…`;
+/// the person's TUI may run with another home than this command), else this command's.
+pub fn daemon_socket(env: &crate::env::Env, s: &Session) -> Option<std::path::PathBuf> {
+    let from_rollout = s.transcript.as_deref().and_then(|t| {
+        let sessions = t.ancestors().nth(4)?;
+        (sessions.file_name()? == "sessions").then(|| sessions.parent())?
+    });
+    let home = from_rollout.map_or_else(|| super::codex_home(env), std::path::Path::to_path_buf);
+    let sock = home.join("app-server-control/app-server-control.sock");
+    // `exists` follows the link to the socket Codex binds under `/tmp/codex-daemon-<uid>/`.
+    sock.exists().then_some(sock)
 }
 
 /// How long the server takes to re-send a pending request after `thread/resume` (~50 ms seen,
@@ -164,6 +189,17 @@ pub fn answer(
 ) -> Result<Confirmed, ServerError> {
     let refused = |m: String| ServerError::new(ServerErrorKind::Refused, m);
     let mut c = super::server::client(ctx)?;
+    // Resuming a thread the server does not hold would load it there from its rollout, while
+    // another process (a `--no-daemon` TUI) may run it.
+    let loaded = c
+        .thread_loaded_list()
+        .map_err(|e| super::server::error(&e))?;
+    if !loaded.iter().any(|t| t == thread) {
+        return Err(ServerError::new(
+            ServerErrorKind::UnknownThread,
+            "the server does not hold the session's thread",
+        ));
+    }
     c.thread_resume(thread)
         .map_err(|e| super::server::error(&e))?;
     let (id, req) = c

@@ -105,11 +105,21 @@ fn holders(wanted: &[&Path]) -> HashMap<PathBuf, ProcessId> {
 
 /// Whether `pid` is Codex's managed app-server daemon (the TUI's default mode starts it as
 /// `codex app-server --listen unix:// --managed-daemon`; it outlives the TUI).
-fn is_managed_daemon(pid: u32) -> bool {
+pub(super) fn is_managed_daemon(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
         let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
         args.contains(&&b"app-server"[..]) && args.contains(&&b"--managed-daemon"[..])
     })
+}
+
+/// Whether this process runs under Codex's managed daemon (a hook of a thread the daemon
+/// holds: its hooks are the daemon's children, facts/answering-codex.md §3), looking a few
+/// parents up (a shell may stand between).
+pub(super) fn under_managed_daemon() -> bool {
+    evidence::ancestors(5)
+        .into_iter()
+        .skip(1)
+        .any(is_managed_daemon)
 }
 
 /// The working directories of the Codex TUIs running (processes of a binary named `codex`
@@ -146,7 +156,7 @@ fn liveness(
     found: &HashMap<PathBuf, ProcessId>,
     tuis: &mut Option<Vec<PathBuf>>,
 ) -> Option<Evidence> {
-    let (holder, record) = match s.process {
+    let (holder, record) = match s.process_id() {
         Some(p) if !evidence::alive(p) => {
             let whose = if launched_by_spex(s) {
                 "the project's server, which spex started for this thread,"
@@ -266,6 +276,7 @@ mod tests {
                 partial: None,
                 open_calls: Vec::new(),
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         };

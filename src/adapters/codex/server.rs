@@ -205,6 +205,14 @@ impl SessionServer for CodexServer {
         super::answer::answer(ctx, thread, a, r)
     }
 
+    fn own_server(
+        &self,
+        env: &crate::env::Env,
+        s: &crate::store::session::Session,
+    ) -> Option<std::path::PathBuf> {
+        super::answer::daemon_socket(env, s)
+    }
+
     fn tui_argv(&self, ctx: &ServerCtx, thread: &str) -> Vec<String> {
         let mut argv = vec![ctx.binary.to_string_lossy().into_owned()];
         argv.extend(ctx.args.iter().cloned());

@@ -15,6 +15,7 @@
 //! | `both` | patch, then shell, then final |
 //! | `spawn` | `multi_agent_v1.spawn_agent` (needs a model slug with that namespace, e.g. `gpt-5.4`), then final |
 //! | `escalate` | `exec_command` with `sandbox_permissions: require_escalated` (approval), then final |
+//! | `ask` | `request_user_input` with one question (id `color`: options `Red`, `Blue`; Codex runs it in Plan mode only), then final quoting the answer as `LAST_OUTPUT=<output>` |
 //! | `hang` | `response.created`, then `: keepalive` comments every second until the server is dropped or the hang limit passes (`HANG=<secs>` in the prompt, else the server's limit, default 120 s), then a message |
 //! | `fail` | HTTP 500 |
 //! | `failonce` | HTTP 500 for the first `failonce` request this server sees, then one assistant message |
@@ -222,6 +223,31 @@ fn escalate_call() -> Value {
         "call_id": cid, "name": "exec_command", "arguments": args.to_string()}))
 }
 
+fn ask_call() -> Value {
+    let cid = call_id();
+    let args = json!({"questions": [{"id": "color", "header": "Color",
+        "question": "Which color should I use?",
+        "options": [{"label": "Red", "description": "warm"},
+                    {"label": "Blue", "description": "cold"}]}]});
+    output_item_done(&json!({"type": "function_call", "id": format!("fc_{cid}"),
+        "call_id": cid, "name": "request_user_input", "arguments": args.to_string()}))
+}
+
+/// The output of the newest tool call in the request's input.
+fn last_output(body: &Value) -> String {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rev()
+        .find(|i| i["type"].as_str().is_some_and(|t| t.ends_with("_output")))
+        .map(|i| match &i["output"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
 fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) -> io::Result<()> {
     let mut entry = req.log_entry();
     let path = req.path().trim_end_matches('/');
@@ -291,6 +317,8 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
         ("multipatch", 1) => patch_call(&tools, MULTIPATCH_2),
         ("spawn", 0) => spawn_call(),
         ("escalate", 0) => escalate_call(),
+        ("ask", 0) => ask_call(),
+        ("ask", _) => message(&format!("LAST_OUTPUT={}", last_output(&body))),
         _ => message(&format!("ok ({scenario}, {outs} tool outputs seen)")),
     };
     conn.sse_event("response.output_item.done", &item)?;
