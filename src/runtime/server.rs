@@ -651,6 +651,11 @@ impl<'a> Server<'a> {
             elapsed_ms: super::elapsed_ms(started),
             // The text goes to the server as data, never typed into a terminal.
             sanitized: false,
+            // The server's answer names the turn that runs with the text.
+            stages: vec![
+                super::StageAt::now("accepted", started),
+                super::StageAt::now("started", started),
+            ],
         })
     }
 

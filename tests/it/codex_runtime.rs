@@ -1234,3 +1234,57 @@ fn ctrl_c_during_a_codex_launch_stops_the_thread_and_says_so() {
         "the model got the prompt: {asked:?}"
     );
 }
+
+/// `spex deliver --wait-until done` into a Codex thread on spex's server: the stages with
+/// their times and the turn's outcome; exit 0 for a completed turn (the command ran), 4 for a
+/// failed one (the model API failed for good), with its state and why.
+#[test]
+fn deliver_wait_until_done_on_a_codex_thread_reports_the_outcome() {
+    let rig = Rig::start(true);
+    let launched = rig.launch(&rig.w.repo, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let deliver = |text: &str| {
+        rig.cmd(
+            &rig.w.repo,
+            &[
+                "deliver",
+                &id,
+                text,
+                "--wait-until",
+                "done",
+                "--timeout",
+                "120",
+                "--json",
+            ],
+        )
+        .output()
+        .unwrap()
+    };
+    let out = deliver("SCENARIO:patch");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {out:?}\n{}", rig.diag()));
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", pretty(&v), rig.diag());
+    assert_eq!(v["reached"], "done", "{}", pretty(&v));
+    assert_eq!(v["outcome"]["state"], "completed", "{}", pretty(&v));
+    assert_eq!(v["outcome"]["id"], v["turn_id"], "{}", pretty(&v));
+    let stages: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["accepted", "started", "done"], "{}", pretty(&v));
+    // The harness did the work: the patch's file is there.
+    assert!(rig.w.repo.join("hello.txt").is_file(), "{}", rig.diag());
+    let out = deliver("SCENARIO:fail");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {out:?}\n{}", rig.diag()));
+    assert_eq!(out.status.code(), Some(4), "{}\n{}", pretty(&v), rig.diag());
+    assert_eq!(v["reached"], "done", "{}", pretty(&v));
+    assert_eq!(v["outcome"]["state"], "failed", "{}", pretty(&v));
+    assert!(v["outcome"]["next"].is_string(), "{}", pretty(&v));
+    let shown = rig.show(&id);
+    crate::common::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
