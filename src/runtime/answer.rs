@@ -58,7 +58,7 @@ pub fn target(
     // The harness process counts where it runs one session (not a server shared by many).
     let own_process = adapters::lookup(&s.harness)
         .is_some_and(crate::seam::Harness::hook_env_names_session)
-        .then_some(s.process)
+        .then_some(s.process_id())
         .flatten();
     let inside = own_process
         .map(|p| p.pid)

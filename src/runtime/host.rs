@@ -1069,10 +1069,13 @@ fn record(
 /// The program ended: the record says so, with its exit, and a running turn ends with it.
 fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
     record(store, id, |s, events, now| {
-        s.exit_status = Some(ExitStatus {
-            code: exit.code,
-            signal: exit.signal,
-        });
+        s.exit_status = Some(
+            ExitStatus {
+                code: exit.code,
+                signal: exit.signal,
+            }
+            .into(),
+        );
         if s.status != Status::Exited {
             let before = s.state_key();
             let mut ended = s.exit("process exited", now, SOURCE);

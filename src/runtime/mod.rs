@@ -217,7 +217,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
 
 /// How a session's program ended, in a few words: why (as recorded) and its exit status.
 pub fn how_it_ended(s: &Session) -> String {
-    let status = s.exit_status.map(|e| match (e.code, e.signal) {
+    let status = s.exited_with().map(|e| match (e.code, e.signal) {
         (_, Some(sig)) => format!("signal {sig}"),
         (Some(code), None) => format!("exit code {code}"),
         (None, None) => "unknown status".to_owned(),
@@ -607,7 +607,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
     let harness_runs = host_record(store, id)
         .map(|r| r.child)
         .into_iter()
-        .chain(s.process)
+        .chain(s.process_id())
         .find(|&p| crate::seam::evidence::alive(p));
     if let Some(p) = harness_runs {
         return Err(RuntimeError::Refused {
@@ -634,16 +634,18 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
         };
         s.status = Status::Starting;
         s.exit_reason = None;
-        s.attention = None;
+        // What was still open (a failed turn's attention outlives the exit) closes unanswered,
+        // with its event, so every opened attention has its `attention.closed`.
+        let mut events: Vec<_> = s
+            .close_attention("resume", "unanswered")
+            .into_iter()
+            .collect();
         s.forget_process();
         s.updated_at = crate::store::now_rfc3339();
         let mut f = serde_json::Map::new();
         f.insert("harness".into(), l.harness.id().into());
-        (
-            Some(s),
-            vec![("session.resumed".to_owned(), "resume".to_owned(), f)],
-            (),
-        )
+        events.push(("session.resumed".to_owned(), "resume".to_owned(), f));
+        (Some(s), events, ())
     })?;
     start_host(l, store, id, &argv)
 }

@@ -549,7 +549,7 @@ impl<'a> Server<'a> {
                 )
             });
             "spex".clone_into(&mut s.launched_by);
-            s.process = server;
+            s.set_process(server);
             if s.status == Status::Starting {
                 s.status = Status::Idle;
             }
@@ -887,7 +887,7 @@ impl<'a> Server<'a> {
             s.status = Status::Idle;
             s.exit_reason = None;
             s.forget_process();
-            s.process = server;
+            s.set_process(server);
             "spex".clone_into(&mut s.launched_by);
             s.stamp(before, &now, "resume", None);
             s.updated_at = now;

@@ -89,7 +89,7 @@ pub type Watch = Vec<PathBuf>;
 pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     let mut out = Vec::new();
     if s.process.is_none() {
-        s.process = ev.process;
+        s.process = ev.process.map(Into::into);
     }
     s.observed.clone_from(&ev.observed);
     if ev.attended.is_some() {

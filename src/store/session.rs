@@ -358,6 +358,25 @@ pub struct ExitStatus {
     pub signal: Option<i32>,
 }
 
+/// A record member of a plain (`Copy`) type, with the members a newer spex wrote beside its
+/// own: kept, and written back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kept<T> {
+    #[serde(flatten)]
+    pub known: T,
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
+}
+
+impl<T> From<T> for Kept<T> {
+    fn from(known: T) -> Self {
+        Kept {
+            known,
+            other: serde_json::Map::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeclaredState {
@@ -482,7 +501,7 @@ pub struct Session {
     pub name: Option<String>,
     /// The harness process, recorded when first seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process: Option<ProcessId>,
+    pub process: Option<Kept<ProcessId>>,
     /// The harness's own log of the session (from the hook payloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<PathBuf>,
@@ -502,13 +521,31 @@ pub struct Session {
     #[serde(default)]
     pub flags: Flags,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_status: Option<ExitStatus>,
+    pub exit_status: Option<Kept<ExitStatus>>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,
 }
 
 impl Session {
+    /// The harness process, when recorded.
+    pub fn process_id(&self) -> Option<ProcessId> {
+        self.process.as_ref().map(|p| p.known)
+    }
+
+    /// Records the harness process; what a newer spex kept beside it stays while it is the
+    /// same process.
+    pub fn set_process(&mut self, p: Option<ProcessId>) {
+        if self.process_id() != p {
+            self.process = p.map(Into::into);
+        }
+    }
+
+    /// How the harness process ended, when known.
+    pub fn exited_with(&self) -> Option<ExitStatus> {
+        self.exit_status.as_ref().map(|e| e.known)
+    }
+
     /// What people read for this session: its handle (the full id until it has one).
     pub fn label(&self) -> &str {
         self.handle.as_deref().unwrap_or(&self.id)

@@ -12,8 +12,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::session::{
-    Answering, Attention, Choice, Declared, ErrorKind, ExitStatus, Flags, ProcessId, Question,
-    Session, Status, Timeout, Turn, TurnState, Via,
+    Answering, Attention, Choice, Declared, ErrorKind, ExitStatus, Flags, Kept, ProcessId,
+    Question, Session, Status, Timeout, Turn, TurnState, Via,
 };
 
 /// A record with its `live` (see `runtime::live`).
@@ -28,7 +28,7 @@ pub struct SortedRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     exit_reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    exit_status: Option<ExitStatus>,
+    exit_status: Option<&'a Kept<ExitStatus>>,
     flags: SortedFlags<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     handle: Option<&'a str>,
@@ -43,7 +43,7 @@ pub struct SortedRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     observed: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    process: Option<ProcessId>,
+    process: Option<&'a Kept<ProcessId>>,
     project: &'a Path,
     schema: u32,
     seq: u64,
@@ -255,7 +255,7 @@ impl<'a> SortedRecord<'a> {
                 },
             ),
             exit_reason: exit_reason.as_deref(),
-            exit_status: *exit_status,
+            exit_status: exit_status.as_ref(),
             flags: SortedFlags {
                 attentions: *attentions,
                 completed_calls,
@@ -274,7 +274,7 @@ impl<'a> SortedRecord<'a> {
             live,
             name: name.as_deref(),
             observed: observed.as_deref(),
-            process: *process,
+            process: process.as_ref(),
             project,
             schema: *schema,
             seq: *seq,
@@ -428,9 +428,12 @@ mod tests {
             headline: Some("a headline".into()),
             handle: Some("9289b".into()),
             name: Some("fix-login".into()),
-            process: Some(ProcessId {
-                pid: 42,
-                start: 123_456,
+            process: Some(Kept {
+                known: ProcessId {
+                    pid: 42,
+                    start: 123_456,
+                },
+                other: newer("zz_process"),
             }),
             transcript: Some("/h/.agent/rollout.jsonl".into()),
             observed: Some("busy".into()),
@@ -447,9 +450,12 @@ mod tests {
                 attentions: 3,
                 other: newer("zz_flags"),
             },
-            exit_status: Some(ExitStatus {
-                code: Some(1),
-                signal: None,
+            exit_status: Some(Kept {
+                known: ExitStatus {
+                    code: Some(1),
+                    signal: None,
+                },
+                other: newer("zz_exit_status"),
             }),
             other: newer("zz_record"),
         }

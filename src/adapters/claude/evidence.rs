@@ -101,7 +101,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
     let Some(e) = entry else {
         // No registry file: a clean exit deletes it (SessionEnd says so); a recorded process
         // that is gone without one died.
-        let p = s.process?;
+        let p = s.process_id()?;
         return (!evidence::alive(p)).then(|| Evidence {
             attended: None,
             process: None,
@@ -169,7 +169,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
         _ => (None, None),
     };
     let observed = e.status.clone();
-    let changed = finding.is_some() || s.process != Some(process) || observed != s.observed;
+    let changed = finding.is_some() || s.process_id() != Some(process) || observed != s.observed;
     changed.then_some(Evidence {
         attended: None,
         process: Some(process),
@@ -279,10 +279,13 @@ mod tests {
         let ev = judge(&s, Some(&e)).unwrap();
         assert_eq!(ev.finding, Some(Finding::Gone("process gone")));
         let mut s = running(T0);
-        s.process = Some(ProcessId {
-            pid: std::process::id(),
-            start: 1,
-        });
+        s.process = Some(
+            ProcessId {
+                pid: std::process::id(),
+                start: 1,
+            }
+            .into(),
+        );
         let ev = judge(&s, None).unwrap();
         assert_eq!(ev.finding, Some(Finding::Gone("process gone")));
     }
