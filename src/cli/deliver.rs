@@ -140,7 +140,7 @@ fn staged(
         loop {
             let s = reconcile::session(env, store, id)?;
             let s = runtime::reconcile_hosted(env, store, &s).unwrap_or(s);
-            let s = runtime::budget::judge(env, store, s, &mut runtime::budget::Book::default());
+            let s = runtime::judge::judge(env, store, s, &mut runtime::budget::Book::default());
             let turn = s.turn.as_ref().filter(|t| match &d.turn_id {
                 Some(tid) => t.id.as_deref() == Some(tid.as_str()),
                 None => {

@@ -108,7 +108,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let records: Vec<Session> = reconcile::sessions(env, &store)?
         .into_iter()
         .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
-        .map(|s| runtime::budget::judge(env, &store, s, &mut book))
+        .map(|s| runtime::judge::judge(env, &store, s, &mut book))
         // Records that never ran a turn say nothing, except a live session spex started.
         .filter(|s| {
             args.all
@@ -179,7 +179,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let id = store.resolve(&args.id)?;
     let s = reconcile::session(env, &store, &id)?;
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
-    let s = runtime::budget::judge(env, &store, s, &mut runtime::budget::Book::default());
+    let s = runtime::judge::judge(env, &store, s, &mut runtime::budget::Book::default());
     let events = store.events(&id, Some(args.events))?;
     if args.json {
         output::json(
@@ -409,8 +409,8 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
         let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
         // A session nobody else judges is judged here, and the wait wakes at its budget's
         // deadline (no hook or file event may come then).
-        let s = runtime::budget::judge(env, &store, s, &mut book);
-        let budget_at = runtime::budget::deadline(env, &s, &mut book);
+        let s = runtime::judge::judge(env, &store, s, &mut book);
+        let budget_at = runtime::judge::deadline(env, &s, &mut book);
         if let Some(h) = adapters::lookup(&s.harness) {
             for d in h.evidence_dirs(env, &s) {
                 // A folder that does not exist yet is picked up on a later pass.

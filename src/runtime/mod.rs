@@ -6,6 +6,7 @@
 pub mod answer;
 pub mod budget;
 pub mod host;
+pub mod judge;
 pub mod protocol;
 pub mod server;
 
