@@ -8,6 +8,7 @@ use anyhow::Context;
 use super::args::project;
 use super::outcome::Outcome;
 use super::output::{self, Style};
+use super::turns::{clock, turn_detail, turn_sentence_with};
 use crate::adapters;
 use crate::env::Env;
 use crate::reconcile;
@@ -78,57 +79,6 @@ fn branch_cell(s: &Session) -> String {
     }
 }
 
-/// `12:03:41` of an RFC 3339 time of today, `2026-11-24 12:03:41` of an earlier day.
-fn clock(t: &str) -> String {
-    clock_on(t, &crate::store::now_rfc3339())
-}
-
-fn clock_on(t: &str, now: &str) -> String {
-    match (t.get(..10), t.get(11..19)) {
-        (Some(day), Some(time)) if Some(day) == now.get(..10) => time.to_owned(),
-        (Some(day), Some(time)) => format!("{day} {time}"),
-        _ => t.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod clock_tests {
-    #[test]
-    fn a_time_of_an_earlier_day_shows_its_date() {
-        let now = "2026-11-25T09:00:00Z";
-        assert_eq!(super::clock_on("2026-11-25T08:01:02Z", now), "08:01:02");
-        assert_eq!(
-            super::clock_on("2026-11-24T23:59:59Z", now),
-            "2026-11-24 23:59:59"
-        );
-        assert_eq!(super::clock_on("garbage", now), "garbage");
-    }
-}
-
-/// A turn's state and why: `failed (model_error): API Error: 400 ...; next: ...`, a
-/// `partial_failed` turn's kept text named apart, never as the answer.
-fn turn_sentence(s: &Session, t: &crate::store::session::Turn) -> String {
-    let mut out = t.state.as_str().to_owned();
-    out.push_str(&turn_detail(t));
-    out.push_str(&s.children_phrase());
-    if let Some(kind) = t.error_kind {
-        out.push_str(&format!(" ({})", kind.as_str()));
-    }
-    if let Some(note) = &t.note {
-        out.push_str(&format!(": {note}"));
-    }
-    if let Some(p) = &t.partial {
-        out.push_str(&format!(
-            "; partial text kept apart ({} chars, `spex show --json`)",
-            p.chars().count()
-        ));
-    }
-    if let Some(next) = &t.next {
-        out.push_str(&format!("; next: {next}"));
-    }
-    out
-}
-
 /// One sub-agent: `a4c7e6eb general-purpose completed in 0.1 s: its last line`.
 fn child_line(c: &crate::store::session::Child, now: &str) -> String {
     let end = c.ended_at.as_deref().unwrap_or(now);
@@ -171,37 +121,6 @@ fn usage_line(s: &Session) -> Option<String> {
     Some(parts.join("; "))
 }
 
-/// What a turn's state alone does not say: who interrupted it, what spex did about a turn
-/// past its budget, since when a running turn is stalled (" by spex interrupt").
-fn turn_detail(t: &crate::store::session::Turn) -> String {
-    let mut out = String::new();
-    if let Some(by) =
-        t.by.as_deref()
-            .filter(|_| t.state == TurnState::Interrupted)
-    {
-        out.push_str(&format!(" by {by}"));
-    }
-    if let Some(x) = t
-        .timeout
-        .as_ref()
-        .filter(|_| t.state == TurnState::TimedOut)
-    {
-        out.push_str(match (x.action.as_str(), &x.interrupt_sent_at) {
-            ("interrupt", Some(_)) => ", interrupted by spex (onTimeout: interrupt)",
-            ("interrupt", None) => ", to be interrupted by spex (onTimeout: interrupt)",
-            _ => ", marked only (onTimeout: mark)",
-        });
-    }
-    if let Some(at) = t
-        .stalled_at
-        .as_deref()
-        .filter(|_| t.state == TurnState::Running)
-    {
-        out.push_str(&format!(", stalled since {}", clock(at)));
-    }
-    out
-}
-
 /// One line: the state, since when, and what set it ("idle since 12:03:41, turn interrupted:
 /// Claude's registry went busy -> idle with no Stop").
 fn explain(s: &Session) -> String {
@@ -231,7 +150,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let records: Vec<Session> = reconcile::sessions(env, &store)?
         .into_iter()
         .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
-        .map(|s| runtime::budget::judge(env, &store, s, &mut book))
+        .map(|s| runtime::judge::judge(env, &store, s, &mut book))
         // Records that never ran a turn say nothing, except a live session spex started.
         .filter(|s| {
             args.all
@@ -304,7 +223,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let id = store.resolve(&args.id)?;
     let s = reconcile::session(env, &store, &id)?;
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
-    let s = runtime::budget::judge(env, &store, s, &mut runtime::budget::Book::default());
+    let s = runtime::judge::judge(env, &store, s, &mut runtime::budget::Book::default());
     let events = store.events(&id, Some(args.events))?;
     if args.json {
         output::json(
@@ -542,8 +461,8 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
         let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
         // A session nobody else judges is judged here, and the wait wakes at its budget's
         // deadline (no hook or file event may come then).
-        let s = runtime::budget::judge(env, &store, s, &mut book);
-        let budget_at = runtime::budget::deadline(env, &s, &mut book);
+        let s = runtime::judge::judge(env, &store, s, &mut book);
+        let budget_at = runtime::judge::deadline(env, &s, &mut book);
         if let Some(h) = adapters::lookup(&s.harness) {
             for d in h.evidence_dirs(env, &s) {
                 // A folder that does not exist yet is picked up on a later pass.
@@ -585,7 +504,7 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             } else if let Some(t) = s.turn.as_ref().filter(|_| turn_end) {
                 output::print(&format!(
                     "{handle} turn {}\n",
-                    visible(&turn_sentence(&s, t))
+                    visible(&turn_sentence_with(t, &s.children_phrase()))
                 ));
             } else {
                 output::print(&format!("{handle} {}\n", s.status.as_str()));

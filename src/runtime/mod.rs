@@ -6,6 +6,7 @@
 pub mod answer;
 pub mod budget;
 pub mod host;
+pub mod judge;
 pub mod protocol;
 pub mod server;
 
@@ -634,16 +635,18 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
         };
         s.status = Status::Starting;
         s.exit_reason = None;
-        s.attention = None;
+        // What was still open (a failed turn's attention outlives the exit) closes unanswered,
+        // with its event, so every opened attention has its `attention.closed`.
+        let mut events: Vec<_> = s
+            .close_attention("resume", "unanswered")
+            .into_iter()
+            .collect();
         s.forget_process();
         s.updated_at = crate::store::now_rfc3339();
         let mut f = serde_json::Map::new();
         f.insert("harness".into(), l.harness.id().into());
-        (
-            Some(s),
-            vec![("session.resumed".to_owned(), "resume".to_owned(), f)],
-            (),
-        )
+        events.push(("session.resumed".to_owned(), "resume".to_owned(), f));
+        (Some(s), events, ())
     })?;
     start_host(l, store, id, &argv)
 }
@@ -1162,6 +1165,28 @@ pub struct Delivery {
     /// Control characters in the text (a paste's end, keys) were made visible instead of
     /// typed, so the prompt arrived as one paste (see `seam::neutralize_paste`).
     pub sanitized: bool,
+    /// The stages reached so far, in order: `accepted` (the harness took the text), `started`
+    /// (a turn runs with it), `done` (that turn ended).
+    pub stages: Vec<StageAt>,
+}
+
+/// A delivery stage reached, and when.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageAt {
+    pub stage: &'static str,
+    pub at: String,
+    /// Since the delivery began.
+    pub elapsed_ms: u64,
+}
+
+impl StageAt {
+    pub fn now(stage: &'static str, since: Instant) -> StageAt {
+        StageAt {
+            stage,
+            at: crate::store::now_rfc3339(),
+            elapsed_ms: elapsed_ms(since),
+        }
+    }
 }
 
 /// Whether the session's attention is a dialog of the harness (a permission, a question the
@@ -1248,6 +1273,8 @@ pub fn deliver(
             submit: true,
         },
     )?;
+    // Typed in: an idle harness takes it up as a turn, a busy one queues it.
+    let mut stages = vec![StageAt::now("accepted", started)];
     if mode == Mode::Queued && !wait_queued {
         return Ok(Delivery {
             delivered: true,
@@ -1256,6 +1283,7 @@ pub fn deliver(
             confirmed: false,
             elapsed_ms: elapsed_ms(started),
             sanitized,
+            stages,
         });
     }
     let want = harness.normalize_prompt(&text);
@@ -1330,6 +1358,10 @@ pub fn deliver(
             confirmed: true,
             elapsed_ms: elapsed_ms(started),
             sanitized,
+            stages: {
+                stages.push(StageAt::now("started", started));
+                stages
+            },
         }),
         None => Err(RuntimeError::NotConfirmed {
             id: id.to_owned(),
@@ -1338,7 +1370,7 @@ pub fn deliver(
     }
 }
 
-pub(crate) fn elapsed_ms(since: Instant) -> u64 {
+pub fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -118,6 +118,9 @@ pub struct Failure {
     pub kind: ErrorKind,
     /// Useful assistant text written before the failure (the turn is then `partial_failed`).
     pub partial: Option<String>,
+    /// When the harness wrote the first of that text, where it says: text written before the
+    /// turn began is an earlier turn's answer, never this turn's partial text.
+    pub partial_at: Option<String>,
 }
 
 impl Failure {
@@ -126,6 +129,7 @@ impl Failure {
             error: error.into(),
             kind,
             partial: None,
+            partial_at: None,
         }
     }
 }
@@ -167,6 +171,9 @@ pub struct Attention {
     /// An answer being applied (`spex answer` sent it and waits for the harness to confirm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answering: Option<Answering>,
+    /// The hook process that waits for an answer to it (`via` is then `hook`), while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<ProcessId>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,
@@ -1083,11 +1090,24 @@ impl Session {
     /// else `failed`, with the error as its note, its kind and the next step; the failure
     /// becomes the session's attention (a person should look). Nothing when no turn runs.
     pub fn fail_turn(&mut self, failure: &Failure, now: &str, source: &str) -> Vec<NewEvent> {
+        // Text from before the turn began is an earlier answer (Claude may fail a request before
+        // it writes the turn's prompt into its transcript).
+        let started = self
+            .turn
+            .as_ref()
+            .and_then(|t| super::parse_time(&t.started_at));
+        let earlier = match (
+            failure.partial_at.as_deref().and_then(super::parse_time),
+            started,
+        ) {
+            (Some(at), Some(started)) => at < started,
+            _ => false,
+        };
         let partial = failure
             .partial
             .as_deref()
             .map(str::trim)
-            .filter(|p| !p.is_empty());
+            .filter(|p| !p.is_empty() && !earlier);
         let state = if partial.is_some() {
             TurnState::PartialFailed
         } else {
@@ -2152,6 +2172,32 @@ mod tests {
                 .judge_budgets(&stall_only, at("11:00:00"), None, false, "t")
                 .is_empty()
         );
+    }
+
+    /// Found live: a request that fails at once, before Claude writes the turn's prompt into
+    /// its transcript, left the previous turn's answer as the "partial" text.
+    #[test]
+    fn text_written_before_the_turn_began_is_no_partial_text() {
+        let failure = |at: &str| Failure {
+            partial: Some("an answer".into()),
+            partial_at: Some(at.into()),
+            ..Failure::new("API Error: 400", ErrorKind::ModelError)
+        };
+        let mut s = running_at_ten();
+        s.fail_turn(
+            &failure("2026-11-26T09:59:58.000Z"),
+            "2026-11-26T10:00:01.000Z",
+            "t",
+        );
+        assert_eq!(s.turn.as_ref().unwrap().state, TurnState::Failed);
+        assert_eq!(s.turn.as_ref().unwrap().partial, None);
+        let mut s = running_at_ten();
+        s.fail_turn(
+            &failure("2026-11-26T10:00:00.500Z"),
+            "2026-11-26T10:00:01.000Z",
+            "t",
+        );
+        assert_eq!(s.turn.as_ref().unwrap().state, TurnState::PartialFailed);
     }
 
     #[test]

@@ -412,3 +412,72 @@ fn an_interrupt_mid_tool_closes_the_call_as_interrupted_and_wait_exits_4() {
     crate::common::assert_grammar(&rec, &events, &diag);
     stop(&w, &fake, &id);
 }
+
+/// `spex deliver --wait-until done` into a hosted Claude session: the stages with their
+/// times, exit 0 for a completed turn and 4 (with the state and why) for a failed one.
+#[test]
+fn deliver_wait_until_done_reports_the_stages_and_the_turns_outcome() {
+    use crate::runtime::{host_log, screen, stop};
+    let (w, fake, id) = launch_hosted("{ \"harnesses\": [\"claude\"] }\n", "USE_NONE first");
+    let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
+    wait_until(&w, &id, SETTLE, |r, _| {
+        r["status"] == "idle" && r["turn"]["state"] == "completed"
+    })
+    .unwrap_or_else(|d| panic!("the first turn never ended\n{d}\n{}", diag()));
+    let deliver = |prompt: &str, json: bool| {
+        let mut args = vec![
+            "deliver",
+            &id,
+            prompt,
+            "--wait-until",
+            "done",
+            "--timeout",
+            "120",
+        ];
+        if json {
+            args.push("--json");
+        }
+        crate::runtime::spex_cmd(&w, &fake, &args).output().unwrap()
+    };
+    let out = deliver("USE_NONE second", true);
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", out, diag()));
+    assert_eq!(out.status.code(), Some(0), "{v}\n{}", diag());
+    assert_eq!(v["reached"], "done", "{v}");
+    assert_eq!(v["outcome"]["state"], "completed", "{v}");
+    let stages: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["accepted", "started", "done"], "{v}");
+    let ms: Vec<u64> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["elapsed_ms"].as_u64().unwrap())
+        .collect();
+    assert!(ms.windows(2).all(|p| p[0] <= p[1]), "{v}");
+    assert!(v["stages"][0]["at"].is_string(), "{v}");
+    // The model got the text and answered it.
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r["body"].to_string().contains("USE_NONE second")),
+        "{}",
+        diag()
+    );
+    let out = deliver("FAIL=400 third", false);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(4), "{text}\n{}", diag());
+    assert!(
+        text.contains("done, turn failed (model_error)"),
+        "{text}\n{}",
+        diag()
+    );
+    let (rec, events) = wait_until(&w, &id, SETTLE, |r, _| r["turn"]["state"] == "failed")
+        .unwrap_or_else(|d| panic!("{d}"));
+    crate::common::assert_grammar(&rec, &events, &diag);
+    stop(&w, &fake, &id);
+}

@@ -6,6 +6,7 @@ mod answer;
 mod evidence;
 mod failure;
 mod slash;
+mod transcript;
 mod usage;
 
 use std::path::{Path, PathBuf};
@@ -282,9 +283,16 @@ impl Harness for Claude {
             EVENTS
                 .iter()
                 .map(|e| {
+                    // The waiting hook's timeout outlasts its wait, so it is never killed while
+                    // it waits (facts/answering-claude.md §4.5).
+                    let timeout = if answer::waits(e) {
+                        HOOK_TIMEOUT_SECS + ctx.answer_wait_secs
+                    } else {
+                        HOOK_TIMEOUT_SECS
+                    };
                     (
                         (*e).to_owned(),
-                        super::hook_group(&ctx.hook_command(self.id(), e), HOOK_TIMEOUT_SECS),
+                        super::hook_group(&ctx.hook_command(self.id(), e), timeout),
                     )
                 })
                 .collect()
@@ -415,13 +423,29 @@ impl Harness for Claude {
             r.usage = usage;
             r.cursor = Some(next);
         }
-        if failed_unread {
-            let (text, caught_up) = failure::partial_text(transcript);
-            // Until the transcript has the failure, it may not have the text before it
-            // either: read again next time, for a while.
-            let ended = s.turn.as_ref().and_then(|t| t.ended_at.as_deref());
-            let long_ago = ended
-                .and_then(crate::store::parse_time)
+        if let Some(turn) = s.turn.as_ref().filter(|_| failed_unread) {
+            let written = failure::partial_text(transcript);
+            let at = crate::store::parse_time;
+            let started = at(&turn.started_at);
+            // Written since the turn began (not an earlier turn's answer).
+            let since_start = |t: Option<&str>| match (t.and_then(at), started) {
+                (Some(t), Some(start)) => t >= start,
+                (None, _) | (_, None) => true,
+            };
+            let text = written
+                .text
+                .filter(|(_, first)| since_start(first.as_deref()))
+                .map(|(text, _)| text);
+            let caught_up = written
+                .error_at
+                .as_deref()
+                .is_some_and(|t| since_start(Some(t)));
+            // Until the transcript has the failure, it may lack the text before it too: read
+            // again next time, for a while.
+            let long_ago = turn
+                .ended_at
+                .as_deref()
+                .and_then(at)
                 .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
                 .is_some_and(|d| d > TRANSCRIPT_LAG);
             if text.is_some() || caught_up || long_ago {
@@ -588,6 +612,13 @@ impl Claude {
                     format!("{tool}: {what}")
                 }));
                 ev.ask = Some(answer::ask(&tool, &input, p));
+                // The payload names no call: the transcript does (read on this hook only).
+                if ev.call_id.is_none() {
+                    ev.call_id = ev
+                        .transcript
+                        .as_deref()
+                        .and_then(|t| transcript::pending_call(Path::new(t), &tool, &input));
+                }
                 Kind::PermissionRequest
             }
             "Notification" => match s(p, "notification_type").as_deref() {
