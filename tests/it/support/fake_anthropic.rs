@@ -15,6 +15,7 @@
 //! |---|---|---|
 //! | `USE_NONE` | none | text `PLAIN_ANSWER_OK` |
 //! | `USE_BASH` | Bash `echo hi-from-bash > bash_out.txt && cat bash_out.txt` | final |
+//! | `USE_BASHCMD <<cmd>>` | Bash `cmd` | final |
 //! | `USE_SLOWBASH` | Bash `sleep 20; echo slow > slow_out.txt` | final |
 //! | `USE_BASHFAIL` | Bash `echo failing >&2; exit 3` | final |
 //! | `USE_ENV` | Bash `env \| sort > tool_env.txt` | final |
@@ -400,6 +401,16 @@ fn script_for(
         vec![(
             "Bash",
             json!({"command": "sleep 20; echo slow > slow_out.txt", "description": "Slow command"}),
+        )]
+    } else if user_text.contains("USE_BASHCMD") {
+        // The command between `<<` and `>>`.
+        let cmd = user_text
+            .split_once("<<")
+            .and_then(|(_, rest)| rest.split_once(">>"))
+            .map_or("true", |(c, _)| c);
+        vec![(
+            "Bash",
+            json!({"command": cmd, "description": "Run the requested command"}),
         )]
     } else if user_text.contains("USE_BASH") {
         vec![(
