@@ -481,3 +481,49 @@ fn deliver_wait_until_done_reports_the_stages_and_the_turns_outcome() {
     crate::common::assert_grammar(&rec, &events, &diag);
     stop(&w, &fake, &id);
 }
+
+/// Hosted: a Bash call (`sleep 20`) longer than the stall budget, with no hook and nothing new
+/// on the screen but its spinner and clock, is marked `turn.stalled` by the host; the call's
+/// end resumes it (`turn.resumed`) and the turn completes: one ending, the call paired.
+#[test]
+fn a_stalled_tool_call_is_marked_then_resumes_and_the_turn_completes() {
+    use crate::runtime::{host_log, screen, stop};
+    let (w, fake, id) = launch_hosted(
+        "{ \"harnesses\": [\"claude\"], \"stallTimeout\": \"5s\" }\n",
+        "Please run a slow command. USE_SLOWBASH",
+    );
+    let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
+    let (rec, _) = wait_until(&w, &id, SETTLE, |_, ev| {
+        ev.iter().any(|e| e["kind"] == "turn.stalled")
+    })
+    .unwrap_or_else(|d| panic!("the turn was never marked stalled\n{d}\n{}", diag()));
+    assert_eq!(rec["status"], "working", "a stall is no ending\n{}", diag());
+    assert_eq!(rec["turn"]["state"], "running", "{}", diag());
+    let show = String::from_utf8_lossy(&w.spex(&w.repo, &["show", &id]).stdout).into_owned();
+    assert!(
+        show.contains("running, stalled since"),
+        "{show}\n{}",
+        diag()
+    );
+    let table = String::from_utf8_lossy(&w.spex(&w.repo, &["sessions"]).stdout).into_owned();
+    assert!(table.contains("stalled:"), "{table}\n{}", diag());
+    let (rec, events) = wait_until(&w, &id, Duration::from_mins(2), |r, _| {
+        r["turn"]["state"] == "completed"
+    })
+    .unwrap_or_else(|d| panic!("the turn never completed\n{d}\n{}", diag()));
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    let at = |k: &str| kinds.iter().position(|x| *x == k);
+    assert!(
+        at("turn.stalled") < at("turn.resumed") && at("turn.resumed") < at("turn.completed"),
+        "{kinds:?}\n{}",
+        diag()
+    );
+    assert_eq!(endings(&events), ["turn.completed"], "{}", diag());
+    assert!(
+        w.repo.join("slow_out.txt").is_file(),
+        "the command ran to its end\n{}",
+        diag()
+    );
+    crate::common::assert_grammar(&rec, &events, &diag);
+    stop(&w, &fake, &id);
+}
