@@ -312,6 +312,27 @@ impl Shared {
                     s.stamp(before, now, SOURCE, Some(why.into()));
                 });
             }
+            // A dialog that gives way to the idle prompt with no interrupt key typed: its
+            // request was denied, which stops the turn (Claude's `No`, no hook follows).
+            Activity::Idle if before == Some(Activity::Waiting) => {
+                record(&self.store, &self.id, |s, events, now| {
+                    if s.status != Status::NeedsAttention {
+                        return;
+                    }
+                    let before = s.state_key();
+                    let why = "the dialog was denied: the prompt came back and the turn ended";
+                    let ended = s.end_turn(
+                        TurnState::Interrupted,
+                        now,
+                        SOURCE,
+                        serde_json::json!({ "reason": why, "by": "denial" }),
+                    );
+                    events.extend(ended);
+                    events.extend(s.clear_attention(SOURCE));
+                    s.status = Status::Idle;
+                    s.stamp(before, now, SOURCE, Some(why.into()));
+                });
+            }
             Activity::Busy if before == Some(Activity::Waiting) => {
                 record(&self.store, &self.id, |s, events, now| {
                     if s.status == Status::NeedsAttention {

@@ -527,3 +527,54 @@ fn a_stalled_tool_call_is_marked_then_resumes_and_the_turn_completes() {
     crate::common::assert_grammar(&rec, &events, &diag);
     stop(&w, &fake, &id);
 }
+
+/// Esc typed by a person at the hosted session's terminal (`spex attach`, a terminal the test
+/// owns) mid-Bash: the turn ends `interrupted`, `by: terminal`; the command is killed.
+#[test]
+fn esc_at_the_terminal_is_an_interrupt_by_the_terminal() {
+    use crate::runtime::{host_log, screen, spex_cmd, stop};
+    let (w, fake, id) = launch_hosted(
+        "{ \"harnesses\": [\"claude\"] }\n",
+        "Please run a slow command. USE_SLOWBASH",
+    );
+    let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
+    wait_until(&w, &id, SETTLE, |_, ev| {
+        ev.iter()
+            .any(|e| e["kind"] == "tool.started" && e["tool"] == "Bash")
+    })
+    .unwrap_or_else(|d| panic!("the slow Bash call never started\n{d}\n{}", diag()));
+    let wait = waiter(&w, &id);
+    let mut cmd = spex_cmd(&w, &fake, &["attach", &id]);
+    cmd.env("LANG", "C.UTF-8");
+    let t = crate::support::term::Term::spawn(&cmd, 40, 120);
+    t.wait_for("Bash(sleep 20", Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
+    t.send(b"\x1b");
+    let out = wait.wait_with_output().expect("spex wait");
+    let (rec, events) = wait_until(&w, &id, SETTLE, |r, _| r["turn"]["state"] != "running")
+        .unwrap_or_else(|d| panic!("turn never ended\n{d}"));
+    let diag = || {
+        format!(
+            "wait {:?} {:?}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            diag()
+        )
+    };
+    assert_eq!(rec["turn"]["state"], "interrupted", "{}", diag());
+    assert_eq!(rec["turn"]["by"], "terminal", "{}", diag());
+    assert_eq!(out.status.code(), Some(4), "{}", diag());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("turn interrupted by terminal"),
+        "{}",
+        diag()
+    );
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        processes_in(&w.repo, "sleep 20").is_empty()
+    });
+    assert!(gone, "the command still runs\n{}", diag());
+    crate::common::assert_grammar(&rec, &events, &diag);
+    drop(t);
+    stop(&w, &fake, &id);
+}
