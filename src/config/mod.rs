@@ -98,6 +98,9 @@ pub struct Config {
     pub event_log_bytes: u64,
     /// `turnTimeout`, `stallTimeout`, `onTimeout`.
     pub budgets: Budgets,
+    /// `answering.hookWaitSecs`: how long a hook that may wait for an answer from elsewhere
+    /// (`spex answer`) waits; 0: never.
+    pub answer_wait_secs: u64,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -129,6 +132,10 @@ pub fn control_key_name(byte: u8) -> String {
 
 /// Default bound of one session's event log (`store.eventLogBytes`).
 pub const EVENT_LOG_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Default of `answering.hookWaitSecs`: Claude Code's own default hook timeout, so a waiting
+/// hook outlives a person's absence of a few minutes.
+pub const ANSWER_WAIT_SECS: u64 = 600;
 
 /// The harness ids a configuration may name, handed in by the caller (from the adapter
 /// registry), so this module validates ids without knowing any.
@@ -173,6 +180,7 @@ impl Config {
             scrub: Vec::new(),
             detach_key: DETACH_KEY,
             event_log_bytes: EVENT_LOG_BYTES,
+            answer_wait_secs: ANSWER_WAIT_SECS,
             budgets: Budgets::default(),
             sources: Vec::new(),
         }
@@ -446,6 +454,36 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                     })?;
                 }
             }
+            "answering" => {
+                let Ast::Object(fields) = v else {
+                    return Err(layer.err(
+                        v.start(),
+                        "`answering` must be an object",
+                        "keys: `hookWaitSecs`",
+                    ));
+                };
+                for f in &fields.properties {
+                    let fk = name_of(&f.name);
+                    let parsed = match (fk.as_str(), &f.value) {
+                        ("hookWaitSecs", Ast::NumberLit(n)) => n.value.parse::<u64>().ok(),
+                        ("hookWaitSecs", _) => None,
+                        (other, _) => {
+                            return Err(layer.err(
+                                f.start(),
+                                format!("unknown key `answering.{other}`"),
+                                "keys: `hookWaitSecs`",
+                            ));
+                        }
+                    };
+                    cfg.answer_wait_secs = parsed.filter(|s| *s <= 86_400).ok_or_else(|| {
+                        layer.err(
+                            f.value.start(),
+                            "`answering.hookWaitSecs` must be a whole number of seconds, 0 to 86400",
+                            "e.g. 600 (the default); 0 turns the waiting hook off",
+                        )
+                    })?;
+                }
+            }
             "record" => {
                 let Ast::BooleanLit(b) = v else {
                     return Err(layer.err(
@@ -510,7 +548,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`",
                 ));
             }
         }

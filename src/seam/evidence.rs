@@ -55,24 +55,27 @@ pub fn process_start(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
+/// The parent of process `pid` (`/proc/<pid>/stat` field 4), `None` when there is no such
+/// process or its parent is init.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 4 (ppid) comes after the command name, which may hold `)`.
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+        .filter(|p| *p > 1)
+}
+
 /// The process ids from this process up towards init, at most `limit` of them.
 pub fn ancestors(limit: usize) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut pid = std::process::id();
-    while pid > 1 && out.len() < limit {
-        out.push(pid);
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let mut out = vec![std::process::id()];
+    while out.len() < limit {
+        let Some(p) = out.last().and_then(|p| parent_of(*p)) else {
             break;
         };
-        // Field 4 (ppid) comes after the command name, which may hold `)`.
-        let Some(ppid) = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        else {
-            break;
-        };
-        pid = ppid;
+        out.push(p);
     }
     out
 }

@@ -171,6 +171,9 @@ pub struct Attention {
     /// An answer being applied (`spex answer` sent it and waits for the harness to confirm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answering: Option<Answering>,
+    /// The hook process that waits for an answer to it (`via` is then `hook`), while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<ProcessId>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,

@@ -80,6 +80,8 @@ struct SortedAttention<'a> {
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     choices: &'a [Choice],
     #[serde(skip_serializing_if = "Option::is_none")]
+    hook: Option<&'a super::session::ProcessId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     kind: Option<&'a str>,
@@ -222,11 +224,13 @@ impl<'a> SortedRecord<'a> {
                      turn_id,
                      via,
                      answering,
+                     hook,
                      other,
                  }| SortedAttention {
                     answering: answering.as_ref(),
                     call_id: call_id.as_deref(),
                     choices,
+                    hook: hook.as_ref(),
                     id: id.as_deref(),
                     kind: kind.as_deref(),
                     questions,
@@ -392,6 +396,7 @@ mod tests {
                     choice: "deny".into(),
                     message: Some("no".into()),
                 }),
+                hook: Some(super::super::session::ProcessId { pid: 42, start: 7 }),
                 other: newer("zz_attention"),
             }),
             turn: Some(Turn {

@@ -9,15 +9,11 @@
 //! wrote before the failure. That text is only in the transcript (`transcript_path`), as the
 //! assistant messages since the turn's prompt; the tail is read once, on this rare hook only.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::store::session::{ErrorKind, Failure};
-
-/// How much of the transcript's end is read for the turn's text.
-const TAIL_BYTES: u64 = 256 * 1024;
 
 /// The failure a `StopFailure` payload reports.
 pub(super) fn stop_failure(p: &Value) -> Failure {
@@ -52,20 +48,10 @@ pub(super) fn stop_failure(p: &Value) -> Failure {
 /// into the transcript (seen live with 2.1.197): the text found is then the previous turn's,
 /// which its time tells.
 fn turn_text(transcript: &Path) -> Option<(String, Option<String>)> {
-    let mut f = std::fs::File::open(transcript).ok()?;
-    let len = f.metadata().ok()?.len();
-    let from = len.saturating_sub(TAIL_BYTES);
-    f.seek(SeekFrom::Start(from)).ok()?;
-    let mut bytes = Vec::new();
-    f.take(TAIL_BYTES).read_to_end(&mut bytes).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    // A cut first line is not JSON and is skipped.
+    let entries = super::transcript::tail(transcript)?;
     let mut texts: Vec<String> = Vec::new();
     let mut first_at: Option<String> = None;
-    for line in text.lines().rev() {
-        let Ok(entry) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
+    for entry in entries.iter().rev() {
         let content = &entry["message"]["content"];
         match entry["type"].as_str() {
             Some("user") => {
