@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use crate::common::{World, feed, json_result, pretty, read_or_empty, write};
 use crate::runtime::{
-    claude_world, host_log, launch, run_json, screen, spex_cmd, stop, wait_screen, wait_status,
+    claude_world, host_log, launch, launch_json, run_json, screen, spex_cmd, stop, wait_screen,
+    wait_status,
 };
 use crate::support::claude_home::SeedOptions;
 use crate::support::codex_home::write_codex_config;
@@ -56,6 +57,26 @@ fn at_dialog(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str, drawn: &st
         screen(w, fake, id)
     );
     r["attention"].clone()
+}
+
+/// [`at_dialog`], once the dialog's `PermissionRequest` hook waits for the answer (a question
+/// opens at its call's start, a moment before that hook runs).
+fn at_hooked_dialog(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str, drawn: &str) -> Value {
+    let a = at_dialog(w, fake, id, prompt, drawn);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = w.record(id)["attention"].clone();
+        if now["via"]["how"] == "hook" && now["id"] == a["id"] {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hook waits: {}\n{}",
+            pretty(&now),
+            host_log(w, id)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The model's requests so far, as text (what it was told).
@@ -129,7 +150,7 @@ fn hosted_claude_permission_answered_through_the_waiting_hook() {
     let out = w.repo.join("bash_out.txt");
 
     // allow: the hook gives Claude the decision, the command runs.
-    let a = at_dialog(&w, &fake, &id, "USE_BASH run it", "Do you want to proceed?");
+    let a = at_hooked_dialog(&w, &fake, &id, "USE_BASH run it", "Do you want to proceed?");
     assert_eq!(a["id"], "a1", "{}", pretty(&a));
     assert_eq!(a["via"]["how"], "hook", "{}", pretty(&a));
     assert!(
@@ -172,7 +193,7 @@ fn hosted_claude_permission_answered_through_the_waiting_hook() {
     // deny with a message: the command does not run, the model gets exactly the message and
     // the turn goes on (Claude's final answer comes).
     std::fs::remove_file(&out).unwrap();
-    let a = at_dialog(
+    let a = at_hooked_dialog(
         &w,
         &fake,
         &id,
@@ -355,9 +376,151 @@ fn hosted_claude_permission_answered_allow_deny_with_message_and_for_the_session
     stop(&w, &fake, &id);
 }
 
+/// The model was told `question`="`answer`" (as Claude words the answers in the tool result).
+fn heard_answer(fake: &FakeAnthropic, question: &str, answer: &str) -> bool {
+    model_hears(
+        fake,
+        &format!("\\\"{question}\\\"=\\\"{answer}\\\""),
+        Duration::from_secs(30),
+    )
+}
+
+#[test]
+fn hosted_claude_questions_answered_through_the_hook_option_multi_select_free_text_and_several() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    let color = "Which color do you prefer?";
+    let toppings = "Which toppings do you want?";
+
+    // Two questions in one call: a single choice by label, a multi-select by labels.
+    let a = at_hooked_dialog(&w, &fake, &id, "USE_ASK2 two questions", "Which color");
+    assert_eq!(a["kind"], "question", "{}", pretty(&a));
+    assert_eq!(a["via"]["how"], "hook", "{}", pretty(&a));
+    assert_eq!(a["questions"][1]["multi_select"], true, "{}", pretty(&a));
+    // One answer per question: a missing one, an option that does not exist, are refused and
+    // the dialog stays open.
+    let (code, text) = said(&w, &fake, &["answer", &id, "Blue"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("2 question(s)"), "{text}");
+    let (code, text) = said(&w, &fake, &["answer", &id, "Blue", "Cheese,Ham"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("Cheese,Ham") && text.contains("Olives"),
+        "{text}"
+    );
+    assert_eq!(w.record(&id)["attention"]["id"], a["id"]);
+    let done = answered(
+        &w,
+        &fake,
+        &["answer", &id, "blue", "Cheese,Basil", "--json"],
+    );
+    assert_eq!(done["via"], "hook", "{}", pretty(&done));
+    assert!(heard_answer(&fake, color, "Blue"), "{}", host_log(&w, &id));
+    assert!(
+        heard_answer(&fake, toppings, "Cheese, Basil"),
+        "{}",
+        host_log(&w, &id)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // A multi-select alone, by option numbers.
+    at_hooked_dialog(&w, &fake, &id, "USE_ASKMULTI toppings", "Which toppings");
+    answered(&w, &fake, &["answer", &id, "2,3", "--json"]);
+    assert!(
+        heard_answer(&fake, toppings, "Olives, Basil"),
+        "{}",
+        host_log(&w, &id)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // Free text, where the question takes it (Claude offers "Type something").
+    at_hooked_dialog(&w, &fake, &id, "USE_ASK a color", "Which color");
+    let done = answered(&w, &fake, &["answer", &id, "Green, like grass", "--json"]);
+    assert_eq!(done["via"], "hook");
+    assert!(
+        heard_answer(&fake, color, "Green, like grass"),
+        "{}",
+        host_log(&w, &id)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // Denied with a message: the model gets it, and the turn goes on.
+    at_hooked_dialog(&w, &fake, &id, "USE_ASK once more", "Which color");
+    answered(
+        &w,
+        &fake,
+        &["deny", &id, "--message", "no colors today", "--json"],
+    );
+    assert!(
+        model_hears(&fake, "no colors today", Duration::from_secs(30)),
+        "{}",
+        host_log(&w, &id)
+    );
+    let r = wait_status(&w, &id, "idle", Duration::from_mins(1));
+    assert_eq!(r["turn"]["state"], "completed", "{}", pretty(&r));
+    stop(&w, &fake, &id);
+}
+
+#[test]
+fn hosted_claude_plan_approved_and_denied_with_a_message_through_the_hook() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch_json(&w, &fake, &["--", "--permission-mode", "plan"])["session"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let a = at_hooked_dialog(
+        &w,
+        &fake,
+        &id,
+        "USE_PLAN make a plan",
+        "Would you like to proceed?",
+    );
+    assert_eq!(a["kind"], "plan", "{}", pretty(&a));
+    assert_eq!(a["via"]["how"], "hook", "{}", pretty(&a));
+    answered(
+        &w,
+        &fake,
+        &["deny", &id, "--message", "add a test step first", "--json"],
+    );
+    assert!(
+        model_hears(&fake, "add a test step first", Duration::from_secs(30)),
+        "the model never got the message\n{}",
+        host_log(&w, &id)
+    );
+    assert!(!model_heard(&fake).contains("User has approved your plan"));
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    at_hooked_dialog(
+        &w,
+        &fake,
+        &id,
+        "USE_PLAN plan again",
+        "Would you like to proceed?",
+    );
+    let done = answered(&w, &fake, &["approve", &id, "--json"]);
+    assert_eq!(done["via"], "hook", "{}", pretty(&done));
+    assert!(
+        model_hears(
+            &fake,
+            "User has approved your plan",
+            Duration::from_secs(30)
+        ),
+        "the plan was not approved\n{}",
+        host_log(&w, &id)
+    );
+    // Approved, the session left plan mode (the prompt's footer no longer says it).
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    assert!(
+        !screen(&w, &fake, &id).contains("plan mode on"),
+        "{}",
+        screen(&w, &fake, &id)
+    );
+    stop(&w, &fake, &id);
+}
+
 #[test]
 fn hosted_claude_question_answered_with_an_option() {
-    let (w, fake) = claude_world(SeedOptions::default());
+    let (w, fake) = claude_world_without_waiting_hook();
     let id = launch(&w, &fake);
     let a = at_dialog(&w, &fake, &id, "USE_ASK pick one", "Which color");
     assert_eq!(a["kind"], "question", "{}", pretty(&a));
