@@ -1070,3 +1070,44 @@ fn hosted_codex_escalation_first_answer_wins_with_the_tui_attached() {
     let _ = codex(&w, &["stop", &id]).output();
     let _ = codex(&w, &["server", "stop"]).output();
 }
+
+/// A plain deny stops the turn (Claude's `No`): the turn ends `interrupted`, `by: denial`,
+/// and the denied command never ran.
+#[test]
+fn a_deny_that_stops_the_turn_is_an_interrupt_by_denial() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    let a = at_dialog(&w, &fake, &id, "USE_BASH run it", "Do you want to proceed?");
+    assert_eq!(a["id"], "a1", "{}", pretty(&a));
+    answered(&w, &fake, &["deny", &id, "--json"]);
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let rec = loop {
+        // A reader folds in the evidence that the turn ended with no hook.
+        let shown = run_json(&w, &fake, &["show", &id, "--json"]).unwrap();
+        if shown["session"]["turn"]["state"] != "running" || Instant::now() > deadline {
+            break shown["session"].clone();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        rec["turn"]["state"],
+        "interrupted",
+        "{}\n{}",
+        pretty(&rec),
+        host_log(&w, &id)
+    );
+    assert_eq!(
+        rec["turn"]["by"],
+        "denial",
+        "{}\n{}",
+        pretty(&rec),
+        host_log(&w, &id)
+    );
+    assert!(
+        !w.repo.join("bash_out.txt").exists(),
+        "the denied command ran"
+    );
+    let (_, show) = said(&w, &fake, &["show", &id], &[]);
+    assert!(show.contains("interrupted by denial"), "{show}");
+    run_json(&w, &fake, &["stop", &id, "--json"]).unwrap();
+}
