@@ -15,6 +15,7 @@
 //! |---|---|---|
 //! | `USE_NONE` | none | text `PLAIN_ANSWER_OK` |
 //! | `USE_BASH` | Bash `echo hi-from-bash > bash_out.txt && cat bash_out.txt` | final |
+//! | `USE_BASHCMD <<cmd>>` | Bash `cmd` | final |
 //! | `USE_SLOWBASH` | Bash `sleep 20; echo slow > slow_out.txt` | final |
 //! | `USE_BASHFAIL` | Bash `echo failing >&2; exit 3` | final |
 //! | `USE_ENV` | Bash `env \| sort > tool_env.txt` | final |
@@ -24,6 +25,9 @@
 //! | `USE_AGENTS2` | two parallel Agent calls: [`CHILD_OK_PROMPT`] (answers) and [`CHILD_FAIL_PROMPT`] (its request fails) | final |
 //! | `USE_AGENT` | Agent (`general-purpose`, prompt `USE_BASH`: the subagent runs one Bash call) | final |
 //! | `USE_ASK` | `AskUserQuestion` (Red / Blue) | final |
+//! | `USE_ASKMULTI` | `AskUserQuestion`, one multi-select question (Cheese / Olives / Basil) | final |
+//! | `USE_ASK2` | `AskUserQuestion`, two questions (Red / Blue, then the multi-select) | final |
+//! | `USE_PLAN` | Write the plan file plan mode names, then `ExitPlanMode` | final |
 //! | `USE_MULTI` | two parallel Writes `<dir>/m1.txt`, `<dir>/m2.txt` | final |
 //! | `USE_SURROGATE` | none | text [`SURROGATE_ANSWER`] with a lone surrogate escape (`\ud800`) on the wire |
 //! | (default) | Write `<dir>/<file>` = `hello from fake model\n` | final |
@@ -361,7 +365,7 @@ fn plan_response(body: &Value) -> Plan {
             label: "agents2".into(),
         };
     }
-    let Some(script) = script_for(&user_text, dir, &fp) else {
+    let Some(script) = script_for(body, &user_text, dir, &fp) else {
         // USE_MULTI: two parallel Writes in one message (Claude runs them as one batch).
         if step > 0 {
             return final_plan();
@@ -394,9 +398,42 @@ fn plan_response(body: &Value) -> Plan {
     }
 }
 
+/// `AskUserQuestion`'s single-choice question (`USE_ASK`, `USE_ASK2`).
+fn color() -> Value {
+    json!({"question": "Which color do you prefer?", "header": "Color", "multiSelect": false,
+        "options": [
+            {"label": "Red", "description": "The color red"},
+            {"label": "Blue", "description": "The color blue"}]})
+}
+
+/// `AskUserQuestion`'s multi-select question (`USE_ASKMULTI`, `USE_ASK2`).
+fn toppings() -> Value {
+    json!({"question": "Which toppings do you want?", "header": "Toppings", "multiSelect": true,
+        "options": [
+            {"label": "Cheese", "description": "Melted cheese"},
+            {"label": "Olives", "description": "Black olives"},
+            {"label": "Basil", "description": "Fresh basil"}]})
+}
+
+/// The plan file plan mode's system prompt names (`<config dir>/plans/<slug>.md`).
+fn plan_file(body: &Value) -> Option<String> {
+    let blob = format!("{}{}", body["system"], body["messages"]);
+    let at = blob.find("/plans/")?;
+    let start = blob[..at]
+        .rfind(|c: char| c.is_whitespace() || "\"'`\\".contains(c))
+        .map_or(0, |i| i + 1);
+    let end = at + blob[at..].find(".md")? + 3;
+    Some(blob[start..end].to_owned())
+}
+
 /// The tool calls of a one-call-per-step script, in order; `None` for `USE_MULTI`.
 /// Keyword precedence follows the Python script's `elif` chain.
-fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str, Value)>> {
+fn script_for(
+    body: &Value,
+    user_text: &str,
+    dir: &Path,
+    fp: &str,
+) -> Option<Vec<(&'static str, Value)>> {
     let script = if user_text.contains("USE_BASHFAIL") {
         vec![(
             "Bash",
@@ -406,6 +443,16 @@ fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str
         vec![(
             "Bash",
             json!({"command": "sleep 20; echo slow > slow_out.txt", "description": "Slow command"}),
+        )]
+    } else if user_text.contains("USE_BASHCMD") {
+        // The command between `<<` and `>>`.
+        let cmd = user_text
+            .split_once("<<")
+            .and_then(|(_, rest)| rest.split_once(">>"))
+            .map_or("true", |(c, _)| c);
+        vec![(
+            "Bash",
+            json!({"command": cmd, "description": "Run the requested command"}),
         )]
     } else if user_text.contains("USE_BASH") {
         vec![(
@@ -445,14 +492,27 @@ fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str
             json!({"description": "Sub task", "prompt": "Run one command. USE_BASH",
                 "subagent_type": "general-purpose"}),
         )]
-    } else if user_text.contains("USE_ASK") {
+    } else if user_text.contains("USE_ASKMULTI") {
+        vec![("AskUserQuestion", json!({"questions": [toppings()]}))]
+    } else if user_text.contains("USE_ASK2") {
         vec![(
             "AskUserQuestion",
-            json!({"questions": [{"question": "Which color do you prefer?", "header": "Color",
-                "multiSelect": false, "options": [
-                    {"label": "Red", "description": "The color red"},
-                    {"label": "Blue", "description": "The color blue"}]}]}),
+            json!({"questions": [color(), toppings()]}),
         )]
+    } else if user_text.contains("USE_ASK") {
+        vec![("AskUserQuestion", json!({"questions": [color()]}))]
+    } else if user_text.contains("USE_PLAN") {
+        // Plan mode names the plan file in its system prompt; Claude fills ExitPlanMode's
+        // input (the plan) from it.
+        let plan =
+            plan_file(body).unwrap_or_else(|| dir.join("PLAN.md").to_string_lossy().into_owned());
+        vec![
+            (
+                "Write",
+                json!({"file_path": plan, "content": "# Plan\n\n1. Create hello.txt\n2. Done\n"}),
+            ),
+            ("ExitPlanMode", json!({})),
+        ]
     } else if user_text.contains("USE_MULTI") {
         return None;
     } else {
