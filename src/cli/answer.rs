@@ -60,7 +60,7 @@ pub struct Common {
     /// Seconds to wait for the harness to confirm.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
-    /// Print `{attention, choice, message, via, confirmed, elapsed_ms}` as JSON.
+    /// Print `{attention, choice, message, via, confirmed, elapsed_ms, taken_ms}` as JSON.
     #[arg(long)]
     pub json: bool,
 }

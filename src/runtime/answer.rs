@@ -27,6 +27,10 @@ pub struct Answered {
     /// What the harness's evidence showed.
     pub confirmed: String,
     pub elapsed_ms: u64,
+    /// When the harness said it took the answer (a server's resolved request), before what
+    /// followed from it (the command's run) confirmed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taken_ms: Option<u64>,
 }
 
 fn refuse(id: &str, message: impl Into<String>) -> RuntimeError {
@@ -308,5 +312,6 @@ pub fn by_keys(
         via: "keys".into(),
         confirmed: what.into(),
         elapsed_ms: elapsed_ms(started),
+        taken_ms: None,
     })
 }

@@ -713,6 +713,9 @@ impl<'a> Server<'a> {
             via: "server".into(),
             confirmed: confirmed.what,
             elapsed_ms: super::elapsed_ms(started),
+            taken_ms: confirmed.taken.map(|t| {
+                u64::try_from(t.saturating_duration_since(started).as_millis()).unwrap_or(u64::MAX)
+            }),
         })
     }
 

@@ -30,6 +30,9 @@ pub struct KeyStep {
 pub struct Confirmed {
     /// In a person's words: `the command ran`, `the request was declined`, `the dialog is gone`.
     pub what: String,
+    /// When the harness said it took the answer, before what followed from it (a server's
+    /// resolved request, before the command it allowed has run).
+    pub taken: Option<std::time::Instant>,
 }
 
 pub trait Answering: Sync {

@@ -361,6 +361,11 @@ fn hosted_codex_escalation_answered_accept_and_decline() {
     );
     assert_eq!(done["via"], "server", "{}", pretty(&done));
     assert!(
+        done["taken_ms"].as_u64().unwrap() <= done["elapsed_ms"].as_u64().unwrap(),
+        "{}",
+        pretty(&done)
+    );
+    assert!(
         done["confirmed"].as_str().unwrap().contains("ran"),
         "{}",
         pretty(&done)

@@ -216,55 +216,52 @@ pub fn answer(
     let resolved = |p: &Value| p["requestId"] == id && p["threadId"].as_str() == Some(thread);
     c.await_notification("serverRequest/resolved", resolved, OUTCOME_WAIT)
         .map_err(|e| super::server::error(&e))?;
+    let taken = Some(std::time::Instant::now());
     if req.method == "item/tool/requestUserInput" {
         c.close();
         return Ok(Confirmed {
             what: "the server took the answers and the turn goes on".into(),
+            taken,
         });
     }
     let item = req.params["itemId"].as_str().unwrap_or_default().to_owned();
-    let accepted = result["decision"] == "accept" || result["decision"] == "acceptForSession";
-    // An accepted command is confirmed by its own end; a declined one may end before the
-    // request is resolved or not be reported to a client that joined late (seen live): the
-    // resolved request is then the proof.
-    let wait = if accepted {
-        OUTCOME_WAIT
-    } else {
-        Duration::from_secs(2)
-    };
-    let done = c.await_notification(
-        "item/completed",
-        |p| p.pointer("/item/id").and_then(Value::as_str) == Some(item.as_str()),
-        wait,
-    );
-    c.close();
-    let done = match done {
-        Ok(n) => n,
-        Err(_) if !accepted => {
-            return Ok(Confirmed {
-                what: format!(
-                    "the server resolved the request: {}",
-                    result["decision"].as_str().unwrap_or("declined")
-                ),
-            });
+    let decision = result["decision"].as_str().unwrap_or_default().to_owned();
+    let accepted = matches!(decision.as_str(), "accept" | "acceptForSession");
+    let in_thread = |n: &Notification| n.params["threadId"].as_str() == Some(thread);
+    let end = std::time::Instant::now() + OUTCOME_WAIT;
+    let what = loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        let n = c
+            .next_notification(left)
+            .map_err(|e| super::server::error(&e))?;
+        let this_item = n.params.pointer("/item/id").and_then(Value::as_str) == Some(&item);
+        match n.method.as_str() {
+            "item/completed" if this_item => break outcome(&n.params),
+            // A declined or cancelled request's item is not reported to a client that joined
+            // after it started (seen live with 0.169.0); the turn moving on without it (its
+            // next item, or its end) is the proof.
+            "item/started" | "turn/completed" if !accepted && !this_item && in_thread(&n) => {
+                break format!(
+                    "the server resolved the request ({decision}) and the turn went on without it"
+                );
+            }
+            _ => {}
         }
-        Err(e) => return Err(super::server::error(&e)),
     };
-    let status = done
-        .params
+    c.close();
+    Ok(Confirmed { what, taken })
+}
+
+/// What an `item/completed` says became of the item.
+fn outcome(p: &Value) -> String {
+    let status = p
         .pointer("/item/status")
         .and_then(Value::as_str)
         .unwrap_or("?");
-    let what = match (
-        status,
-        done.params
-            .pointer("/item/exitCode")
-            .and_then(Value::as_i64),
-    ) {
+    match (status, p.pointer("/item/exitCode").and_then(Value::as_i64)) {
         ("declined", _) => "the request was declined: it did not run".to_owned(),
         ("completed", Some(code)) => format!("the command ran (exit code {code})"),
         ("completed", None) => "the change was applied".to_owned(),
         (other, _) => format!("the item ended `{other}`"),
-    };
-    Ok(Confirmed { what })
+    }
 }
