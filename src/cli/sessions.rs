@@ -84,7 +84,7 @@ fn branch_cell(s: &Session) -> String {
 }
 
 /// `12:03:41` of an RFC 3339 time of today, `2026-11-24 12:03:41` of an earlier day.
-fn clock(t: &str) -> String {
+pub(super) fn clock(t: &str) -> String {
     clock_on(t, &crate::store::now_rfc3339())
 }
 

@@ -2,6 +2,7 @@
 //! per-tree receipts, the ownership record of materialized artifacts, the dispatch log and
 //! session state. Owns paths and locking; it does not know what a harness is.
 
+pub mod away;
 pub mod governance;
 pub mod lock;
 pub mod prune;
