@@ -72,7 +72,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     }
     let when = status.since.as_deref().map_or_else(
         || " (the configured default, `answering.away`)".to_owned(),
-        |s| format!(" since {}", super::sessions::clock(s)),
+        |s| format!(" since {}", super::turns::clock(s)),
     );
     let what = if status.away {
         format!(

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use super::Outcome;
+use super::args::cassette_dir;
+use super::outcome::Outcome;
 use super::output;
-use super::replay::cassette_dir;
 use crate::env::Env;
 use crate::pty::cassette::Cassette;
 

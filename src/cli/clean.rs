@@ -1,8 +1,9 @@
 //! `spex clean`: the exact inverse of `materialize`.
 
-use super::Outcome;
-use super::materialize::{current_tree, plan_and_apply, report};
+use super::args::current_tree;
+use super::outcome::Outcome;
 use super::output;
+use super::plan::{plan_and_apply, report};
 use crate::env::Env;
 use crate::materialize::Mode;
 

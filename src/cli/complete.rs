@@ -22,7 +22,7 @@ fn live_sessions(current: &OsStr) -> Vec<CompletionCandidate> {
         return Vec::new();
     };
     let env = Env::from_process(adapters::env_vars());
-    let Ok(store) = super::sessions::project(&env) else {
+    let Ok(store) = super::args::project(&env) else {
         return Vec::new();
     };
     let mut live: Vec<_> = store
@@ -60,7 +60,7 @@ pub fn registration(shell: clap_complete::Shell) -> anyhow::Result<String> {
     let completer = shells
         .completer(&name)
         .ok_or_else(|| anyhow::anyhow!("no dynamic completion for `{name}`"))?;
-    let bin = super::spex_binary()?;
+    let bin = super::args::spex_binary()?;
     let mut buf = Vec::new();
     completer.write_registration("COMPLETE", "spex", "spex", &bin.to_string_lossy(), &mut buf)?;
     Ok(String::from_utf8_lossy(&buf).into_owned())

@@ -30,7 +30,7 @@ pub fn run_raw(args: &[OsString]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub fn run(args: &Args) -> super::Outcome {
+pub fn run(args: &Args) -> super::outcome::Outcome {
     let out = crate::dispatch::run(&args.harness, &args.event);
     if let Some(reply) = out {
         if !reply.stdout.is_empty() {
@@ -43,5 +43,5 @@ pub fn run(args: &Args) -> super::Outcome {
             std::process::exit(reply.exit_code);
         }
     }
-    super::Outcome::Ok
+    super::outcome::Outcome::Ok
 }

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use super::Outcome;
-use super::materialize::current_tree;
+use super::args::current_tree;
+use super::outcome::Outcome;
 use super::output::{self, Style};
 use crate::adapters;
 use crate::config;
@@ -69,6 +69,44 @@ fn server_check(server: &crate::runtime::server::Server) -> Check {
     )
 }
 
+/// How git keeps spex's generated files out of `git status` in this checkout.
+fn excludes_check(env: &Env, tree: &crate::repo::Tree) -> Check {
+    use crate::materialize::excludes::Health;
+    match crate::materialize::excludes::health(env, tree) {
+        Health::Unset => Check::new(
+            "git excludes",
+            Status::Ok,
+            "spex sets no excludes file in this checkout (it generated nothing here)",
+        ),
+        Health::Current { file, user } => Check::new(
+            "git excludes",
+            Status::Ok,
+            format!(
+                "`core.excludesFile` in this checkout's `config.worktree` names `{}`: your excludes from `{}`, then the files spex generated here (other checkouts are not affected)",
+                file.display(),
+                user.display()
+            ),
+        ),
+        Health::Stale { file, user } => Check::new(
+            "git excludes",
+            Status::Warn,
+            format!(
+                "`{}` changed since spex copied it into `{}`, which git reads in its place in this checkout, so git here does not see your change yet\nhint: run `spex materialize`",
+                user.display(),
+                file.display()
+            ),
+        ),
+        Health::Users { config, value } => Check::new(
+            "git excludes",
+            Status::Warn,
+            format!(
+                "`{}` sets `core.excludesFile = {value}` of your own, so spex leaves git's excludes here alone and the files it generated show in `git status`\nhint: add the files spex generated here to `{value}` (`spex clean --dry-run` lists them)",
+                config.display()
+            ),
+        ),
+    }
+}
+
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
     let cfg = config::load(
@@ -80,11 +118,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let here = store.selected_by([tree.root.as_path()]);
     let roots: Vec<PathBuf> = tree.all_trees().into_iter().map(|t| t.root).collect();
     let anywhere = store.selected_by(roots.iter().map(PathBuf::as_path));
-    let spex = shell_quote(&super::spex_binary()?.to_string_lossy());
+    let spex = shell_quote(&super::args::spex_binary()?.to_string_lossy());
     let inputs = Inputs {
         env,
         tree: tree.clone(),
-        spex_bin: super::spex_binary()?,
+        spex_bin: super::args::spex_binary()?,
     };
     let spellings = inputs.main_spellings(&store);
     let mut report = serde_json::Map::new();
@@ -167,7 +205,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             Check::new("materialize", Status::Fail, e.to_string())
         }
     };
-    let mut checks = vec![check];
+    let mut checks = vec![check, excludes_check(env, &tree)];
     checks.extend(
         crate::runtime::server::of_project(env, &store, &tree.main)?
             .iter()

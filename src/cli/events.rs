@@ -9,7 +9,7 @@ use anyhow::Context;
 use rustix::fs::inotify;
 use serde_json::Value;
 
-use super::Outcome;
+use super::outcome::Outcome;
 use crate::env::Env;
 use crate::store::ProjectStore;
 use crate::store::stream::{Cursor, Reader};
@@ -57,7 +57,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let stores: Vec<ProjectStore> = if args.all_projects {
         all_projects(env)
     } else {
-        vec![super::sessions::project(env)?]
+        vec![super::args::project(env)?]
     };
     let only: Vec<String> = if args.sessions.is_empty() {
         Vec::new()

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::Outcome;
+use super::outcome::Outcome;
 use crate::adapters;
 use crate::env::Env;
 use crate::pty::session::{Size, Spawn};

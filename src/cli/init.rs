@@ -1,8 +1,9 @@
 //! `spex init`: a configuration and a starter contract, then materialize.
 
-use super::Outcome;
-use super::materialize::{current_tree, plan_and_apply, report};
+use super::args::current_tree;
+use super::outcome::Outcome;
 use super::output;
+use super::plan::{plan_and_apply, report};
 use crate::adapters;
 use crate::config::{LOCAL_FILE, PROJECT_FILE};
 use crate::env::Env;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::Outcome;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime;
@@ -10,7 +10,7 @@ use crate::runtime;
 /// Interrupt a hosted session's running turn (the harness's own interrupt key, e.g. Esc).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Seconds to wait for the turn to end.
     #[arg(long, default_value_t = 10)]
@@ -21,12 +21,12 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    let (store, id) = super::args::project_and_id(env, &args.id)?;
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
     let timeout = Duration::from_secs(args.timeout);
-    let s = match super::launch::server_of(env, &store, &record, false)? {
+    let s = match super::start::server_of(env, &store, &record, false)? {
         Some(server) => server.interrupt(&id, timeout)?,
         None => runtime::interrupt(env, &store, &id, timeout)?,
     };

@@ -1,20 +1,18 @@
 //! `spex launch`: start a session under a spex PTY host, optionally with a first prompt.
 
-use std::io::Read;
 use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
 
-use super::Outcome;
-use super::materialize::current_tree;
+use super::args::current_tree;
+use super::args::text_arg;
+use super::outcome::Outcome;
 use super::output;
-use crate::adapters;
-use crate::config;
+use super::start::{report, resolve};
 use crate::env::Env;
-use crate::pty::session::Size;
 use crate::runtime::server::Server;
-use crate::runtime::{self, Launch};
+use crate::runtime::{self};
 use crate::store::ProjectStore;
 use crate::store::session::{Session, Status};
 
@@ -53,76 +51,6 @@ pub struct Args {
     /// added after the configured `harness.<id>.args`.
     #[arg(last = true, value_name = "HARNESS_ARGS")]
     pub passed: Vec<String>,
-}
-
-/// The prompt argument, with `-` read from stdin.
-pub fn text_arg(arg: &str) -> anyhow::Result<String> {
-    if arg != "-" {
-        return Ok(arg.to_owned());
-    }
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .context("cannot read the prompt from stdin")?;
-    Ok(text)
-}
-
-/// Resolves the harness (by id, else the configured default), its binary and arguments, and
-/// this terminal's size into what the runtime needs.
-pub fn resolve<'e>(
-    env: &'e Env,
-    tree: &crate::repo::Tree,
-    harness: Option<&str>,
-    ready_timeout: Duration,
-    record: bool,
-) -> anyhow::Result<Launch<'e>> {
-    let known = adapters::known();
-    let cfg = config::load(
-        &env.user_config_file(),
-        &config::source_root(&tree.root, &tree.main),
-        &known,
-    )?;
-    let id = harness.unwrap_or(cfg.default_harness);
-    let harness = adapters::lookup(id).with_context(|| {
-        format!(
-            "unknown harness `{id}`\nhint: one of {}",
-            known.ids.join(", ")
-        )
-    })?;
-    let configured = cfg.harness.get(harness.id());
-    let program = configured
-        .and_then(|c| c.command.clone())
-        .unwrap_or_else(|| harness.binary_name().to_owned());
-    let binary = env.which(&program).with_context(|| {
-        format!(
-            "`{program}` not found on PATH\nhint: install it, or set `harness.{}.command` in spex.jsonc",
-            harness.id()
-        )
-    })?;
-    let size = rustix::termios::tcgetwinsize(std::io::stdout())
-        .ok()
-        .filter(|s| s.ws_row > 0 && s.ws_col > 0)
-        .map_or(
-            Size {
-                rows: 40,
-                cols: 120,
-            },
-            |s| Size {
-                rows: s.ws_row,
-                cols: s.ws_col,
-            },
-        );
-    Ok(Launch {
-        env,
-        harness,
-        binary,
-        args: configured.map(|c| c.args.clone()).unwrap_or_default(),
-        tree: tree.clone(),
-        spex_bin: super::spex_binary()?,
-        size,
-        ready_timeout,
-        record: record || cfg.record,
-    })
 }
 
 /// The linked worktree `name` of this project, created (with its branch) when missing, and
@@ -181,12 +109,7 @@ fn worktree(env: &Env, tree: &crate::repo::Tree, name: &str) -> anyhow::Result<c
             tree.main.display()
         );
     }
-    super::materialize::plan_and_apply(
-        env,
-        wt.clone(),
-        crate::materialize::Mode::Materialize,
-        true,
-    )?;
+    super::plan::plan_and_apply(env, wt.clone(), crate::materialize::Mode::Materialize, true)?;
     Ok(wt)
 }
 
@@ -248,10 +171,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         }
         report(&store, args.json, args.detach, &launched, delivery.as_ref());
         if !args.detach {
-            super::attach::attach(
+            super::terminal::attach(
                 env,
                 &launched.id,
-                super::attach::detach_key(env, &tree.root),
+                super::terminal::detach_key(env, &tree.root),
             )?;
         }
         return Ok(Outcome::Ok);
@@ -291,10 +214,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     };
     report(&store, args.json, args.detach, &launched, delivery.as_ref());
     if !args.detach {
-        super::attach::attach(
+        super::terminal::attach(
             env,
             &launched.id,
-            super::attach::detach_key(env, &tree.root),
+            super::terminal::detach_key(env, &tree.root),
         )?;
     }
     Ok(Outcome::Ok)
@@ -336,81 +259,4 @@ fn cancelled(
         }));
     }
     eprintln!("launch interrupted (Ctrl-C): session {handle} {how}{prompt}");
-}
-
-/// The server session `record` runs on, when its harness runs sessions on a server. With
-/// `binary`, the harness binary and the user's arguments are resolved (to start the server
-/// or its terminal UI; [`relaunch`] resolves the rest).
-pub fn server_of<'e>(
-    env: &'e Env,
-    store: &ProjectStore,
-    record: &Session,
-    binary: bool,
-) -> anyhow::Result<Option<Server<'e>>> {
-    let harness = adapters::lookup(&record.harness).with_context(|| {
-        format!(
-            "session `{}` names harness `{}`, which this spex does not know",
-            record.id, record.harness
-        )
-    })?;
-    if harness.server().is_none() {
-        return Ok(None);
-    }
-    let (bin, bin_args) = if binary {
-        let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
-        let l = resolve(
-            env,
-            &tree,
-            Some(&record.harness),
-            Duration::from_mins(1),
-            false,
-        )?;
-        (l.binary, l.args)
-    } else {
-        (std::path::PathBuf::new(), Vec::new())
-    };
-    Ok(Server::new(
-        env,
-        harness,
-        store,
-        &record.project,
-        bin,
-        bin_args,
-    )?)
-}
-
-/// What starting a terminal for `record`'s session again needs (its tree, harness, binary,
-/// this terminal's size).
-pub fn relaunch<'e>(
-    env: &'e Env,
-    record: &Session,
-    ready_timeout: Duration,
-) -> anyhow::Result<Launch<'e>> {
-    let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
-    resolve(env, &tree, Some(&record.harness), ready_timeout, false)
-}
-
-/// Prints what `launch` and `resume` started: the session's handle and the commands that
-/// reach it (with `--detach`), or `{session: {id, handle, name, socket, host_pid, child_pid},
-/// delivery}` with `--json`.
-pub fn report(
-    store: &ProjectStore,
-    json: bool,
-    detach: bool,
-    launched: &runtime::Launched,
-    delivery: Option<&runtime::Delivery>,
-) {
-    let handle = store.label_of(&launched.id);
-    let name = store.load(&launched.id).ok().flatten().and_then(|s| s.name);
-    if json {
-        let mut session = serde_json::to_value(launched).expect("serializes");
-        session["handle"] = handle.into();
-        session["name"] = name.into();
-        output::json(&serde_json::json!({ "session": session, "delivery": delivery }));
-    } else if detach {
-        let named = name.map(|n| format!(" ({n})")).unwrap_or_default();
-        output::print(&format!(
-            "{handle}{named}\n  attach:  spex attach {handle}\n  deliver: spex deliver {handle} \"<prompt>\"\n"
-        ));
-    }
 }

@@ -2,6 +2,7 @@
 //! help) and a `run` that resolves arguments into settings and calls the module doing the work.
 
 pub mod answer;
+pub mod args;
 pub mod attach;
 pub mod away;
 pub mod cassette;
@@ -16,7 +17,9 @@ pub mod init;
 pub mod interrupt;
 pub mod launch;
 pub mod materialize;
+pub mod outcome;
 pub mod output;
+pub mod plan;
 pub mod prune;
 pub mod record;
 pub mod rename;
@@ -27,16 +30,15 @@ pub mod server;
 pub mod sessions;
 pub mod slash;
 pub mod snapshot;
+pub mod start;
 pub mod stop;
-
-use std::path::PathBuf;
+pub mod terminal;
+pub mod turns;
 
 use clap::{Parser, Subcommand};
 
 use crate::env::Env;
-
-/// The help of every argument that names a session.
-pub const ID_HELP: &str = "The session: its handle (the `ID` column of `spex sessions`), its name, its full id, or a unique prefix of a handle or id";
+pub use outcome::Outcome;
 
 /// Install a project's contract into AI coding-agent harnesses (Claude Code, Codex), and watch
 /// and steer their sessions.
@@ -90,25 +92,6 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell
         shell: clap_complete::Shell,
     },
-}
-
-/// How a command ended, for `main` to turn into an exit code.
-pub enum Outcome {
-    Ok,
-    /// Ran fine but reports a negative answer (e.g. `materialize --check` found changes).
-    Differs,
-    /// The session waited on has exited (or its process is gone): exit code 3.
-    Gone,
-    /// The turn waited on ended other than `completed` (failed, interrupted, ...): exit code 4.
-    TurnNotCompleted,
-    /// The person pressed Ctrl-C and the command undid what it had started: exit code 130.
-    Interrupted,
-}
-
-/// The running spex binary, as hook commands should call it.
-pub fn spex_binary() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    Ok(std::fs::canonicalize(&exe).unwrap_or(exe))
 }
 
 /// Runs a command. An error that names a session by its full id names it by its handle

@@ -103,7 +103,7 @@ fn visible_width(s: &str) -> usize {
 /// in it are made visible (an error may quote a prompt or a question). Whichever layer wrote
 /// the message, this is the one place a session is named for a person.
 pub fn with_handles(e: &anyhow::Error, env: &crate::env::Env) -> anyhow::Error {
-    let store = super::sessions::project(env).ok();
+    let store = super::args::project(env).ok();
     let mut messages: Vec<String> = e
         .chain()
         .map(|c| human_text(&c.to_string(), store.as_ref()))

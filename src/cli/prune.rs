@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 
-use super::Outcome;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 
@@ -34,7 +34,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let cutoff = SystemTime::now()
         .checked_sub(age)
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    let store = super::sessions::project(env)?;
+    let store = super::args::project(env)?;
     // A start whose host is gone ends `exited` here, so it can be pruned.
     for s in store.sessions() {
         if s.status == crate::store::session::Status::Starting {

@@ -1,6 +1,6 @@
 //! `spex record`: start or stop recording a hosted session that is already running.
 
-use super::Outcome;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime;
@@ -10,7 +10,7 @@ use crate::runtime;
 /// A recording started mid-session opens with the current screen and is marked `partial`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Stop recording and finish the cassette.
     #[arg(long)]
@@ -18,7 +18,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    let (store, id) = super::args::project_and_id(env, &args.id)?;
     let dir = runtime::record(env, &store, &id, args.stop)?;
     let what = if args.stop {
         "stopped recording"

@@ -1,6 +1,6 @@
 //! `spex rename`: give a session a name people can use wherever a session is asked for.
 
-use super::Outcome;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 
@@ -10,7 +10,7 @@ use crate::env::Env;
 /// project's live sessions; a name an exited session held can be given again.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// The new name.
     #[arg(required_unless_present = "clear", conflicts_with = "clear")]
@@ -24,7 +24,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    let (store, id) = super::args::project_and_id(env, &args.id)?;
     let s = store.set_name(&id, args.name.as_deref())?;
     if args.json {
         output::json(&s);

@@ -1,16 +1,15 @@
 //! `spex replay`: play a recorded session to this terminal.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::Outcome;
+use super::args::cassette_dir;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::pty::cassette::Cassette;
 use crate::pty::normalize;
 use crate::pty::terminal::Terminal;
-use crate::runtime;
 
 /// Play a recorded session: in real time, scaled, or collapsed (no pauses, same bytes).
 #[derive(Debug, clap::Args)]
@@ -147,25 +146,6 @@ fn at(cassette: &Cassette, at: u64) -> serde_json::Value {
         "normalized": normalize::lines(&screen.lines, spinner_glyphs(cassette)),
         "screen": screen,
     })
-}
-
-/// A cassette folder given directly, else the recording of the session the argument names.
-pub fn cassette_dir(arg: &str, env: &Env) -> anyhow::Result<PathBuf> {
-    let path = Path::new(arg);
-    if path.join("manifest.json").is_file() {
-        return Ok(path.to_owned());
-    }
-    let store = super::sessions::project(env)?;
-    let id = store
-        .resolve(arg)
-        .map_err(|e| anyhow::anyhow!("`{arg}` is neither a cassette folder nor a session: {e}"))?;
-    let dir = runtime::cassette_dir(&store, &id);
-    if !dir.is_dir() {
-        anyhow::bail!(
-            "session `{id}` was not recorded\nhint: `spex launch --record` records a session"
-        );
-    }
-    Ok(dir)
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {

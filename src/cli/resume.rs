@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
-use super::Outcome;
-use super::materialize::current_tree;
+use super::args::current_tree;
+use super::outcome::Outcome;
 use crate::env::Env;
 use crate::runtime;
 
 /// Resume an exited session (its conversation) under a new terminal host, then attach.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Do not attach this terminal.
     #[arg(long)]
@@ -28,20 +28,20 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    let (store, id) = super::args::project_and_id(env, &args.id)?;
     // With the harness's own evidence folded in: a session whose process is gone reads exited.
     let record = crate::reconcile::session(env, &store, &id)?;
-    if let Some(server) = super::launch::server_of(env, &store, &record, true)? {
-        let l = super::launch::relaunch(env, &record, Duration::from_secs(args.ready_timeout))?;
+    if let Some(server) = super::start::server_of(env, &store, &record, true)? {
+        let l = super::start::relaunch(env, &record, Duration::from_secs(args.ready_timeout))?;
         let launched = server.resume(&l, &id, false)?;
-        super::launch::report(&store, args.json, args.detach, &launched, None);
+        super::start::report(&store, args.json, args.detach, &launched, None);
         if !args.detach {
-            super::attach::attach(env, &id, super::attach::detach_key(env, &record.tree))?;
+            super::terminal::attach(env, &id, super::terminal::detach_key(env, &record.tree))?;
         }
         return Ok(Outcome::Ok);
     }
     let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
-    let launch = super::launch::resolve(
+    let launch = super::start::resolve(
         env,
         &tree,
         Some(&record.harness),
@@ -49,12 +49,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         false,
     )?;
     let launched = runtime::resume(&launch, &store, &id)?;
-    super::launch::report(&store, args.json, args.detach, &launched, None);
+    super::start::report(&store, args.json, args.detach, &launched, None);
     if !args.detach {
-        super::attach::attach(
+        super::terminal::attach(
             env,
             &launched.id,
-            super::attach::detach_key(env, &tree.root),
+            super::terminal::detach_key(env, &tree.root),
         )?;
     }
     Ok(Outcome::Ok)

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::Outcome;
+use super::outcome::Outcome;
 use crate::adapters;
 use crate::env::Env;
 use crate::runtime::server::Server;
@@ -52,6 +52,6 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         server.guard(crate::store::session::ProcessId { pid, start });
         return Ok(Outcome::Ok);
     }
-    server.supervise(&super::spex_binary()?)?;
+    server.supervise(&super::args::spex_binary()?)?;
     Ok(Outcome::Ok)
 }

@@ -1,7 +1,7 @@
 //! `spex server`: the project's harness servers (for harnesses whose sessions are threads of
 //! one server per project): what each runs and holds, and stopping it.
 
-use super::Outcome;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime::server::{self, ServerStatus};
@@ -29,7 +29,7 @@ pub enum Action {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let tree = super::materialize::current_tree()?;
+    let tree = super::args::current_tree()?;
     let store = crate::store::ProjectStore::new(&env.spex_home(), &tree.main);
     let servers = server::of_project(env, &store, &tree.main)?;
     let action = args.action.unwrap_or(Action::Status);

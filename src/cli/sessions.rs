@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use super::Outcome;
-use super::materialize::current_tree;
+use super::args::project;
+use super::outcome::Outcome;
 use super::output::{self, Style};
+use super::turns::{clock, turn_detail, turn_sentence};
 use crate::adapters;
 use crate::env::Env;
 use crate::reconcile;
@@ -16,20 +17,8 @@ use crate::store::session::{
     Attention, Declared, DeclaredState, Session, Status, TurnState, Via, ellipsis,
 };
 use crate::store::sorted::SortedRecord;
-use crate::store::{self, ProjectStore};
+use crate::store::{self};
 use crate::text::visible;
-
-pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
-    let tree = current_tree()?;
-    Ok(ProjectStore::new(&env.spex_home(), &tree.main))
-}
-
-/// This project's store and the session an id argument names (handle, id or unique prefix).
-pub fn project_and_id(env: &Env, arg: &str) -> anyhow::Result<(ProjectStore, String)> {
-    let store = project(env)?;
-    let id = store.resolve(arg)?;
-    Ok((store, id))
-}
 
 /// List the agent sessions of this project (every harness, launched by spex or not).
 #[derive(Debug, clap::Args)]
@@ -68,6 +57,13 @@ fn note(s: &Session) -> String {
         ),
         (None, Some(d), _) => format!("{}: {}", format!("{:?}", d.state).to_lowercase(), d.note),
         (None, None, Some(error)) => format!("retrying: {error}"),
+        _ if s
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.stalled_at.is_some() && t.state == TurnState::Running) =>
+        {
+            format!("stalled: {}", s.headline.clone().unwrap_or_default())
+        }
         _ => s.headline.clone().unwrap_or_default(),
     }
 }
@@ -81,55 +77,6 @@ fn branch_cell(s: &Session) -> String {
     } else {
         branch
     }
-}
-
-/// `12:03:41` of an RFC 3339 time of today, `2026-11-24 12:03:41` of an earlier day.
-pub(super) fn clock(t: &str) -> String {
-    clock_on(t, &crate::store::now_rfc3339())
-}
-
-fn clock_on(t: &str, now: &str) -> String {
-    match (t.get(..10), t.get(11..19)) {
-        (Some(day), Some(time)) if Some(day) == now.get(..10) => time.to_owned(),
-        (Some(day), Some(time)) => format!("{day} {time}"),
-        _ => t.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod clock_tests {
-    #[test]
-    fn a_time_of_an_earlier_day_shows_its_date() {
-        let now = "2026-11-25T09:00:00Z";
-        assert_eq!(super::clock_on("2026-11-25T08:01:02Z", now), "08:01:02");
-        assert_eq!(
-            super::clock_on("2026-11-24T23:59:59Z", now),
-            "2026-11-24 23:59:59"
-        );
-        assert_eq!(super::clock_on("garbage", now), "garbage");
-    }
-}
-
-/// A turn's state and why: `failed (model_error): API Error: 400 ...; next: ...`, a
-/// `partial_failed` turn's kept text named apart, never as the answer.
-fn turn_sentence(t: &crate::store::session::Turn) -> String {
-    let mut out = t.state.as_str().to_owned();
-    if let Some(kind) = t.error_kind {
-        out.push_str(&format!(" ({})", kind.as_str()));
-    }
-    if let Some(note) = &t.note {
-        out.push_str(&format!(": {note}"));
-    }
-    if let Some(p) = &t.partial {
-        out.push_str(&format!(
-            "; partial text kept apart ({} chars, `spex show --json`)",
-            p.chars().count()
-        ));
-    }
-    if let Some(next) = &t.next {
-        out.push_str(&format!("; next: {next}"));
-    }
-    out
 }
 
 /// One line: the state, since when, and what set it ("idle since 12:03:41, turn interrupted:
@@ -157,9 +104,11 @@ fn explain(s: &Session) -> String {
 
 pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let store = project(env)?;
+    let mut book = runtime::budget::Book::default();
     let records: Vec<Session> = reconcile::sessions(env, &store)?
         .into_iter()
         .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
+        .map(|s| runtime::judge::judge(env, &store, s, &mut book))
         // Records that never ran a turn say nothing, except a live session spex started.
         .filter(|s| {
             args.all
@@ -215,7 +164,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
 /// Show one session: its record and its latest events.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// How many of the latest events to include.
     #[arg(long, default_value_t = 10)]
@@ -230,6 +179,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let id = store.resolve(&args.id)?;
     let s = reconcile::session(env, &store, &id)?;
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
+    let s = runtime::judge::judge(env, &store, s, &mut runtime::budget::Book::default());
     let events = store.events(&id, Some(args.events))?;
     if args.json {
         output::json(
@@ -268,7 +218,12 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         ]);
     }
     if let Some(t) = &s.turn {
-        let mut line = format!("{}, started {}", t.state.as_str(), clock(&t.started_at));
+        let mut line = format!(
+            "{}{}, started {}",
+            t.state.as_str(),
+            turn_detail(t),
+            clock(&t.started_at)
+        );
         if let Some(end) = &t.ended_at {
             line.push_str(&format!(", ended {}", clock(end)));
         }
@@ -409,7 +364,7 @@ const LIVENESS_TICK: Duration = Duration::from_millis(500);
 /// `--until turn-end` 4 when the turn ended other than `completed` (its state and why printed).
 #[derive(Debug, clap::Args)]
 pub struct WaitArgs {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// The state to wait for; several, separated by commas, wait for the first reached
     /// (`--until idle,needs-attention`).
@@ -448,9 +403,14 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
     let mut shown: Option<Status> = None;
     let began = store::now_rfc3339();
     let mut start: Option<String> = None;
+    let mut book = runtime::budget::Book::default();
     loop {
         let s = reconcile::session(env, &store, &id)?;
         let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
+        // A session nobody else judges is judged here, and the wait wakes at its budget's
+        // deadline (no hook or file event may come then).
+        let s = runtime::judge::judge(env, &store, s, &mut book);
+        let budget_at = runtime::judge::deadline(env, &s, &mut book);
         if let Some(h) = adapters::lookup(&s.harness) {
             for d in h.evidence_dirs(env, &s) {
                 // A folder that does not exist yet is picked up on a later pass.
@@ -512,6 +472,9 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Gone);
         }
         let mut tick = LIVENESS_TICK;
+        if let Some(at) = budget_at {
+            tick = tick.min(at.saturating_duration_since(Instant::now()));
+        }
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now());
             if left.is_zero() {

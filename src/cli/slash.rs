@@ -1,7 +1,7 @@
 //! `spex slash`: each harness's `/` menu.
 
-use super::Outcome;
-use super::materialize::current_tree;
+use super::args::current_tree;
+use super::outcome::Outcome;
 use super::output;
 use crate::adapters;
 use crate::env::Env;

@@ -1,6 +1,6 @@
 //! `spex snapshot`: what a hosted session's terminal shows now.
 
-use super::Outcome;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime;
@@ -8,7 +8,7 @@ use crate::runtime;
 /// Print the screen of a hosted session (text, or JSON with rows, cursor and title).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Print `{rows, cols, cursor, title, lines}` as JSON (with `scrollback` when asked).
     #[arg(long)]
@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    let (store, id) = super::args::project_and_id(env, &args.id)?;
     let snap = runtime::snapshot(env, &store, &id, args.scrollback)?;
     if args.json {
         output::json(&snap);

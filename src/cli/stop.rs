@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::Outcome;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime;
@@ -12,7 +12,7 @@ use crate::store::session::{Session, Status};
 /// group, then SIGKILL after the grace period.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(value_name = "ID", help = super::ID_HELP, add = super::complete::sessions())]
+    #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
     /// Seconds between SIGTERM and SIGKILL (and at most how long the exit keys may take).
     #[arg(long, default_value_t = 5)]
@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let (store, id) = super::sessions::project_and_id(env, &args.id)?;
+    let (store, id) = super::args::project_and_id(env, &args.id)?;
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
@@ -34,7 +34,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let s = if already {
         record
     } else {
-        match super::launch::server_of(env, &store, &record, false)? {
+        match super::start::server_of(env, &store, &record, false)? {
             Some(server) => server.stop(&id)?,
             None => runtime::stop(env, &store, &id, Duration::from_secs(args.grace))?,
         }
@@ -54,7 +54,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
 
 /// How the session's program ended, in a few words.
 fn how(s: &Session) -> String {
-    match s.exit_status {
+    match s.exited_with() {
         Some(e) => match (e.code, e.signal) {
             (_, Some(sig)) => format!("signal {sig}"),
             (Some(code), None) => format!("exit code {code}"),

@@ -30,6 +30,9 @@ pub struct Ctx<'a> {
     /// The harness runs spex-launched sessions on a server that reports failed commands
     /// (which its hook payloads lack) on its own.
     pub server_reports_failures: bool,
+    /// This hook will wait for an answer to the attention it raises (`dispatch::wait`): the
+    /// attention is answered `via: hook`, and names this process as its waiter.
+    pub hook_wait: Option<crate::store::session::ProcessId>,
 }
 
 pub use crate::store::session::NewEvent;
@@ -117,7 +120,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 ));
             } else {
                 // A turn still running here ended without its hook (Esc fires no Stop).
-                out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+                out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal()));
                 out.extend(s.clear_attention(src));
                 s.turn = Some(Turn {
                     id: ev.turn_id.clone(),
@@ -132,6 +135,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                     partial: None,
                     open_calls: Vec::new(),
                     other: serde_json::Map::new(),
+                    ..Default::default()
                 });
                 out.push(event(
                     "turn.started",
@@ -257,7 +261,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             out.extend(s.fail_turn(&failure, ctx.now, src));
         }
         Kind::TurnInterrupted => {
-            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal()));
             out.extend(s.clear_attention(src));
             s.status = Status::Idle;
         }
@@ -277,7 +281,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 .declared
                 .as_ref()
                 .is_some_and(|d| d.state == DeclaredState::Asking);
-            let ended = s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null);
+            let ended = s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal());
             if !ended.is_empty() && !asking {
                 out.extend(ended);
                 s.status = Status::Idle;
@@ -294,6 +298,12 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
     (out, answer)
 }
 
+/// An interrupt the harness reported with nobody named: the person at its terminal (an
+/// interrupt spex sent names itself on the turn, and that wins; see `Session::end_turn`).
+fn by_terminal() -> Value {
+    json!({ "by": "terminal" })
+}
+
 /// What pairs a tool call's start and end: the harness's call id, else the tool's name.
 fn call_key(ev: &HookEvent) -> String {
     ev.call_id
@@ -307,10 +317,24 @@ fn call_key(ev: &HookEvent) -> String {
 /// question or request opens once, however many hooks report it.
 fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text: &str) {
     s.status = Status::NeedsAttention;
-    if s.attention
-        .as_ref()
-        .is_some_and(|a| a.reason == reason && a.text == text)
+    let asked = asked_call(ctx, s);
+    if let Some(a) = s
+        .attention
+        .as_mut()
+        .filter(|a| a.reason == reason && a.text == text)
     {
+        // Asked again by the hook that will wait for its answer (a question opened by its
+        // call's start): that hook answers it from now on.
+        if let Some(me) = ctx.hook_wait {
+            a.hook = Some(me);
+            if a.call_id.is_none() {
+                a.call_id = asked;
+            }
+            a.via = Some(crate::store::session::Via {
+                how: "hook".into(),
+                why: None,
+            });
+        }
         return;
     }
     let mut a = ctx.ev.ask.clone().unwrap_or_default();
@@ -323,8 +347,33 @@ fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text
     if a.turn_id.is_none() {
         a.turn_id.clone_from(&ctx.ev.turn_id);
     }
-    a.via = ctx.answering.map(|h| h.via(&a, s));
+    if a.call_id.is_none() {
+        a.call_id = asked;
+    }
+    a.hook = ctx.hook_wait;
+    a.via = if a.hook.is_some() {
+        Some(crate::store::session::Via {
+            how: "hook".into(),
+            why: None,
+        })
+    } else {
+        ctx.answering.map(|h| h.via(&a, s))
+    };
     out.extend(s.open_attention(a, ctx.hook));
+}
+
+/// The call a request asks about: the id the event carries, else the newest call of its tool
+/// still open in the running turn (its start was reported with its id).
+fn asked_call(ctx: &Ctx, s: &Session) -> Option<String> {
+    ctx.ev.call_id.clone().or_else(|| {
+        let tool = ctx.ev.tool.as_deref()?;
+        let t = s.turn.as_ref().filter(|t| t.state == TurnState::Running)?;
+        t.open_calls
+            .iter()
+            .rev()
+            .find(|(key, t)| t == tool && key != tool)
+            .map(|(key, _)| key.clone())
+    })
 }
 
 fn nonempty(v: &[String]) -> Option<&[String]> {
@@ -434,6 +483,7 @@ mod tests {
                 partial: None,
                 open_calls: Vec::new(),
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         };
@@ -456,6 +506,7 @@ mod tests {
             denied: false,
             server_reports_failures: false,
             answering: None,
+            hook_wait: None,
         };
         apply(&ctx, &mut s).0.into_iter().map(|e| e.0).collect()
     }

@@ -37,17 +37,27 @@ pub fn run(nodes: &[&HookNode], payload: &[u8], session: &str, event: &str, answ
             continue;
         };
         match ran.code {
-            Some(0) => super::merge(answer, Some(ran.stdout), None),
+            Some(0) => merge(answer, Some(ran.stdout), None),
             Some(2) if node.block => {
                 let reason = if ran.stderr.trim().is_empty() {
                     format!("blocked by {}", node.spec)
                 } else {
                     ran.stderr.trim().to_owned()
                 };
-                super::merge(answer, None, Some(reason));
+                merge(answer, None, Some(reason));
             }
             _ => {}
         }
+    }
+}
+
+/// Merges `extra` context into an answer.
+fn merge(answer: &mut Answer, context: Option<String>, block: Option<String>) {
+    if let Some(c) = context.filter(|c| !c.trim().is_empty()) {
+        answer.context.push(c.trim().to_owned());
+    }
+    if block.is_some() && answer.block.is_none() {
+        answer.block = block;
     }
 }
 

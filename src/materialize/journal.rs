@@ -175,6 +175,14 @@ fn union_for(out: &mut Owned, after: &Owned, path: &Path) {
         let mine = out.toml.entry(path.to_owned()).or_default();
         union_toml(mine, t);
     }
+    if let Some(g) = after.git.get(path) {
+        let mine = out.git.entry(path.to_owned()).or_default();
+        for e in &g.entries {
+            if !mine.entries.contains(e) {
+                mine.entries.push(e.clone());
+            }
+        }
+    }
     if let Some(h) = after.hooks.as_ref().and_then(|h| h.get(path)) {
         let mine = out
             .hooks

@@ -2,6 +2,7 @@
 //! config, the `.spec` tree and the harness adapters, then apply it atomically. `clean` is the
 //! same computation with nothing selected, so pruning and removal share one code path.
 
+pub mod excludes;
 mod journal;
 
 use std::collections::BTreeSet;
@@ -176,12 +177,13 @@ impl Inputs<'_> {
                 anywhere: anywhere.contains(h.id()),
                 spex: &spex,
                 nodes: &nodes,
+                answer_wait_secs: cfg.answer_wait_secs,
             };
             plan_contract(h, &ctx, &contract_wanted, &mut ws)?;
             plan_generated(h, &ctx, &mut ws)?;
             h.plan_shims(&ctx, &mut ws)?;
         }
-        plan_exclude(&self.tree, &others, &mut ws)?;
+        excludes::plan(self.env, &self.tree, &mut ws)?;
         let governed: Vec<Governed> = nodes
             .iter()
             .filter(|n| !n.code.is_empty())
@@ -214,6 +216,7 @@ impl Inputs<'_> {
                 stop_gate: cfg.stop_gate,
             },
             event_log_bytes: Some(cfg.event_log_bytes),
+            answer_wait_secs: Some(cfg.answer_wait_secs),
         });
         // Spellings matter while some checkout selects a harness; after that they are forgotten
         // with the rest of the project's selection.
@@ -304,59 +307,6 @@ fn plan_generated(
         ws.generated(&path, Some(content))?;
     }
     Ok(())
-}
-
-/// Whether `p` (under `root`) belongs to this checkout rather than to a checkout nested in it
-/// (e.g. a worktree under `.claude/worktrees/`).
-fn in_tree_scope(p: &Path, root: &Path, others: &[PathBuf]) -> bool {
-    !others
-        .iter()
-        .any(|r| r.starts_with(root) && p.starts_with(r))
-}
-
-/// Lists the files spex created in this tree in the repository's `info/exclude`.
-fn plan_exclude(
-    tree: &Tree,
-    other_roots: &[PathBuf],
-    ws: &mut Workspace,
-) -> Result<(), MaterializeError> {
-    let created = ws.owned_files_after();
-    let mut lines: Vec<String> = created
-        .iter()
-        .filter(|p| p.starts_with(&tree.root) && in_tree_scope(p, &tree.root, other_roots))
-        .filter(|p| !p.starts_with(&tree.common_dir) && !p.starts_with(&tree.git_dir))
-        .filter_map(|p| p.strip_prefix(&tree.root).ok())
-        .map(|rel| format!("/{}", rel.to_string_lossy()))
-        .collect();
-    let path = tree.exclude_file();
-    ws.validate_blocks(&path, block::HASH)?;
-    // The blocks of checkouts that are gone (`git worktree remove`) go with them.
-    let live: BTreeSet<String> = tree
-        .all_trees()
-        .iter()
-        .map(|t| format!("tree-{}", store::path_key(&t.root)))
-        .collect();
-    let text = ws.read_text(&path)?.unwrap_or_default();
-    let stale: Vec<String> = block::ids(&text, block::HASH)
-        .map_err(|source| MaterializeError::Block {
-            path: path.clone(),
-            source,
-        })?
-        .into_iter()
-        .filter(|id| id.starts_with("tree-") && !live.contains(id))
-        .collect();
-    for id in stale {
-        ws.block(&path, block::HASH, &id, None)?;
-    }
-    let id = format!("tree-{}", store::path_key(&tree.root));
-    if lines.is_empty() {
-        return ws.block(&path, block::HASH, &id, None);
-    }
-    lines.insert(
-        0,
-        format!("# files spex generated in {}", tree.root.display()),
-    );
-    ws.block(&path, block::HASH, &id, Some(&lines))
 }
 
 /// Adds `dir` and its ancestors that do not exist yet to `out`.
@@ -474,7 +424,7 @@ fn finish(
         .iter()
         // Cheap prefix tests first: the record holds every checkout's folders.
         .filter(|d| {
-            (d.starts_with(&tree) && in_tree_scope(d, &tree, others))
+            (d.starts_with(&tree) && excludes::in_tree_scope(d, &tree, others))
                 || deleted_parents.contains(d.as_path())
         })
         .filter(|d| {

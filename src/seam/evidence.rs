@@ -14,8 +14,9 @@ use crate::store::session::{NewEvent, ProcessId, Session, Status, TurnState, new
 pub enum Finding {
     /// The running turn completed (the server said so; its Stop hook may not have).
     TurnCompleted,
-    /// The running turn ended without its hook (Esc, a denied approval).
-    TurnInterrupted,
+    /// The running turn ended without its hook (Esc, a denied approval), and who ended it as
+    /// the evidence tells (`terminal`, `denial`); an interrupt spex sent names itself.
+    TurnInterrupted(&'static str),
     /// A person answered the session's request: it works again, attention cleared.
     Resumed,
     /// The running turn failed and the harness will not retry it.
@@ -54,24 +55,27 @@ pub fn process_start(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
+/// The parent of process `pid` (`/proc/<pid>/stat` field 4), `None` when there is no such
+/// process or its parent is init.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 4 (ppid) comes after the command name, which may hold `)`.
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+        .filter(|p| *p > 1)
+}
+
 /// The process ids from this process up towards init, at most `limit` of them.
 pub fn ancestors(limit: usize) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut pid = std::process::id();
-    while pid > 1 && out.len() < limit {
-        out.push(pid);
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let mut out = vec![std::process::id()];
+    while out.len() < limit {
+        let Some(p) = out.last().and_then(|p| parent_of(*p)) else {
             break;
         };
-        // Field 4 (ppid) comes after the command name, which may hold `)`.
-        let Some(ppid) = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        else {
-            break;
-        };
-        pid = ppid;
+        out.push(p);
     }
     out
 }
@@ -88,7 +92,7 @@ pub type Watch = Vec<PathBuf>;
 pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     let mut out = Vec::new();
     if s.process.is_none() {
-        s.process = ev.process;
+        s.process = ev.process.map(Into::into);
     }
     s.observed.clone_from(&ev.observed);
     if ev.attended.is_some() {
@@ -99,11 +103,12 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     let why = ev.why.clone();
     let why_field = || json!({ "why": why });
     match &ev.finding {
-        Some(f @ (Finding::TurnCompleted | Finding::TurnInterrupted)) => {
-            let (state, extra) = if *f == Finding::TurnCompleted {
-                (TurnState::Completed, json!({}))
-            } else {
-                (TurnState::Interrupted, why_field())
+        Some(f @ (Finding::TurnCompleted | Finding::TurnInterrupted(_))) => {
+            let (state, extra) = match f {
+                Finding::TurnInterrupted(by) => {
+                    (TurnState::Interrupted, json!({ "why": why, "by": by }))
+                }
+                _ => (TurnState::Completed, json!({})),
             };
             let ended = s.end_turn(state, now, src, extra);
             if !ended.is_empty() {
@@ -112,6 +117,11 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
                 if s.status != Status::Exited {
                     s.status = Status::Idle;
                 }
+            } else if s.status == Status::Working && !s.turn_running() {
+                // A turn that already ended (`timed_out` while the harness went on with it)
+                // has now stopped in the harness too: the session is idle, with no second
+                // ending.
+                s.status = Status::Idle;
             }
         }
         Some(Finding::Resumed) if s.status == Status::NeedsAttention => {

@@ -35,6 +35,9 @@ pub struct ShimCtx<'a> {
     /// The spex binary, quoted for a shell.
     pub spex: &'a str,
     pub nodes: &'a [SpecNode],
+    /// How long a hook that may wait for an answer waits (`answering.hookWaitSecs`): its
+    /// shim's timeout must outlast it.
+    pub answer_wait_secs: u64,
 }
 
 impl ShimCtx<'_> {

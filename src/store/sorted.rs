@@ -12,8 +12,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::session::{
-    Answering, Attention, Choice, Declared, ErrorKind, ExitStatus, Flags, ProcessId, Question,
-    Session, Status, Turn, TurnState, Via,
+    Answering, Attention, Choice, Declared, ErrorKind, ExitStatus, Flags, Kept, ProcessId,
+    Question, Session, Status, Timeout, Turn, TurnState, Via,
 };
 
 /// A record with its `live` (see `runtime::live`).
@@ -28,7 +28,7 @@ pub struct SortedRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     exit_reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    exit_status: Option<ExitStatus>,
+    exit_status: Option<&'a Kept<ExitStatus>>,
     flags: SortedFlags<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     handle: Option<&'a str>,
@@ -43,7 +43,7 @@ pub struct SortedRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     observed: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    process: Option<ProcessId>,
+    process: Option<&'a Kept<ProcessId>>,
     project: &'a Path,
     schema: u32,
     seq: u64,
@@ -79,6 +79,8 @@ struct SortedAttention<'a> {
     call_id: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     choices: &'a [Choice],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hook: Option<&'a super::session::ProcessId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -132,10 +134,14 @@ struct SortedFlags<'a> {
 struct SortedTurn<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     attempt_failed_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'a str>,
     ended_at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error_kind: Option<ErrorKind>,
     id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupting: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     next: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -144,9 +150,15 @@ struct SortedTurn<'a> {
     open_calls: &'a Vec<(String, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     partial: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress_at: Option<&'a str>,
     prompt: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stalled_at: Option<&'a str>,
     started_at: &'a str,
     state: TurnState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<&'a Timeout>,
     /// Members a newer spex wrote: after the known ones (in their own order).
     #[serde(flatten)]
     other: &'a serde_json::Map<String, serde_json::Value>,
@@ -212,11 +224,13 @@ impl<'a> SortedRecord<'a> {
                      turn_id,
                      via,
                      answering,
+                     hook,
                      other,
                  }| SortedAttention {
                     answering: answering.as_ref(),
                     call_id: call_id.as_deref(),
                     choices,
+                    hook: hook.as_ref(),
                     id: id.as_deref(),
                     kind: kind.as_deref(),
                     questions,
@@ -245,7 +259,7 @@ impl<'a> SortedRecord<'a> {
                 },
             ),
             exit_reason: exit_reason.as_deref(),
-            exit_status: *exit_status,
+            exit_status: exit_status.as_ref(),
             flags: SortedFlags {
                 attentions: *attentions,
                 completed_calls,
@@ -264,7 +278,7 @@ impl<'a> SortedRecord<'a> {
             live,
             name: name.as_deref(),
             observed: observed.as_deref(),
-            process: *process,
+            process: process.as_ref(),
             project,
             schema: *schema,
             seq: *seq,
@@ -287,19 +301,29 @@ impl<'a> SortedRecord<'a> {
                      next,
                      partial,
                      open_calls,
+                     progress_at,
+                     stalled_at,
+                     by,
+                     interrupting,
+                     timeout,
                      other,
                  }| SortedTurn {
                     attempt_failed_at: attempt_failed_at.as_deref(),
+                    by: by.as_deref(),
                     ended_at: ended_at.as_deref(),
                     error_kind: *error_kind,
                     id: id.as_deref(),
+                    interrupting: interrupting.as_deref(),
                     next: next.as_deref(),
                     note: note.as_deref(),
                     open_calls,
                     partial: partial.as_deref(),
+                    progress_at: progress_at.as_deref(),
                     prompt: prompt.as_deref(),
+                    stalled_at: stalled_at.as_deref(),
                     started_at,
                     state: *state,
+                    timeout: timeout.as_ref(),
                     other,
                 },
             ),
@@ -372,6 +396,7 @@ mod tests {
                     choice: "deny".into(),
                     message: Some("no".into()),
                 }),
+                hook: Some(super::super::session::ProcessId { pid: 42, start: 7 }),
                 other: newer("zz_attention"),
             }),
             turn: Some(Turn {
@@ -386,6 +411,16 @@ mod tests {
                 next: Some("send it again".into()),
                 partial: Some("half an answer".into()),
                 open_calls: vec![("toolu_1".into(), "Bash".into())],
+                progress_at: Some("2026-11-23T10:00:01.700Z".into()),
+                stalled_at: Some("2026-11-23T10:00:01.800Z".into()),
+                by: Some("spex interrupt".into()),
+                interrupting: Some("timeout".into()),
+                timeout: Some(Timeout {
+                    action: "interrupt".into(),
+                    budget_ms: 1000,
+                    elapsed_ms: 2000,
+                    interrupt_sent_at: Some("2026-11-23T10:00:02.000Z".into()),
+                }),
                 other: newer("zz_turn"),
             }),
             declared: Some(Declared {
@@ -398,9 +433,12 @@ mod tests {
             headline: Some("a headline".into()),
             handle: Some("9289b".into()),
             name: Some("fix-login".into()),
-            process: Some(ProcessId {
-                pid: 42,
-                start: 123_456,
+            process: Some(Kept {
+                known: ProcessId {
+                    pid: 42,
+                    start: 123_456,
+                },
+                other: newer("zz_process"),
             }),
             transcript: Some("/h/.agent/rollout.jsonl".into()),
             observed: Some("busy".into()),
@@ -417,9 +455,12 @@ mod tests {
                 attentions: 3,
                 other: newer("zz_flags"),
             },
-            exit_status: Some(ExitStatus {
-                code: Some(1),
-                signal: None,
+            exit_status: Some(Kept {
+                known: ExitStatus {
+                    code: Some(1),
+                    signal: None,
+                },
+                other: newer("zz_exit_status"),
             }),
             other: newer("zz_record"),
         }
@@ -445,6 +486,11 @@ mod tests {
                 next: None,
                 partial: None,
                 open_calls: Vec::new(),
+                progress_at: None,
+                stalled_at: None,
+                by: None,
+                interrupting: None,
+                timeout: None,
                 other: serde_json::Map::new(),
                 ..t
             }),

@@ -71,9 +71,150 @@ fn answered(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Value {
     run_json(w, fake, args).unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, args[1])))
 }
 
+/// A Claude world whose `PermissionRequest` hook does not wait (`answering.hookWaitSecs: 0`):
+/// a hosted session's dialogs are answered with keys.
+fn claude_world_without_waiting_hook() -> (World, FakeAnthropic) {
+    let (w, fake) = claude_world(SeedOptions::default());
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"], \"answering\": { \"hookWaitSecs\": 0 } }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    (w, fake)
+}
+
+/// Waits until `path` exists.
+fn appears(path: &std::path::Path, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !path.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    path.exists()
+}
+
+/// Waits until the model was told `text`.
+fn model_hears(fake: &FakeAnthropic, text: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !model_heard(fake).contains(text) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    model_heard(fake).contains(text)
+}
+
+/// The last `attention.closed` event of session `id`.
+fn last_closed(w: &World, id: &str) -> Value {
+    w.events(id)
+        .into_iter()
+        .rfind(|e| e["kind"] == "attention.closed")
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn hosted_claude_permission_answered_through_the_waiting_hook() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    // The shim's timeout outlasts the wait (600 s by default) plus the usual 30 s.
+    let settings: Value =
+        serde_json::from_str(&read_or_empty(&w.repo.join(".claude/settings.json"))).unwrap();
+    assert_eq!(
+        settings["hooks"]["PermissionRequest"][0]["hooks"][0]["timeout"],
+        630,
+        "{}",
+        pretty(&settings)
+    );
+    assert_eq!(
+        settings["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"],
+        30
+    );
+    let id = launch(&w, &fake);
+    let out = w.repo.join("bash_out.txt");
+
+    // allow: the hook gives Claude the decision, the command runs.
+    let a = at_dialog(&w, &fake, &id, "USE_BASH run it", "Do you want to proceed?");
+    assert_eq!(a["id"], "a1", "{}", pretty(&a));
+    assert_eq!(a["via"]["how"], "hook", "{}", pretty(&a));
+    assert!(
+        a["call_id"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("toolu_")),
+        "{}",
+        pretty(&a)
+    );
+    let done = answered(&w, &fake, &["approve", &id, "--attention", "a1", "--json"]);
+    eprintln!(
+        "approve (hook) confirmed in {} ms: {}",
+        done["elapsed_ms"], done["confirmed"]
+    );
+    assert_eq!(done["via"], "hook", "{}", pretty(&done));
+    assert!(
+        appears(&out, Duration::from_secs(20)),
+        "the command did not run\n{}",
+        host_log(&w, &id)
+    );
+    assert!(
+        wait_screen(
+            &w,
+            &fake,
+            &id,
+            "Allowed by PermissionRequest hook",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        screen(&w, &fake, &id)
+    );
+    let closed = last_closed(&w, &id);
+    assert_eq!(closed["how"], "spex answer", "{}", host_log(&w, &id));
+    assert_eq!(closed["choice"], "allow");
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    // The hook left no answer file and the answered attention names no waiting hook.
+    let dir = w.project_dir().join("sessions").join(&id);
+    assert!(!dir.join("answer-a1.json").exists());
+
+    // deny with a message: the command does not run, the model gets exactly the message and
+    // the turn goes on (Claude's final answer comes).
+    std::fs::remove_file(&out).unwrap();
+    let a = at_dialog(
+        &w,
+        &fake,
+        &id,
+        "USE_BASH once more",
+        "Do you want to proceed?",
+    );
+    assert_eq!(a["id"], "a2");
+    assert_eq!(a["via"]["how"], "hook");
+    // The stale a1 is refused while a2 is open, and a2 stays open, its answer file unwritten.
+    let (code, text) = said(&w, &fake, &["approve", &id, "--attention", "a1"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("is not open") && text.contains("a2"),
+        "{text}"
+    );
+    assert!(!dir.join("answer-a1.json").exists() && !dir.join("answer-a2.json").exists());
+    let done = answered(
+        &w,
+        &fake,
+        &[
+            "deny",
+            &id,
+            "--message",
+            "use make instead of echo",
+            "--json",
+        ],
+    );
+    assert_eq!(done["via"], "hook", "{}", pretty(&done));
+    assert!(
+        model_hears(&fake, "use make instead of echo", Duration::from_secs(30)),
+        "the model never got the message\n{}",
+        host_log(&w, &id)
+    );
+    assert!(!out.exists(), "the denied command ran");
+    let r = wait_status(&w, &id, "idle", Duration::from_mins(1));
+    assert_eq!(r["turn"]["state"], "completed", "{}", pretty(&r));
+    stop(&w, &fake, &id);
+}
+
 #[test]
 fn hosted_claude_permission_answered_allow_deny_with_message_and_for_the_session() {
-    let (w, fake) = claude_world(SeedOptions::default());
+    let (w, fake) = claude_world_without_waiting_hook();
     let id = launch(&w, &fake);
     let out = w.repo.join("bash_out.txt");
 

@@ -50,6 +50,7 @@ enum Tok {
     Comma,
     Star,
     Dollar,
+    Semi,
     Other,
 }
 
@@ -188,6 +189,7 @@ fn tokens(src: &str) -> Vec<(Tok, usize)> {
                         ',' => Tok::Comma,
                         '*' => Tok::Star,
                         '$' => Tok::Dollar,
+                        ';' => Tok::Semi,
                         _ => Tok::Other,
                     },
                     line,
@@ -259,65 +261,84 @@ fn use_tree(
     }
 }
 
-/// `src/adapters/codex/rpc.rs` -> (`adapters`, 3): the top-level module a file belongs to and
-/// how deep in the module tree the file's own module sits.
-fn module_of(rel: &str) -> (String, usize) {
-    let parts: Vec<&str> = rel.trim_start_matches("src/").split('/').collect();
-    if parts == ["main.rs"] {
-        return ("main".to_owned(), 0);
+/// `src/adapters/codex/rpc.rs` -> `["adapters", "codex", "rpc"]`: the module a file holds, as
+/// a path from the crate root (`[]` for `src/main.rs`).
+fn module_path(rel: &str) -> Vec<String> {
+    let path = rel.trim_start_matches("src/").trim_end_matches(".rs");
+    if path == "main" {
+        return Vec::new();
     }
-    let depth = parts.len() - usize::from(parts.last() == Some(&"mod.rs"));
-    (parts[0].trim_end_matches(".rs").to_owned(), depth)
+    path.split('/')
+        .filter(|p| *p != "mod")
+        .map(str::to_owned)
+        .collect()
 }
 
-/// Every path in `src` that leaves its own top-level module: `crate::...` paths, `super::`
-/// chains that climb to the crate root, and in the crate root itself (`main.rs`) paths that
-/// start with a module's name. `modules` are the crate's top-level modules; a path naming
-/// anything else names an item of the crate root (`main`).
+/// The top-level module a file belongs to (`main` for the crate root).
+fn module_of(rel: &str) -> String {
+    module_path(rel)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| "main".to_owned())
+}
+
+/// Every path in `src` that names an item of the crate, made absolute (`crate::...`):
+/// `crate::` paths, `super::` and `self::` paths, and paths that start with the name of a
+/// module the file declares (`mod launch;` then `launch::run`). `modules` are the crate's
+/// top-level modules; a path naming anything else names an item of the crate root (`main`).
 fn imports(rel: &str, src: &str, modules: &BTreeSet<String>) -> Vec<Import> {
     let toks = tokens(src);
-    let (_, file_depth) = module_of(rel);
+    let file_path = module_path(rel);
+    // The modules this file declares by `mod name;`.
+    let children: BTreeSet<&str> = toks
+        .windows(3)
+        .filter_map(|w| match w {
+            [(Tok::Ident(m), _), (Tok::Ident(name), _), (Tok::Semi, _)] if m == "mod" => {
+                Some(name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
     let mut out = Vec::new();
     let mut braces = 0usize;
-    // Brace depths at which inline `mod name { .. }` blocks opened.
-    let mut inline_mods: Vec<usize> = Vec::new();
+    // Inline `mod name { .. }` blocks open here: the brace depth each opened at, and its name.
+    let mut inline_mods: Vec<(usize, String)> = Vec::new();
     let mut i = 0;
     while i < toks.len() {
         let line = toks[i].1;
         let after_dollar = i > 0 && toks[i - 1].0 == Tok::Dollar;
         let after_sep = i > 0 && toks[i - 1].0 == Tok::Sep;
-        let mut root_path_at = None;
-        let at_root = file_depth + inline_mods.len() == 0;
-        if at_root
-            && !after_sep
-            && matches!(&toks[i].0, Tok::Ident(m) if modules.contains(m))
-            && at(&toks, i + 1) == Some(&Tok::Sep)
-        {
-            root_path_at = Some(i);
-        } else if is_ident(toks.get(i), "crate")
-            && !after_dollar
-            && at(&toks, i + 1) == Some(&Tok::Sep)
-        {
-            root_path_at = Some(i + 2);
-        } else if is_ident(toks.get(i), "super") && at(&toks, i + 1) == Some(&Tok::Sep) {
-            let mut j = i;
-            let mut ups = 0;
-            while is_ident(toks.get(j), "super") && at(&toks, j + 1) == Some(&Tok::Sep) {
-                ups += 1;
-                j += 2;
-            }
-            if ups >= file_depth + inline_mods.len() {
-                root_path_at = Some(j);
-            } else {
-                i = j;
-                continue;
+        let path_follows = at(&toks, i + 1) == Some(&Tok::Sep);
+        // Where a path to a crate item starts, and the module it is relative to.
+        let mut start: Option<(usize, Vec<String>)> = None;
+        if !after_sep && path_follows {
+            match &toks[i].0 {
+                Tok::Ident(m) if inline_mods.is_empty() && children.contains(m.as_str()) => {
+                    start = Some((i, file_path.clone()));
+                }
+                Tok::Ident(m) if m == "crate" && !after_dollar => start = Some((i + 2, Vec::new())),
+                Tok::Ident(m) if m == "super" || m == "self" => {
+                    let mut base: Vec<String> = file_path
+                        .iter()
+                        .cloned()
+                        .chain(inline_mods.iter().map(|(_, name)| name.clone()))
+                        .collect();
+                    let mut j = if m == "self" { i + 2 } else { i };
+                    while is_ident(toks.get(j), "super") && at(&toks, j + 1) == Some(&Tok::Sep) {
+                        base.pop();
+                        j += 2;
+                    }
+                    start = Some((j, base));
+                }
+                _ => {}
             }
         }
-        if let Some(start) = root_path_at {
+        if let Some((start, base)) = start {
             let mut paths = Vec::new();
             i = use_tree(&toks, start, &[], &mut paths);
             for path in paths {
-                let first = path.first().cloned().unwrap_or_default();
+                let full: Vec<String> = base.iter().cloned().chain(path).collect();
+                let first = full.first().cloned().unwrap_or_default();
                 let target = if modules.contains(&first) {
                     first
                 } else {
@@ -326,7 +347,7 @@ fn imports(rel: &str, src: &str, modules: &BTreeSet<String>) -> Vec<Import> {
                 out.push(Import {
                     file: rel.to_owned(),
                     line,
-                    item: format!("crate::{}", path.join("::")),
+                    item: format!("crate::{}", full.join("::")),
                     target,
                 });
             }
@@ -334,12 +355,17 @@ fn imports(rel: &str, src: &str, modules: &BTreeSet<String>) -> Vec<Import> {
         }
         match &toks[i].0 {
             Tok::Ident(m) if m == "mod" && at(&toks, i + 2) == Some(&Tok::Open) => {
-                inline_mods.push(braces);
+                if let Some(Tok::Ident(name)) = at(&toks, i + 1) {
+                    inline_mods.push((braces, name.clone()));
+                }
             }
             Tok::Open => braces += 1,
             Tok::Close => {
                 braces = braces.saturating_sub(1);
-                if inline_mods.last() == Some(&braces) {
+                if inline_mods
+                    .last()
+                    .is_some_and(|(depth, _)| *depth == braces)
+                {
                     inline_mods.pop();
                 }
             }
@@ -348,6 +374,73 @@ fn imports(rel: &str, src: &str, modules: &BTreeSet<String>) -> Vec<Import> {
         i += 1;
     }
     out
+}
+
+/// Why the adapters' circles are still there: the helpers the adapters share live in the
+/// registry's file, which names every adapter.
+const SHARED_IN_REGISTRY: &str = "the helpers the adapters share live in `src/adapters/mod.rs` beside the registry; they move out with the split of the `Harness` trait into facets (issue 23)";
+/// An adapter's `mod.rs` holds both its `Harness` impl, which calls its parts, and what those
+/// parts read.
+const IMPL_BESIDE_PARTS: &str = "an adapter's `mod.rs` holds both its `Harness` impl and the constants and clients its parts use; the split into facets (issue 23) takes the impl apart";
+/// `runtime/mod.rs` holds the types its parts speak beside the engine that calls them.
+const RUNTIME_TYPES: &str = "`src/runtime/mod.rs` holds the types its parts speak (`RuntimeError`, `Delivery`) beside the engine that calls them";
+
+/// Imports between files of one module that close a circle the code has not yet taken apart,
+/// each with why it is still there: (the importing file, or every file under a folder ending
+/// in `/`; the file it imports from; why). They are left out of the circle check; the test
+/// fails when one of them matches no import any more (take it out of the list), so the list
+/// only shrinks. A circle that no import here closes fails the test.
+const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[
+    ("src/adapters/", "src/adapters/mod.rs", SHARED_IN_REGISTRY),
+    (
+        "src/adapters/claude/",
+        "src/adapters/claude/mod.rs",
+        IMPL_BESIDE_PARTS,
+    ),
+    (
+        "src/adapters/codex/",
+        "src/adapters/codex/mod.rs",
+        IMPL_BESIDE_PARTS,
+    ),
+    (
+        "src/adapters/codex/answer.rs",
+        "src/adapters/codex/server.rs",
+        IMPL_BESIDE_PARTS,
+    ),
+    ("src/runtime/server.rs", "src/runtime/mod.rs", RUNTIME_TYPES),
+    ("src/runtime/answer.rs", "src/runtime/mod.rs", RUNTIME_TYPES),
+];
+
+/// The files of `src/cli/` that are no subcommand's: the command line itself (`mod.rs`, which
+/// runs every subcommand) and the modules the subcommands share. Every other file there is one
+/// subcommand's, and imports no other subcommand's file: what two subcommands both need moves
+/// into a shared module, which sits below them and imports none of them.
+const CLI_SHARED: &[&str] = &[
+    "mod.rs",
+    "args.rs",
+    "complete.rs",
+    "outcome.rs",
+    "output.rs",
+    "plan.rs",
+    "start.rs",
+    "terminal.rs",
+    "turns.rs",
+];
+
+/// Why an import from file `from` of file `to` breaks the order of the command line's files.
+fn cli_rule(from: &str, to: &str) -> Option<String> {
+    let (Some(f), Some(t)) = (from.strip_prefix("src/cli/"), to.strip_prefix("src/cli/")) else {
+        return None;
+    };
+    let subcommand = |name: &str| !CLI_SHARED.contains(&name);
+    if f == t || !subcommand(t) || f == "mod.rs" {
+        return None;
+    }
+    Some(if subcommand(f) {
+        "a subcommand's file imports another subcommand's; move what both need into a shared module of `src/cli/` (CLI_SHARED in tests/it/architecture.rs)".to_owned()
+    } else {
+        format!("`src/cli/{f}` is shared by the subcommands and imports none of them")
+    })
 }
 
 fn layer_of(module: &str) -> Option<(usize, &'static str)> {
@@ -385,15 +478,15 @@ fn describe(imp: &Import, files: &BTreeSet<&str>) -> String {
 }
 
 /// Everything wrong with the module graph of `files` (path relative to the crate, source).
-fn problems(files: &[(String, String)]) -> Vec<String> {
-    let modules: BTreeSet<String> = files.iter().map(|(rel, _)| module_of(rel).0).collect();
+fn problems(files: &[(String, String)], known: &[(&str, &str, &str)]) -> Vec<String> {
+    let modules: BTreeSet<String> = files.iter().map(|(rel, _)| module_of(rel)).collect();
     let paths: BTreeSet<&str> = files.iter().map(|(rel, _)| rel.as_str()).collect();
     let mut out = Vec::new();
     for m in &modules {
         if layer_of(m).is_none() {
             let file = &files
                 .iter()
-                .find(|(rel, _)| module_of(rel).0 == *m)
+                .find(|(rel, _)| module_of(rel) == *m)
                 .expect("a file")
                 .0;
             out.push(format!(
@@ -401,12 +494,21 @@ fn problems(files: &[(String, String)]) -> Vec<String> {
             ));
         }
     }
-    // The first import seen for each arrow between two top-level modules.
+    // The first import seen for each arrow between two top-level modules, and between two files
+    // of one module (a circle through files of several modules is one between modules).
     let mut arrows: BTreeMap<(String, String), Import> = BTreeMap::new();
+    let mut file_arrows: BTreeMap<(String, String), Import> = BTreeMap::new();
     for (rel, src) in files {
-        let (from, _) = module_of(rel);
+        let from = module_of(rel);
         for imp in imports(rel, src, &modules) {
+            let to_file = file_of(&imp.item, &paths);
+            if let Some(why) = cli_rule(rel, &to_file) {
+                out.push(format!("{} ({why})", describe(&imp, &paths)));
+            }
             if imp.target == from {
+                if to_file != *rel {
+                    file_arrows.entry((rel.clone(), to_file)).or_insert(imp);
+                }
                 continue;
             }
             if let (Some((fr, fname)), Some((tr, tname))) = (layer_of(&from), layer_of(&imp.target))
@@ -429,6 +531,19 @@ fn problems(files: &[(String, String)]) -> Vec<String> {
         }
     }
     out.extend(cycles(&arrows, &paths));
+    for (from, to, _) in known {
+        let before = file_arrows.len();
+        file_arrows.retain(|(f, t), _| {
+            let matches = f == from || (from.ends_with('/') && f.starts_with(from));
+            !(matches && t == to)
+        });
+        if file_arrows.len() == before {
+            out.push(format!(
+                "{from} no longer imports from {to}: take the pair out of KNOWN_CIRCLES (tests/it/architecture.rs)"
+            ));
+        }
+    }
+    out.extend(cycles(&file_arrows, &paths));
     out
 }
 
@@ -510,21 +625,10 @@ fn rust_files(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
     }
 }
 
-/// Only `src/adapters/` names a harness: elsewhere under `src/`, no line of code or string
-/// literal (comments aside, which may explain a harness's behaviour) holds an adapter's
-/// folder name, so the PTY library, the engines and the ground stay harness-neutral.
-#[test]
-fn no_harness_is_named_outside_the_adapters() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let harnesses: Vec<String> = std::fs::read_dir(root.join("src/adapters"))
-        .expect("src/adapters")
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.is_dir())
-        .map(|p| p.file_name().unwrap().to_string_lossy().to_lowercase())
-        .collect();
-    assert!(!harnesses.is_empty(), "found the adapters");
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), root, &mut files);
+/// The lines under `src/` but outside `src/adapters/` whose code or string literals hold one
+/// of `harnesses` (any case); comments (doc comments included) may explain a harness's
+/// behaviour and are not read.
+fn harness_names(files: &[(String, String)], harnesses: &[String]) -> Vec<String> {
     let mut named = Vec::new();
     for (rel, src) in files
         .iter()
@@ -541,10 +645,48 @@ fn no_harness_is_named_outside_the_adapters() {
             }
         }
     }
+    named
+}
+
+/// Only `src/adapters/` names a harness: elsewhere under `src/`, no line of code or string
+/// literal holds an adapter's folder name, so the PTY library, the engines and the ground stay
+/// harness-neutral.
+#[test]
+fn no_harness_is_named_outside_the_adapters() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let harnesses: Vec<String> = std::fs::read_dir(root.join("src/adapters"))
+        .expect("src/adapters")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.is_dir())
+        .map(|p| p.file_name().unwrap().to_string_lossy().to_lowercase())
+        .collect();
+    assert!(!harnesses.is_empty(), "found the adapters");
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), root, &mut files);
+    let named = harness_names(&files, &harnesses);
     assert!(
         named.is_empty(),
         "a harness is named outside src/adapters/ (move it behind the seam):\n{}",
         named.join("\n")
+    );
+}
+
+#[test]
+fn finds_a_harness_named_in_code_or_strings_but_not_in_comments() {
+    let files = [
+        file(
+            "src/store/mod.rs",
+            "//! What Codex writes.\n/// Claude's id.\nfn home() -> &'static str { \"~/.CODEX\" }\nfn claude_home() {}\nx(); // codex\n",
+        ),
+        file("src/adapters/codex/mod.rs", "const ID: &str = \"codex\";\n"),
+    ];
+    let harnesses = ["claude".to_owned(), "codex".to_owned()];
+    assert_eq!(
+        harness_names(&files, &harnesses),
+        [
+            "src/store/mod.rs:3: fn home() -> &'static str { \"~/.CODEX\" }",
+            "src/store/mod.rs:4: fn claude_home() {}",
+        ]
     );
 }
 
@@ -554,7 +696,7 @@ fn imports_run_down_the_layers_without_cycles() {
     let mut files = Vec::new();
     rust_files(&root.join("src"), root, &mut files);
     assert!(files.len() > 10, "found the sources");
-    let problems = problems(&files);
+    let problems = problems(&files, KNOWN_CIRCLES);
     assert!(
         problems.is_empty(),
         "the module graph breaks the layer order:\n{}",
@@ -600,6 +742,7 @@ mod tests {
         ("crate::seam::edit::*", "seam"),
         ("crate::fsutil::read_opt", "fsutil"),
         ("crate::spec::load", "spec"),
+        ("crate::env::*", "env"),
     ]
     .map(|(a, b)| (a.to_owned(), b.to_owned()));
     assert_eq!(found, want);
@@ -618,6 +761,84 @@ mod tests {
     );
     let root: Vec<&str> = root.iter().map(|i| i.item.as_str()).collect();
     assert_eq!(root, ["crate::env::Env::from_process"]);
+}
+
+#[test]
+fn reads_paths_relative_to_the_file() {
+    let modules: BTreeSet<String> = ["cli", "store"].map(str::to_owned).into();
+    let items = |rel: &str, src: &str| -> Vec<String> {
+        imports(rel, src, &modules)
+            .into_iter()
+            .map(|i| i.item)
+            .collect()
+    };
+    assert_eq!(
+        items(
+            "src/cli/attach.rs",
+            "use super::start::{server_of, relaunch};\nfn f() { self::pump(); super::super::store::load(); }\nmod tests { use super::*; }",
+        ),
+        [
+            "crate::cli::start::server_of",
+            "crate::cli::start::relaunch",
+            "crate::cli::attach::pump",
+            "crate::store::load",
+            "crate::cli::attach::*",
+        ]
+    );
+    // A module the file declares starts a path; another crate's module of that name does not.
+    assert_eq!(
+        items(
+            "src/cli/mod.rs",
+            "pub mod launch;\npub use launch::Args;\nfn f() { launch::run(); std::launch::x(); }",
+        ),
+        ["crate::cli::launch::Args", "crate::cli::launch::run"]
+    );
+}
+
+#[test]
+fn names_circles_between_files_and_subcommands_that_import_each_other() {
+    let files = [
+        file("src/main.rs", "mod cli; mod store;"),
+        file(
+            "src/cli/mod.rs",
+            "pub mod args; pub mod attach; pub mod launch;\nfn run() { attach::run(); }\n",
+        ),
+        file("src/cli/args.rs", "use super::attach::Args;\n"),
+        file(
+            "src/cli/attach.rs",
+            "fn run() {\n    super::launch::server_of();\n}\n",
+        ),
+        file("src/cli/launch.rs", "use super::attach::attach;\n"),
+        file(
+            "src/store/mod.rs",
+            "mod session;\npub struct ProjectStore;\nfn f() { session::load(); }\n",
+        ),
+        file("src/store/session.rs", "use super::ProjectStore;\n"),
+    ];
+    let subcommands = "a subcommand's file imports another subcommand's; move what both need into a shared module of `src/cli/` (CLI_SHARED in tests/it/architecture.rs)";
+    let want = [
+        "src/cli/args.rs:1 imports crate::cli::attach::Args from src/cli/attach.rs (`src/cli/args.rs` is shared by the subcommands and imports none of them)".to_owned(),
+        format!("src/cli/attach.rs:2 imports crate::cli::launch::server_of from src/cli/launch.rs ({subcommands})"),
+        format!("src/cli/launch.rs:1 imports crate::cli::attach::attach from src/cli/attach.rs ({subcommands})"),
+    ];
+    let cli_circle = "import cycle: src/cli/attach.rs -> src/cli/launch.rs -> src/cli/attach.rs\n  src/cli/attach.rs:2 imports crate::cli::launch::server_of from src/cli/launch.rs\n  src/cli/launch.rs:1 imports crate::cli::attach::attach from src/cli/attach.rs";
+    // Inside one module: `mod.rs` uses its child, which uses `mod.rs`.
+    let store_circle = "import cycle: src/store/mod.rs -> src/store/session.rs -> src/store/mod.rs\n  src/store/mod.rs:3 imports crate::store::session::load from src/store/session.rs\n  src/store/session.rs:1 imports crate::store::ProjectStore from src/store/mod.rs";
+    let mut all = want.to_vec();
+    all.extend([cli_circle.to_owned(), store_circle.to_owned()]);
+    assert_eq!(problems(&files, &[]), all);
+    // A known circle is left out; an entry whose import has gone away is named, to be taken off
+    // the list.
+    let known = [
+        ("src/store/session.rs", "src/store/mod.rs", "why"),
+        ("src/store/paths.rs", "src/store/mod.rs", "why"),
+    ];
+    let mut all = want.to_vec();
+    all.extend([
+        "src/store/paths.rs no longer imports from src/store/mod.rs: take the pair out of KNOWN_CIRCLES (tests/it/architecture.rs)".to_owned(),
+        cli_circle.to_owned(),
+    ]);
+    assert_eq!(problems(&files, &known), all);
 }
 
 #[test]
@@ -645,7 +866,7 @@ fn names_the_file_and_item_that_point_the_wrong_way() {
             "use crate::adapters::claude::{Claude, slash};\n",
         ),
     ];
-    let got = problems(&files);
+    let got = problems(&files, &[]);
     let want = [
         "src/widgets.rs: module `widgets` is in no layer; give it a row in LAYERS (tests/it/architecture.rs)",
         "src/config/mod.rs:1 imports crate::adapters::all from src/adapters/mod.rs (config is in layer `ground`; adapters is in layer `adapters`, above it)",

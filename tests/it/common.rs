@@ -310,7 +310,7 @@ impl World {
     }
 
     /// Every file and folder spex may touch, with bytes and mtime: the trees (without `.git`),
-    /// the repository's `info/exclude`, `HOME` and `CODEX_HOME`.
+    /// the git files spex edits, `HOME` and `CODEX_HOME`.
     pub fn snapshot(&self, extra_roots: &[&Path]) -> Snapshot {
         let mut entries = BTreeMap::new();
         let mut roots: Vec<&Path> = vec![&self.repo, &self.home, &self.codex_home];
@@ -330,15 +330,35 @@ impl World {
                 entries.insert(e.path().to_owned(), (bytes, meta.modified().ok()));
             }
         }
-        let exclude = self.repo.join(".git/info/exclude");
-        let meta = std::fs::metadata(&exclude).ok();
-        entries.insert(
-            exclude.clone(),
-            (
-                std::fs::read(&exclude).ok(),
-                meta.and_then(|m| m.modified().ok()),
-            ),
-        );
+        // The git files spex edits: the shared exclude and config, and each checkout's own
+        // config and exclude file (a worktree's while they exist: a new one shows as new).
+        let git = self.repo.join(".git");
+        let mut files: Vec<PathBuf> = ["info/exclude", "config", "config.worktree", "spex-exclude"]
+            .iter()
+            .map(|f| git.join(f))
+            .collect();
+        for wt in std::fs::read_dir(git.join("worktrees"))
+            .into_iter()
+            .flatten()
+        {
+            let dir = wt.unwrap().path();
+            files.extend(
+                ["config.worktree", "spex-exclude"]
+                    .map(|f| dir.join(f))
+                    .into_iter()
+                    .filter(|f| f.exists()),
+            );
+        }
+        for file in files {
+            let meta = std::fs::metadata(&file).ok();
+            entries.insert(
+                file.clone(),
+                (
+                    std::fs::read(&file).ok(),
+                    meta.and_then(|m| m.modified().ok()),
+                ),
+            );
+        }
         Snapshot { entries }
     }
 }
@@ -397,6 +417,8 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
     let mut exited = (!rotated).then_some(false);
     // Tool calls started in the open turn and not yet ended.
     let mut open_calls: Vec<String> = Vec::new();
+    // The open turn is marked stalled (`turn.stalled`, until `turn.resumed` or its ending).
+    let mut stalled = false;
     for (i, e) in events.iter().enumerate() {
         assert_eq!(
             e["seq"].as_u64(),
@@ -432,6 +454,24 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                     diag()
                 );
                 open_turn = Some(true);
+                stalled = false;
+            }
+            // A stall is no ending: marked once in an open turn, then resumed or ended.
+            "turn.stalled" => {
+                assert!(
+                    open_turn != Some(false) && !stalled,
+                    "turn.stalled outside an open turn, or twice: {e}\n{}",
+                    diag()
+                );
+                stalled = true;
+            }
+            "turn.resumed" => {
+                assert!(
+                    open_turn != Some(false) && (stalled || open_turn.is_none()),
+                    "turn.resumed with no stall before it: {e}\n{}",
+                    diag()
+                );
+                stalled = false;
             }
             "turn.completed"
             | "turn.partial_failed"
@@ -449,6 +489,7 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                     diag()
                 );
                 open_turn = Some(false);
+                stalled = false;
             }
             "session.exited" => {
                 assert!(
@@ -466,6 +507,8 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
             "session.started",
             "turn.started",
             "turn.steered",
+            "turn.stalled",
+            "turn.resumed",
             "tool.started",
             "tool.completed",
             "input.required",

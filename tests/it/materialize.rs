@@ -447,7 +447,7 @@ fn materialize_renders_every_artifact() {
         10,
         "{config}"
     );
-    let exclude = read(&w.repo.join(".git/info/exclude"));
+    let exclude = read(&w.repo.join(".git/spex-exclude"));
     for f in [
         "/CLAUDE.md",
         "/AGENTS.md",

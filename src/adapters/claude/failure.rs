@@ -9,15 +9,11 @@
 //! wrote before the failure. That text is only in the transcript (`transcript_path`), as the
 //! assistant messages since the turn's prompt; the tail is read once, on this rare hook only.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::store::session::{ErrorKind, Failure};
-
-/// How much of the transcript's end is read for the turn's text.
-const TAIL_BYTES: u64 = 256 * 1024;
 
 /// The failure a `StopFailure` payload reports.
 pub(super) fn stop_failure(p: &Value) -> Failure {
@@ -34,32 +30,28 @@ pub(super) fn stop_failure(p: &Value) -> Failure {
     let error = super::super::str_field(p, "last_assistant_message")
         .or(kind_word)
         .unwrap_or_else(|| "the model request failed".into());
-    let partial = super::super::str_field(p, "transcript_path")
+    let (partial, partial_at) = super::super::str_field(p, "transcript_path")
         .and_then(|t| turn_text(Path::new(&t)))
-        .filter(|t| !t.trim().is_empty());
+        .filter(|(t, _)| !t.trim().is_empty())
+        .map_or((None, None), |(t, at)| (Some(t), at));
     Failure {
         error,
         kind,
         partial,
+        partial_at,
     }
 }
 
 /// The assistant text written since the last real prompt (a user entry that is not only tool
-/// results), leaving out Claude's synthetic API error messages.
-fn turn_text(transcript: &Path) -> Option<String> {
-    let mut f = std::fs::File::open(transcript).ok()?;
-    let len = f.metadata().ok()?.len();
-    let from = len.saturating_sub(TAIL_BYTES);
-    f.seek(SeekFrom::Start(from)).ok()?;
-    let mut bytes = Vec::new();
-    f.take(TAIL_BYTES).read_to_end(&mut bytes).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    // A cut first line is not JSON and is skipped.
+/// results), leaving out Claude's synthetic API error messages, and the `timestamp` of the
+/// first of it. A request that fails at once can come before Claude writes the turn's prompt
+/// into the transcript (seen live with 2.1.197): the text found is then the previous turn's,
+/// which its time tells.
+fn turn_text(transcript: &Path) -> Option<(String, Option<String>)> {
+    let entries = super::transcript::tail(transcript)?;
     let mut texts: Vec<String> = Vec::new();
-    for line in text.lines().rev() {
-        let Ok(entry) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
+    let mut first_at: Option<String> = None;
+    for entry in entries.iter().rev() {
         let content = &entry["message"]["content"];
         match entry["type"].as_str() {
             Some("user") => {
@@ -85,13 +77,14 @@ fn turn_text(transcript: &Path) -> Option<String> {
                     .collect();
                 if !blocks.is_empty() {
                     texts.push(blocks.join("\n"));
+                    first_at = entry["timestamp"].as_str().map(str::to_owned);
                 }
             }
             _ => {}
         }
     }
     texts.reverse();
-    Some(texts.join("\n"))
+    Some((texts.join("\n"), first_at))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod answer;
 mod evidence;
 mod failure;
 mod slash;
+mod transcript;
 
 use std::path::{Path, PathBuf};
 
@@ -277,9 +278,16 @@ impl Harness for Claude {
             EVENTS
                 .iter()
                 .map(|e| {
+                    // The waiting hook's timeout outlasts its wait, so it is never killed while
+                    // it waits (facts/answering-claude.md §4.5).
+                    let timeout = if answer::waits(e) {
+                        HOOK_TIMEOUT_SECS + ctx.answer_wait_secs
+                    } else {
+                        HOOK_TIMEOUT_SECS
+                    };
                     (
                         (*e).to_owned(),
-                        super::hook_group(&ctx.hook_command(self.id(), e), HOOK_TIMEOUT_SECS),
+                        super::hook_group(&ctx.hook_command(self.id(), e), timeout),
                     )
                 })
                 .collect()
@@ -534,6 +542,13 @@ impl Claude {
                     format!("{tool}: {what}")
                 }));
                 ev.ask = Some(answer::ask(&tool, &input, p));
+                // The payload names no call: the transcript does (read on this hook only).
+                if ev.call_id.is_none() {
+                    ev.call_id = ev
+                        .transcript
+                        .as_deref()
+                        .and_then(|t| transcript::pending_call(Path::new(t), &tool, &input));
+                }
                 Kind::PermissionRequest
             }
             "Notification" => match s(p, "notification_type").as_deref() {

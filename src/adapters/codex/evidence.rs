@@ -156,7 +156,7 @@ fn liveness(
     found: &HashMap<PathBuf, ProcessId>,
     tuis: &mut Option<Vec<PathBuf>>,
 ) -> Option<Evidence> {
-    let (holder, record) = match s.process {
+    let (holder, record) = match s.process_id() {
         Some(p) if !evidence::alive(p) => {
             let whose = if launched_by_spex(s) {
                 "the project's server, which spex started for this thread,"
@@ -276,6 +276,7 @@ mod tests {
                 partial: None,
                 open_calls: Vec::new(),
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         };

@@ -1,11 +1,12 @@
 //! The byte-exact edit primitives adapters and the materialize engine plan with: managed text
 //! blocks (`block`), surgical JSON edits (`json_edit`), entries owned by key in TOML files a
-//! harness rewrites (`toml_entries`), the planned-files buffer (`workspace`),
+//! harness rewrites (`toml_entries`) and in git config files (`git_config`), the planned-files buffer (`workspace`),
 //! the ownership record it keeps (`owned`), and the error they return. Nothing here writes to
 //! disk; `materialize` applies the plan.
 
 pub mod block;
 pub mod carry;
+pub mod git_config;
 pub mod json_edit;
 pub mod owned;
 pub mod toml_entries;

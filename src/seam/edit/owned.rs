@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::git_config::GitOwned;
 use super::toml_entries::TomlOwned;
 
 pub const SCHEMA: u32 = 1;
@@ -48,6 +49,10 @@ pub struct Owned {
     pub json: BTreeMap<PathBuf, JsonOwned>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub toml: BTreeMap<PathBuf, TomlOwned>,
+    /// Variables spex set in git config files (`extensions.worktreeConfig` in the shared
+    /// config, `core.excludesFile` in a checkout's `config.worktree`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub git: BTreeMap<PathBuf, GitOwned>,
     /// Hook groups spex added to a hooks file, as `(event, group)`: spex's hooks are exactly
     /// these, never a user's hook that merely runs `spex dispatch`. `None`: a record from a
     /// spex that did not keep this (its groups are recognised by their exact shape once).
@@ -68,6 +73,7 @@ impl Default for Owned {
             dirs: BTreeSet::new(),
             json: BTreeMap::new(),
             toml: BTreeMap::new(),
+            git: BTreeMap::new(),
             hooks: Some(BTreeMap::new()),
             generated: Some(BTreeMap::new()),
         }
@@ -134,6 +140,10 @@ impl Owned {
             match newer.toml.get(p) {
                 Some(t) => out.toml.insert(p.clone(), t.clone()),
                 None => out.toml.remove(p),
+            };
+            match newer.git.get(p) {
+                Some(g) => out.git.insert(p.clone(), g.clone()),
+                None => out.git.remove(p),
             };
             let hooks = out.hooks.get_or_insert_default();
             match newer.hooks.as_ref().and_then(|h| h.get(p)) {

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::MaterializeError;
 use super::block::{self, Syntax};
+use super::git_config::{self, GitEntry};
 use super::json_edit::JsonDoc;
 use super::owned::{JsonOwned, Owned};
 use super::toml_entries::{self, Legacy, Want};
@@ -580,6 +581,15 @@ impl Workspace {
         path: &Path,
         content: Option<String>,
     ) -> Result<(), MaterializeError> {
+        self.generated_bytes(path, content.map(String::into_bytes))
+    }
+
+    /// `generated` with bytes that need not be text.
+    pub fn generated_bytes(
+        &mut self,
+        path: &Path,
+        content: Option<Vec<u8>>,
+    ) -> Result<(), MaterializeError> {
         let path = &fsutil::resolve_link(path);
         let current = self.read(path)?;
         let ours = current
@@ -591,15 +601,15 @@ impl Workspace {
                 record.remove(path);
             }
             (None, Some(c)) => {
-                record.insert(path.to_owned(), super::owned::digest(c.as_bytes()));
-                self.set(path, Some(c.into_bytes()))?;
+                record.insert(path.to_owned(), super::owned::digest(&c));
+                self.set(path, Some(c))?;
             }
             (Some(_), Some(c)) if ours => {
-                record.insert(path.to_owned(), super::owned::digest(c.as_bytes()));
-                self.set(path, Some(c.into_bytes()))?;
+                record.insert(path.to_owned(), super::owned::digest(&c));
+                self.set(path, Some(c))?;
             }
             // The user's, with exactly what spex would write: nothing to do, and it stays theirs.
-            (Some(cur), Some(c)) if cur == c.as_bytes() => {
+            (Some(cur), Some(c)) if cur == c => {
                 record.remove(path);
             }
             (Some(cur), Some(_)) => {
@@ -632,6 +642,96 @@ impl Workspace {
             }
         }
         Ok(())
+    }
+
+    /// Makes `section.key` in the git config file `path` hold spex's `value`, or with `None`
+    /// takes spex's entry back while it still holds the value spex wrote (a changed one is the
+    /// user's: left, named in a warning). A file spex created goes once nothing else is in it.
+    /// The caller checks that the key is not the user's before asking for a value.
+    pub fn git_entry(
+        &mut self,
+        path: &Path,
+        section: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<(), MaterializeError> {
+        let path = &fsutil::resolve_link(path);
+        let before = self.read_text(path)?;
+        let mut text = before.clone().unwrap_or_default();
+        let mut owned = self.owned.git.remove(path).unwrap_or_default();
+        if let Some(i) = owned.position(section, key) {
+            let mine = &owned.entries[i];
+            let holds =
+                git_config::last_value(&text, section, key).as_deref() == Some(mine.value.as_str());
+            if holds && value == Some(mine.value.as_str()) {
+                self.owned.git.insert(path.to_owned(), owned);
+                return Ok(());
+            }
+            match git_config::unset(&text, mine) {
+                Some(t) => text = t,
+                None => self.warnings.push(format!(
+                    "`{}`: `{section}.{key}` no longer holds the `{}` spex wrote; spex leaves it to you",
+                    path.display(),
+                    mine.value
+                )),
+            }
+            owned.entries.remove(i);
+        }
+        if let Some(v) = value {
+            let (t, entry) = git_config::set(&text, section, key, v);
+            text = t;
+            owned.entries.push(entry);
+        }
+        self.store_git_text(path, before.as_deref(), text)?;
+        if !owned.is_empty() {
+            self.owned.git.insert(path.to_owned(), owned);
+        }
+        Ok(())
+    }
+
+    /// Removes `section.key = value` from the git config file `path` where spex did not write
+    /// it but another program copied spex's line (`git worktree add` copies the checkout's
+    /// `config.worktree` into the new worktree's), with a header left holding nothing.
+    pub fn git_copy_removed(
+        &mut self,
+        path: &Path,
+        section: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), MaterializeError> {
+        let path = &fsutil::resolve_link(path);
+        let before = self.read_text(path)?;
+        let copy = GitEntry {
+            section: section.to_owned(),
+            key: key.to_owned(),
+            value: value.to_owned(),
+            header: true,
+            newline: false,
+        };
+        let mut text = before.clone().unwrap_or_default();
+        while let Some(t) = git_config::unset(&text, &copy) {
+            text = t;
+        }
+        // The copy of a file spex created holds nothing else: it goes with spex's line.
+        if text.trim().is_empty() && before.as_deref().is_some_and(|b| b != text) {
+            return self.set(path, None);
+        }
+        self.store_git_text(path, before.as_deref(), text)
+    }
+
+    fn store_git_text(
+        &mut self,
+        path: &Path,
+        before: Option<&str>,
+        text: String,
+    ) -> Result<(), MaterializeError> {
+        if before == Some(text.as_str()) || (before.is_none() && text.is_empty()) {
+            return Ok(());
+        }
+        if text.is_empty() && self.created_by_spex(path) {
+            return self.set(path, None);
+        }
+        self.set(path, Some(text.into_bytes()))
     }
 
     /// Files spex generated under `dir`, as its record says.
