@@ -9,12 +9,15 @@ use super::output;
 use crate::env::Env;
 use crate::store::away;
 
-/// Away mode, for every project of this user: while on, the permission hook of a Codex TUI
-/// started with `--no-daemon` (whose prompt nothing else can answer) waits up to
-/// `answering.hookWaitSecs` for `spex answer`, `approve` or `deny`, then lets the TUI show its
-/// prompt. While it waits the TUI shows no prompt (Esc there interrupts the turn).
+/// Say you are away from your terminals (per user): hooks then wait for `spex answer` where
+/// nothing else can answer.
 ///
-/// Without `spex away on|off` ever run, `answering.away` in the configuration is the default.
+/// While on, the permission hook of a Codex TUI started with `--no-daemon` (whose prompt
+/// nothing else can answer) waits up to `answering.hookWaitSecs` for `spex answer`, `approve`
+/// or `deny`, then lets the TUI show its prompt; while it waits the TUI shows no prompt (Esc
+/// there interrupts the turn). Never for a thread of spex's own server, or of Codex's
+/// background server (those are answered as its client). Without `spex away on|off` ever run,
+/// `answering.away` in the configuration (read by `spex materialize`) is the default.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// `on`, `off`, or `status` (the default).
@@ -89,9 +92,14 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// `answering.away` and `answering.hookWaitSecs` of the user's configuration (and the
-/// project's, when this runs in one).
+/// `answering.away` and `answering.hookWaitSecs` of the configuration here (the user's, and
+/// the project's when this runs in one); the defaults when it cannot be read.
 fn configured(env: &Env) -> (bool, u64) {
-    let _ = env;
-    (false, 600)
+    let here = std::env::current_dir().unwrap_or_default();
+    let root = crate::repo::Tree::discover(&here)
+        .map_or(here, |t| crate::config::source_root(&t.root, &t.main));
+    crate::config::load(&env.user_config_file(), &root, &crate::adapters::known())
+        .map_or((false, crate::config::ANSWER_WAIT_SECS), |c| {
+            (c.away, c.answer_wait_secs)
+        })
 }

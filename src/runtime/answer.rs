@@ -417,6 +417,15 @@ pub fn by_hook(
     let label = s.label();
     let att = a.id.clone().unwrap_or_default();
     let answering = adapters::lookup(&s.harness).and_then(crate::seam::Harness::answering);
+    if let Some(Err(why)) = answering.map(|h| h.hook_takes(a, r)) {
+        return Err(refuse(
+            id,
+            format!(
+                "attention `{att}` of session `{label}` cannot be answered `{}` through the hook that waits for it: {why}; nothing was sent\nhint: `spex show {label}` lists its choices",
+                r.choice
+            ),
+        ));
+    }
     let posted = Posted {
         answers: r.answers.clone(),
         attention: att.clone(),

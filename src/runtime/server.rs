@@ -259,6 +259,7 @@ impl<'a> Server<'a> {
         for var in super::identity_vars() {
             cmd.env_remove(var);
         }
+        cmd.env(crate::seam::server::SERVER_MARK, "1");
         let mut child = cmd.spawn().map_err(io(spex_bin))?;
         let deadline = Instant::now() + START_TIMEOUT + Duration::from_secs(5);
         loop {

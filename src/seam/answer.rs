@@ -69,6 +69,20 @@ pub trait Answering: Sync {
         let _ = (event, env);
         false
     }
+    /// Whether the hook for `event` waits for an answer from elsewhere only while the person
+    /// is away (`spex away on`): for a dialog nothing else can answer, where a waiting hook
+    /// holds the harness's own prompt back. `away` reads away mode (a file): call it last,
+    /// after the comparisons, so the hook path pays for it only where it can matter.
+    fn away_waits(&self, event: &str, env: &Env, away: &dyn Fn() -> bool) -> bool {
+        let _ = (event, env, away);
+        false
+    }
+    /// Whether a waiting hook can give the harness `response` to `a` (an error says why not,
+    /// before anything is handed to it).
+    fn hook_takes(&self, a: &Attention, response: &Response) -> Result<(), String> {
+        let _ = (a, response);
+        Ok(())
+    }
     /// What the waiting hook for `event` (its payload `payload`) prints to give the harness
     /// `answer`; `None` when the answer does not fit (then nothing is printed).
     fn hook_reply(&self, event: &str, payload: &Value, answer: &Posted) -> Option<Reply> {

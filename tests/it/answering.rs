@@ -606,6 +606,7 @@ fn codex_screen_until(
 /// answer wins. Answered by `spex approve` while the TUI shows the dialog: the command runs and
 /// the TUI's dialog goes away. Answered in the TUI first (a person attached presses `y`): the
 /// command runs, and the later `spex approve` of that attention is refused, sending nothing.
+/// Away mode on changes none of it.
 #[test]
 fn hosted_codex_escalation_first_answer_wins_with_the_tui_attached() {
     let (w, fake) = codex_rig();
@@ -617,6 +618,8 @@ fn hosted_codex_escalation_first_answer_wins_with_the_tui_attached() {
         "workspace-write",
     );
     let out = w.repo.join("escalated.txt");
+    // Away mode holds no prompt of spex's own server (its environment says so to the hook).
+    codex_json(&w, &["away", "on", "--json"]).unwrap();
     let launched = codex_json(
         &w,
         &[

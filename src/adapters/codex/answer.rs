@@ -32,6 +32,47 @@ pub fn ask(tool: Option<&str>, _input: &Value) -> Attention {
 }
 
 impl Answering for CodexAnswering {
+    fn away_waits(&self, event: &str, env: &crate::env::Env, away: &dyn Fn() -> bool) -> bool {
+        // Only a `--no-daemon` TUI needs it (§4): its prompt is answerable nowhere else, and a
+        // waiting hook hides it (§3). A thread on spex's server or on the person's background
+        // server is answered as a client of that server, with the prompt left on screen.
+        event == "PermissionRequest"
+            && env.var(crate::seam::server::SERVER_MARK).is_none()
+            && away()
+            && !super::evidence::under_managed_daemon()
+    }
+
+    fn hook_takes(&self, _a: &Attention, r: &Response) -> Result<(), String> {
+        match r.choice.as_str() {
+            "allow" | "deny" => Ok(()),
+            other => Err(format!(
+                "Codex's permission hook can allow once or deny (with a message), not `{other}`"
+            )),
+        }
+    }
+
+    fn hook_reply(
+        &self,
+        event: &str,
+        _payload: &Value,
+        answer: &crate::store::answers::Posted,
+    ) -> Option<crate::seam::event::Reply> {
+        // §3: `hookEventName` is required; a deny's message reaches the model.
+        let decision = match answer.choice.as_str() {
+            "allow" => json!({ "behavior": "allow" }),
+            "deny" => json!({
+                "behavior": "deny",
+                "message": answer.message.as_deref().unwrap_or("denied with `spex deny`"),
+            }),
+            _ => return None,
+        };
+        let out = json!({ "hookSpecificOutput": { "hookEventName": event, "decision": decision } });
+        Some(crate::seam::event::Reply {
+            stdout: out.to_string(),
+            ..crate::seam::event::Reply::default()
+        })
+    }
+
     fn via(&self, a: &Attention, s: &Session) -> Via {
         // Called by the attention's hook: a thread of the person's TUI in its default mode is
         // held by the per-user background server that runs the hook, which another client
