@@ -161,3 +161,41 @@ pub fn question_answers(a: &Attention, args: &[String]) -> Result<Vec<String>, S
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::session::Question;
+
+    #[test]
+    fn question_answers_take_labels_numbers_several_and_free_text() {
+        let q = |question: &str, multi: bool, free: bool| Question {
+            question: question.into(),
+            options: vec!["Cheese".into(), "Olives".into(), "Basil".into()],
+            multi_select: multi,
+            free_text: free,
+            ..Question::default()
+        };
+        let a = Attention {
+            questions: vec![
+                q("One?", false, true),
+                q("Many?", true, true),
+                q("Strict?", false, false),
+            ],
+            ..Attention::default()
+        };
+        let args = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            question_answers(&a, &args(&["olives", "1, basil", "3"])),
+            Ok(args(&["Olives", "Cheese, Basil", "Basil"]))
+        );
+        assert_eq!(
+            question_answers(&a, &args(&["anything goes", "2", "Cheese"])),
+            Ok(args(&["anything goes", "Olives", "Cheese"]))
+        );
+        // A multi-select takes options only; a question without free text too; one per question.
+        assert!(question_answers(&a, &args(&["x", "Cheese,Ham", "1"])).is_err());
+        assert!(question_answers(&a, &args(&["x", "1", "Ham"])).is_err());
+        assert!(question_answers(&a, &args(&["x", "1"])).is_err());
+    }
+}

@@ -481,3 +481,100 @@ fn deliver_wait_until_done_reports_the_stages_and_the_turns_outcome() {
     crate::common::assert_grammar(&rec, &events, &diag);
     stop(&w, &fake, &id);
 }
+
+/// Hosted: a Bash call (`sleep 20`) longer than the stall budget, with no hook and nothing new
+/// on the screen but its spinner and clock, is marked `turn.stalled` by the host; the call's
+/// end resumes it (`turn.resumed`) and the turn completes: one ending, the call paired.
+#[test]
+fn a_stalled_tool_call_is_marked_then_resumes_and_the_turn_completes() {
+    use crate::runtime::{host_log, screen, stop};
+    let (w, fake, id) = launch_hosted(
+        "{ \"harnesses\": [\"claude\"], \"stallTimeout\": \"5s\" }\n",
+        "Please run a slow command. USE_SLOWBASH",
+    );
+    let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
+    let (rec, _) = wait_until(&w, &id, SETTLE, |_, ev| {
+        ev.iter().any(|e| e["kind"] == "turn.stalled")
+    })
+    .unwrap_or_else(|d| panic!("the turn was never marked stalled\n{d}\n{}", diag()));
+    assert_eq!(rec["status"], "working", "a stall is no ending\n{}", diag());
+    assert_eq!(rec["turn"]["state"], "running", "{}", diag());
+    let show = String::from_utf8_lossy(&w.spex(&w.repo, &["show", &id]).stdout).into_owned();
+    assert!(
+        show.contains("running, stalled since"),
+        "{show}\n{}",
+        diag()
+    );
+    let table = String::from_utf8_lossy(&w.spex(&w.repo, &["sessions"]).stdout).into_owned();
+    assert!(table.contains("stalled:"), "{table}\n{}", diag());
+    let (rec, events) = wait_until(&w, &id, Duration::from_mins(2), |r, _| {
+        r["turn"]["state"] == "completed"
+    })
+    .unwrap_or_else(|d| panic!("the turn never completed\n{d}\n{}", diag()));
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    let at = |k: &str| kinds.iter().position(|x| *x == k);
+    assert!(
+        at("turn.stalled") < at("turn.resumed") && at("turn.resumed") < at("turn.completed"),
+        "{kinds:?}\n{}",
+        diag()
+    );
+    assert_eq!(endings(&events), ["turn.completed"], "{}", diag());
+    assert!(
+        w.repo.join("slow_out.txt").is_file(),
+        "the command ran to its end\n{}",
+        diag()
+    );
+    crate::common::assert_grammar(&rec, &events, &diag);
+    stop(&w, &fake, &id);
+}
+
+/// Esc typed by a person at the hosted session's terminal (`spex attach`, a terminal the test
+/// owns) mid-Bash: the turn ends `interrupted`, `by: terminal`; the command is killed.
+#[test]
+fn esc_at_the_terminal_is_an_interrupt_by_the_terminal() {
+    use crate::runtime::{host_log, screen, spex_cmd, stop};
+    let (w, fake, id) = launch_hosted(
+        "{ \"harnesses\": [\"claude\"] }\n",
+        "Please run a slow command. USE_SLOWBASH",
+    );
+    let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
+    wait_until(&w, &id, SETTLE, |_, ev| {
+        ev.iter()
+            .any(|e| e["kind"] == "tool.started" && e["tool"] == "Bash")
+    })
+    .unwrap_or_else(|d| panic!("the slow Bash call never started\n{d}\n{}", diag()));
+    let wait = waiter(&w, &id);
+    let mut cmd = spex_cmd(&w, &fake, &["attach", &id]);
+    cmd.env("LANG", "C.UTF-8");
+    let t = crate::support::term::Term::spawn(&cmd, 40, 120);
+    t.wait_for("Bash(sleep 20", Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
+    t.send(b"\x1b");
+    let out = wait.wait_with_output().expect("spex wait");
+    let (rec, events) = wait_until(&w, &id, SETTLE, |r, _| r["turn"]["state"] != "running")
+        .unwrap_or_else(|d| panic!("turn never ended\n{d}"));
+    let diag = || {
+        format!(
+            "wait {:?} {:?}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            diag()
+        )
+    };
+    assert_eq!(rec["turn"]["state"], "interrupted", "{}", diag());
+    assert_eq!(rec["turn"]["by"], "terminal", "{}", diag());
+    assert_eq!(out.status.code(), Some(4), "{}", diag());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("turn interrupted by terminal"),
+        "{}",
+        diag()
+    );
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        processes_in(&w.repo, "sleep 20").is_empty()
+    });
+    assert!(gone, "the command still runs\n{}", diag());
+    crate::common::assert_grammar(&rec, &events, &diag);
+    drop(t);
+    stop(&w, &fake, &id);
+}

@@ -397,6 +397,52 @@ mod tests {
     }
 
     #[test]
+    fn the_waiting_hook_prints_claudes_decision_for_each_answer() {
+        let posted = |choice: &str, message: Option<&str>, answers: &[&str]| Posted {
+            attention: "a1".into(),
+            choice: choice.into(),
+            message: message.map(str::to_owned),
+            answers: answers.iter().map(|a| (*a).to_owned()).collect(),
+            ..Posted::default()
+        };
+        let bash = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "ls"},
+            "permission_suggestions": [{"type": "addDirectories", "directories": ["/p"], "destination": "session"}]});
+        let d = |p: &Value, a: &Posted| decision(p, a).map(|d| d.to_string());
+        assert_eq!(
+            d(&bash, &posted("allow", None, &[])).as_deref(),
+            Some(r#"{"behavior":"allow"}"#)
+        );
+        assert_eq!(
+            decision(&bash, &posted("allow-session", None, &[])).unwrap()["updatedPermissions"],
+            bash["permission_suggestions"]
+        );
+        // Deny with a message keeps the turn going (the model gets it); without one the turn
+        // stops, as the dialog's `No` (§4.2).
+        assert_eq!(
+            d(&bash, &posted("deny", Some("use make"), &[])).as_deref(),
+            Some(r#"{"behavior":"deny","message":"use make"}"#)
+        );
+        assert_eq!(
+            decision(&bash, &posted("deny", None, &[])).unwrap()["interrupt"],
+            true
+        );
+        let ask = serde_json::json!({"tool_name": "AskUserQuestion", "tool_input": {"questions": [
+            {"question": "Color?", "options": [{"label": "Red"}]},
+            {"question": "Toppings?", "multiSelect": true, "options": [{"label": "Cheese"}]}]}});
+        let got = decision(&ask, &posted("answer", None, &["Red", "Cheese, Olives"])).unwrap();
+        // `questions` must stay in `updatedInput`, or Claude rejects it (§4.2).
+        assert_eq!(
+            got["updatedInput"]["questions"],
+            ask["tool_input"]["questions"]
+        );
+        assert_eq!(
+            got["updatedInput"]["answers"],
+            serde_json::json!({"Color?": "Red", "Toppings?": "Cheese, Olives"})
+        );
+        assert_eq!(decision(&ask, &posted("answer", None, &["Red"])), None);
+    }
+
+    #[test]
     fn a_question_is_answered_by_its_options_number() {
         let screen = " ☐ Color\nWhich color do you prefer?\n❯ 1. Red\n     The color red\n  2. Blue\n     The color blue\n  3. Type something.\n  4. Chat about this\nEnter to select · ↑/↓ to navigate · Esc to cancel";
         let a = Attention {
