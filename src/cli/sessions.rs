@@ -8,13 +8,13 @@ use anyhow::Context;
 use super::args::project;
 use super::outcome::Outcome;
 use super::output::{self, Style};
-use super::turns::{clock, turn_detail, turn_sentence};
+use super::turns::{clock, turn_detail, turn_sentence_with};
 use crate::adapters;
 use crate::env::Env;
 use crate::reconcile;
 use crate::runtime;
 use crate::store::session::{
-    Attention, Declared, DeclaredState, Session, Status, TurnState, Via, ellipsis,
+    Attention, Declared, DeclaredState, Session, Status, TurnState, Via, count, ellipsis,
 };
 use crate::store::sorted::SortedRecord;
 use crate::store::{self};
@@ -79,6 +79,48 @@ fn branch_cell(s: &Session) -> String {
     }
 }
 
+/// One sub-agent: `a4c7e6eb general-purpose completed in 0.1 s: its last line`.
+fn child_line(c: &crate::store::session::Child, now: &str) -> String {
+    let end = c.ended_at.as_deref().unwrap_or(now);
+    let took = crate::store::session::elapsed_ms(&c.started_at, end).unwrap_or(0);
+    let verb = if c.ended_at.is_some() { "in" } else { "for" };
+    #[expect(clippy::cast_precision_loss, reason = "one decimal is shown")]
+    let secs = took as f64 / 1000.0;
+    let mut line = format!(
+        "{} {} {} {verb} {secs:.1} s",
+        c.id,
+        c.agent_type.as_deref().unwrap_or("agent"),
+        c.state.as_str(),
+    );
+    if let Some(e) = &c.error {
+        line.push_str(&format!(": {}", ellipsis(e, 100)));
+    } else if let Some(sum) = &c.summary {
+        line.push_str(&format!(": {sum}"));
+    }
+    if let Some(u) = &c.usage {
+        line.push_str(&format!(" ({})", u.brief()));
+    }
+    line
+}
+
+/// The turn's and the session's usage: `turn 19 in (5 cached) / 7 out; session ...; model x`.
+fn usage_line(s: &Session) -> Option<String> {
+    let session = s.usage.as_ref()?;
+    let mut parts = Vec::new();
+    if let Some(u) = s.turn.as_ref().and_then(|t| t.usage.as_ref()) {
+        parts.push(format!("turn {}", u.brief()));
+    }
+    parts.push(format!(
+        "session {} in {} requests",
+        session.brief(),
+        session.requests
+    ));
+    if let Some(m) = &session.model {
+        parts.push(format!("model {m}"));
+    }
+    Some(parts.join("; "))
+}
+
 /// One line: the state, since when, and what set it ("idle since 12:03:41, turn interrupted:
 /// Claude's registry went busy -> idle with no Stop").
 fn explain(s: &Session) -> String {
@@ -91,8 +133,8 @@ fn explain(s: &Session) -> String {
     } else if s.attended == Some(false) {
         out.push_str(", no client");
     }
-    if let Some(t) = &s.turn {
-        out.push_str(&format!(", turn {}", t.state.as_str()));
+    if let Some(phrase) = s.turn_phrase() {
+        out.push_str(&format!(", turn {phrase}"));
     }
     match (&s.why, &s.source) {
         (Some(why), _) => out.push_str(&format!(": {why}")),
@@ -138,7 +180,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let style = Style::detect(env.no_color);
     let mut rows = vec![
         [
-            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "NOTE",
+            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "USAGE", "NOTE",
         ]
         .map(String::from)
         .to_vec(),
@@ -149,11 +191,13 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
             s.name.clone().unwrap_or_else(|| "-".into()),
             visible(&s.harness),
             status_cell(style, s.status),
-            s.turn
-                .as_ref()
-                .map_or_else(|| "-".into(), |t| t.state.as_str().to_owned()),
+            s.turn_phrase().unwrap_or_else(|| "-".into()),
             branch_cell(s),
             clock(&s.updated_at),
+            s.usage.as_ref().map_or_else(
+                || "-".into(),
+                |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
+            ),
             ellipsis(&visible(&note(s)), 60),
         ]);
     }
@@ -219,9 +263,10 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     }
     if let Some(t) = &s.turn {
         let mut line = format!(
-            "{}{}, started {}",
+            "{}{}{}, started {}",
             t.state.as_str(),
             turn_detail(t),
+            s.children_phrase(),
             clock(&t.started_at)
         );
         if let Some(end) = &t.ended_at {
@@ -246,6 +291,13 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         if let Some(next) = &t.next {
             rows.push(vec!["next".into(), visible(next)]);
         }
+    }
+    let now = crate::store::now_rfc3339();
+    for c in &s.children {
+        rows.push(vec!["sub-agent".into(), visible(&child_line(c, &now))]);
+    }
+    if let Some(line) = usage_line(&s) {
+        rows.push(vec!["usage".into(), visible(&line)]);
     }
     if let Some(a) = &s.attention {
         let id = a.id.as_deref().map(|i| format!("{i} ")).unwrap_or_default();
@@ -450,7 +502,10 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             if args.json {
                 output::json(&s);
             } else if let Some(t) = s.turn.as_ref().filter(|_| turn_end) {
-                output::print(&format!("{handle} turn {}\n", visible(&turn_sentence(t))));
+                output::print(&format!(
+                    "{handle} turn {}\n",
+                    visible(&turn_sentence_with(t, &s.children_phrase()))
+                ));
             } else {
                 output::print(&format!("{handle} {}\n", s.status.as_str()));
             }

@@ -20,8 +20,15 @@ fn clock_on(t: &str, now: &str) -> String {
 /// A turn's state and why: `failed (model_error): API Error: 400 ...; next: ...`, a
 /// `partial_failed` turn's kept text named apart, never as the answer.
 pub fn turn_sentence(t: &crate::store::session::Turn) -> String {
+    turn_sentence_with(t, "")
+}
+
+/// [`turn_sentence`] with what the turn's sub-agents did (`Session::children_phrase`) after
+/// its state: `completed, 1 of 3 sub-agents failed`.
+pub fn turn_sentence_with(t: &crate::store::session::Turn, children: &str) -> String {
     let mut out = t.state.as_str().to_owned();
     out.push_str(&turn_detail(t));
+    out.push_str(children);
     if let Some(kind) = t.error_kind {
         out.push_str(&format!(" ({})", kind.as_str()));
     }

@@ -1026,6 +1026,7 @@ pub fn with_live(env: &Env, store: &ProjectStore, s: &Session) -> serde_json::Va
     let mut v = serde_json::to_value(s).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.insert("live".into(), live(env, store, s).into());
+        o.insert("subagents_running".into(), s.running_children().into());
     }
     v
 }

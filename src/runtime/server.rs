@@ -526,6 +526,7 @@ impl<'a> Server<'a> {
 
     fn conclude(&self, id: &str, finding: Finding, why: &str) {
         let ev = Evidence {
+            child_failures: Vec::new(),
             process: None,
             observed: None,
             finding: Some(finding),

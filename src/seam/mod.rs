@@ -278,6 +278,14 @@ pub trait Harness: Sync {
     fn evidence_dirs(&self, _env: &Env, _session: &Session) -> evidence::Watch {
         Vec::new()
     }
+
+    /// What the harness's own log of `session` adds since the readers last read it (usage,
+    /// the text a failed turn wrote), for a session live or exited; `None` when there is
+    /// nothing to read. Called by the readers only, never on the hook path. Default: a harness
+    /// whose hooks carry all of it.
+    fn read_log(&self, _session: &Session) -> Option<evidence::LogReading> {
+        None
+    }
 }
 
 #[cfg(test)]

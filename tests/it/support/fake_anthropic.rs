@@ -22,6 +22,7 @@
 //! | `USE_EDIT` | Read `<dir>/<file>`, then Edit `hello` -> `goodbye` | final |
 //! | `USE_NOTEBOOK` | Read `<dir>/nb.ipynb`, then `NotebookEdit` cell `c0` | final |
 //! | `USE_READ` | Read `<dir>/<file>` | final |
+//! | `USE_AGENTS2` | two parallel Agent calls: [`CHILD_OK_PROMPT`] (answers) and [`CHILD_FAIL_PROMPT`] (its request fails) | final |
 //! | `USE_AGENT` | Agent (`general-purpose`, prompt `USE_BASH`: the subagent runs one Bash call) | final |
 //! | `USE_ASK` | `AskUserQuestion` (Red / Blue) | final |
 //! | `USE_ASKMULTI` | `AskUserQuestion`, one multi-select question (Cheese / Olives / Basil) | final |
@@ -38,6 +39,7 @@
 //! (Anthropic error JSON); `FAIL_AFTER=<code>` answers the first request of the script (its
 //! text [`PARTIAL_TEXT`] and a tool call) and fails the next one with that error, so the turn
 //! fails after the model wrote text; `DELAY=<secs>` delays the first answer to a prompt.
+//! Every answer reports [`USAGE`] as its token counts.
 //! Side requests (no `Write`/`Bash` tool: title generation, topic detection) get a short text;
 //! the title request gets `{"title":"Fake title from model"}`.
 //!
@@ -66,6 +68,28 @@ pub const SURROGATE_ANSWER: &str = "Half a pair: <lone-surrogate> SURROGATE_OK";
 pub const LONE_SURROGATE: &str = "<lone-surrogate>";
 /// Content of the file written by the default script.
 pub const WRITE_CONTENT: &str = "hello from fake model\n";
+/// The token counts of every answer (the final `message_delta` repeats `output`; the
+/// `message_start` says 1 output token, as the real API does while streaming).
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// What every answer reports it used: distinct numbers, so a test sees which one a reader took.
+pub const USAGE: Usage = Usage {
+    input: 11,
+    output: 7,
+    cache_read: 5,
+    cache_write: 3,
+};
+
+/// The prompt of the sub-agent `USE_AGENTS2` starts that completes.
+pub const CHILD_OK_PROMPT: &str = "Reply in text only. USE_NONE";
+/// The prompt of the sub-agent `USE_AGENTS2` starts whose model request fails (HTTP 400).
+pub const CHILD_FAIL_PROMPT: &str = "Reply in text only. USE_NONE FAIL=400";
+
 /// Title returned to the title-generation side request.
 pub const FAKE_TITLE: &str = "Fake title from model";
 
@@ -176,8 +200,8 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog) -> io::Result<()
 
     let model = body["model"].as_str().unwrap_or("claude-fake").to_owned();
     let mid = format!("msg_{}", random_hex(24));
-    let usage = json!({"input_tokens": 10, "output_tokens": 5,
-        "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0});
+    let usage = json!({"input_tokens": USAGE.input, "output_tokens": USAGE.output,
+        "cache_creation_input_tokens": USAGE.cache_write, "cache_read_input_tokens": USAGE.cache_read});
     if body["stream"] != Value::Bool(true) {
         return conn.json(
             200,
@@ -241,7 +265,7 @@ fn write_sse(
     conn.sse_event(
         "message_delta",
         &json!({"type": "message_delta", "delta": {"stop_reason": plan.stop,
-            "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+            "stop_sequence": null}, "usage": {"output_tokens": USAGE.output}}),
     )?;
     conn.sse_event("message_stop", &json!({"type": "message_stop"}))
 }
@@ -321,6 +345,24 @@ fn plan_response(body: &Value) -> Plan {
             blocks: vec![text_block(PLAIN_ANSWER)],
             stop: "end_turn",
             label: "plain".into(),
+        };
+    }
+    if user_text.contains("USE_AGENTS2") {
+        // Two sub-agents in one message (Claude runs them at once): one answers, one fails.
+        if step > 0 {
+            return final_plan();
+        }
+        let agent = |id: String, prompt: &str| {
+            json!({"type": "tool_use", "id": id, "name": "Agent", "input": {
+                "description": "Sub task", "prompt": prompt, "subagent_type": "general-purpose"}})
+        };
+        return Plan {
+            blocks: vec![
+                agent(tid.clone(), CHILD_OK_PROMPT),
+                agent(format!("{tid}b"), CHILD_FAIL_PROMPT),
+            ],
+            stop: "tool_use",
+            label: "agents2".into(),
         };
     }
     let Some(script) = script_for(body, &user_text, dir, &fp) else {
