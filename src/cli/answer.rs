@@ -7,7 +7,6 @@ use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime::{self, RuntimeError};
-use crate::seam::answer::Response;
 
 /// Answer the attention a session waits on: a permission (`allow`, `allow-session`, `deny`,
 /// `cancel`), a question (an option's label or number), a plan (`allow`, `deny`).
@@ -21,8 +20,11 @@ use crate::seam::answer::Response;
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
-    /// The choice: `allow`, `allow-session`, `deny`, `cancel`, or a question's option.
-    pub choice: String,
+    /// The choice: `allow`, `allow-session`, `deny`, `cancel`; for a question, one answer per
+    /// question in order: an option's label or number, several comma-separated for a
+    /// multi-select (`Cheese,Basil`), or free text where the question takes it.
+    #[arg(required = true, num_args = 1.., value_name = "CHOICE")]
+    pub choice: Vec<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -60,7 +62,7 @@ pub struct Common {
     /// Seconds to wait for the harness to confirm.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
-    /// Print `{attention, choice, message, via, confirmed, elapsed_ms}` as JSON.
+    /// Print `{attention, choice, message, via, confirmed, elapsed_ms, taken_ms}` as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -75,14 +77,14 @@ pub fn approve(args: &ApproveArgs, env: &Env) -> anyhow::Result<Outcome> {
     } else {
         "allow"
     };
-    answer(env, &args.id, choice, &args.common)
+    answer(env, &args.id, &[choice.to_owned()], &args.common)
 }
 
 pub fn deny(args: &DenyArgs, env: &Env) -> anyhow::Result<Outcome> {
-    answer(env, &args.id, "deny", &args.common)
+    answer(env, &args.id, &["deny".to_owned()], &args.common)
 }
 
-fn answer(env: &Env, arg: &str, choice: &str, c: &Common) -> anyhow::Result<Outcome> {
+fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Result<Outcome> {
     let (store, id) = super::args::project_and_id(env, arg)?;
     let record = store
         .load(&id)?
@@ -90,11 +92,13 @@ fn answer(env: &Env, arg: &str, choice: &str, c: &Common) -> anyhow::Result<Outc
     let host_pids = runtime::host_pids(&store, &id);
     let result = (|| -> Result<runtime::answer::Answered, RuntimeError> {
         let (s, a) = runtime::answer::target(env, &store, &id, c.attention.as_deref(), &host_pids)?;
-        let r = Response {
-            choice: runtime::answer::resolve_choice(&id, &a, choice)?,
-            message: c.message.clone(),
-        };
+        let r = runtime::answer::response(&id, &a, choices, c.message.clone())?;
         let timeout = Duration::from_secs(c.timeout);
+        // A hook waiting for the answer takes it first, whatever else could answer (a Codex
+        // TUI in away mode has a server, but not one other clients can join).
+        if runtime::answer::hook_waiting(&a) {
+            return runtime::answer::by_hook(&store, &s, &a, &r, timeout);
+        }
         match super::start::server_of(env, &store, &record, false).map_err(|e| {
             RuntimeError::Answer {
                 id: id.clone(),
@@ -102,6 +106,7 @@ fn answer(env: &Env, arg: &str, choice: &str, c: &Common) -> anyhow::Result<Outc
             }
         })? {
             Some(server) => server.answer(&id, &a, &r),
+            None if host_pids.is_empty() => Err(runtime::answer::terminal_only(&s, &a)),
             None => runtime::answer::by_keys(env, &store, &s, &a, &r, timeout),
         }
     })();

@@ -98,6 +98,11 @@ pub struct Config {
     pub event_log_bytes: u64,
     /// `turnTimeout`, `stallTimeout`, `onTimeout`.
     pub budgets: Budgets,
+    /// `answering.hookWaitSecs`: how long a hook that may wait for an answer from elsewhere
+    /// (`spex answer`) waits; 0: never.
+    pub answer_wait_secs: u64,
+    /// `answering.away`: away mode while `spex away` was never run (see `store::away`).
+    pub away: bool,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -129,6 +134,10 @@ pub fn control_key_name(byte: u8) -> String {
 
 /// Default bound of one session's event log (`store.eventLogBytes`).
 pub const EVENT_LOG_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Default of `answering.hookWaitSecs`: Claude Code's own default hook timeout, so a waiting
+/// hook outlives a person's absence of a few minutes.
+pub const ANSWER_WAIT_SECS: u64 = 600;
 
 /// The harness ids a configuration may name, handed in by the caller (from the adapter
 /// registry), so this module validates ids without knowing any.
@@ -173,6 +182,8 @@ impl Config {
             scrub: Vec::new(),
             detach_key: DETACH_KEY,
             event_log_bytes: EVENT_LOG_BYTES,
+            answer_wait_secs: ANSWER_WAIT_SECS,
+            away: false,
             budgets: Budgets::default(),
             sources: Vec::new(),
         }
@@ -446,6 +457,47 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                     })?;
                 }
             }
+            "answering" => {
+                let Ast::Object(fields) = v else {
+                    return Err(layer.err(
+                        v.start(),
+                        "`answering` must be an object",
+                        "keys: `hookWaitSecs`, `away`",
+                    ));
+                };
+                for f in &fields.properties {
+                    let fk = name_of(&f.name);
+                    if fk == "away" {
+                        let Ast::BooleanLit(b) = &f.value else {
+                            return Err(layer.err(
+                                f.value.start(),
+                                "`answering.away` must be true or false",
+                                "e.g. false (the default): `spex away on|off` sets it for now",
+                            ));
+                        };
+                        cfg.away = b.value;
+                        continue;
+                    }
+                    let parsed = match (fk.as_str(), &f.value) {
+                        ("hookWaitSecs", Ast::NumberLit(n)) => n.value.parse::<u64>().ok(),
+                        ("hookWaitSecs", _) => None,
+                        (other, _) => {
+                            return Err(layer.err(
+                                f.start(),
+                                format!("unknown key `answering.{other}`"),
+                                "keys: `hookWaitSecs`, `away`",
+                            ));
+                        }
+                    };
+                    cfg.answer_wait_secs = parsed.filter(|s| *s <= 86_400).ok_or_else(|| {
+                        layer.err(
+                            f.value.start(),
+                            "`answering.hookWaitSecs` must be a whole number of seconds, 0 to 86400",
+                            "e.g. 600 (the default); 0 turns the waiting hook off",
+                        )
+                    })?;
+                }
+            }
             "record" => {
                 let Ast::BooleanLit(b) = v else {
                     return Err(layer.err(
@@ -510,7 +562,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`",
                 ));
             }
         }
@@ -664,6 +716,21 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn away_is_off_unless_set_and_takes_only_a_boolean() {
+        assert!(!parse("{}").unwrap().away);
+        let cfg = parse("{\"answering\": {\"away\": true, \"hookWaitSecs\": 20}}").unwrap();
+        assert!(cfg.away);
+        assert_eq!(cfg.answer_wait_secs, 20);
+        let err = parse("{\"answering\": {\"away\": \"yes\"}}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`answering.away` must be true or false"),
+            "{err}"
+        );
     }
 
     #[test]

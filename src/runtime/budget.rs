@@ -1,12 +1,12 @@
 //! Turn budgets (`turnTimeout`, `stallTimeout`, `onTimeout`), judged outside the hook path: by
 //! the long-lived process that owns a session (its PTY host, or its server's supervisor), which
 //! also sees progress no record holds (the screen, the server's notifications) and can
-//! interrupt; and by the readers (`sessions`, `show`, `wait`, `events`) for a session nobody
-//! owns (started in the person's own terminal, or whose owner died), which they only mark.
+//! interrupt; and by the readers (`judge.rs`) for a session nobody owns. What both share: the
+//! budgets of a session, and the interrupt a timed-out turn is owed. Imports nothing else of
+//! the runtime (the host and the server use it).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::{Instant, SystemTime};
 
 use crate::adapters;
 use crate::config::{Budgets, ConfigError};
@@ -30,7 +30,7 @@ pub struct Book {
 }
 
 impl Book {
-    fn of(&mut self, env: &Env, s: &Session) -> Budgets {
+    pub fn of(&mut self, env: &Env, s: &Session) -> Budgets {
         if let Some(b) = self.by_root.get(&s.tree) {
             return *b;
         }
@@ -41,62 +41,6 @@ impl Book {
         self.by_root.insert(s.tree.clone(), b);
         b
     }
-}
-
-/// Whether a long-lived spex process judges session `s` itself: the host that runs its
-/// program, or the supervisor of the server that holds its thread.
-pub fn owned(env: &Env, store: &ProjectStore, s: &Session) -> bool {
-    let Some(harness) = adapters::lookup(&s.harness) else {
-        return false;
-    };
-    if s.launched_by == "spex"
-        && let Ok(Some(server)) =
-            super::server::Server::new(env, harness, store, &s.project, PathBuf::new(), Vec::new())
-    {
-        return server.supervised();
-    }
-    super::hosted(store, s)
-        && super::host_record(store, &s.id).is_some_and(|r| crate::seam::evidence::alive(r.host))
-}
-
-/// A reader's judgement of a session no spex process owns: its running turn past the turn
-/// budget ends `timed_out` (marked; nothing can interrupt it from here), a working turn with
-/// no recorded progress for the stall budget is `turn.stalled`. Returns the record as saved.
-pub fn judge(env: &Env, store: &ProjectStore, s: Session, book: &mut Book) -> Session {
-    let running = s
-        .turn
-        .as_ref()
-        .is_some_and(|t| t.state == TurnState::Running);
-    if s.status == Status::Exited || !running {
-        return s;
-    }
-    let b = book.of(env, &s);
-    let now = SystemTime::now();
-    if s.budget_deadline(&b, None).is_none_or(|d| d > now) || owned(env, store, &s) {
-        return s;
-    }
-    let saved = store.update(&s.id, |cur| {
-        let Some(mut cur) = cur else {
-            return (None, Vec::new(), None);
-        };
-        let events = cur.judge_budgets(&b, now, None, false, "budget");
-        if events.is_empty() {
-            return (None, Vec::new(), Some(cur));
-        }
-        cur.updated_at = crate::store::now_rfc3339();
-        (Some(cur.clone()), events, Some(cur))
-    });
-    saved.ok().flatten().unwrap_or(s)
-}
-
-/// When a reader that waits on `s` must look again for its budgets (`wait` wakes then, with
-/// no event to wake it), or `None`.
-pub fn deadline(env: &Env, s: &Session, book: &mut Book) -> Option<Instant> {
-    if s.status == Status::Exited || !s.turn_running() {
-        return None;
-    }
-    let at = s.budget_deadline(&book.of(env, s), None)?;
-    Some(Instant::now() + at.duration_since(SystemTime::now()).unwrap_or_default())
 }
 
 /// Whether the running turn's record asks for an interrupt the owner has not sent yet (a

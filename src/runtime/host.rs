@@ -252,6 +252,7 @@ impl Shared {
         // counters aside (they move while a tool hangs).
         if activity == Some(Activity::Busy) || watch.activity == Some(Activity::Busy) {
             let screen = crate::pty::normalize::lines(&lines, self.harness.spinner_glyphs());
+            let screen = steady(screen);
             if screen != watch.screen {
                 watch.screen = screen;
                 let now = std::time::SystemTime::now();
@@ -308,6 +309,27 @@ impl Shared {
                     events.extend(ended);
                     s.status = Status::Idle;
                     events.extend(s.clear_attention(SOURCE));
+                    s.stamp(before, now, SOURCE, Some(why.into()));
+                });
+            }
+            // A dialog that gives way to the idle prompt with no interrupt key typed: its
+            // request was denied, which stops the turn (Claude's `No`, no hook follows).
+            Activity::Idle if before == Some(Activity::Waiting) => {
+                record(&self.store, &self.id, |s, events, now| {
+                    if s.status != Status::NeedsAttention {
+                        return;
+                    }
+                    let before = s.state_key();
+                    let why = "the dialog was denied: the prompt came back and the turn ended";
+                    let ended = s.end_turn(
+                        TurnState::Interrupted,
+                        now,
+                        SOURCE,
+                        serde_json::json!({ "reason": why, "by": "denial" }),
+                    );
+                    events.extend(ended);
+                    events.extend(s.clear_attention(SOURCE));
+                    s.status = Status::Idle;
                     s.stamp(before, now, SOURCE, Some(why.into()));
                 });
             }
@@ -605,6 +627,25 @@ impl Frames {
             data: serde_json::json!({ "reason": reason, "screen": snapshot }),
         });
     }
+}
+
+/// The screen's lines with a blinking mark taken out: a TUI blinks the glyph that leads a
+/// running item's line (seen live: Claude's `●` before a running Bash call goes on and off
+/// every half second), which is no progress. A glyph that is not a letter or digit, leading a
+/// line and followed by a space, reads as a space.
+fn steady(lines: Vec<String>) -> Vec<String> {
+    lines
+        .into_iter()
+        .map(|l| {
+            let mut chars = l.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), Some(' ')) if !c.is_alphanumeric() && !c.is_ascii() => {
+                    format!("  {}", chars.as_str())
+                }
+                _ => l,
+            }
+        })
+        .collect()
 }
 
 /// The budget watch of a session whose program this host runs (one thread): it sleeps until
@@ -1093,6 +1134,25 @@ fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
 mod tests {
     use super::*;
     use crate::pty::tee::{Event as TeeEvent, Memory};
+
+    #[test]
+    fn a_blinking_mark_is_no_progress() {
+        let on = vec![
+            "● Bash(sleep 20)".to_owned(),
+            "❯ ".to_owned(),
+            "x y".to_owned(),
+        ];
+        let off = vec![
+            "  Bash(sleep 20)".to_owned(),
+            "❯ ".to_owned(),
+            "x y".to_owned(),
+        ];
+        assert_eq!(steady(on), steady(off));
+        assert_ne!(
+            steady(vec!["● Working on it.".to_owned()]),
+            steady(vec!["● Done.".to_owned()])
+        );
+    }
 
     #[test]
     fn a_quiet_frame_of_an_unchanged_screen_is_not_written() {

@@ -6,6 +6,7 @@
 pub mod answer;
 pub mod budget;
 pub mod host;
+pub mod judge;
 pub mod protocol;
 pub mod server;
 
@@ -1025,6 +1026,7 @@ pub fn with_live(env: &Env, store: &ProjectStore, s: &Session) -> serde_json::Va
     let mut v = serde_json::to_value(s).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.insert("live".into(), live(env, store, s).into());
+        o.insert("subagents_running".into(), s.running_children().into());
     }
     v
 }
@@ -1163,6 +1165,28 @@ pub struct Delivery {
     /// Control characters in the text (a paste's end, keys) were made visible instead of
     /// typed, so the prompt arrived as one paste (see `seam::neutralize_paste`).
     pub sanitized: bool,
+    /// The stages reached so far, in order: `accepted` (the harness took the text), `started`
+    /// (a turn runs with it), `done` (that turn ended).
+    pub stages: Vec<StageAt>,
+}
+
+/// A delivery stage reached, and when.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageAt {
+    pub stage: &'static str,
+    pub at: String,
+    /// Since the delivery began.
+    pub elapsed_ms: u64,
+}
+
+impl StageAt {
+    pub fn now(stage: &'static str, since: Instant) -> StageAt {
+        StageAt {
+            stage,
+            at: crate::store::now_rfc3339(),
+            elapsed_ms: elapsed_ms(since),
+        }
+    }
 }
 
 /// Whether the session's attention is a dialog of the harness (a permission, a question the
@@ -1249,6 +1273,8 @@ pub fn deliver(
             submit: true,
         },
     )?;
+    // Typed in: an idle harness takes it up as a turn, a busy one queues it.
+    let mut stages = vec![StageAt::now("accepted", started)];
     if mode == Mode::Queued && !wait_queued {
         return Ok(Delivery {
             delivered: true,
@@ -1257,6 +1283,7 @@ pub fn deliver(
             confirmed: false,
             elapsed_ms: elapsed_ms(started),
             sanitized,
+            stages,
         });
     }
     let want = harness.normalize_prompt(&text);
@@ -1331,6 +1358,10 @@ pub fn deliver(
             confirmed: true,
             elapsed_ms: elapsed_ms(started),
             sanitized,
+            stages: {
+                stages.push(StageAt::now("started", started));
+                stages
+            },
         }),
         None => Err(RuntimeError::NotConfirmed {
             id: id.to_owned(),
@@ -1339,7 +1370,7 @@ pub fn deliver(
     }
 }
 
-pub(crate) fn elapsed_ms(since: Instant) -> u64 {
+pub fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use crate::env::Env;
 
+/// The variable spex sets in its own server's environment (and so in every hook that server
+/// runs): its threads are answered as a client of the server, never by a hook that waits.
+pub const SERVER_MARK: &str = "SPEX_SERVER";
+
 /// Where and how one project's server runs.
 pub struct ServerCtx<'a> {
     pub env: &'a Env,
@@ -66,6 +70,11 @@ pub enum ServerEvent {
     },
     /// The server no longer holds the thread (closed, archived, unloaded).
     ThreadClosed { thread: String },
+    /// A turn of the thread started.
+    TurnStarted { thread: String },
+    /// The thread made progress (the model streams, an item starts or ends): evidence for
+    /// the stall budget that no hook carries.
+    Activity { thread: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! A session record as `sessions --json` prints it, serialized straight to the output: the
-//! record's keys, nested ones included, in sorted order plus `live`, the bytes
+//! record's keys, nested ones included, in sorted order plus `live` and `subagents_running`, the bytes
 //! `serde_json::to_value` of the record would print (its maps sort their keys), without
 //! building that value: `sessions --all` prints thousands. Owns no state and reads no files.
 //!
@@ -12,8 +12,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::session::{
-    Answering, Attention, Choice, Declared, ErrorKind, ExitStatus, Flags, Kept, ProcessId,
-    Question, Session, Status, Timeout, Turn, TurnState, Via,
+    Answering, Attention, Child, Choice, Declared, ErrorKind, ExitStatus, Flags, Kept, ProcessId,
+    Question, Session, Status, Timeout, Turn, TurnState, Usage, UsageCursor, Via,
 };
 
 /// A record with its `live` (see `runtime::live`).
@@ -23,6 +23,8 @@ pub struct SortedRecord<'a> {
     attended: Option<bool>,
     attention: Option<SortedAttention<'a>>,
     branch: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    children: &'a [Child],
     created_at: &'a str,
     declared: Option<SortedDeclared<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,12 +52,18 @@ pub struct SortedRecord<'a> {
     since: Option<&'a str>,
     source: Option<&'a str>,
     status: Status,
+    /// How many of its sub-agents still run (computed, like `live`).
+    subagents_running: usize,
     touched: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     transcript: Option<&'a Path>,
     tree: &'a Path,
     turn: Option<SortedTurn<'a>>,
     updated_at: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage_cursor: Option<&'a UsageCursor>,
     #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<&'a str>,
     /// Members a newer spex wrote: after the known ones (in their own order).
@@ -79,6 +87,8 @@ struct SortedAttention<'a> {
     call_id: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     choices: &'a [Choice],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hook: Option<&'a super::session::ProcessId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -140,6 +150,8 @@ struct SortedTurn<'a> {
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     interrupting: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    log_read: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     next: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -156,7 +168,11 @@ struct SortedTurn<'a> {
     started_at: &'a str,
     state: TurnState,
     #[serde(skip_serializing_if = "Option::is_none")]
+    stopped_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     timeout: Option<&'a Timeout>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Usage>,
     /// Members a newer spex wrote: after the known ones (in their own order).
     #[serde(flatten)]
     other: &'a serde_json::Map<String, serde_json::Value>,
@@ -195,6 +211,9 @@ impl<'a> SortedRecord<'a> {
             seq,
             flags,
             exit_status,
+            children,
+            usage,
+            usage_cursor,
             other,
         } = s;
         let Flags {
@@ -222,11 +241,13 @@ impl<'a> SortedRecord<'a> {
                      turn_id,
                      via,
                      answering,
+                     hook,
                      other,
                  }| SortedAttention {
                     answering: answering.as_ref(),
                     call_id: call_id.as_deref(),
                     choices,
+                    hook: hook.as_ref(),
                     id: id.as_deref(),
                     kind: kind.as_deref(),
                     questions,
@@ -240,6 +261,7 @@ impl<'a> SortedRecord<'a> {
                 },
             ),
             branch: branch.as_deref(),
+            children,
             created_at,
             declared: declared.as_ref().map(
                 |Declared {
@@ -281,6 +303,7 @@ impl<'a> SortedRecord<'a> {
             since: since.as_deref(),
             source: source.as_deref(),
             status: *status,
+            subagents_running: s.running_children(),
             touched,
             transcript: transcript.as_deref(),
             tree,
@@ -297,6 +320,9 @@ impl<'a> SortedRecord<'a> {
                      next,
                      partial,
                      open_calls,
+                     stopped_at,
+                     usage: turn_usage,
+                     log_read,
                      progress_at,
                      stalled_at,
                      by,
@@ -310,6 +336,7 @@ impl<'a> SortedRecord<'a> {
                     error_kind: *error_kind,
                     id: id.as_deref(),
                     interrupting: interrupting.as_deref(),
+                    log_read: *log_read,
                     next: next.as_deref(),
                     note: note.as_deref(),
                     open_calls,
@@ -319,11 +346,15 @@ impl<'a> SortedRecord<'a> {
                     stalled_at: stalled_at.as_deref(),
                     started_at,
                     state: *state,
+                    stopped_at: stopped_at.as_deref(),
                     timeout: timeout.as_ref(),
+                    usage: turn_usage.as_ref(),
                     other,
                 },
             ),
             updated_at,
+            usage: usage.as_ref(),
+            usage_cursor: usage_cursor.as_ref(),
             why: why.as_deref(),
             other,
         }
@@ -333,14 +364,14 @@ impl<'a> SortedRecord<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::session::DeclaredState;
+    use crate::store::session::{ChildState, DeclaredState};
 
     /// What `sessions --json` printed before `SortedRecord`: the record as a value, plus `live`.
     fn as_value(s: &Session, live: Option<bool>) -> serde_json::Value {
         let mut v = serde_json::to_value(s).unwrap();
-        v.as_object_mut()
-            .unwrap()
-            .insert("live".into(), live.into());
+        let o = v.as_object_mut().unwrap();
+        o.insert("live".into(), live.into());
+        o.insert("subagents_running".into(), s.running_children().into());
         v
     }
 
@@ -392,6 +423,7 @@ mod tests {
                     choice: "deny".into(),
                     message: Some("no".into()),
                 }),
+                hook: Some(super::super::session::ProcessId { pid: 42, start: 7 }),
                 other: newer("zz_attention"),
             }),
             turn: Some(Turn {
@@ -406,6 +438,9 @@ mod tests {
                 next: Some("send it again".into()),
                 partial: Some("half an answer".into()),
                 open_calls: vec![("toolu_1".into(), "Bash".into())],
+                stopped_at: Some("2026-11-23T10:00:01.900Z".into()),
+                usage: Some(usage()),
+                log_read: true,
                 progress_at: Some("2026-11-23T10:00:01.700Z".into()),
                 stalled_at: Some("2026-11-23T10:00:01.800Z".into()),
                 by: Some("spex interrupt".into()),
@@ -457,7 +492,41 @@ mod tests {
                 },
                 other: newer("zz_exit_status"),
             }),
+            children: vec![Child {
+                agent_type: Some("general-purpose".into()),
+                attempt_failed_at: Some("2026-11-23T10:00:01.200Z".into()),
+                ended_at: Some("2026-11-23T10:00:01.400Z".into()),
+                error: Some("API Error: 400".into()),
+                id: "a26855bad8382405a".into(),
+                open_calls: vec![("toolu_2".into(), "Read".into())],
+                started_at: "2026-11-23T10:00:01.100Z".into(),
+                state: ChildState::Failed,
+                summary: Some("one line".into()),
+                turn_id: Some("t1".into()),
+                usage: Some(usage()),
+                other: newer("zz_child"),
+            }],
+            usage: Some(usage()),
+            usage_cursor: Some(UsageCursor {
+                done: true,
+                last: Some(("msg_1".into(), usage())),
+                offset: 4096,
+                other: newer("zz_usage_cursor"),
+            }),
             other: newer("zz_record"),
+        }
+    }
+
+    fn usage() -> Usage {
+        Usage {
+            cache_write_tokens: 3,
+            cached_input_tokens: 5,
+            input_tokens: 19,
+            model: Some("model-x".into()),
+            output_tokens: 7,
+            reasoning_tokens: 2,
+            requests: 1,
+            other: newer("zz_usage"),
         }
     }
 
@@ -481,6 +550,9 @@ mod tests {
                 next: None,
                 partial: None,
                 open_calls: Vec::new(),
+                stopped_at: None,
+                usage: None,
+                log_read: false,
                 progress_at: None,
                 stalled_at: None,
                 by: None,

@@ -412,3 +412,223 @@ fn an_interrupt_mid_tool_closes_the_call_as_interrupted_and_wait_exits_4() {
     crate::common::assert_grammar(&rec, &events, &diag);
     stop(&w, &fake, &id);
 }
+
+/// `spex deliver --wait-until done` into a hosted Claude session: the stages with their
+/// times, exit 0 for a completed turn and 4 (with the state and why) for a failed one.
+#[test]
+fn deliver_wait_until_done_reports_the_stages_and_the_turns_outcome() {
+    use crate::runtime::{host_log, screen, stop};
+    let (w, fake, id) = launch_hosted("{ \"harnesses\": [\"claude\"] }\n", "USE_NONE first");
+    let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
+    wait_until(&w, &id, SETTLE, |r, _| {
+        r["status"] == "idle" && r["turn"]["state"] == "completed"
+    })
+    .unwrap_or_else(|d| panic!("the first turn never ended\n{d}\n{}", diag()));
+    let deliver = |prompt: &str, json: bool| {
+        let mut args = vec![
+            "deliver",
+            &id,
+            prompt,
+            "--wait-until",
+            "done",
+            "--timeout",
+            "120",
+        ];
+        if json {
+            args.push("--json");
+        }
+        crate::runtime::spex_cmd(&w, &fake, &args).output().unwrap()
+    };
+    let out = deliver("USE_NONE second", true);
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", out, diag()));
+    assert_eq!(out.status.code(), Some(0), "{v}\n{}", diag());
+    assert_eq!(v["reached"], "done", "{v}");
+    assert_eq!(v["outcome"]["state"], "completed", "{v}");
+    let stages: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["accepted", "started", "done"], "{v}");
+    let ms: Vec<u64> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["elapsed_ms"].as_u64().unwrap())
+        .collect();
+    assert!(ms.windows(2).all(|p| p[0] <= p[1]), "{v}");
+    assert!(v["stages"][0]["at"].is_string(), "{v}");
+    // The model got the text and answered it.
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r["body"].to_string().contains("USE_NONE second")),
+        "{}",
+        diag()
+    );
+    let out = deliver("FAIL=400 third", false);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(4), "{text}\n{}", diag());
+    assert!(
+        text.contains("done, turn failed (model_error)"),
+        "{text}\n{}",
+        diag()
+    );
+    let (rec, events) = wait_until(&w, &id, SETTLE, |r, _| r["turn"]["state"] == "failed")
+        .unwrap_or_else(|d| panic!("{d}"));
+    crate::common::assert_grammar(&rec, &events, &diag);
+    stop(&w, &fake, &id);
+}
+
+/// Hosted: a Bash call (`sleep 20`) longer than the stall budget, with no hook and nothing new
+/// on the screen but its spinner and clock, is marked `turn.stalled` by the host; the call's
+/// end resumes it (`turn.resumed`) and the turn completes: one ending, the call paired.
+#[test]
+fn a_stalled_tool_call_is_marked_then_resumes_and_the_turn_completes() {
+    use crate::runtime::{host_log, screen, stop};
+    let (w, fake, id) = launch_hosted(
+        "{ \"harnesses\": [\"claude\"], \"stallTimeout\": \"5s\" }\n",
+        "Please run a slow command. USE_SLOWBASH",
+    );
+    let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
+    let (rec, _) = wait_until(&w, &id, SETTLE, |_, ev| {
+        ev.iter().any(|e| e["kind"] == "turn.stalled")
+    })
+    .unwrap_or_else(|d| panic!("the turn was never marked stalled\n{d}\n{}", diag()));
+    assert_eq!(rec["status"], "working", "a stall is no ending\n{}", diag());
+    assert_eq!(rec["turn"]["state"], "running", "{}", diag());
+    let show = String::from_utf8_lossy(&w.spex(&w.repo, &["show", &id]).stdout).into_owned();
+    assert!(
+        show.contains("running, stalled since"),
+        "{show}\n{}",
+        diag()
+    );
+    let table = String::from_utf8_lossy(&w.spex(&w.repo, &["sessions"]).stdout).into_owned();
+    assert!(table.contains("stalled:"), "{table}\n{}", diag());
+    let (rec, events) = wait_until(&w, &id, Duration::from_mins(2), |r, _| {
+        r["turn"]["state"] == "completed"
+    })
+    .unwrap_or_else(|d| panic!("the turn never completed\n{d}\n{}", diag()));
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    let at = |k: &str| kinds.iter().position(|x| *x == k);
+    assert!(
+        at("turn.stalled") < at("turn.resumed") && at("turn.resumed") < at("turn.completed"),
+        "{kinds:?}\n{}",
+        diag()
+    );
+    assert_eq!(endings(&events), ["turn.completed"], "{}", diag());
+    assert!(
+        w.repo.join("slow_out.txt").is_file(),
+        "the command ran to its end\n{}",
+        diag()
+    );
+    crate::common::assert_grammar(&rec, &events, &diag);
+    stop(&w, &fake, &id);
+}
+
+/// Esc typed by a person at the hosted session's terminal (`spex attach`, a terminal the test
+/// owns) mid-Bash: the turn ends `interrupted`, `by: terminal`; the command is killed.
+#[test]
+fn esc_at_the_terminal_is_an_interrupt_by_the_terminal() {
+    use crate::runtime::{host_log, screen, spex_cmd, stop};
+    let (w, fake, id) = launch_hosted(
+        "{ \"harnesses\": [\"claude\"] }\n",
+        "Please run a slow command. USE_SLOWBASH",
+    );
+    let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
+    wait_until(&w, &id, SETTLE, |_, ev| {
+        ev.iter()
+            .any(|e| e["kind"] == "tool.started" && e["tool"] == "Bash")
+    })
+    .unwrap_or_else(|d| panic!("the slow Bash call never started\n{d}\n{}", diag()));
+    let wait = waiter(&w, &id);
+    let mut cmd = spex_cmd(&w, &fake, &["attach", &id]);
+    cmd.env("LANG", "C.UTF-8");
+    let t = crate::support::term::Term::spawn(&cmd, 40, 120);
+    t.wait_for("Bash(sleep 20", Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
+    t.send(b"\x1b");
+    let out = wait.wait_with_output().expect("spex wait");
+    let (rec, events) = wait_until(&w, &id, SETTLE, |r, _| r["turn"]["state"] != "running")
+        .unwrap_or_else(|d| panic!("turn never ended\n{d}"));
+    let diag = || {
+        format!(
+            "wait {:?} {:?}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            diag()
+        )
+    };
+    assert_eq!(rec["turn"]["state"], "interrupted", "{}", diag());
+    assert_eq!(rec["turn"]["by"], "terminal", "{}", diag());
+    assert_eq!(out.status.code(), Some(4), "{}", diag());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("turn interrupted by terminal"),
+        "{}",
+        diag()
+    );
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        processes_in(&w.repo, "sleep 20").is_empty()
+    });
+    assert!(gone, "the command still runs\n{}", diag());
+    crate::common::assert_grammar(&rec, &events, &diag);
+    drop(t);
+    stop(&w, &fake, &id);
+}
+
+/// `spex events --follow` is a reader too: with no other spex process running, it judges a
+/// self-started session's turn at its budget's deadline (woken then, with no file event) and
+/// prints the `turn.timed_out` while the harness still works on the turn.
+#[test]
+fn events_follow_judges_a_turn_past_its_budget_at_the_deadline() {
+    use std::io::BufRead as _;
+    let w = World::new();
+    materialize(&w);
+    crate::common::write(&w.repo.join("spex.jsonc"), "{ \"turnTimeout\": \"3s\" }\n");
+    let fake = FakeAnthropic::start();
+    let mut session = ClaudeSession::start(&w, &fake, Perm::AcceptEdits);
+    let id = session.id.clone();
+    wait_until(&w, &id, SETTLE, |_, _| true)
+        .unwrap_or_else(|d| panic!("no record from SessionStart\n{d}"));
+    let mut follower = w
+        .cmd(&w.repo, &["events", "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn spex events");
+    let stdout = follower.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("\"turn.timed_out\"") {
+                let _ = tx.send(std::time::Instant::now());
+            }
+        }
+    });
+    let began = std::time::Instant::now();
+    let result = session.turn(&w, "USE_NONE DELAY=12 a slow answer");
+    let ended = std::time::Instant::now();
+    let seen = rx.recv_timeout(Duration::from_secs(5));
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let seen = seen.unwrap_or_else(|e| {
+        panic!(
+            "no turn.timed_out line ({e})\n{result}\n{}",
+            session.diag(&w)
+        )
+    });
+    assert!(
+        seen < ended && seen.duration_since(began) < Duration::from_secs(9),
+        "seen after {:?}, the turn ended after {:?}\n{}",
+        seen.duration_since(began),
+        ended.duration_since(began),
+        session.diag(&w)
+    );
+    session.end(&w, true);
+}

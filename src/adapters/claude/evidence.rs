@@ -103,6 +103,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
         // that is gone without one died.
         let p = s.process_id()?;
         return (!evidence::alive(p)).then(|| Evidence {
+            child_failures: Vec::new(),
             attended: None,
             process: None,
             observed: s.observed.clone(),
@@ -121,6 +122,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
     });
     let Some(process) = current else {
         return Some(Evidence {
+            child_failures: Vec::new(),
             attended: None,
             process: None,
             observed: s.observed.clone(),
@@ -171,6 +173,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
     let observed = e.status.clone();
     let changed = finding.is_some() || s.process_id() != Some(process) || observed != s.observed;
     changed.then_some(Evidence {
+        child_failures: Vec::new(),
         attended: None,
         process: Some(process),
         observed,
