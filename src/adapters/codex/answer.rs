@@ -77,12 +77,6 @@ impl Answering for CodexAnswering {
         // Called by the attention's hook: a thread of the person's TUI in its default mode is
         // held by the per-user background server that runs the hook, which another client
         // may join (§4); a `--no-daemon` TUI runs its server inside itself, with no socket.
-        if a.questions.len() > 1 {
-            return Via {
-                how: "terminal only".into(),
-                why: Some("several questions: spex answers one question".into()),
-            };
-        }
         let asks = matches!(a.kind.as_deref(), Some("permission" | "question"));
         if s.launched_by == "spex" || (asks && super::evidence::under_managed_daemon()) {
             Via {
@@ -151,51 +145,7 @@ fn matches(req: &Notification, thread: &str, a: &Attention) -> bool {
 /// execpolicy amendment) or a question's answers (§1.5).
 fn result_for(req: &Notification, a: &Attention, r: &Response) -> Result<Value, String> {
     if req.method == "item/tool/requestUserInput" {
-        let mut answers = serde_json::Map::new();
-        let questions = req.params["questions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let Some(q) = questions.first() else {
-            return Err("the request asks no question".into());
-        };
-        let labels: Vec<&str> = q["options"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|o| o["label"].as_str())
-            .collect();
-        let picked = r
-            .choice
-            .parse::<usize>()
-            .ok()
-            .and_then(|n| labels.get(n.wrapping_sub(1)).copied())
-            .or_else(|| {
-                labels
-                    .iter()
-                    .copied()
-                    .find(|l| l.eq_ignore_ascii_case(&r.choice))
-            });
-        let mut given: Vec<String> = match (picked, q["isOther"].as_bool()) {
-            (Some(l), _) => vec![l.to_owned()],
-            (None, Some(true)) => vec![
-                "None of the above".into(),
-                format!("user_note: {}", r.choice),
-            ],
-            (None, _) => {
-                return Err(format!(
-                    "`{}` is none of the options: {}",
-                    r.choice,
-                    labels.join(", ")
-                ));
-            }
-        };
-        if let Some(m) = &r.message {
-            given.push(format!("user_note: {m}"));
-        }
-        let qid = q["id"].as_str().unwrap_or_default().to_owned();
-        answers.insert(qid, json!({ "answers": given }));
-        return Ok(json!({ "answers": answers }));
+        return question_result(&req.params, r);
     }
     if r.message.is_some() {
         return Err(
@@ -216,6 +166,50 @@ fn result_for(req: &Notification, a: &Attention, r: &Response) -> Result<Value, 
         }
     };
     Ok(json!({ "decision": decision }))
+}
+
+/// The answers to a `request_user_input` (§1.5): one per question, in order, each an option's
+/// label as the TUI sends it, or free text as the TUI sends "None of the above" with a note;
+/// a message goes as a note to the first question.
+fn question_result(params: &Value, r: &Response) -> Result<Value, String> {
+    let questions = params["questions"].as_array().cloned().unwrap_or_default();
+    if questions.is_empty() {
+        return Err("the request asks no question".into());
+    }
+    if r.answers.len() != questions.len() {
+        return Err(format!(
+            "the request asks {} question(s), and {} answer(s) were given (a Codex question is not denied: Esc in its TUI interrupts the turn)",
+            questions.len(),
+            r.answers.len()
+        ));
+    }
+    let mut answers = serde_json::Map::new();
+    for (i, (q, given)) in questions.iter().zip(&r.answers).enumerate() {
+        let labels: Vec<&str> = q["options"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["label"].as_str())
+            .collect();
+        let mut out: Vec<String> = match labels.iter().find(|l| l.eq_ignore_ascii_case(given)) {
+            Some(l) => vec![(*l).to_owned()],
+            None if q["isOther"].as_bool() == Some(true) => {
+                vec!["None of the above".into(), format!("user_note: {given}")]
+            }
+            None => {
+                return Err(format!(
+                    "`{given}` is none of the options: {}",
+                    labels.join(", ")
+                ));
+            }
+        };
+        if let Some(m) = r.message.as_ref().filter(|_| i == 0) {
+            out.push(format!("user_note: {m}"));
+        }
+        let qid = q["id"].as_str().unwrap_or_default().to_owned();
+        answers.insert(qid, json!({ "answers": out }));
+    }
+    Ok(json!({ "answers": answers }))
 }
 
 /// Answers attention `a` of `thread` on the server at `ctx.socket`: `thread/resume` makes the
