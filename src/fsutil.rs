@@ -407,6 +407,52 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// Blocks until `check` gives a value, `deadline` passes, or `also` (a file descriptor such as
+/// a signal pipe) becomes readable (then `None`), waking on every change in `dirs` (inotify:
+/// a file created, renamed in or written), never polling. A folder that cannot be watched is
+/// left out; with none left it is still woken by `also` and the deadline.
+pub fn wait_on<T>(
+    dirs: &[&Path],
+    deadline: std::time::Instant,
+    also: Option<std::os::fd::BorrowedFd<'_>>,
+    mut check: impl FnMut() -> Option<T>,
+) -> io::Result<Option<T>> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use rustix::fs::inotify;
+    let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
+    for dir in dirs {
+        let _ = inotify::add_watch(
+            &fd,
+            *dir,
+            inotify::WatchFlags::MOVED_TO
+                | inotify::WatchFlags::MODIFY
+                | inotify::WatchFlags::CREATE
+                | inotify::WatchFlags::DELETE,
+        );
+    }
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    loop {
+        if let Some(v) = check() {
+            return Ok(Some(v));
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let timeout = Timespec::try_from(left).ok();
+        let mut fds = vec![PollFd::new(&fd, PollFlags::IN)];
+        if let Some(a) = also {
+            fds.push(PollFd::from_borrowed_fd(a, PollFlags::IN));
+        }
+        let _ = poll(&mut fds, timeout.as_ref());
+        if fds.get(1).is_some_and(|f| !f.revents().is_empty()) {
+            return Ok(None);
+        }
+        let mut reader = inotify::Reader::new(&fd, &mut buf);
+        while reader.next().is_ok() {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;

@@ -41,6 +41,8 @@ pub fn decode_shared(event: &str, p: &Value, wire: &Wire, edits: Vec<String>) ->
         turn_id: str_field(p, wire.turn_key),
         turn_id_names_turn: wire.turn_key_names_turn,
         subagent: p.get("agent_id").is_some_and(|a| !a.is_null()),
+        agent_id: str_field(p, "agent_id"),
+        agent_type: str_field(p, "agent_type"),
         call_id: str_field(p, "tool_use_id"),
         edits,
         tool,
@@ -68,8 +70,13 @@ pub fn decode_shared(event: &str, p: &Value, wire: &Wire, edits: Vec<String>) ->
                 .unwrap_or(false);
             Some(Kind::TurnCompleted)
         }
+        "SubagentStart" => {
+            ev.subagent = true;
+            Some(Kind::SubagentStarted)
+        }
         "SubagentStop" => {
             ev.subagent = true;
+            ev.summary = str_field(p, "last_assistant_message");
             Some(Kind::SubagentStopped)
         }
         "SessionEnd" => {

@@ -7,7 +7,6 @@ use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::runtime::{self, RuntimeError};
-use crate::seam::answer::Response;
 
 /// Answer the attention a session waits on: a permission (`allow`, `allow-session`, `deny`,
 /// `cancel`), a question (an option's label or number), a plan (`allow`, `deny`).
@@ -21,8 +20,11 @@ use crate::seam::answer::Response;
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
     pub id: String,
-    /// The choice: `allow`, `allow-session`, `deny`, `cancel`, or a question's option.
-    pub choice: String,
+    /// The choice: `allow`, `allow-session`, `deny`, `cancel`; for a question, one answer per
+    /// question in order: an option's label or number, several comma-separated for a
+    /// multi-select (`Cheese,Basil`), or free text where the question takes it.
+    #[arg(required = true, num_args = 1.., value_name = "CHOICE")]
+    pub choice: Vec<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -75,14 +77,14 @@ pub fn approve(args: &ApproveArgs, env: &Env) -> anyhow::Result<Outcome> {
     } else {
         "allow"
     };
-    answer(env, &args.id, choice, &args.common)
+    answer(env, &args.id, &[choice.to_owned()], &args.common)
 }
 
 pub fn deny(args: &DenyArgs, env: &Env) -> anyhow::Result<Outcome> {
-    answer(env, &args.id, "deny", &args.common)
+    answer(env, &args.id, &["deny".to_owned()], &args.common)
 }
 
-fn answer(env: &Env, arg: &str, choice: &str, c: &Common) -> anyhow::Result<Outcome> {
+fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Result<Outcome> {
     let (store, id) = super::args::project_and_id(env, arg)?;
     let record = store
         .load(&id)?
@@ -90,10 +92,7 @@ fn answer(env: &Env, arg: &str, choice: &str, c: &Common) -> anyhow::Result<Outc
     let host_pids = runtime::host_pids(&store, &id);
     let result = (|| -> Result<runtime::answer::Answered, RuntimeError> {
         let (s, a) = runtime::answer::target(env, &store, &id, c.attention.as_deref(), &host_pids)?;
-        let r = Response {
-            choice: runtime::answer::resolve_choice(&id, &a, choice)?,
-            message: c.message.clone(),
-        };
+        let r = runtime::answer::response(&id, &a, choices, c.message.clone())?;
         let timeout = Duration::from_secs(c.timeout);
         match super::start::server_of(env, &store, &record, false).map_err(|e| {
             RuntimeError::Answer {
@@ -102,6 +101,10 @@ fn answer(env: &Env, arg: &str, choice: &str, c: &Common) -> anyhow::Result<Outc
             }
         })? {
             Some(server) => server.answer(&id, &a, &r),
+            None if runtime::answer::hook_waiting(&a) => {
+                runtime::answer::by_hook(&store, &s, &a, &r, timeout)
+            }
+            None if host_pids.is_empty() => Err(runtime::answer::terminal_only(&s, &a)),
             None => runtime::answer::by_keys(env, &store, &s, &a, &r, timeout),
         }
     })();

@@ -1,12 +1,16 @@
 //! `spex deliver`: type a prompt into a hosted session and confirm the harness accepted it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::args::text_arg;
 use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
-use crate::runtime::{self, RuntimeError};
+use crate::reconcile;
+use crate::runtime::{self, Delivery, RuntimeError, StageAt};
+use crate::store::ProjectStore;
+use crate::store::session::{Status, Turn, TurnState};
+use crate::text::visible;
 
 /// Deliver a prompt to a running session, confirmed by the session's own prompt hook.
 ///
@@ -17,6 +21,11 @@ use crate::runtime::{self, RuntimeError};
 /// rather than typed (`sanitized: true`), so the prompt arrives as one paste. A session that
 /// has exited, or whose host no longer answers, exits 3 (whatever its transport); with
 /// `--json` a failure prints `{delivered, confirmed: false, reason, error}` too.
+///
+/// `--wait-until accepted|started|done` waits for that stage (accepted: the harness took the
+/// text; started: a turn runs with it; done: that turn ended): exit 0 when it is reached
+/// (`done` only when the turn `completed`; 4 when it ended any other way, with its state and
+/// why), 1 on timeout (saying the stage reached), 3 when the session exited.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
@@ -26,10 +35,14 @@ pub struct Args {
     /// Retired: it typed into an open dialog, which took the keys as its answer.
     #[arg(long, hide = true)]
     pub force: bool,
-    /// For a queued prompt, wait until the harness takes it up.
+    /// For a queued prompt, wait until the harness takes it up (`--wait-until started`).
     #[arg(long)]
     pub wait: bool,
-    /// Seconds to wait for the confirmation.
+    /// The stage to wait for: `accepted` (the harness took the text), `started` (a turn runs
+    /// with it), `done` (that turn ended; exit 4 unless it completed).
+    #[arg(long, value_enum)]
+    pub wait_until: Option<Stage>,
+    /// Seconds to wait for the confirmation (with `--wait-until`, for that stage).
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
     /// Print `{delivered, mode, turn_id, confirmed, elapsed_ms, sanitized}` as JSON.
@@ -37,7 +50,16 @@ pub struct Args {
     pub json: bool,
 }
 
+/// A delivery stage `--wait-until` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Stage {
+    Accepted,
+    Started,
+    Done,
+}
+
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    let began = Instant::now();
     let (store, id) = super::args::project_and_id(env, &args.id)?;
     if args.force {
         anyhow::bail!(
@@ -66,7 +88,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             &store,
             &id,
             &text,
-            args.wait,
+            args.wait || args.wait_until >= Some(Stage::Started),
             Duration::from_secs(args.timeout),
         ),
     };
@@ -75,6 +97,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         Err(e) => return failed(args.json, e, env),
     };
     let label = store.label_of(&id);
+    if let Some(until) = args.wait_until {
+        let deadline = began + Duration::from_secs(args.timeout);
+        return staged(env, &store, &id, d, until, (began, deadline), args.json);
+    }
     if args.json {
         output::json(&d);
     } else if d.confirmed {
@@ -89,6 +115,108 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         ));
     }
     Ok(Outcome::Ok)
+}
+
+/// Waits for stage `until` of delivery `d` into session `id` and says how far it got: exit 0
+/// at the stage (`done` with a `completed` turn), 4 for a turn that ended any other way, 1 on
+/// timeout, 3 when the session exited first.
+fn staged(
+    env: &Env,
+    store: &ProjectStore,
+    id: &str,
+    mut d: Delivery,
+    until: Stage,
+    (began, deadline): (Instant, Instant),
+    json: bool,
+) -> anyhow::Result<Outcome> {
+    let reached = |d: &Delivery| d.stages.last().map_or("none", |s| s.stage);
+    let label = store.label_of(id);
+    let mut outcome: Option<Turn> = None;
+    let mut exited = false;
+    // The turn that runs with the text: by the harness's id for it, else the turn the
+    // session ran when the delivery was confirmed.
+    let mut started_at: Option<String> = None;
+    if until == Stage::Done && reached(&d) == "started" {
+        loop {
+            let s = reconcile::session(env, store, id)?;
+            let s = runtime::reconcile_hosted(env, store, &s).unwrap_or(s);
+            let s = runtime::judge::judge(env, store, s, &mut runtime::budget::Book::default());
+            let turn = s.turn.as_ref().filter(|t| match &d.turn_id {
+                Some(tid) => t.id.as_deref() == Some(tid.as_str()),
+                None => {
+                    started_at
+                        .get_or_insert_with(|| t.started_at.clone())
+                        .as_str()
+                        == t.started_at
+                }
+            });
+            if let Some(t) = turn.filter(|t| t.state != TurnState::Running) {
+                d.stages.push(StageAt::now("done", began));
+                outcome = Some(t.clone());
+                break;
+            }
+            if s.status == Status::Exited {
+                exited = true;
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // Woken by the record's changes; a look every half second for what sends none.
+            runtime::wait_for(
+                &store.session_dir(id),
+                Instant::now() + left.min(Duration::from_millis(500)),
+                || {
+                    store
+                        .load(id)
+                        .ok()
+                        .flatten()
+                        .filter(|r| r.seq != s.seq || r.status != s.status)
+                },
+            )?;
+        }
+    }
+    let at = reached(&d);
+    let wanted = match until {
+        Stage::Accepted => "accepted",
+        Stage::Started => "started",
+        Stage::Done => "done",
+    };
+    let state = outcome.as_ref().map(|t| t.state);
+    if json {
+        output::json(&serde_json::json!({
+            "delivered": d.delivered, "mode": d.mode, "turn_id": d.turn_id,
+            "confirmed": d.confirmed, "elapsed_ms": runtime::elapsed_ms(began), "sanitized": d.sanitized,
+            "stages": d.stages, "reached": at, "outcome": outcome,
+        }));
+    } else {
+        let mut line = format!("delivered to {label}: {at}");
+        if let Some(t) = &outcome {
+            line.push_str(&format!(
+                ", turn {}",
+                visible(&super::turns::turn_sentence(t))
+            ));
+        }
+        output::print(&format!("{line}\n"));
+    }
+    let order = |stage: &str| {
+        ["none", "accepted", "started", "done"]
+            .iter()
+            .position(|s| *s == stage)
+    };
+    if order(at) >= order(wanted) {
+        return Ok(match state {
+            Some(TurnState::Completed) | None => Outcome::Ok,
+            Some(_) => Outcome::TurnNotCompleted,
+        });
+    }
+    if exited {
+        eprintln!("error: session {label} has exited before its turn ended ({at} reached)");
+        return Ok(Outcome::Gone);
+    }
+    eprintln!("error: timed out: the delivery to {label} reached `{at}`, not `{wanted}`");
+    Ok(Outcome::Differs)
 }
 
 /// A delivery that failed says why on stderr and, with `--json`, on stdout as well; a session

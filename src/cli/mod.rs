@@ -32,6 +32,7 @@ pub mod snapshot;
 pub mod start;
 pub mod stop;
 pub mod terminal;
+pub mod turns;
 
 use clap::{Parser, Subcommand};
 

@@ -8,12 +8,13 @@ use anyhow::Context;
 use super::args::project;
 use super::outcome::Outcome;
 use super::output::{self, Style};
+use super::turns::{clock, turn_detail, turn_sentence_with};
 use crate::adapters;
 use crate::env::Env;
 use crate::reconcile;
 use crate::runtime;
 use crate::store::session::{
-    Attention, Declared, DeclaredState, Session, Status, TurnState, Via, ellipsis,
+    Attention, Declared, DeclaredState, Session, Status, TurnState, Via, count, ellipsis,
 };
 use crate::store::sorted::SortedRecord;
 use crate::store::{self};
@@ -56,6 +57,13 @@ fn note(s: &Session) -> String {
         ),
         (None, Some(d), _) => format!("{}: {}", format!("{:?}", d.state).to_lowercase(), d.note),
         (None, None, Some(error)) => format!("retrying: {error}"),
+        _ if s
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.stalled_at.is_some() && t.state == TurnState::Running) =>
+        {
+            format!("stalled: {}", s.headline.clone().unwrap_or_default())
+        }
         _ => s.headline.clone().unwrap_or_default(),
     }
 }
@@ -71,53 +79,46 @@ fn branch_cell(s: &Session) -> String {
     }
 }
 
-/// `12:03:41` of an RFC 3339 time of today, `2026-11-24 12:03:41` of an earlier day.
-fn clock(t: &str) -> String {
-    clock_on(t, &crate::store::now_rfc3339())
+/// One sub-agent: `a4c7e6eb general-purpose completed in 0.1 s: its last line`.
+fn child_line(c: &crate::store::session::Child, now: &str) -> String {
+    let end = c.ended_at.as_deref().unwrap_or(now);
+    let took = crate::store::session::elapsed_ms(&c.started_at, end).unwrap_or(0);
+    let verb = if c.ended_at.is_some() { "in" } else { "for" };
+    #[expect(clippy::cast_precision_loss, reason = "one decimal is shown")]
+    let secs = took as f64 / 1000.0;
+    let mut line = format!(
+        "{} {} {} {verb} {secs:.1} s",
+        c.id,
+        c.agent_type.as_deref().unwrap_or("agent"),
+        c.state.as_str(),
+    );
+    if let Some(e) = &c.error {
+        line.push_str(&format!(": {}", ellipsis(e, 100)));
+    } else if let Some(sum) = &c.summary {
+        line.push_str(&format!(": {sum}"));
+    }
+    if let Some(u) = &c.usage {
+        line.push_str(&format!(" ({})", u.brief()));
+    }
+    line
 }
 
-fn clock_on(t: &str, now: &str) -> String {
-    match (t.get(..10), t.get(11..19)) {
-        (Some(day), Some(time)) if Some(day) == now.get(..10) => time.to_owned(),
-        (Some(day), Some(time)) => format!("{day} {time}"),
-        _ => t.to_owned(),
+/// The turn's and the session's usage: `turn 19 in (5 cached) / 7 out; session ...; model x`.
+fn usage_line(s: &Session) -> Option<String> {
+    let session = s.usage.as_ref()?;
+    let mut parts = Vec::new();
+    if let Some(u) = s.turn.as_ref().and_then(|t| t.usage.as_ref()) {
+        parts.push(format!("turn {}", u.brief()));
     }
-}
-
-#[cfg(test)]
-mod clock_tests {
-    #[test]
-    fn a_time_of_an_earlier_day_shows_its_date() {
-        let now = "2026-11-25T09:00:00Z";
-        assert_eq!(super::clock_on("2026-11-25T08:01:02Z", now), "08:01:02");
-        assert_eq!(
-            super::clock_on("2026-11-24T23:59:59Z", now),
-            "2026-11-24 23:59:59"
-        );
-        assert_eq!(super::clock_on("garbage", now), "garbage");
+    parts.push(format!(
+        "session {} in {} requests",
+        session.brief(),
+        session.requests
+    ));
+    if let Some(m) = &session.model {
+        parts.push(format!("model {m}"));
     }
-}
-
-/// A turn's state and why: `failed (model_error): API Error: 400 ...; next: ...`, a
-/// `partial_failed` turn's kept text named apart, never as the answer.
-fn turn_sentence(t: &crate::store::session::Turn) -> String {
-    let mut out = t.state.as_str().to_owned();
-    if let Some(kind) = t.error_kind {
-        out.push_str(&format!(" ({})", kind.as_str()));
-    }
-    if let Some(note) = &t.note {
-        out.push_str(&format!(": {note}"));
-    }
-    if let Some(p) = &t.partial {
-        out.push_str(&format!(
-            "; partial text kept apart ({} chars, `spex show --json`)",
-            p.chars().count()
-        ));
-    }
-    if let Some(next) = &t.next {
-        out.push_str(&format!("; next: {next}"));
-    }
-    out
+    Some(parts.join("; "))
 }
 
 /// One line: the state, since when, and what set it ("idle since 12:03:41, turn interrupted:
@@ -132,8 +133,8 @@ fn explain(s: &Session) -> String {
     } else if s.attended == Some(false) {
         out.push_str(", no client");
     }
-    if let Some(t) = &s.turn {
-        out.push_str(&format!(", turn {}", t.state.as_str()));
+    if let Some(phrase) = s.turn_phrase() {
+        out.push_str(&format!(", turn {phrase}"));
     }
     match (&s.why, &s.source) {
         (Some(why), _) => out.push_str(&format!(": {why}")),
@@ -145,9 +146,11 @@ fn explain(s: &Session) -> String {
 
 pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let store = project(env)?;
+    let mut book = runtime::budget::Book::default();
     let records: Vec<Session> = reconcile::sessions(env, &store)?
         .into_iter()
         .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
+        .map(|s| runtime::judge::judge(env, &store, s, &mut book))
         // Records that never ran a turn say nothing, except a live session spex started.
         .filter(|s| {
             args.all
@@ -177,7 +180,7 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     let style = Style::detect(env.no_color);
     let mut rows = vec![
         [
-            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "NOTE",
+            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "USAGE", "NOTE",
         ]
         .map(String::from)
         .to_vec(),
@@ -188,11 +191,13 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
             s.name.clone().unwrap_or_else(|| "-".into()),
             visible(&s.harness),
             status_cell(style, s.status),
-            s.turn
-                .as_ref()
-                .map_or_else(|| "-".into(), |t| t.state.as_str().to_owned()),
+            s.turn_phrase().unwrap_or_else(|| "-".into()),
             branch_cell(s),
             clock(&s.updated_at),
+            s.usage.as_ref().map_or_else(
+                || "-".into(),
+                |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
+            ),
             ellipsis(&visible(&note(s)), 60),
         ]);
     }
@@ -218,6 +223,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let id = store.resolve(&args.id)?;
     let s = reconcile::session(env, &store, &id)?;
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
+    let s = runtime::judge::judge(env, &store, s, &mut runtime::budget::Book::default());
     let events = store.events(&id, Some(args.events))?;
     if args.json {
         output::json(
@@ -256,7 +262,13 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         ]);
     }
     if let Some(t) = &s.turn {
-        let mut line = format!("{}, started {}", t.state.as_str(), clock(&t.started_at));
+        let mut line = format!(
+            "{}{}{}, started {}",
+            t.state.as_str(),
+            turn_detail(t),
+            s.children_phrase(),
+            clock(&t.started_at)
+        );
         if let Some(end) = &t.ended_at {
             line.push_str(&format!(", ended {}", clock(end)));
         }
@@ -279,6 +291,13 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
         if let Some(next) = &t.next {
             rows.push(vec!["next".into(), visible(next)]);
         }
+    }
+    let now = crate::store::now_rfc3339();
+    for c in &s.children {
+        rows.push(vec!["sub-agent".into(), visible(&child_line(c, &now))]);
+    }
+    if let Some(line) = usage_line(&s) {
+        rows.push(vec!["usage".into(), visible(&line)]);
     }
     if let Some(a) = &s.attention {
         let id = a.id.as_deref().map(|i| format!("{i} ")).unwrap_or_default();
@@ -436,9 +455,14 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
     let mut shown: Option<Status> = None;
     let began = store::now_rfc3339();
     let mut start: Option<String> = None;
+    let mut book = runtime::budget::Book::default();
     loop {
         let s = reconcile::session(env, &store, &id)?;
         let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
+        // A session nobody else judges is judged here, and the wait wakes at its budget's
+        // deadline (no hook or file event may come then).
+        let s = runtime::judge::judge(env, &store, s, &mut book);
+        let budget_at = runtime::judge::deadline(env, &s, &mut book);
         if let Some(h) = adapters::lookup(&s.harness) {
             for d in h.evidence_dirs(env, &s) {
                 // A folder that does not exist yet is picked up on a later pass.
@@ -478,7 +502,10 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             if args.json {
                 output::json(&s);
             } else if let Some(t) = s.turn.as_ref().filter(|_| turn_end) {
-                output::print(&format!("{handle} turn {}\n", visible(&turn_sentence(t))));
+                output::print(&format!(
+                    "{handle} turn {}\n",
+                    visible(&turn_sentence_with(t, &s.children_phrase()))
+                ));
             } else {
                 output::print(&format!("{handle} {}\n", s.status.as_str()));
             }
@@ -500,6 +527,9 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Gone);
         }
         let mut tick = LIVENESS_TICK;
+        if let Some(at) = budget_at {
+            tick = tick.min(at.saturating_duration_since(Instant::now()));
+        }
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now());
             if left.is_zero() {

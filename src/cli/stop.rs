@@ -54,7 +54,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
 
 /// How the session's program ended, in a few words.
 fn how(s: &Session) -> String {
-    match s.exit_status {
+    match s.exited_with() {
         Some(e) => match (e.code, e.signal) {
             (_, Some(sig)) => format!("signal {sig}"),
             (Some(code), None) => format!("exit code {code}"),

@@ -45,6 +45,34 @@ pub enum StopGate {
     Ask,
 }
 
+/// What happens to a turn past its budget (`onTimeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnTimeout {
+    /// The turn ends `timed_out`; the harness goes on with it.
+    #[default]
+    Mark,
+    /// The turn ends `timed_out` and the session is interrupted through its own transport
+    /// (where spex hosts it).
+    Interrupt,
+}
+
+/// A turn's budgets (`turnTimeout`, `stallTimeout`, `onTimeout`): off unless set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Budgets {
+    /// The longest a turn may run before it ends `timed_out`.
+    pub turn: Option<std::time::Duration>,
+    /// The longest a working turn may show no progress before it is marked stalled.
+    pub stall: Option<std::time::Duration>,
+    pub on_timeout: OnTimeout,
+}
+
+/// A budget as people write it: `45m`, `1h30m`, `90s` (humantime's units).
+pub fn duration_words(d: std::time::Duration) -> String {
+    humantime::format_duration(std::time::Duration::from_secs(d.as_secs().max(1))).to_string()
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HarnessCommand {
     pub command: Option<String>,
@@ -68,6 +96,11 @@ pub struct Config {
     pub detach_key: u8,
     /// `store.eventLogBytes`: the bound of one session's event log.
     pub event_log_bytes: u64,
+    /// `turnTimeout`, `stallTimeout`, `onTimeout`.
+    pub budgets: Budgets,
+    /// `answering.hookWaitSecs`: how long a hook that may wait for an answer from elsewhere
+    /// (`spex answer`) waits; 0: never.
+    pub answer_wait_secs: u64,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -99,6 +132,10 @@ pub fn control_key_name(byte: u8) -> String {
 
 /// Default bound of one session's event log (`store.eventLogBytes`).
 pub const EVENT_LOG_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Default of `answering.hookWaitSecs`: Claude Code's own default hook timeout, so a waiting
+/// hook outlives a person's absence of a few minutes.
+pub const ANSWER_WAIT_SECS: u64 = 600;
 
 /// The harness ids a configuration may name, handed in by the caller (from the adapter
 /// registry), so this module validates ids without knowing any.
@@ -143,6 +180,8 @@ impl Config {
             scrub: Vec::new(),
             detach_key: DETACH_KEY,
             event_log_bytes: EVENT_LOG_BYTES,
+            answer_wait_secs: ANSWER_WAIT_SECS,
+            budgets: Budgets::default(),
             sources: Vec::new(),
         }
     }
@@ -204,6 +243,28 @@ fn string(layer: &Layer, v: &Ast, key: &str) -> Result<String, ConfigError> {
             v.start(),
             format!("`{key}` must be a string"),
             "quote the value",
+        )),
+    }
+}
+
+/// A budget (`turnTimeout`, `stallTimeout`): a duration in humantime's words, more than zero.
+fn budget(layer: &Layer, v: &Ast, key: &str) -> Result<std::time::Duration, ConfigError> {
+    let hint =
+        "a duration such as \"45m\", \"1h30m\" or \"90s\" (leave the key out to have no budget)";
+    let Ast::StringLit(s) = v else {
+        return Err(layer.err(v.start(), format!("`{key}` must be a string"), hint));
+    };
+    match humantime::parse_duration(&s.value) {
+        Ok(d) if d >= std::time::Duration::from_secs(1) => Ok(d),
+        Ok(_) => Err(layer.err(
+            v.start(),
+            format!("`{key}`: `{}` is shorter than a second", s.value),
+            hint,
+        )),
+        Err(e) => Err(layer.err(
+            v.start(),
+            format!("`{key}`: `{}` is not a duration ({e})", s.value),
+            hint,
         )),
     }
 }
@@ -393,6 +454,36 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                     })?;
                 }
             }
+            "answering" => {
+                let Ast::Object(fields) = v else {
+                    return Err(layer.err(
+                        v.start(),
+                        "`answering` must be an object",
+                        "keys: `hookWaitSecs`",
+                    ));
+                };
+                for f in &fields.properties {
+                    let fk = name_of(&f.name);
+                    let parsed = match (fk.as_str(), &f.value) {
+                        ("hookWaitSecs", Ast::NumberLit(n)) => n.value.parse::<u64>().ok(),
+                        ("hookWaitSecs", _) => None,
+                        (other, _) => {
+                            return Err(layer.err(
+                                f.start(),
+                                format!("unknown key `answering.{other}`"),
+                                "keys: `hookWaitSecs`",
+                            ));
+                        }
+                    };
+                    cfg.answer_wait_secs = parsed.filter(|s| *s <= 86_400).ok_or_else(|| {
+                        layer.err(
+                            f.value.start(),
+                            "`answering.hookWaitSecs` must be a whole number of seconds, 0 to 86400",
+                            "e.g. 600 (the default); 0 turns the waiting hook off",
+                        )
+                    })?;
+                }
+            }
             "record" => {
                 let Ast::BooleanLit(b) = v else {
                     return Err(layer.err(
@@ -432,11 +523,32 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                     )
                 })?;
             }
+            "turnTimeout" | "stallTimeout" => {
+                let budget = Some(budget(layer, v, &key)?);
+                if key == "turnTimeout" {
+                    cfg.budgets.turn = budget;
+                } else {
+                    cfg.budgets.stall = budget;
+                }
+            }
+            "onTimeout" => {
+                cfg.budgets.on_timeout = match string(layer, v, "onTimeout")?.as_str() {
+                    "mark" => OnTimeout::Mark,
+                    "interrupt" => OnTimeout::Interrupt,
+                    other => {
+                        return Err(layer.err(
+                            v.start(),
+                            format!("`onTimeout`: unknown value `{other}`"),
+                            "use `mark` (the turn is marked `timed_out`) or `interrupt` (marked, and the session interrupted)",
+                        ));
+                    }
+                };
+            }
             other => {
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`",
                 ));
             }
         }
@@ -550,6 +662,45 @@ mod tests {
         ] {
             let err = parse(bad).unwrap_err().to_string();
             assert!(err.contains("line 1") && err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn budgets_are_off_unless_set_and_checked() {
+        let cfg = parse("{}").unwrap();
+        assert_eq!(cfg.budgets, Budgets::default());
+        let cfg = parse(
+            "{\"turnTimeout\": \"45m\", \"stallTimeout\": \"1h 30s\", \"onTimeout\": \"interrupt\"}",
+        )
+        .unwrap();
+        assert_eq!(cfg.budgets.turn, Some(std::time::Duration::from_mins(45)));
+        assert_eq!(
+            cfg.budgets.stall,
+            Some(std::time::Duration::from_secs(3630))
+        );
+        assert_eq!(cfg.budgets.on_timeout, OnTimeout::Interrupt);
+        for (bad, says) in [
+            ("{\"turnTimeout\": 45}", "`turnTimeout` must be a string"),
+            (
+                "{\"turnTimeout\": \"soon\"}",
+                "`turnTimeout`: `soon` is not a duration",
+            ),
+            (
+                "{\"stallTimeout\": \"0s\"}",
+                "`stallTimeout`: `0s` is shorter than a second",
+            ),
+            (
+                "{\"onTimeout\": \"kill\"}",
+                "`onTimeout`: unknown value `kill`",
+            ),
+        ] {
+            let err = parse(bad).unwrap_err().to_string();
+            assert!(
+                err.starts_with("`spex.jsonc`, line 1")
+                    && err.contains(says)
+                    && err.contains("hint: "),
+                "{bad}: {err}"
+            );
         }
     }
 

@@ -9,7 +9,8 @@ use crate::config::{Policy, StopGate};
 use crate::seam::event::{Answer, HookEvent, Kind};
 use crate::store::ProjectStore;
 use crate::store::session::{
-    DeclaredState, ErrorKind, Failure, Session, Status, Turn, TurnState, new_event,
+    ChildState, DeclaredState, ErrorKind, Failure, Session, Status, Turn, TurnState, Usage,
+    new_event,
 };
 
 /// Everything the handlers read besides the record.
@@ -30,6 +31,9 @@ pub struct Ctx<'a> {
     /// The harness runs spex-launched sessions on a server that reports failed commands
     /// (which its hook payloads lack) on its own.
     pub server_reports_failures: bool,
+    /// This hook will wait for an answer to the attention it raises (`dispatch::wait`): the
+    /// attention is answered `via: hook`, and names this process as its waiter.
+    pub hook_wait: Option<crate::store::session::ProcessId>,
 }
 
 pub use crate::store::session::NewEvent;
@@ -88,14 +92,40 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 json!({ "harness_session_id": ev.session_id }),
             ));
         }
-        // A subagent's own turn and prompt never move the parent session.
-        Kind::PromptSubmitted
-        | Kind::TurnCompleted
-        | Kind::TurnInterrupted
-        | Kind::IdleNotice
-        | Kind::ModelRequestFailed
-        | Kind::ModelRequestStarted
+        // A subagent's own turn and prompt never move the parent session: they are the child's.
+        Kind::PromptSubmitted | Kind::TurnCompleted | Kind::TurnInterrupted | Kind::IdleNotice
             if sub => {}
+        Kind::ModelRequestStarted | Kind::ModelRequestFailed | Kind::ModelRequestCompleted
+            if sub =>
+        {
+            child_attempt(ctx, s, &mut out);
+        }
+        Kind::SubagentStarted => {
+            if let Some(id) = &ev.agent_id {
+                out.extend(s.start_child(id, ev.agent_type.as_deref(), ctx.now, src));
+            }
+        }
+        Kind::SubagentStopped => {
+            if let Some(id) = &ev.agent_id {
+                let ended = s.end_child(
+                    id,
+                    ChildState::Completed,
+                    ctx.now,
+                    src,
+                    ev.summary.as_deref(),
+                    None,
+                );
+                child_ended(ctx, s, &mut out, ended);
+            }
+        }
+        Kind::TurnFailed if sub => {
+            // A sub-agent's model request failed for good: the child failed, not its parent.
+            if let Some(id) = &ev.agent_id {
+                let error = ev.error.as_deref().unwrap_or("the sub-agent failed");
+                let ended = s.end_child(id, ChildState::Failed, ctx.now, src, None, Some(error));
+                child_ended(ctx, s, &mut out, ended);
+            }
+        }
         Kind::PromptSubmitted => {
             let prompt = ev.prompt.clone().unwrap_or_default();
             let same_turn = s.turn_running()
@@ -116,8 +146,14 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                     json!({ "turn_id": ev.turn_id, "prompt": prompt }),
                 ));
             } else {
-                // A turn still running here ended without its hook (Esc fires no Stop).
-                out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+                // A turn still running here ended without its hook (Esc fires no Stop), unless
+                // the harness had said it was over and it waited on sub-agents (which work on).
+                let waited = s.turn.as_ref().is_some_and(|t| t.stopped_at.is_some());
+                if waited {
+                    out.extend(s.end_turn(TurnState::Completed, ctx.now, src, Value::Null));
+                } else {
+                    out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal()));
+                }
                 out.extend(s.clear_attention(src));
                 s.turn = Some(Turn {
                     id: ev.turn_id.clone(),
@@ -132,6 +168,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                     partial: None,
                     open_calls: Vec::new(),
                     other: serde_json::Map::new(),
+                    ..Default::default()
                 });
                 out.push(event(
                     "turn.started",
@@ -156,12 +193,14 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 }
                 out.push(event(
                     "tool.started",
-                    json!({ "tool": ev.tool, "call_id": ev.call_id, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
+                    json!({ "tool": ev.tool, "call_id": ev.call_id, "files": nonempty(ctx.edits), "subagent": sub.then_some(true), "agent_id": ev.agent_id }),
                 ));
-                // Open until its own hook ends it, or the turn's ending closes it.
-                if let Some(t) = s.turn.as_mut().filter(|t| t.state == TurnState::Running) {
-                    t.open_calls
-                        .push((call_key(ev), ev.tool.clone().unwrap_or_default()));
+                // Open until its own hook ends it, or its sub-agent's or turn's ending closes it.
+                let call = (call_key(ev), ev.tool.clone().unwrap_or_default());
+                if let Some(c) = ev.agent_id.as_deref().and_then(|id| s.running_child(id)) {
+                    c.open_calls.push(call);
+                } else if let Some(t) = s.turn.as_mut().filter(|t| t.state == TurnState::Running) {
+                    t.open_calls.push(call);
                 }
             }
         }
@@ -179,13 +218,21 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             if ok {
                 record_touched(ctx, s);
             }
-            if let Some(t) = s.turn.as_mut() {
-                let key = call_key(ev);
+            let key = call_key(ev);
+            if let Some(c) = ev.agent_id.as_deref().and_then(|id| s.running_child(id)) {
+                c.open_calls.retain(|(k, _)| *k != key);
+            } else if let Some(t) = s.turn.as_mut() {
                 t.open_calls.retain(|(k, _)| *k != key);
+            }
+            // A call that ran a sub-agent reports what the sub-agent used.
+            if let (Some(id), Some(usage)) = (&ev.spawned, &ev.usage)
+                && let Some(c) = s.children.iter_mut().find(|c| c.id == *id)
+            {
+                c.usage = Some(usage.clone());
             }
             out.push(event(
                 "tool.completed",
-                json!({ "tool": ev.tool, "call_id": ev.call_id, "ok": ok, "error": error, "files": nonempty(ctx.edits), "subagent": sub.then_some(true) }),
+                json!({ "tool": ev.tool, "call_id": ev.call_id, "ok": ok, "error": error, "files": nonempty(ctx.edits), "subagent": sub.then_some(true), "agent_id": ev.agent_id }),
             ));
             if !sub {
                 s.status = Status::Working;
@@ -233,20 +280,17 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 t.note = None;
                 t.attempt_failed_at = None;
             }
+            // The payload's own count of the request (the harness recorded it; nothing read).
+            if let Some(u) = &ev.usage {
+                if let Some(t) = s.turn.as_mut() {
+                    t.usage.get_or_insert_with(Usage::default).add(u);
+                }
+                s.usage.get_or_insert_with(Usage::default).add(u);
+            }
         }
         Kind::TurnCompleted => {
             if !stop_gate(ctx, s, &mut answer) {
-                out.extend(s.end_turn(TurnState::Completed, ctx.now, src, Value::Null));
-                out.extend(s.clear_attention(src));
-                s.status = Status::Idle;
-                if let Some(note) = s
-                    .declared
-                    .as_ref()
-                    .filter(|d| d.state == DeclaredState::Asking)
-                    .map(|d| d.note.clone())
-                {
-                    raise(s, &mut out, ctx, "question", &note);
-                }
+                complete(ctx, s, &mut out);
             }
         }
         Kind::TurnFailed => {
@@ -257,7 +301,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             out.extend(s.fail_turn(&failure, ctx.now, src));
         }
         Kind::TurnInterrupted => {
-            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal()));
             out.extend(s.clear_attention(src));
             s.status = Status::Idle;
         }
@@ -277,7 +321,13 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 .declared
                 .as_ref()
                 .is_some_and(|d| d.state == DeclaredState::Asking);
-            let ended = s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null);
+            // A turn the harness said was over waits on its sub-agents: it was not interrupted.
+            let waiting = s.turn.as_ref().is_some_and(|t| t.stopped_at.is_some());
+            let ended = if waiting {
+                Vec::new()
+            } else {
+                s.end_turn(TurnState::Interrupted, ctx.now, src, by_terminal())
+            };
             if !ended.is_empty() && !asking {
                 out.extend(ended);
                 s.status = Status::Idle;
@@ -289,9 +339,78 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 }
             }
         }
-        Kind::SubagentStopped | Kind::Other => {}
+        Kind::Other => {}
     }
     (out, answer)
+}
+
+/// The harness says the turn is over: it completes (or waits on its sub-agents), and a
+/// question the agent declared is raised.
+fn complete(ctx: &Ctx, s: &mut Session, out: &mut Vec<NewEvent>) {
+    let (ended, done) = s.complete_turn(ctx.now, ctx.hook);
+    out.extend(ended);
+    if !done {
+        return;
+    }
+    if let Some(note) = s
+        .declared
+        .as_ref()
+        .filter(|d| d.state == DeclaredState::Asking)
+        .map(|d| d.note.clone())
+    {
+        raise(s, out, ctx, "question", &note);
+    }
+}
+
+/// A sub-agent ended (`ended`: its events, empty when it had already ended): a turn that
+/// waited on it completes when none of its sub-agents runs any more.
+fn child_ended(ctx: &Ctx, s: &mut Session, out: &mut Vec<NewEvent>, ended: Vec<NewEvent>) {
+    if ended.is_empty() {
+        return;
+    }
+    out.extend(ended);
+    if s.turn_running() && s.turn.as_ref().is_some_and(|t| t.stopped_at.is_some()) {
+        complete(ctx, s, out);
+    }
+}
+
+/// A sub-agent's model request: a failed one is noted on the child (the harness may retry,
+/// and says nothing after the last try: the readers conclude it), a new one clears that, a
+/// completed one adds its usage to the child's.
+fn child_attempt(ctx: &Ctx, s: &mut Session, out: &mut Vec<NewEvent>) {
+    let ev = ctx.ev;
+    let Some(c) = ev.agent_id.as_deref().and_then(|id| s.running_child(id)) else {
+        return;
+    };
+    match ev.kind {
+        Some(Kind::ModelRequestFailed) => {
+            let error = ev
+                .error
+                .clone()
+                .unwrap_or_else(|| "model request failed".into());
+            c.attempt_failed_at = Some(ctx.now.to_owned());
+            c.error = Some(error.clone());
+            out.push(new_event(
+                "model.failed",
+                ctx.hook,
+                json!({ "agent_id": c.id, "error": error }),
+            ));
+        }
+        Some(Kind::ModelRequestStarted) => c.attempt_failed_at = None,
+        _ => {
+            c.attempt_failed_at = None;
+            c.error = None;
+            if let Some(u) = &ev.usage {
+                c.usage.get_or_insert_with(Usage::default).add(u);
+            }
+        }
+    }
+}
+
+/// An interrupt the harness reported with nobody named: the person at its terminal (an
+/// interrupt spex sent names itself on the turn, and that wins; see `Session::end_turn`).
+fn by_terminal() -> Value {
+    json!({ "by": "terminal" })
 }
 
 /// What pairs a tool call's start and end: the harness's call id, else the tool's name.
@@ -307,10 +426,24 @@ fn call_key(ev: &HookEvent) -> String {
 /// question or request opens once, however many hooks report it.
 fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text: &str) {
     s.status = Status::NeedsAttention;
-    if s.attention
-        .as_ref()
-        .is_some_and(|a| a.reason == reason && a.text == text)
+    let asked = asked_call(ctx, s);
+    if let Some(a) = s
+        .attention
+        .as_mut()
+        .filter(|a| a.reason == reason && a.text == text)
     {
+        // Asked again by the hook that will wait for its answer (a question opened by its
+        // call's start): that hook answers it from now on.
+        if let Some(me) = ctx.hook_wait {
+            a.hook = Some(me);
+            if a.call_id.is_none() {
+                a.call_id = asked;
+            }
+            a.via = Some(crate::store::session::Via {
+                how: "hook".into(),
+                why: None,
+            });
+        }
         return;
     }
     let mut a = ctx.ev.ask.clone().unwrap_or_default();
@@ -323,8 +456,33 @@ fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text
     if a.turn_id.is_none() {
         a.turn_id.clone_from(&ctx.ev.turn_id);
     }
-    a.via = ctx.answering.map(|h| h.via(&a, s));
+    if a.call_id.is_none() {
+        a.call_id = asked;
+    }
+    a.hook = ctx.hook_wait;
+    a.via = if a.hook.is_some() {
+        Some(crate::store::session::Via {
+            how: "hook".into(),
+            why: None,
+        })
+    } else {
+        ctx.answering.map(|h| h.via(&a, s))
+    };
     out.extend(s.open_attention(a, ctx.hook));
+}
+
+/// The call a request asks about: the id the event carries, else the newest call of its tool
+/// still open in the running turn (its start was reported with its id).
+fn asked_call(ctx: &Ctx, s: &Session) -> Option<String> {
+    ctx.ev.call_id.clone().or_else(|| {
+        let tool = ctx.ev.tool.as_deref()?;
+        let t = s.turn.as_ref().filter(|t| t.state == TurnState::Running)?;
+        t.open_calls
+            .iter()
+            .rev()
+            .find(|(key, t)| t == tool && key != tool)
+            .map(|(key, _)| key.clone())
+    })
 }
 
 fn nonempty(v: &[String]) -> Option<&[String]> {
@@ -434,6 +592,7 @@ mod tests {
                 partial: None,
                 open_calls: Vec::new(),
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         };
@@ -456,6 +615,7 @@ mod tests {
             denied: false,
             server_reports_failures: false,
             answering: None,
+            hook_wait: None,
         };
         apply(&ctx, &mut s).0.into_iter().map(|e| e.0).collect()
     }
@@ -471,6 +631,91 @@ mod tests {
             prompt_in_a_running_turn("t2", true),
             ["turn.interrupted", "turn.started"]
         );
+    }
+
+    /// Applies hook events of `kind` in order to `s`; the event kinds they appended.
+    fn run(s: &mut Session, evs: &[HookEvent]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProjectStore::new(dir.path(), dir.path());
+        let mut out = Vec::new();
+        for ev in evs {
+            let ctx = Ctx {
+                hook: "hook",
+                ev,
+                edits: &[],
+                now: "2026-11-23T12:14:46.000Z",
+                spec_first: Policy::Off,
+                stop_gate: StopGate::Off,
+                governance: &Governance::Inline(Vec::new()),
+                store: &store,
+                denied: false,
+                server_reports_failures: false,
+                answering: None,
+                hook_wait: None,
+            };
+            out.extend(apply(&ctx, s).0.into_iter().map(|e| e.0));
+        }
+        out
+    }
+
+    fn child_event(kind: Kind, agent: &str) -> HookEvent {
+        HookEvent {
+            kind: Some(kind),
+            subagent: true,
+            agent_id: Some(agent.into()),
+            agent_type: Some("general-purpose".into()),
+            error: Some("API Error: 400".into()),
+            ..HookEvent::default()
+        }
+    }
+
+    #[test]
+    fn a_turn_waits_on_its_sub_agents_and_a_childs_failure_is_the_childs() {
+        let mut s = Session::default();
+        let prompt = HookEvent {
+            kind: Some(Kind::PromptSubmitted),
+            turn_id: Some("t1".into()),
+            prompt: Some("delegate".into()),
+            ..HookEvent::default()
+        };
+        let stop = HookEvent {
+            kind: Some(Kind::TurnCompleted),
+            ..HookEvent::default()
+        };
+        let started = run(
+            &mut s,
+            &[
+                prompt,
+                child_event(Kind::SubagentStarted, "a1"),
+                child_event(Kind::SubagentStarted, "a2"),
+                child_event(Kind::TurnFailed, "a1"),
+                stop,
+            ],
+        );
+        assert_eq!(
+            started,
+            [
+                "turn.started",
+                "subagent.started",
+                "subagent.started",
+                "subagent.failed"
+            ],
+            "the child's failure does not end the turn, and Stop waits for a2"
+        );
+        assert!(s.turn_running() && s.turn.as_ref().unwrap().stopped_at.is_some());
+        assert_eq!(
+            s.turn_phrase().unwrap(),
+            "running, 1 of 2 sub-agents failed, 1 sub-agent running"
+        );
+        let ended = run(&mut s, &[child_event(Kind::SubagentStopped, "a2")]);
+        assert_eq!(ended, ["subagent.completed", "turn.completed"]);
+        assert_eq!(s.status, Status::Idle);
+        assert_eq!(
+            s.turn_phrase().unwrap(),
+            "completed, 1 of 2 sub-agents failed"
+        );
+        // A late word of an ended child moves nothing.
+        assert!(run(&mut s, &[child_event(Kind::SubagentStopped, "a2")]).is_empty());
     }
 
     #[test]

@@ -11,9 +11,11 @@ pub mod governance;
 pub mod handlers;
 mod hooknodes;
 mod payload;
+pub mod wait;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -152,7 +154,16 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
             &mut from_nodes,
         );
     }
-    let mut answer = match id {
+    // Only the event the adapter says waits, and not a call a project hook node blocked.
+    let answering = h.answering();
+    // A receipt from before the wait existed set no shim timeout for it: no wait.
+    let budget = Duration::from_secs(receipt.answer_wait_secs.unwrap_or(0));
+    let hook_wait = answering
+        .filter(|a| a.hook_waits(event, env) && !budget.is_zero() && from_nodes.block.is_none())
+        .filter(|_| wait::run_by(h.binary_name()))
+        .and_then(|_| wait::me());
+    let mut waits_on = None;
+    let mut answer = match &id {
         Some(id) => {
             let edits: Vec<String> = ev
                 .edits
@@ -171,15 +182,16 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                 store: &project,
                 denied: from_nodes.block.is_some(),
                 server_reports_failures: h.server().is_some(),
-                answering: h.answering(),
+                answering,
+                hook_wait,
             };
             let launched_by_spex =
                 h.hook_env_names_session() && env.spex_session_id.as_deref() == Some(id.as_str());
-            project
-                .update(&id, |current| {
+            let (answer, waiting) = project
+                .update(id, |current| {
                     let existed = current.is_some();
                     let mut s = current
-                        .unwrap_or_else(|| new_session(&id, h, &ev, &tree, launched_by_spex, &now));
+                        .unwrap_or_else(|| new_session(id, h, &ev, &tree, launched_by_spex, &now));
                     let mut filled = false;
                     if s.harness_session_id.is_none() && ev.session_id.is_some() {
                         s.harness_session_id.clone_from(&ev.session_id);
@@ -190,7 +202,26 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                         filled = true;
                     }
                     let before = s.state_key();
-                    let (mut events, answer) = handlers::apply(&ctx, &mut s);
+                    // A hook during a running turn is evidence of progress (a stalled turn
+                    // works again); a notice is the harness waiting, not working.
+                    let mut events =
+                        if matches!(kind, Kind::IdleNotice | Kind::AttentionNotice | Kind::Other) {
+                            Vec::new()
+                        } else {
+                            s.note_progress(&now, event)
+                        };
+                    let (handled, answer) = handlers::apply(&ctx, &mut s);
+                    events.extend(handled);
+                    // The attention this hook waits on: open, and naming this process.
+                    let waiting = s
+                        .attention
+                        .as_ref()
+                        .filter(|a| hook_wait.is_some() && a.hook == hook_wait)
+                        .filter(|_| {
+                            s.status == session::Status::NeedsAttention && answer.is_empty()
+                        })
+                        .and_then(|a| Some((a.id.clone()?, a.call_id.clone())));
+                    let answer = (answer, waiting);
                     // A notice that changes nothing (Claude's idle notification, every minute
                     // or so at an idle prompt) leaves the record as it was: `updated` does
                     // not move, so the table does not reorder.
@@ -211,10 +242,20 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                     s.updated_at.clone_from(&now);
                     (Some(s), events, answer)
                 })
-                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            waits_on = waiting;
+            answer
         }
         None => Answer::default(),
     };
+    if let (Some(id), Some((att, call)), Some(answering)) = (&id, waits_on, answering) {
+        match wait::wait(&project, id, &att, call.as_deref(), budget) {
+            wait::Waited::Answered(posted) => {
+                return Ok(answering.hook_reply(event, &payload, &posted));
+            }
+            _ => wait::release(&project, id, &att, hook_wait, answering),
+        }
+    }
     answer.context.extend(from_nodes.context);
     if answer.block.is_none() {
         answer.block = from_nodes.block;

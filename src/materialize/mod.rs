@@ -177,6 +177,7 @@ impl Inputs<'_> {
                 anywhere: anywhere.contains(h.id()),
                 spex: &spex,
                 nodes: &nodes,
+                answer_wait_secs: cfg.answer_wait_secs,
             };
             plan_contract(h, &ctx, &contract_wanted, &mut ws)?;
             plan_generated(h, &ctx, &mut ws)?;
@@ -215,6 +216,7 @@ impl Inputs<'_> {
                 stop_gate: cfg.stop_gate,
             },
             event_log_bytes: Some(cfg.event_log_bytes),
+            answer_wait_secs: Some(cfg.answer_wait_secs),
         });
         // Spellings matter while some checkout selects a harness; after that they are forgotten
         // with the rest of the project's selection.

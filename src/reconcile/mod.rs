@@ -1,14 +1,15 @@
 //! Reconcile on read: before `sessions`, `show` and `wait` answer, fold each live session's
 //! evidence beyond hooks (what its adapter reads from the harness's own files and the process
 //! table) into its record, under the record's lock and with the same event grammar as the hook
-//! handlers. Never on the hook path: `dispatch` stays as fast as it is. Also gives each session
-//! its short handle the first time a reader sees it.
+//! handlers. Never on the hook path: `dispatch` stays as fast as it is. Then what the harness's
+//! own log adds (usage, a failed turn's text), for exited sessions too until the log is read
+//! to its end. Also gives each session its short handle the first time a reader sees it.
 
 use std::collections::BTreeMap;
 
 use crate::adapters;
 use crate::env::Env;
-use crate::seam::evidence::{Evidence, apply};
+use crate::seam::evidence::{Evidence, apply, apply_log};
 use crate::store::session::{Session, Status, StoreError};
 use crate::store::{self, ProjectStore};
 
@@ -68,6 +69,37 @@ fn fold(
         })?;
         if let Some(s) = fresh {
             all[i] = s;
+        }
+    }
+    // What the harnesses' own logs add (usage, a failed turn's text): read outside the lock,
+    // applied under it only when no other reader applied a reading since. A record a hook
+    // changed meanwhile (a turn that failed) is read again, so what a reader answers has its
+    // log folded in.
+    for s in &mut all {
+        for _ in 0..3 {
+            let Some(reading) = adapters::lookup(&s.harness).and_then(|h| h.read_log(s)) else {
+                break;
+            };
+            let (id, seen) = (s.id.clone(), s.seq);
+            let read_from = s.usage_cursor.clone();
+            let now = store::now_rfc3339();
+            let source = "the harness's log".to_owned();
+            let fresh = store.update(&id, |cur| {
+                let Some(mut cur) = cur else {
+                    return (None, Vec::new(), None);
+                };
+                if cur.usage_cursor != read_from {
+                    return (None, Vec::new(), Some(cur));
+                }
+                let events = apply_log(&mut cur, &reading, &now, &source);
+                (Some(cur.clone()), events, Some(cur))
+            })?;
+            let Some(fresh) = fresh else { break };
+            let moved = fresh.seq != seen;
+            *s = fresh;
+            if !moved {
+                break;
+            }
         }
     }
     for s in &mut all {

@@ -58,7 +58,7 @@ pub fn target(
     // The harness process counts where it runs one session (not a server shared by many).
     let own_process = adapters::lookup(&s.harness)
         .is_some_and(crate::seam::Harness::hook_env_names_session)
-        .then_some(s.process)
+        .then_some(s.process_id())
         .flatten();
     let inside = own_process
         .map(|p| p.pid)
@@ -102,6 +102,65 @@ pub fn target(
         ));
     }
     Ok((s, a))
+}
+
+/// The answer `args` give attention `a`: a choice among its own (`allow`, `deny`, ...), or for
+/// a question one answer per question (`deny` alone denies it).
+pub fn response(
+    id: &str,
+    a: &Attention,
+    args: &[String],
+    message: Option<String>,
+) -> Result<Response, RuntimeError> {
+    let question = !a.questions.is_empty();
+    if question && !(args.len() == 1 && args[0] == "deny") {
+        let answers = crate::seam::answer::question_answers(a, args).map_err(|why| {
+            refuse(
+                id,
+                format!("{why}\nhint: `spex show {id}` lists the questions and their options"),
+            )
+        })?;
+        return Ok(Response {
+            choice: args.join("; "),
+            message,
+            answers,
+        });
+    }
+    let [arg] = args else {
+        return Err(refuse(
+            id,
+            format!(
+                "attention `{}` takes one choice, and {} were given\nhint: `spex show {id}` lists its choices",
+                a.id.as_deref().unwrap_or("?"),
+                args.len()
+            ),
+        ));
+    };
+    Ok(Response {
+        choice: resolve_choice(id, a, arg)?,
+        message,
+        answers: Vec::new(),
+    })
+}
+
+/// The refusal for an attention nothing here can answer: no hook waits for it, and no host
+/// holds its terminal.
+pub fn terminal_only(s: &Session, a: &Attention) -> RuntimeError {
+    let label = s.label();
+    let why = a
+        .via
+        .as_ref()
+        .and_then(|v| v.why.clone())
+        .unwrap_or_else(|| {
+            "no hook waits for its answer and spex does not host its terminal".into()
+        });
+    refuse(
+        &s.id,
+        format!(
+            "attention `{}` of session `{label}` can be answered only at its terminal: {why}; nothing was sent\nhint: answer it in the terminal the session runs in",
+            a.id.as_deref().unwrap_or("?")
+        ),
+    )
 }
 
 /// The choice `arg` names among the attention's, as its id (`allow`, `deny`, ...); a question's
@@ -307,6 +366,137 @@ pub fn by_keys(
         message: r.message.clone(),
         via: "keys".into(),
         confirmed: what.into(),
+        elapsed_ms: elapsed_ms(started),
+    })
+}
+
+/// What the harness's hooks reported that closed attention `a`: its call's end, or else that
+/// the session moved on.
+fn closed_by(store: &ProjectStore, id: &str, a: &Attention) -> String {
+    let events = store.events(id, Some(32)).unwrap_or_default();
+    let ended = events.iter().rev().find(|e| {
+        e.kind == "tool.completed"
+            && a.call_id.is_some()
+            && e.fields.get("call_id").and_then(serde_json::Value::as_str) == a.call_id.as_deref()
+    });
+    let tool = a.tool.as_deref().unwrap_or("the tool");
+    match ended.map(|e| e.fields.get("ok") == Some(&serde_json::Value::Bool(true))) {
+        Some(true) => format!("{tool} ran"),
+        Some(false) => format!("{tool} ran and failed"),
+        None => "the dialog closed and the session moved on".to_owned(),
+    }
+}
+
+/// Whether a hook waits for the answer to `a` (see `dispatch::wait`): the process it names
+/// still runs.
+pub fn hook_waiting(a: &Attention) -> bool {
+    a.hook.is_some_and(crate::seam::evidence::alive)
+}
+
+/// Answers attention `a` through the hook that waits for it: posts the answer for this
+/// attention and its call (`ProjectStore::post_answer`), then waits until the hook took it and
+/// the harness's own evidence shows it applied it (its hooks closed the attention: the call
+/// ran; or its transcript shows the denial or the answers, the turn going on). An answer the
+/// hook did not take (the dialog closed another way, the hook ended) is taken back and the
+/// answer fails, changing nothing.
+pub fn by_hook(
+    store: &ProjectStore,
+    s: &Session,
+    a: &Attention,
+    r: &Response,
+    timeout: Duration,
+) -> Result<Answered, RuntimeError> {
+    use crate::store::answers::Posted;
+    let started = Instant::now();
+    let id = s.id.as_str();
+    let label = s.label();
+    let att = a.id.clone().unwrap_or_default();
+    let answering = adapters::lookup(&s.harness).and_then(crate::seam::Harness::answering);
+    let posted = Posted {
+        answers: r.answers.clone(),
+        attention: att.clone(),
+        call_id: a.call_id.clone(),
+        choice: r.choice.clone(),
+        message: r.message.clone(),
+    };
+    if !mark(store, id, &att, Some(r)) {
+        return Err(refuse(
+            id,
+            format!(
+                "attention `{att}` of session `{label}` closed before spex answered it; nothing was sent\nhint: `spex show {label}`"
+            ),
+        ));
+    }
+    store.post_answer(id, &posted)?;
+    let dir = store.session_dir(id);
+    let transcript_dir = s
+        .transcript
+        .as_deref()
+        .and_then(std::path::Path::parent)
+        .map(std::path::Path::to_path_buf);
+    let mut dirs = vec![dir.as_path()];
+    dirs.extend(transcript_dir.as_deref());
+    let outcome = crate::fsutil::wait_on(&dirs, started + timeout, None, || {
+        let taken = !store.answer_pending(id, &att);
+        let now = store.load(id).ok().flatten();
+        let open = now.as_ref().is_some_and(|n| {
+            n.status != Status::Exited
+                && n.attention.as_ref().and_then(|x| x.id.as_deref()) == Some(att.as_str())
+        });
+        if !taken {
+            if !open {
+                return Some(Err(
+                    "the dialog closed another way before the hook took the answer",
+                ));
+            }
+            if !hook_waiting(a) {
+                return Some(Err("the hook that waited for it has ended"));
+            }
+            return None;
+        }
+        let seen = now
+            .as_ref()
+            .and_then(|n| answering.and_then(|h| h.confirmed(n, a, &posted)));
+        match seen {
+            Some(what) => Some(Ok(what)),
+            None if !open => Some(Ok(closed_by(store, id, a))),
+            None => None,
+        }
+    })
+    .map_err(|e| RuntimeError::Io {
+        path: dir.clone(),
+        source: e,
+    })?;
+    let what = match outcome {
+        Some(Ok(what)) => what,
+        failed => {
+            let taken = !store.withdraw_answer(id, &att);
+            if !taken {
+                mark(store, id, &att, None);
+            }
+            let why = match failed {
+                Some(Err(why)) => why.to_owned(),
+                _ if taken => format!(
+                    "the hook took the answer but the harness did not confirm it within {} s",
+                    timeout.as_secs()
+                ),
+                _ => format!("no hook took the answer within {} s", timeout.as_secs()),
+            };
+            return Err(refuse(
+                id,
+                format!(
+                    "attention `{att}` of session `{label}` was not answered: {why}\nhint: `spex show {label}` says what it waits on now"
+                ),
+            ));
+        }
+    };
+    close(store, id, &att);
+    Ok(Answered {
+        attention: att,
+        choice: r.choice.clone(),
+        message: r.message.clone(),
+        via: "hook".into(),
+        confirmed: what,
         elapsed_ms: elapsed_ms(started),
     })
 }

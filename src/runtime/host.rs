@@ -63,6 +63,11 @@ struct Shared {
     /// the chunk count at the last Enter until the next injection has seen the harness settle
     /// after it (the delivery that typed it is answered at once).
     injecting: Mutex<Option<u64>>,
+    /// The last time the screen showed progress while a turn ran (its text changed, spinners,
+    /// clocks and counters aside): evidence for the stall budget no record holds.
+    progress: Mutex<Option<std::time::SystemTime>>,
+    /// The record's running turn is marked stalled (by this host's budget watch).
+    stalled: std::sync::atomic::AtomicBool,
 }
 
 /// The output chunks a host has seen.
@@ -77,7 +82,12 @@ struct Watch {
     activity: Option<Activity>,
     /// An interrupt key went in while a turn ran: the next idle screen ends that turn.
     interrupt_pending: bool,
+    /// Who typed it: `terminal` (a person attached), `spex interrupt`, `spex answer`,
+    /// `timeout`.
+    interrupt_by: &'static str,
     summary: Option<String>,
+    /// The screen's text as last seen, its volatile parts (spinners, clocks) made stable.
+    screen: Vec<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -92,12 +102,18 @@ impl Shared {
     /// Input from a person: a lone interrupt key (a keypress arrives as its own chunk) or
     /// Ctrl-C counts as an interrupt of the running turn.
     fn write_input(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.write_input_by(bytes, "terminal")
+    }
+
+    /// [`Self::write_input`] from someone other than a person at an attached terminal.
+    fn write_input_by(&self, bytes: &[u8], by: &'static str) -> std::io::Result<()> {
         let interrupt = self.harness.interrupt_keys();
         if interrupt == Some(bytes) || bytes.contains(&0x03) {
             let mut watch = lock(&self.watch);
             // At an idle prompt the key only clears the input.
             if matches!(watch.activity, Some(Activity::Busy | Activity::Waiting)) {
                 watch.interrupt_pending = true;
+                watch.interrupt_by = by;
             }
         }
         self.write(bytes)
@@ -222,15 +238,35 @@ impl Shared {
     /// After new output: acts on what the screen now says (a turn interrupted, a dialog
     /// answered, a new self-summary), never on a timer.
     fn observe(&self) {
-        let (activity, summary) = {
+        let (activity, summary, lines) = {
             let term = lock(&self.term);
             let title = term.title().to_owned();
             (
                 self.harness.screen_activity(&title, &term.text()),
                 self.harness.title_summary(&title),
+                term.snapshot().lines,
             )
         };
         let mut watch = lock(&self.watch);
+        // Progress on the screen while a turn runs: its text changed, spinners, clocks and
+        // counters aside (they move while a tool hangs).
+        if activity == Some(Activity::Busy) || watch.activity == Some(Activity::Busy) {
+            let screen = crate::pty::normalize::lines(&lines, self.harness.spinner_glyphs());
+            let screen = steady(screen);
+            if screen != watch.screen {
+                watch.screen = screen;
+                let now = std::time::SystemTime::now();
+                *lock(&self.progress) = Some(now);
+                if self
+                    .stalled
+                    .swap(false, std::sync::atomic::Ordering::Relaxed)
+                {
+                    record(&self.store, &self.id, |s, events, now| {
+                        events.extend(s.note_progress(now, SOURCE));
+                    });
+                }
+            }
+        }
         if summary.is_some() && summary != watch.summary {
             watch.summary.clone_from(&summary);
             record(&self.store, &self.id, |s, _, _| {
@@ -251,6 +287,7 @@ impl Shared {
         match activity {
             Activity::Idle if watch.interrupt_pending => {
                 watch.interrupt_pending = false;
+                let by = watch.interrupt_by;
                 record(&self.store, &self.id, |s, events, now| {
                     let before = s.state_key();
                     let why = "an interrupt key was typed, then the prompt came back";
@@ -258,14 +295,41 @@ impl Shared {
                         TurnState::Interrupted,
                         now,
                         SOURCE,
-                        serde_json::json!({ "reason": why }),
+                        serde_json::json!({ "reason": why, "by": by }),
                     );
                     if ended.is_empty() {
+                        // A turn that already ended (`timed_out`, the harness going on with
+                        // it) has now stopped: idle, with no second ending.
+                        if s.status == Status::Working && !s.turn_running() {
+                            s.status = Status::Idle;
+                            s.stamp(before, now, SOURCE, Some(why.into()));
+                        }
                         return;
                     }
                     events.extend(ended);
                     s.status = Status::Idle;
                     events.extend(s.clear_attention(SOURCE));
+                    s.stamp(before, now, SOURCE, Some(why.into()));
+                });
+            }
+            // A dialog that gives way to the idle prompt with no interrupt key typed: its
+            // request was denied, which stops the turn (Claude's `No`, no hook follows).
+            Activity::Idle if before == Some(Activity::Waiting) => {
+                record(&self.store, &self.id, |s, events, now| {
+                    if s.status != Status::NeedsAttention {
+                        return;
+                    }
+                    let before = s.state_key();
+                    let why = "the dialog was denied: the prompt came back and the turn ended";
+                    let ended = s.end_turn(
+                        TurnState::Interrupted,
+                        now,
+                        SOURCE,
+                        serde_json::json!({ "reason": why, "by": "denial" }),
+                    );
+                    events.extend(ended);
+                    events.extend(s.clear_attention(SOURCE));
+                    s.status = Status::Idle;
                     s.stamp(before, now, SOURCE, Some(why.into()));
                 });
             }
@@ -341,6 +405,8 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
             Condvar::new(),
         ),
         injecting: Mutex::new(None),
+        progress: Mutex::new(None),
+        stalled: std::sync::atomic::AtomicBool::new(false),
     });
     if shared.tee.has_sinks() {
         shared.follow_events();
@@ -353,6 +419,9 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
             .spawn(move || accept(&listener, &shared))?;
     }
     listen_again_on_request(&spec.socket, &shared)?;
+    if spec.program_is_session {
+        watch_budgets(&shared);
+    }
     // The pump: every output chunk goes to the model (which may answer a query) and to every
     // attached terminal; the stream ends when the program has closed the terminal. While the
     // session is recorded, the screen is noted once output has paused for a moment (a timed
@@ -560,6 +629,105 @@ impl Frames {
     }
 }
 
+/// The screen's lines with a blinking mark taken out: a TUI blinks the glyph that leads a
+/// running item's line (seen live: Claude's `●` before a running Bash call goes on and off
+/// every half second), which is no progress. A glyph that is not a letter or digit, leading a
+/// line and followed by a space, reads as a space.
+fn steady(lines: Vec<String>) -> Vec<String> {
+    lines
+        .into_iter()
+        .map(|l| {
+            let mut chars = l.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), Some(' ')) if !c.is_alphanumeric() && !c.is_ascii() => {
+                    format!("  {}", chars.as_str())
+                }
+                _ => l,
+            }
+        })
+        .collect()
+}
+
+/// The budget watch of a session whose program this host runs (one thread): it sleeps until
+/// the running turn's next budget deadline or a change of the record (inotify), never on a
+/// timer while nothing runs. Past the turn budget it ends the turn `timed_out` and, with
+/// `onTimeout: interrupt`, types the harness's interrupt key (also for a turn a reader marked
+/// first); a working turn whose screen and hooks showed no progress for the stall budget is
+/// marked `turn.stalled` (the screen's next progress writes `turn.resumed`).
+fn watch_budgets(shared: &Arc<Shared>) {
+    let shared = Arc::clone(shared);
+    let _ = std::thread::Builder::new()
+        .name("host-budgets".into())
+        .spawn(move || {
+            let env = crate::env::Env::from_process(crate::adapters::env_vars());
+            let dir = shared.store.session_dir(&shared.id);
+            let forever = std::time::Instant::now() + Duration::from_secs(u64::from(u32::MAX));
+            loop {
+                let Some(s) = shared.store.load(&shared.id).ok().flatten() else {
+                    return;
+                };
+                if s.status == Status::Exited {
+                    return;
+                }
+                let b = super::budget::of_session(&env, &s).unwrap_or_default();
+                if super::budget::interrupt_owed(&s) {
+                    owe_interrupt(&shared);
+                }
+                let activity = *lock(&shared.progress);
+                let deadline = s.budget_deadline(&b, activity).map_or(forever, |at| {
+                    std::time::Instant::now()
+                        + at.duration_since(std::time::SystemTime::now())
+                            .unwrap_or_default()
+                });
+                let seq = s.seq;
+                let changed = super::wait_in(&dir, deadline, false, || {
+                    shared
+                        .store
+                        .load(&shared.id)
+                        .ok()
+                        .flatten()
+                        .filter(|r| r.seq != seq || r.status != s.status)
+                });
+                if !matches!(changed, Ok(None)) {
+                    continue;
+                }
+                let interrupt = b.on_timeout == crate::config::OnTimeout::Interrupt;
+                let mut stalled = false;
+                record(&shared.store, &shared.id, |s, events, _| {
+                    let activity = *lock(&shared.progress);
+                    let judged = s.judge_budgets(
+                        &b,
+                        std::time::SystemTime::now(),
+                        activity,
+                        interrupt,
+                        SOURCE,
+                    );
+                    stalled = judged.iter().any(|e| e.0 == "turn.stalled");
+                    events.extend(judged);
+                });
+                if stalled {
+                    shared
+                        .stalled
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+}
+
+/// Types the interrupt key a timed-out turn is owed (`onTimeout: interrupt`), once.
+fn owe_interrupt(shared: &Shared) {
+    eprintln!(
+        "{} the turn ran past its budget: typing the interrupt key",
+        crate::store::now_rfc3339()
+    );
+    if let Some(keys) = shared.harness.interrupt_keys()
+        && let Err(e) = shared.write_input_by(keys, "timeout")
+    {
+        eprintln!("error: the interrupt key: {e}");
+    }
+    super::budget::interrupt_sent(&shared.store, &shared.id);
+}
+
 /// Records this host's process and the program's (pid and start time) in the session's folder:
 /// the evidence that the session runs, whatever happens to the socket.
 fn write_host_record(store: &ProjectStore, id: &str, child_pid: u32) {
@@ -760,7 +928,7 @@ fn handle(shared: &Shared, request: Request) -> Response {
                 )))
             } else {
                 eprintln!("{} keys {} bytes", crate::store::now_rfc3339(), keys.len());
-                let written = shared.write_input(&keys);
+                let written = shared.write_input_by(&keys, "spex answer");
                 drop(term);
                 written
             }
@@ -774,7 +942,7 @@ fn handle(shared: &Shared, request: Request) -> Response {
             Ok(())
         }
         Request::Interrupt => match shared.harness.interrupt_keys() {
-            Some(keys) => shared.write_input(keys),
+            Some(keys) => shared.write_input_by(keys, "spex interrupt"),
             None => Err(std::io::Error::other("this harness has no interrupt key")),
         },
         Request::Attach { .. } => unreachable!("handled by serve"),
@@ -942,10 +1110,13 @@ fn record(
 /// The program ended: the record says so, with its exit, and a running turn ends with it.
 fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
     record(store, id, |s, events, now| {
-        s.exit_status = Some(ExitStatus {
-            code: exit.code,
-            signal: exit.signal,
-        });
+        s.exit_status = Some(
+            ExitStatus {
+                code: exit.code,
+                signal: exit.signal,
+            }
+            .into(),
+        );
         if s.status != Status::Exited {
             let before = s.state_key();
             let mut ended = s.exit("process exited", now, SOURCE);
@@ -963,6 +1134,25 @@ fn record_exit(store: &ProjectStore, id: &str, exit: Exit) {
 mod tests {
     use super::*;
     use crate::pty::tee::{Event as TeeEvent, Memory};
+
+    #[test]
+    fn a_blinking_mark_is_no_progress() {
+        let on = vec![
+            "● Bash(sleep 20)".to_owned(),
+            "❯ ".to_owned(),
+            "x y".to_owned(),
+        ];
+        let off = vec![
+            "  Bash(sleep 20)".to_owned(),
+            "❯ ".to_owned(),
+            "x y".to_owned(),
+        ];
+        assert_eq!(steady(on), steady(off));
+        assert_ne!(
+            steady(vec!["● Working on it.".to_owned()]),
+            steady(vec!["● Done.".to_owned()])
+        );
+    }
 
     #[test]
     fn a_quiet_frame_of_an_unchanged_screen_is_not_written() {

@@ -4,7 +4,9 @@
 //! here names a harness.
 
 pub mod answer;
+pub mod budget;
 pub mod host;
+pub mod judge;
 pub mod protocol;
 pub mod server;
 
@@ -216,7 +218,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
 
 /// How a session's program ended, in a few words: why (as recorded) and its exit status.
 pub fn how_it_ended(s: &Session) -> String {
-    let status = s.exit_status.map(|e| match (e.code, e.signal) {
+    let status = s.exited_with().map(|e| match (e.code, e.signal) {
         (_, Some(sig)) => format!("signal {sig}"),
         (Some(code), None) => format!("exit code {code}"),
         (None, None) => "unknown status".to_owned(),
@@ -606,7 +608,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
     let harness_runs = host_record(store, id)
         .map(|r| r.child)
         .into_iter()
-        .chain(s.process)
+        .chain(s.process_id())
         .find(|&p| crate::seam::evidence::alive(p));
     if let Some(p) = harness_runs {
         return Err(RuntimeError::Refused {
@@ -633,16 +635,18 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
         };
         s.status = Status::Starting;
         s.exit_reason = None;
-        s.attention = None;
+        // What was still open (a failed turn's attention outlives the exit) closes unanswered,
+        // with its event, so every opened attention has its `attention.closed`.
+        let mut events: Vec<_> = s
+            .close_attention("resume", "unanswered")
+            .into_iter()
+            .collect();
         s.forget_process();
         s.updated_at = crate::store::now_rfc3339();
         let mut f = serde_json::Map::new();
         f.insert("harness".into(), l.harness.id().into());
-        (
-            Some(s),
-            vec![("session.resumed".to_owned(), "resume".to_owned(), f)],
-            (),
-        )
+        events.push(("session.resumed".to_owned(), "resume".to_owned(), f));
+        (Some(s), events, ())
     })?;
     start_host(l, store, id, &argv)
 }
@@ -1022,6 +1026,7 @@ pub fn with_live(env: &Env, store: &ProjectStore, s: &Session) -> serde_json::Va
     let mut v = serde_json::to_value(s).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.insert("live".into(), live(env, store, s).into());
+        o.insert("subagents_running".into(), s.running_children().into());
     }
     v
 }
@@ -1094,13 +1099,15 @@ pub fn interrupt(
         return Ok(s);
     }
     reach_if_alive(env, store, id)?;
+    mark_interrupting(store, id, Some("spex interrupt"));
     explained(
         env,
         store,
         id,
         Act::Interrupt,
         call(env, id, Request::Interrupt),
-    )?;
+    )
+    .inspect_err(|_| mark_interrupting(store, id, None))?;
     let ended = wait_for(&store.session_dir(id), Instant::now() + timeout, || {
         store
             .load(id)
@@ -1112,6 +1119,26 @@ pub fn interrupt(
         id: id.to_owned(),
         secs: timeout.as_secs(),
     })
+}
+
+/// Notes on the running turn who is about to interrupt it (or, with `None`, that the
+/// interrupt did not go out), so whatever evidence ends the turn (a hook, the screen, the
+/// server) records who did (`by`).
+pub fn mark_interrupting(store: &ProjectStore, id: &str, by: Option<&str>) {
+    let _ = store.update(id, |cur| {
+        let Some(mut s) = cur else {
+            return (None, Vec::new(), ());
+        };
+        match s
+            .turn
+            .as_mut()
+            .filter(|t| t.state == crate::store::session::TurnState::Running)
+        {
+            Some(t) => t.interrupting = by.map(str::to_owned),
+            None => return (None, Vec::new(), ()),
+        }
+        (Some(s), Vec::new(), ())
+    });
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -1138,6 +1165,28 @@ pub struct Delivery {
     /// Control characters in the text (a paste's end, keys) were made visible instead of
     /// typed, so the prompt arrived as one paste (see `seam::neutralize_paste`).
     pub sanitized: bool,
+    /// The stages reached so far, in order: `accepted` (the harness took the text), `started`
+    /// (a turn runs with it), `done` (that turn ended).
+    pub stages: Vec<StageAt>,
+}
+
+/// A delivery stage reached, and when.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageAt {
+    pub stage: &'static str,
+    pub at: String,
+    /// Since the delivery began.
+    pub elapsed_ms: u64,
+}
+
+impl StageAt {
+    pub fn now(stage: &'static str, since: Instant) -> StageAt {
+        StageAt {
+            stage,
+            at: crate::store::now_rfc3339(),
+            elapsed_ms: elapsed_ms(since),
+        }
+    }
 }
 
 /// Whether the session's attention is a dialog of the harness (a permission, a question the
@@ -1224,6 +1273,8 @@ pub fn deliver(
             submit: true,
         },
     )?;
+    // Typed in: an idle harness takes it up as a turn, a busy one queues it.
+    let mut stages = vec![StageAt::now("accepted", started)];
     if mode == Mode::Queued && !wait_queued {
         return Ok(Delivery {
             delivered: true,
@@ -1232,6 +1283,7 @@ pub fn deliver(
             confirmed: false,
             elapsed_ms: elapsed_ms(started),
             sanitized,
+            stages,
         });
     }
     let want = harness.normalize_prompt(&text);
@@ -1306,6 +1358,10 @@ pub fn deliver(
             confirmed: true,
             elapsed_ms: elapsed_ms(started),
             sanitized,
+            stages: {
+                stages.push(StageAt::now("started", started));
+                stages
+            },
         }),
         None => Err(RuntimeError::NotConfirmed {
             id: id.to_owned(),
@@ -1314,7 +1370,7 @@ pub fn deliver(
     }
 }
 
-pub(crate) fn elapsed_ms(since: Instant) -> u64 {
+pub fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 

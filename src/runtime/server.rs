@@ -4,11 +4,13 @@
 //! last thread), and launch, deliver, interrupt, stop, resume and attach on a thread. The
 //! record of a thread is keyed by the thread id, as the hooks key it.
 
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -59,6 +61,23 @@ impl Running {
             start: self.supervisor_start,
         }
     }
+}
+
+/// What the observer heard about its threads' progress, shared with the budget watch.
+#[derive(Default)]
+struct Progress {
+    /// The last word of progress from the server, per thread.
+    activity: HashMap<String, SystemTime>,
+    /// Threads whose running turn the watch marked stalled.
+    stalled: HashSet<String>,
+    /// When a turn last started (the watch looks again shortly: its record may lag).
+    poked: Option<Instant>,
+    /// The observer is done: so is the watch.
+    done: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What `spex server status` reports about one project's server.
@@ -296,9 +315,20 @@ impl<'a> Server<'a> {
         let file = self.running_file();
         crate::fsutil::write_private(&file, &store::json_bytes(&running)).map_err(io(&file))?;
         eprintln!("{} server {server_pid} answers", store::now_rfc3339());
-        let result = self.proto.observe(&self.ctx(), &mut |ev| {
-            eprintln!("{} {ev:?}", store::now_rfc3339());
-            self.fold(ev);
+        let progress = (Mutex::new(Progress::default()), Condvar::new());
+        let result = std::thread::scope(|scope| {
+            scope.spawn(|| self.watch_budgets(&progress));
+            let result = self.proto.observe(&self.ctx(), &mut |ev| match ev {
+                ServerEvent::Activity { thread } => self.progressed(&progress, &thread, false),
+                ServerEvent::TurnStarted { thread } => self.progressed(&progress, &thread, true),
+                ev => {
+                    eprintln!("{} {ev:?}", store::now_rfc3339());
+                    self.fold(ev);
+                }
+            });
+            lock(&progress.0).done = true;
+            progress.1.notify_all();
+            result
         });
         eprintln!("{} server gone ({result:?})", store::now_rfc3339());
         self.sessions_gone("the server's connection closed");
@@ -310,6 +340,108 @@ impl<'a> Server<'a> {
         // The guard sees its pipe close and finds the server gone.
         drop(guard);
         Ok(())
+    }
+
+    /// The server said thread `thread` made progress (`started`: a turn began): noted for
+    /// the budget watch, and a turn it had marked stalled works again (`turn.resumed`).
+    fn progressed(&self, progress: &(Mutex<Progress>, Condvar), thread: &str, started: bool) {
+        let resumed = {
+            let mut p = lock(&progress.0);
+            p.activity.insert(thread.to_owned(), SystemTime::now());
+            if started {
+                p.poked = Some(Instant::now());
+                progress.1.notify_all();
+            }
+            p.stalled.remove(thread)
+        };
+        if let Some(id) = resumed.then(|| self.record_of(thread)).flatten() {
+            let _ = self.store.update(&id, |cur| {
+                let Some(mut s) = cur else {
+                    return (None, Vec::new(), ());
+                };
+                let now = store::now_rfc3339();
+                let events = s.note_progress(&now, "server");
+                (Some(s), events, ())
+            });
+        }
+    }
+
+    /// The budget watch of the threads on this server (one thread of `spex serve`): it sleeps
+    /// until the next deadline of a running turn (or a turn's start), never on a timer while
+    /// nothing runs. Past the turn budget a turn ends `timed_out` and, with `onTimeout:
+    /// interrupt`, is interrupted (`turn/interrupt`, also for a turn a reader marked first); a
+    /// working turn the server and the hooks showed no progress of for the stall budget is
+    /// marked `turn.stalled` (the server's next word about the thread resumes it).
+    fn watch_budgets(&self, progress: &(Mutex<Progress>, Condvar)) {
+        loop {
+            let now = SystemTime::now();
+            let mut next: Option<SystemTime> = None;
+            let mut judged = false;
+            for s in self.store.sessions() {
+                if !self.on_server(&s) || s.status == Status::Exited {
+                    continue;
+                }
+                let thread = Self::thread_of(&s);
+                if super::budget::interrupt_owed(&s) {
+                    eprintln!(
+                        "{} turn of {thread} past its budget: interrupting it",
+                        store::now_rfc3339()
+                    );
+                    if let Err(e) = self.proto.interrupt(&self.ctx(), &thread) {
+                        eprintln!("error: interrupting {thread}: {e}");
+                    }
+                    super::budget::interrupt_sent(&self.store, &s.id);
+                }
+                if !s.turn_running() {
+                    continue;
+                }
+                let b = super::budget::of_session(self.env, &s).unwrap_or_default();
+                let activity = lock(&progress.0).activity.get(&thread).copied();
+                match s.budget_deadline(&b, activity) {
+                    Some(at) if at <= now => {
+                        let interrupt = b.on_timeout == crate::config::OnTimeout::Interrupt;
+                        let _ = self.store.update(&s.id, |cur| {
+                            let Some(mut cur) = cur else {
+                                return (None, Vec::new(), ());
+                            };
+                            let events = cur.judge_budgets(&b, now, activity, interrupt, "server");
+                            if events.iter().any(|e| e.0 == "turn.stalled") {
+                                lock(&progress.0).stalled.insert(thread.clone());
+                            }
+                            if events.is_empty() {
+                                return (None, Vec::new(), ());
+                            }
+                            cur.updated_at = store::now_rfc3339();
+                            (Some(cur), events, ())
+                        });
+                        judged = true;
+                    }
+                    Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                    None => {}
+                }
+            }
+            if judged {
+                // What was judged may owe an interrupt, or have a deadline of its own next.
+                continue;
+            }
+            let mut p = lock(&progress.0);
+            if p.done {
+                return;
+            }
+            // A turn the server started may not be in its record yet (its hook is on its
+            // way): look again shortly for a few seconds after each start.
+            let settling = p
+                .poked
+                .is_some_and(|at| at.elapsed() < Duration::from_secs(5));
+            let mut wait = next.map_or(Duration::from_secs(u64::from(u32::MAX)), |at| {
+                at.duration_since(SystemTime::now()).unwrap_or_default()
+            });
+            if settling {
+                wait = wait.min(Duration::from_millis(250));
+            }
+            p.poked = p.poked.filter(|_| settling);
+            let _ = progress.1.wait_timeout(p, wait);
+        }
     }
 
     /// Starts `spex serve --guard` in its own process group, reading a pipe this process
@@ -394,6 +526,7 @@ impl<'a> Server<'a> {
 
     fn conclude(&self, id: &str, finding: Finding, why: &str) {
         let ev = Evidence {
+            child_failures: Vec::new(),
             process: None,
             observed: None,
             finding: Some(finding),
@@ -419,7 +552,9 @@ impl<'a> Server<'a> {
     /// What the server said, folded into the thread's record.
     fn fold(&self, ev: ServerEvent) {
         match ev {
-            ServerEvent::ThreadLoaded { .. } => {}
+            ServerEvent::ThreadLoaded { .. }
+            | ServerEvent::TurnStarted { .. }
+            | ServerEvent::Activity { .. } => {}
             ServerEvent::TurnEnded { thread, turn, end } => {
                 let Some(id) = self.record_of(&thread) else {
                     return;
@@ -439,7 +574,7 @@ impl<'a> Server<'a> {
                         "the server reported the turn completed",
                     ),
                     TurnEnd::Interrupted => (
-                        Finding::TurnInterrupted,
+                        Finding::TurnInterrupted("terminal"),
                         "the server reported the turn interrupted",
                     ),
                     TurnEnd::Failed(e) => (
@@ -549,7 +684,7 @@ impl<'a> Server<'a> {
                 )
             });
             "spex".clone_into(&mut s.launched_by);
-            s.process = server;
+            s.set_process(server);
             if s.status == Status::Starting {
                 s.status = Status::Idle;
             }
@@ -617,6 +752,12 @@ impl<'a> Server<'a> {
         super::start_host(l, &store, id, &argv)
     }
 
+    /// Whether the supervisor (`spex serve`, which also judges its threads' budgets) runs.
+    pub fn supervised(&self) -> bool {
+        self.running()
+            .is_some_and(|r| evidence::alive(r.supervisor()))
+    }
+
     fn running(&self) -> Option<Running> {
         let bytes = std::fs::read(self.running_file()).ok()?;
         serde_json::from_slice(&bytes).ok()
@@ -645,6 +786,11 @@ impl<'a> Server<'a> {
             elapsed_ms: super::elapsed_ms(started),
             // The text goes to the server as data, never typed into a terminal.
             sanitized: false,
+            // The server's answer names the turn that runs with the text.
+            stages: vec![
+                super::StageAt::now("accepted", started),
+                super::StageAt::now("started", started),
+            ],
         })
     }
 
@@ -722,13 +868,18 @@ impl<'a> Server<'a> {
         if s.status == Status::Exited {
             return Err(RuntimeError::exited(&s));
         }
+        super::mark_interrupting(&self.store, id, Some("spex interrupt"));
         let interrupted = self
             .proto
             .interrupt(&self.ctx(), &Self::thread_of(&s))
-            .map_err(|e| self.failed(id, &e))?;
-        if interrupted.is_none() {
+            .map_err(|e| self.failed(id, &e));
+        let Some(_) = interrupted.inspect_err(|_| {
+            super::mark_interrupting(&self.store, id, None);
+        })?
+        else {
+            super::mark_interrupting(&self.store, id, None);
             return self.load(id);
-        }
+        };
         let ended = wait_for(
             &self.store.session_dir(id),
             Instant::now() + timeout,
@@ -871,7 +1022,7 @@ impl<'a> Server<'a> {
             s.status = Status::Idle;
             s.exit_reason = None;
             s.forget_process();
-            s.process = server;
+            s.set_process(server);
             "spex".clone_into(&mut s.launched_by);
             s.stamp(before, &now, "resume", None);
             s.updated_at = now;

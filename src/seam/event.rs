@@ -20,6 +20,9 @@ pub enum Kind {
     TurnCompleted,
     TurnFailed,
     TurnInterrupted,
+    /// A sub-agent started (`agent_id`).
+    SubagentStarted,
+    /// A sub-agent finished its work (`agent_id`, its last message as `summary`).
     SubagentStopped,
     /// The harness sends a model request (an attempt of the turn; retries included).
     ModelRequestStarted,
@@ -69,6 +72,21 @@ pub struct HookEvent {
     /// The call comes from a subagent: it must not move the parent session.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub subagent: bool,
+    /// The harness's id of the sub-agent the call comes from (or that starts or stops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_type: Option<String>,
+    /// A sub-agent's last message (`SubagentStop`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The sub-agent a parent's tool call started, as its result names it (with `usage`:
+    /// that sub-agent's usage, as the harness reported it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawned: Option<String>,
+    /// Model usage the payload reports (a model request's, or a spawned sub-agent's).
+    #[serde(skip)]
+    pub usage: Option<crate::store::session::Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The harness re-entered Stop after a Stop hook blocked.

@@ -7,15 +7,19 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::store::session::{NewEvent, ProcessId, Session, Status, TurnState, new_event};
+use crate::store::session::{
+    ChildState, Failure, NewEvent, ProcessId, Session, Status, TurnState, Usage, UsageCursor,
+    new_event,
+};
 
 /// What the evidence says happened since the record was last written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finding {
     /// The running turn completed (the server said so; its Stop hook may not have).
     TurnCompleted,
-    /// The running turn ended without its hook (Esc, a denied approval).
-    TurnInterrupted,
+    /// The running turn ended without its hook (Esc, a denied approval), and who ended it as
+    /// the evidence tells (`terminal`, `denial`); an interrupt spex sent names itself.
+    TurnInterrupted(&'static str),
     /// A person answered the session's request: it works again, attention cleared.
     Resumed,
     /// The running turn failed and the harness will not retry it.
@@ -25,7 +29,7 @@ pub enum Finding {
 }
 
 /// One observation of one session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Evidence {
     /// The harness process, to record when none is yet.
     pub process: Option<ProcessId>,
@@ -38,6 +42,81 @@ pub struct Evidence {
     pub why: Option<String>,
     /// Whether a client is attached to the process holding the session (`None`: not known).
     pub attended: Option<bool>,
+    /// Sub-agents that failed and will not be retried (their id, how).
+    pub child_failures: Vec<(String, Failure)>,
+}
+
+/// One usage entry of a harness's log: when it was written, its usage, and whether it takes
+/// back what an earlier entry of the same message counted.
+pub type UsageEntry = (String, Usage, bool);
+
+/// What a reader took from the harness's own log of a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogReading {
+    /// Usage counted since the cursor, in the log's order: (when the entry was written, its
+    /// usage, whether it takes back what an earlier entry of the same message counted).
+    pub usage: Vec<UsageEntry>,
+    /// Where the next read starts.
+    pub cursor: Option<UsageCursor>,
+    /// The log was read for the failed turn's text (`partial`: what it wrote first, if any).
+    pub partial_read: bool,
+    pub partial: Option<String>,
+}
+
+/// Applies what a reader took from the harness's log: usage to the session and, for entries
+/// written since the turn began, to its turn; a failed turn that had written text becomes
+/// `partial_failed` (`turn.amended`: not a second ending, the ending's state corrected by
+/// evidence the hook could not read).
+pub fn apply_log(s: &mut Session, r: &LogReading, now: &str, source: &str) -> Vec<NewEvent> {
+    let mut out = Vec::new();
+    let turn_start = s
+        .turn
+        .as_ref()
+        .and_then(|t| crate::store::parse_time(&t.started_at));
+    for (time, usage, minus) in &r.usage {
+        let in_turn = match (turn_start, crate::store::parse_time(time)) {
+            (Some(start), Some(t)) => t >= start,
+            _ => false,
+        };
+        let mut targets: Vec<&mut Usage> = vec![s.usage.get_or_insert_with(Usage::default)];
+        if in_turn && let Some(t) = s.turn.as_mut() {
+            targets.push(t.usage.get_or_insert_with(Usage::default));
+        }
+        for u in targets {
+            if *minus {
+                u.sub(usage);
+            } else {
+                u.add(usage);
+            }
+        }
+    }
+    if let Some(c) = &r.cursor {
+        s.usage_cursor = Some(c.clone());
+    }
+    if r.partial_read
+        && let Some(t) = s.turn.as_mut().filter(|t| t.state == TurnState::Failed)
+    {
+        t.log_read = true;
+        if let Some(text) = r
+            .partial
+            .as_deref()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            t.state = TurnState::PartialFailed;
+            t.partial = Some(text.to_owned());
+            out.push(new_event(
+                "turn.amended",
+                source,
+                json!({ "turn_id": t.id, "state": TurnState::PartialFailed, "was": TurnState::Failed,
+                    "partial": text }),
+            ));
+        }
+    }
+    if !out.is_empty() {
+        now.clone_into(&mut s.updated_at);
+    }
+    out
 }
 
 /// The start time of process `pid` (clock ticks since boot, `/proc/<pid>/stat` field 22), or
@@ -54,24 +133,27 @@ pub fn process_start(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
+/// The parent of process `pid` (`/proc/<pid>/stat` field 4), `None` when there is no such
+/// process or its parent is init.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 4 (ppid) comes after the command name, which may hold `)`.
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+        .filter(|p| *p > 1)
+}
+
 /// The process ids from this process up towards init, at most `limit` of them.
 pub fn ancestors(limit: usize) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut pid = std::process::id();
-    while pid > 1 && out.len() < limit {
-        out.push(pid);
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let mut out = vec![std::process::id()];
+    while out.len() < limit {
+        let Some(p) = out.last().and_then(|p| parent_of(*p)) else {
             break;
         };
-        // Field 4 (ppid) comes after the command name, which may hold `)`.
-        let Some(ppid) = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        else {
-            break;
-        };
-        pid = ppid;
+        out.push(p);
     }
     out
 }
@@ -88,7 +170,7 @@ pub type Watch = Vec<PathBuf>;
 pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     let mut out = Vec::new();
     if s.process.is_none() {
-        s.process = ev.process;
+        s.process = ev.process.map(Into::into);
     }
     s.observed.clone_from(&ev.observed);
     if ev.attended.is_some() {
@@ -98,20 +180,45 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
     let src = ev.source.as_str();
     let why = ev.why.clone();
     let why_field = || json!({ "why": why });
+    for (id, failure) in &ev.child_failures {
+        let ended = s.end_child(id, ChildState::Failed, now, src, None, Some(&failure.error));
+        let waited = s.turn.as_ref().is_some_and(|t| t.stopped_at.is_some());
+        if !ended.is_empty() && waited {
+            out.extend(ended);
+            out.extend(s.complete_turn(now, src).0);
+        } else {
+            out.extend(ended);
+        }
+    }
+    let waiting = s.turn.as_ref().is_some_and(|t| t.stopped_at.is_some());
     match &ev.finding {
-        Some(f @ (Finding::TurnCompleted | Finding::TurnInterrupted)) => {
-            let (state, extra) = if *f == Finding::TurnCompleted {
-                (TurnState::Completed, json!({}))
-            } else {
-                (TurnState::Interrupted, why_field())
-            };
-            let ended = s.end_turn(state, now, src, extra);
+        Some(Finding::TurnCompleted) if s.turn_running() => {
+            out.extend(s.complete_turn(now, src).0);
+        }
+        Some(Finding::TurnCompleted) => {
+            if s.status == Status::Working {
+                // A turn that already ended (`timed_out` while the harness went on with it)
+                // has now stopped in the harness too: the session is idle, with no second
+                // ending.
+                s.status = Status::Idle;
+            }
+        }
+        // A turn the harness said was over, waiting on its sub-agents, was not interrupted.
+        Some(Finding::TurnInterrupted(by)) if !waiting => {
+            let ended = s.end_turn(
+                TurnState::Interrupted,
+                now,
+                src,
+                json!({ "why": why, "by": by }),
+            );
             if !ended.is_empty() {
                 out.extend(ended);
                 out.extend(s.clear_attention(src));
                 if s.status != Status::Exited {
                     s.status = Status::Idle;
                 }
+            } else if s.status == Status::Working && !s.turn_running() {
+                s.status = Status::Idle;
             }
         }
         Some(Finding::Resumed) if s.status == Status::NeedsAttention => {
@@ -129,7 +236,7 @@ pub fn apply(s: &mut Session, ev: &Evidence, now: &str) -> Vec<NewEvent> {
                 last.2.extend(fields(why_field()));
             }
         }
-        None | Some(Finding::Resumed | Finding::Gone(_)) => {}
+        None | Some(Finding::Resumed | Finding::Gone(_) | Finding::TurnInterrupted(_)) => {}
     }
     s.stamp(before, now, src, why);
     if !out.is_empty() {

@@ -35,6 +35,9 @@ pub struct ShimCtx<'a> {
     /// The spex binary, quoted for a shell.
     pub spex: &'a str,
     pub nodes: &'a [SpecNode],
+    /// How long a hook that may wait for an answer waits (`answering.hookWaitSecs`): its
+    /// shim's timeout must outlast it.
+    pub answer_wait_secs: u64,
 }
 
 impl ShimCtx<'_> {
@@ -274,6 +277,14 @@ pub trait Harness: Sync {
     /// them besides the record).
     fn evidence_dirs(&self, _env: &Env, _session: &Session) -> evidence::Watch {
         Vec::new()
+    }
+
+    /// What the harness's own log of `session` adds since the readers last read it (usage,
+    /// the text a failed turn wrote), for a session live or exited; `None` when there is
+    /// nothing to read. Called by the readers only, never on the hook path. Default: a harness
+    /// whose hooks carry all of it.
+    fn read_log(&self, _session: &Session) -> Option<evidence::LogReading> {
+        None
     }
 }
 

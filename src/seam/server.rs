@@ -66,6 +66,11 @@ pub enum ServerEvent {
     },
     /// The server no longer holds the thread (closed, archived, unloaded).
     ThreadClosed { thread: String },
+    /// A turn of the thread started.
+    TurnStarted { thread: String },
+    /// The thread made progress (the model streams, an item starts or ends): evidence for
+    /// the stall budget that no hook carries.
+    Activity { thread: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

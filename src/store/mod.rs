@@ -2,6 +2,7 @@
 //! per-tree receipts, the ownership record of materialized artifacts, the dispatch log and
 //! session state. Owns paths and locking; it does not know what a harness is.
 
+pub mod answers;
 pub mod governance;
 pub mod lock;
 pub mod prune;
@@ -38,6 +39,9 @@ pub struct Receipt {
     /// Config `store.eventLogBytes`: one session's event log is kept under this size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_log_bytes: Option<u64>,
+    /// Config `answering.hookWaitSecs`: how long a hook that may wait for an answer waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_wait_secs: Option<u64>,
 }
 
 /// Other spellings of a project's main checkout: absolute paths through symlinks that resolve

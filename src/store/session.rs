@@ -6,10 +6,13 @@
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
+use std::time::{Duration, SystemTime};
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ProjectStore;
+use crate::config::Budgets;
 use crate::fsutil;
 
 pub const SCHEMA: u32 = 1;
@@ -115,6 +118,9 @@ pub struct Failure {
     pub kind: ErrorKind,
     /// Useful assistant text written before the failure (the turn is then `partial_failed`).
     pub partial: Option<String>,
+    /// When the harness wrote the first of that text, where it says: text written before the
+    /// turn began is an earlier turn's answer, never this turn's partial text.
+    pub partial_at: Option<String>,
 }
 
 impl Failure {
@@ -123,6 +129,7 @@ impl Failure {
             error: error.into(),
             kind,
             partial: None,
+            partial_at: None,
         }
     }
 }
@@ -164,6 +171,9 @@ pub struct Attention {
     /// An answer being applied (`spex answer` sent it and waits for the harness to confirm).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answering: Option<Answering>,
+    /// The hook process that waits for an answer to it (`via` is then `hook`), while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<ProcessId>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,
@@ -260,9 +270,80 @@ pub struct Turn {
     /// Tool calls started and not yet ended (call id, tool): the turn's ending closes them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub open_calls: Vec<(String, String)>,
+    /// When the harness said the turn is over while sub-agents it started still ran: it
+    /// completes when the last of them ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<String>,
+    /// The model usage of the turn's own requests (its sub-agents' are theirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// A reader looked in the harness's log for the text the failed turn wrote first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_read: bool,
+    /// The last evidence of progress recorded (a hook; the host's screen and the server's
+    /// notifications are recorded when they end a stall), judged against `stallTimeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_at: Option<String>,
+    /// When the running turn was marked stalled (`turn.stalled`); cleared by progress
+    /// (`turn.resumed`) and by its ending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_at: Option<String>,
+    /// Who interrupted an `interrupted` turn: `terminal`, `spex interrupt`, `denial`, `exit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// An interrupt on its way and who asked for it, so the evidence that ends the turn
+    /// names who did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupting: Option<String>,
+    /// A `timed_out` turn's budget, how long it ran, and what spex did about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Timeout>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,
+}
+
+impl Default for Turn {
+    fn default() -> Turn {
+        Turn {
+            id: None,
+            state: TurnState::Running,
+            prompt: None,
+            started_at: String::new(),
+            ended_at: None,
+            note: None,
+            attempt_failed_at: None,
+            error_kind: None,
+            next: None,
+            partial: None,
+            open_calls: Vec::new(),
+            progress_at: None,
+            stalled_at: None,
+            by: None,
+            interrupting: None,
+            timeout: None,
+            stopped_at: None,
+            usage: None,
+            log_read: false,
+            other: serde_json::Map::new(),
+        }
+    }
+}
+
+/// A turn past its budget. Fields in alphabetical order (`sessions --json` sorts keys).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timeout {
+    /// `mark` or `interrupt` (`onTimeout`): what spex does about it (`interrupt` only where
+    /// it hosts the session).
+    pub action: String,
+    /// The turn budget (`turnTimeout`).
+    pub budget_ms: u64,
+    /// How long the turn had run when it was judged.
+    pub elapsed_ms: u64,
+    /// When spex sent the session its interrupt (`onTimeout: interrupt`, through its host or
+    /// its server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupt_sent_at: Option<String>,
 }
 
 impl TurnState {
@@ -278,6 +359,161 @@ impl TurnState {
     }
 }
 
+/// How a sub-agent ended (or that it still runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildState {
+    Running,
+    Completed,
+    Failed,
+    Interrupted,
+    TimedOut,
+}
+
+impl ChildState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChildState::Running => "running",
+            ChildState::Completed => "completed",
+            ChildState::Failed => "failed",
+            ChildState::Interrupted => "interrupted",
+            ChildState::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// A sub-agent the session started: a child of the turn that started it, with its own
+/// terminal state. Fields in alphabetical order (`sessions --json` sorts keys).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Child {
+    /// The harness's name for the kind of agent (`general-purpose`, `default`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_type: Option<String>,
+    /// When its last model request failed, while no new one has started (a harness that
+    /// retries says no more than that).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_failed_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// Why it failed, in the harness's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The harness's id of the sub-agent (`agent_id`).
+    pub id: String,
+    /// Its tool calls started and not yet ended (call id, tool): its ending closes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_calls: Vec<(String, String)>,
+    pub started_at: String,
+    pub state: ChildState,
+    /// Its last message, cut to one line, where the harness gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The parent's turn that started it (as the harness names turns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// Its model usage, where the harness reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
+}
+
+/// Model usage as the harness recorded it (never estimated; no cost). `input_tokens` counts
+/// every input token, those read from or written to a cache included; `cached_input_tokens`
+/// and `cache_write_tokens` are parts of it, `reasoning_tokens` a part of `output_tokens`.
+/// Fields in alphabetical order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// The model of the last request counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+    /// How many model requests it counts (0: the harness did not say).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests: u64,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
+}
+
+impl Usage {
+    /// Adds `other`'s counts; its model, when it names one, becomes the model.
+    pub fn add(&mut self, other: &Usage) {
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+        self.requests += other.requests;
+        if other.model.is_some() {
+            self.model.clone_from(&other.model);
+        }
+    }
+
+    /// Takes `other`'s counts back out (a request counted before it was complete).
+    pub fn sub(&mut self, other: &Usage) {
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_sub(other.cache_write_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_sub(other.cached_input_tokens);
+        self.input_tokens = self.input_tokens.saturating_sub(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_sub(other.output_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_sub(other.reasoning_tokens);
+        self.requests = self.requests.saturating_sub(other.requests);
+    }
+
+    /// `12.3k in (4.0k cached) / 1.2k out`: what a person reads.
+    pub fn brief(&self) -> String {
+        let mut out = format!("{} in", count(self.input_tokens));
+        if self.cached_input_tokens > 0 {
+            out.push_str(&format!(" ({} cached)", count(self.cached_input_tokens)));
+        }
+        out.push_str(&format!(" / {} out", count(self.output_tokens)));
+        out
+    }
+}
+
+/// A token count for people: `950`, `12.3k`, `4.1M`.
+pub fn count(n: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "one decimal is shown")]
+    let f = n as f64;
+    if n < 1000 {
+        n.to_string()
+    } else if n < 1_000_000 {
+        format!("{:.1}k", f / 1e3)
+    } else {
+        format!("{:.1}M", f / 1e6)
+    }
+}
+
+/// How far a reader has read the harness's own log for usage (where usage comes from there):
+/// the byte offset, and the last message counted with what it counted (a message the log
+/// writes in parts is counted once, with its last part's numbers). Fields in alphabetical order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageCursor {
+    /// Read after the session exited: nothing more comes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub done: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<(String, Usage)>,
+    pub offset: u64,
+    /// Members this spex does not know (a newer spex wrote them): kept, and written back.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
+}
+
 /// The harness process a session runs in: its pid and its start time (clock ticks since boot,
 /// `/proc/<pid>/stat` field 22), so a reused pid is never mistaken for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -291,6 +527,25 @@ pub struct ProcessId {
 pub struct ExitStatus {
     pub code: Option<i32>,
     pub signal: Option<i32>,
+}
+
+/// A record member of a plain (`Copy`) type, with the members a newer spex wrote beside its
+/// own: kept, and written back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kept<T> {
+    #[serde(flatten)]
+    pub known: T,
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, Value>,
+}
+
+impl<T> From<T> for Kept<T> {
+    fn from(known: T) -> Self {
+        Kept {
+            known,
+            other: serde_json::Map::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -417,7 +672,7 @@ pub struct Session {
     pub name: Option<String>,
     /// The harness process, recorded when first seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process: Option<ProcessId>,
+    pub process: Option<Kept<ProcessId>>,
     /// The harness's own log of the session (from the hook payloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<PathBuf>,
@@ -437,13 +692,43 @@ pub struct Session {
     #[serde(default)]
     pub flags: Flags,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_status: Option<ExitStatus>,
+    pub exit_status: Option<Kept<ExitStatus>>,
+    /// The sub-agents it started, the most recent [`CHILDREN_KEPT`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Child>,
+    /// The model usage of the session's own requests, all turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// How far the readers have read the harness's log for usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_cursor: Option<UsageCursor>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,
 }
 
+/// How many sub-agents a record keeps (the oldest that ended go first).
+pub const CHILDREN_KEPT: usize = 32;
+
 impl Session {
+    /// The harness process, when recorded.
+    pub fn process_id(&self) -> Option<ProcessId> {
+        self.process.as_ref().map(|p| p.known)
+    }
+
+    /// Records the harness process; what a newer spex kept beside it stays while it is the
+    /// same process.
+    pub fn set_process(&mut self, p: Option<ProcessId>) {
+        if self.process_id() != p {
+            self.process = p.map(Into::into);
+        }
+    }
+
+    /// How the harness process ended, when known.
+    pub fn exited_with(&self) -> Option<ExitStatus> {
+        self.exit_status.as_ref().map(|e| e.known)
+    }
+
     /// What people read for this session: its handle (the full id until it has one).
     pub fn label(&self) -> &str {
         self.handle.as_deref().unwrap_or(&self.id)
@@ -528,6 +813,18 @@ pub fn new_event(kind: &str, source: &str, fields: Value) -> NewEvent {
     (kind.to_owned(), source.to_owned(), fields)
 }
 
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Milliseconds from one time the store wrote to another (0 when either does not parse).
+fn ms_between(from: &str, to: &str) -> u64 {
+    match (super::parse_time(from), super::parse_time(to)) {
+        (Some(a), Some(b)) => b.duration_since(a).map_or(0, ms),
+        _ => 0,
+    }
+}
+
 /// The state a session's `since` and `source` describe: its status and its turn's state.
 pub type StateKey = (Status, Option<TurnState>);
 
@@ -570,9 +867,48 @@ impl Session {
             .collect();
         turn.state = state;
         turn.ended_at = Some(now.to_owned());
-        let mut fields = serde_json::json!({ "turn_id": turn.id });
+        turn.stopped_at = None;
+        turn.stalled_at = None;
+        let asked = turn.interrupting.take();
+        let turn_id = turn.id.clone();
+        let mut fields = serde_json::json!({ "turn_id": turn_id });
         if let (Some(f), Value::Object(extra)) = (fields.as_object_mut(), extra) {
-            f.extend(extra);
+            f.extend(extra.into_iter().filter(|(_, v)| !v.is_null()));
+        }
+        if state == TurnState::Interrupted {
+            // Who asked for an interrupt on its way knows better than the evidence that saw
+            // the turn end (an Esc key, an idle screen).
+            if let Some(by) = asked {
+                fields["by"] = by.into();
+            }
+            turn.by = fields["by"].as_str().map(str::to_owned);
+        }
+        if state != TurnState::Completed {
+            // Its sub-agents do not outlive a turn that did not complete (a completed turn
+            // waited for them, or was followed by a prompt while they work on); a turn past
+            // its budget takes them past it too.
+            let running: Vec<String> = self
+                .children
+                .iter()
+                .filter(|c| c.state == ChildState::Running && c.turn_id == turn_id)
+                .map(|c| c.id.clone())
+                .collect();
+            let (end, why) = if state == TurnState::TimedOut {
+                (ChildState::TimedOut, "its turn timed out".to_owned())
+            } else {
+                (
+                    ChildState::Interrupted,
+                    format!("its turn ended {}", state.as_str()),
+                )
+            };
+            for id in running {
+                out.extend(self.end_child(&id, end, now, source, None, Some(&why)));
+            }
+        }
+        let (total, failed, _) = self.turn_children();
+        if total > 0 {
+            fields["subagents"] = total.into();
+            fields["subagents_failed"] = failed.into();
         }
         out.push(new_event(
             &format!("turn.{}", state.as_str()),
@@ -582,15 +918,196 @@ impl Session {
         out
     }
 
+    /// The current turn's sub-agents: how many it started, how many of them failed (or timed
+    /// out) and how many still run.
+    pub fn turn_children(&self) -> (usize, usize, usize) {
+        let Some(turn) = &self.turn else {
+            return (0, 0, 0);
+        };
+        let mine = self.children.iter().filter(|c| c.turn_id == turn.id);
+        let (mut total, mut failed, mut running) = (0, 0, 0);
+        for c in mine {
+            total += 1;
+            match c.state {
+                ChildState::Failed | ChildState::TimedOut => failed += 1,
+                ChildState::Running => running += 1,
+                ChildState::Completed | ChildState::Interrupted => {}
+            }
+        }
+        (total, failed, running)
+    }
+
+    /// How many of the session's sub-agents still run.
+    pub fn running_children(&self) -> usize {
+        self.children
+            .iter()
+            .filter(|c| c.state == ChildState::Running)
+            .count()
+    }
+
+    /// The current turn's state, with what its sub-agents did where it started any:
+    /// `completed, 1 of 3 sub-agents failed`, `running, 2 sub-agents running`.
+    pub fn turn_phrase(&self) -> Option<String> {
+        let t = self.turn.as_ref()?;
+        Some(format!("{}{}", t.state.as_str(), self.children_phrase()))
+    }
+
+    /// What the current turn's sub-agents did, where it started any: `, 1 of 3 sub-agents
+    /// failed`, `, 2 sub-agents running`, `, 2 sub-agents ended`; empty otherwise.
+    pub fn children_phrase(&self) -> String {
+        let mut out = String::new();
+        let (total, failed, running) = self.turn_children();
+        let plural = |n: usize| if n == 1 { "sub-agent" } else { "sub-agents" };
+        if failed > 0 {
+            out.push_str(&format!(", {failed} of {total} {} failed", plural(total)));
+        }
+        if running > 0 {
+            out.push_str(&format!(", {running} {} running", plural(running)));
+        }
+        if failed == 0 && running == 0 && total > 0 {
+            out.push_str(&format!(", {total} {} ended", plural(total)));
+        }
+        out
+    }
+
+    /// The harness says the turn is over: a running one ends `completed`, attention cleared
+    /// and the session idle, unless sub-agents it started still run: then it waits for them
+    /// (`stopped_at`) and nothing is recorded yet. Returns the events and whether the session
+    /// is now done with the turn.
+    pub fn complete_turn(&mut self, now: &str, source: &str) -> (Vec<NewEvent>, bool) {
+        if self.turn_running() && self.turn_children().2 > 0 {
+            if let Some(t) = self.turn.as_mut() {
+                t.stopped_at.get_or_insert_with(|| now.to_owned());
+            }
+            return (Vec::new(), false);
+        }
+        // A turn that already ended (`timed_out` while the harness went on with it) adds no
+        // second ending; the session is idle all the same.
+        let mut out = self.end_turn(TurnState::Completed, now, source, Value::Null);
+        out.extend(self.clear_attention(source));
+        if self.status != Status::Exited {
+            self.status = Status::Idle;
+        }
+        (out, true)
+    }
+
+    /// Sub-agent `id` started (within the running turn, or the last one): `subagent.started`.
+    /// Nothing when it is already known.
+    pub fn start_child(
+        &mut self,
+        id: &str,
+        agent_type: Option<&str>,
+        now: &str,
+        source: &str,
+    ) -> Vec<NewEvent> {
+        if self.children.iter().any(|c| c.id == id) {
+            return Vec::new();
+        }
+        if self.children.len() >= CHILDREN_KEPT {
+            let at = self
+                .children
+                .iter()
+                .position(|c| c.state != ChildState::Running)
+                .unwrap_or(0);
+            self.children.remove(at);
+        }
+        let turn_id = self.turn.as_ref().and_then(|t| t.id.clone());
+        self.children.push(Child {
+            agent_type: agent_type.filter(|t| !t.is_empty()).map(str::to_owned),
+            attempt_failed_at: None,
+            ended_at: None,
+            error: None,
+            id: id.to_owned(),
+            open_calls: Vec::new(),
+            started_at: now.to_owned(),
+            state: ChildState::Running,
+            summary: None,
+            turn_id: turn_id.clone(),
+            usage: None,
+            other: serde_json::Map::new(),
+        });
+        vec![new_event(
+            "subagent.started",
+            source,
+            serde_json::json!({ "agent_id": id, "agent_type": agent_type, "turn_id": turn_id }),
+        )]
+    }
+
+    /// Sub-agent `id`, if it runs, ends as `state` (with its last message or its error): a
+    /// `tool.interrupted` for each of its calls still open, then `subagent.<state>`. Nothing
+    /// for a sub-agent that is not running (it ends once).
+    pub fn end_child(
+        &mut self,
+        id: &str,
+        state: ChildState,
+        now: &str,
+        source: &str,
+        summary: Option<&str>,
+        error: Option<&str>,
+    ) -> Vec<NewEvent> {
+        let Some(c) = self
+            .children
+            .iter_mut()
+            .find(|c| c.id == id && c.state == ChildState::Running)
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<NewEvent> = std::mem::take(&mut c.open_calls)
+            .into_iter()
+            .map(|(call, tool)| {
+                new_event(
+                    "tool.interrupted",
+                    source,
+                    serde_json::json!({ "call_id": call, "tool": tool, "agent_id": id }),
+                )
+            })
+            .collect();
+        c.state = state;
+        c.ended_at = Some(now.to_owned());
+        c.attempt_failed_at = None;
+        if let Some(text) = summary.map(one_line).filter(|t| !t.is_empty()) {
+            c.summary = Some(text);
+        }
+        c.error = error.map(str::to_owned);
+        let elapsed_ms = elapsed_ms(&c.started_at, now);
+        out.push(new_event(
+            &format!("subagent.{}", state.as_str()),
+            source,
+            serde_json::json!({ "agent_id": id, "agent_type": c.agent_type, "turn_id": c.turn_id,
+                "summary": c.summary, "error": c.error, "elapsed_ms": elapsed_ms }),
+        ));
+        out
+    }
+
+    /// The running sub-agent `id`, if there is one.
+    pub fn running_child(&mut self, id: &str) -> Option<&mut Child> {
+        self.children
+            .iter_mut()
+            .find(|c| c.id == id && c.state == ChildState::Running)
+    }
+
     /// The running turn failed: it ends `partial_failed` when the model had written text,
     /// else `failed`, with the error as its note, its kind and the next step; the failure
     /// becomes the session's attention (a person should look). Nothing when no turn runs.
     pub fn fail_turn(&mut self, failure: &Failure, now: &str, source: &str) -> Vec<NewEvent> {
+        // Text from before the turn began is an earlier answer (Claude may fail a request before
+        // it writes the turn's prompt into its transcript).
+        let started = self
+            .turn
+            .as_ref()
+            .and_then(|t| super::parse_time(&t.started_at));
+        let earlier = match (
+            failure.partial_at.as_deref().and_then(super::parse_time),
+            started,
+        ) {
+            (Some(at), Some(started)) => at < started,
+            _ => false,
+        };
         let partial = failure
             .partial
             .as_deref()
             .map(str::trim)
-            .filter(|p| !p.is_empty());
+            .filter(|p| !p.is_empty() && !earlier);
         let state = if partial.is_some() {
             TurnState::PartialFailed
         } else {
@@ -691,6 +1208,150 @@ impl Session {
         ))
     }
 
+    /// Evidence that the running turn makes progress (a hook, the screen, the server): noted
+    /// in `progress_at`, and a stalled turn is working again (`turn.resumed`).
+    pub fn note_progress(&mut self, now: &str, source: &str) -> Vec<NewEvent> {
+        let Some(turn) = self.turn.as_mut().filter(|t| t.state == TurnState::Running) else {
+            return Vec::new();
+        };
+        turn.progress_at = Some(now.to_owned());
+        let Some(stalled) = turn.stalled_at.take() else {
+            return Vec::new();
+        };
+        let quiet = ms_between(&stalled, now);
+        vec![new_event(
+            "turn.resumed",
+            source,
+            serde_json::json!({ "turn_id": turn.id, "stalled_at": stalled, "stalled_ms": quiet }),
+        )]
+    }
+
+    /// The running turn's last evidence of progress: the newest of its start, the progress
+    /// the record holds and `activity` (what the caller saw that the record does not hold).
+    fn last_progress(&self, activity: Option<SystemTime>) -> Option<SystemTime> {
+        let t = self
+            .turn
+            .as_ref()
+            .filter(|t| t.state == TurnState::Running)?;
+        [
+            super::parse_time(&t.started_at),
+            t.progress_at.as_deref().and_then(super::parse_time),
+            activity,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+    }
+
+    /// When the budgets next have something to judge about this record: the end of the
+    /// running turn's budget, or the moment it would have shown no progress for the stall
+    /// budget; `None` when nothing runs or no budget is set.
+    pub fn budget_deadline(&self, b: &Budgets, activity: Option<SystemTime>) -> Option<SystemTime> {
+        let t = self
+            .turn
+            .as_ref()
+            .filter(|t| t.state == TurnState::Running)?;
+        let end = b
+            .turn
+            .and_then(|d| Some(super::parse_time(&t.started_at)? + d));
+        let stall = b
+            .stall
+            .filter(|_| self.status == Status::Working && t.stalled_at.is_none())
+            .and_then(|d| Some(self.last_progress(activity)? + d));
+        [end, stall].into_iter().flatten().min()
+    }
+
+    /// Judges the running turn against the budgets at `now`, with `activity` the newest
+    /// progress the caller saw that the record may not hold yet. Past the turn budget the turn
+    /// ends `timed_out` (its one ending: later evidence of its end adds none), with the budget,
+    /// the time it ran and what to do; `interrupt` says whether the caller will interrupt the
+    /// session (`onTimeout: interrupt` and a transport it owns). A working turn with no
+    /// progress for the stall budget is marked `turn.stalled` (not an ending); one that shows
+    /// progress after that is `turn.resumed`.
+    pub fn judge_budgets(
+        &mut self,
+        b: &Budgets,
+        now: SystemTime,
+        activity: Option<SystemTime>,
+        interrupt: bool,
+        source: &str,
+    ) -> Vec<NewEvent> {
+        let Some(t) = self.turn.as_ref().filter(|t| t.state == TurnState::Running) else {
+            return Vec::new();
+        };
+        let stamp = humantime::format_rfc3339_millis(now).to_string();
+        let elapsed = super::parse_time(&t.started_at)
+            .and_then(|s| now.duration_since(s).ok())
+            .unwrap_or_default();
+        if let Some(budget) = b.turn.filter(|d| elapsed >= *d) {
+            let action = if interrupt { "interrupt" } else { "mark" };
+            let words = crate::config::duration_words(budget);
+            let ran = crate::config::duration_words(elapsed);
+            let next = if interrupt {
+                "spex interrupts the session; send the next prompt (`spex deliver`), or raise `turnTimeout` in `spex.jsonc`".to_owned()
+            } else {
+                "the harness may still be working on it: `spex interrupt` stops it (where spex hosts the session), or raise `turnTimeout` in `spex.jsonc`".to_owned()
+            };
+            let timeout = Timeout {
+                budget_ms: ms(budget),
+                elapsed_ms: ms(elapsed),
+                interrupt_sent_at: None,
+                action: action.to_owned(),
+            };
+            let note = format!("ran past its turn budget of {words} ({ran})");
+            let before = self.state_key();
+            let out = self.end_turn(
+                TurnState::TimedOut,
+                &stamp,
+                source,
+                serde_json::json!({ "budget_ms": timeout.budget_ms, "elapsed_ms": timeout.elapsed_ms,
+                    "budget": words, "on_timeout": action, "next": next }),
+            );
+            if let Some(t) = self.turn.as_mut() {
+                t.note = Some(note.clone());
+                t.next = Some(next);
+                t.timeout = Some(timeout);
+            }
+            self.stamp(before, &stamp, source, Some(note));
+            return out;
+        }
+        let last = self.last_progress(activity);
+        let stalled = self.turn.as_ref().is_some_and(|t| t.stalled_at.is_some());
+        // Progress the caller saw after the turn was marked stalled: it works again.
+        let since_stall = self
+            .turn
+            .as_ref()
+            .and_then(|t| t.stalled_at.as_deref())
+            .and_then(super::parse_time);
+        if stalled {
+            if let (Some(a), Some(st)) = (activity, since_stall)
+                && a > st
+            {
+                let at = humantime::format_rfc3339_millis(a).to_string();
+                return self.note_progress(&at, source);
+            }
+            return Vec::new();
+        }
+        let Some(budget) = b.stall.filter(|_| self.status == Status::Working) else {
+            return Vec::new();
+        };
+        let quiet = last
+            .and_then(|l| now.duration_since(l).ok())
+            .unwrap_or_default();
+        if quiet < budget {
+            return Vec::new();
+        }
+        let turn = self.turn.as_mut().expect("a running turn");
+        turn.stalled_at = Some(stamp.clone());
+        vec![new_event(
+            "turn.stalled",
+            source,
+            serde_json::json!({ "turn_id": turn.id, "budget_ms": ms(budget),
+                "budget": crate::config::duration_words(budget), "quiet_ms": ms(quiet),
+                "last_progress": last.map(|l| humantime::format_rfc3339_millis(l).to_string()) }),
+        )]
+    }
+
     /// Records that the state changed since `before`: `since`, `source` and `why` describe the
     /// new one. Nothing changes when the state did not.
     pub fn stamp(&mut self, before: StateKey, now: &str, source: &str, why: Option<String>) {
@@ -714,7 +1375,28 @@ impl Session {
     /// asked for a person is cleared (a failed turn's stays visible), `session.exited`.
     pub fn exit(&mut self, reason: &str, now: &str, source: &str) -> Vec<NewEvent> {
         let mut out: Vec<NewEvent> = Vec::new();
-        out.extend(self.end_turn(TurnState::Interrupted, now, source, Value::Null));
+        out.extend(self.end_turn(
+            TurnState::Interrupted,
+            now,
+            source,
+            serde_json::json!({ "by": "exit" }),
+        ));
+        let running: Vec<String> = self
+            .children
+            .iter()
+            .filter(|c| c.state == ChildState::Running)
+            .map(|c| c.id.clone())
+            .collect();
+        for id in running {
+            out.extend(self.end_child(
+                &id,
+                ChildState::Interrupted,
+                now,
+                source,
+                None,
+                Some("the session ended"),
+            ));
+        }
         if self
             .attention
             .as_ref()
@@ -1193,6 +1875,22 @@ fn sanitize(s: &str) -> String {
     }
 }
 
+/// The first non-empty line of `text`, cut to 120 characters.
+pub fn one_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    ellipsis(line, 120)
+}
+
+/// Milliseconds from `from` to `to` (RFC 3339), when both parse and `to` is not earlier.
+pub fn elapsed_ms(from: &str, to: &str) -> Option<u64> {
+    let (from, to) = (super::parse_time(from)?, super::parse_time(to)?);
+    u64::try_from(to.duration_since(from).ok()?.as_millis()).ok()
+}
+
 /// `text` cut to `max` characters, ending with an ellipsis when it was cut.
 pub fn ellipsis(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
@@ -1382,6 +2080,149 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    /// A working session whose turn started at 10:00:00.
+    fn running_at_ten() -> Session {
+        Session {
+            status: Status::Working,
+            turn: Some(Turn {
+                id: Some("t1".into()),
+                started_at: "2026-11-26T10:00:00.000Z".into(),
+                ..Turn::default()
+            }),
+            ..Session::default()
+        }
+    }
+
+    fn at(t: &str) -> SystemTime {
+        super::super::parse_time(&format!("2026-11-26T{t}Z")).unwrap()
+    }
+
+    fn kinds(events: &[NewEvent]) -> Vec<&str> {
+        events.iter().map(|e| e.0.as_str()).collect()
+    }
+
+    #[test]
+    fn budgets_end_a_turn_once_and_mark_a_stall_that_progress_resumes() {
+        let b = Budgets {
+            turn: Some(Duration::from_mins(45)),
+            stall: Some(Duration::from_mins(10)),
+            on_timeout: crate::config::OnTimeout::Mark,
+        };
+        let mut s = running_at_ten();
+        assert_eq!(s.budget_deadline(&b, None), Some(at("10:10:00")));
+        // Screen activity the record does not hold moves the stall deadline.
+        assert_eq!(
+            s.budget_deadline(&b, Some(at("10:05:00"))),
+            Some(at("10:15:00"))
+        );
+        assert!(
+            s.judge_budgets(&b, at("10:09:59"), None, false, "t")
+                .is_empty()
+        );
+        let stalled = s.judge_budgets(&b, at("10:10:00"), None, false, "t");
+        assert_eq!(kinds(&stalled), ["turn.stalled"]);
+        assert_eq!(stalled[0].2["quiet_ms"], 600_000);
+        assert!(s.turn_running(), "a stall is no ending");
+        // Marked once; then only the turn budget is left to judge.
+        assert!(
+            s.judge_budgets(&b, at("10:11:00"), None, false, "t")
+                .is_empty()
+        );
+        assert_eq!(s.budget_deadline(&b, None), Some(at("10:45:00")));
+        // Progress seen after the mark: working again.
+        let resumed = s.judge_budgets(&b, at("10:12:00"), Some(at("10:11:30")), false, "t");
+        assert_eq!(kinds(&resumed), ["turn.resumed"]);
+        assert_eq!(
+            s.note_progress("2026-11-26T10:13:00.000Z", "hook"),
+            Vec::new()
+        );
+        // Past the turn budget: one ending, with the budget and the time it ran.
+        let ended = s.judge_budgets(&b, at("10:46:00"), None, true, "t");
+        assert_eq!(kinds(&ended), ["turn.timed_out"]);
+        assert_eq!(ended[0].2["budget_ms"], 2_700_000);
+        assert_eq!(ended[0].2["elapsed_ms"], 2_760_000);
+        assert_eq!(ended[0].2["on_timeout"], "interrupt");
+        let t = s.turn.as_ref().unwrap();
+        assert_eq!(t.state, TurnState::TimedOut);
+        assert!(t.note.as_deref().unwrap().contains("45m"));
+        assert!(t.next.is_some());
+        // The harness's own ending, later, adds none.
+        assert!(
+            s.end_turn(TurnState::Interrupted, "x", "hook", Value::Null)
+                .is_empty()
+        );
+        assert!(
+            s.judge_budgets(&b, at("11:00:00"), None, true, "t")
+                .is_empty()
+        );
+        assert_eq!(s.budget_deadline(&b, None), None);
+        // No budget, no judgement; a turn waiting on a person is not stalled.
+        let mut quiet = running_at_ten();
+        assert!(
+            quiet
+                .judge_budgets(&Budgets::default(), at("23:00:00"), None, false, "t")
+                .is_empty()
+        );
+        quiet.status = Status::NeedsAttention;
+        let stall_only = Budgets { turn: None, ..b };
+        assert!(
+            quiet
+                .judge_budgets(&stall_only, at("11:00:00"), None, false, "t")
+                .is_empty()
+        );
+    }
+
+    /// Found live: a request that fails at once, before Claude writes the turn's prompt into
+    /// its transcript, left the previous turn's answer as the "partial" text.
+    #[test]
+    fn text_written_before_the_turn_began_is_no_partial_text() {
+        let failure = |at: &str| Failure {
+            partial: Some("an answer".into()),
+            partial_at: Some(at.into()),
+            ..Failure::new("API Error: 400", ErrorKind::ModelError)
+        };
+        let mut s = running_at_ten();
+        s.fail_turn(
+            &failure("2026-11-26T09:59:58.000Z"),
+            "2026-11-26T10:00:01.000Z",
+            "t",
+        );
+        assert_eq!(s.turn.as_ref().unwrap().state, TurnState::Failed);
+        assert_eq!(s.turn.as_ref().unwrap().partial, None);
+        let mut s = running_at_ten();
+        s.fail_turn(
+            &failure("2026-11-26T10:00:00.500Z"),
+            "2026-11-26T10:00:01.000Z",
+            "t",
+        );
+        assert_eq!(s.turn.as_ref().unwrap().state, TurnState::PartialFailed);
+    }
+
+    #[test]
+    fn an_interrupt_on_its_way_names_who_sent_it() {
+        let mut s = running_at_ten();
+        s.turn.as_mut().unwrap().interrupting = Some("spex interrupt".into());
+        let ended = s.end_turn(
+            TurnState::Interrupted,
+            "x",
+            "hook",
+            serde_json::json!({"by": "terminal"}),
+        );
+        assert_eq!(ended.last().unwrap().2["by"], "spex interrupt");
+        assert_eq!(
+            s.turn.as_ref().unwrap().by.as_deref(),
+            Some("spex interrupt")
+        );
+        let mut s = running_at_ten();
+        s.end_turn(
+            TurnState::Interrupted,
+            "x",
+            "hook",
+            serde_json::json!({"by": "terminal"}),
+        );
+        assert_eq!(s.turn.as_ref().unwrap().by.as_deref(), Some("terminal"));
     }
 
     #[test]

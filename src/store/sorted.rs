@@ -1,5 +1,5 @@
 //! A session record as `sessions --json` prints it, serialized straight to the output: the
-//! record's keys, nested ones included, in sorted order plus `live`, the bytes
+//! record's keys, nested ones included, in sorted order plus `live` and `subagents_running`, the bytes
 //! `serde_json::to_value` of the record would print (its maps sort their keys), without
 //! building that value: `sessions --all` prints thousands. Owns no state and reads no files.
 //!
@@ -12,8 +12,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::session::{
-    Answering, Attention, Choice, Declared, ErrorKind, ExitStatus, Flags, ProcessId, Question,
-    Session, Status, Turn, TurnState, Via,
+    Answering, Attention, Child, Choice, Declared, ErrorKind, ExitStatus, Flags, Kept, ProcessId,
+    Question, Session, Status, Timeout, Turn, TurnState, Usage, UsageCursor, Via,
 };
 
 /// A record with its `live` (see `runtime::live`).
@@ -23,12 +23,14 @@ pub struct SortedRecord<'a> {
     attended: Option<bool>,
     attention: Option<SortedAttention<'a>>,
     branch: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    children: &'a [Child],
     created_at: &'a str,
     declared: Option<SortedDeclared<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     exit_reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    exit_status: Option<ExitStatus>,
+    exit_status: Option<&'a Kept<ExitStatus>>,
     flags: SortedFlags<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     handle: Option<&'a str>,
@@ -43,19 +45,25 @@ pub struct SortedRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     observed: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    process: Option<ProcessId>,
+    process: Option<&'a Kept<ProcessId>>,
     project: &'a Path,
     schema: u32,
     seq: u64,
     since: Option<&'a str>,
     source: Option<&'a str>,
     status: Status,
+    /// How many of its sub-agents still run (computed, like `live`).
+    subagents_running: usize,
     touched: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     transcript: Option<&'a Path>,
     tree: &'a Path,
     turn: Option<SortedTurn<'a>>,
     updated_at: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage_cursor: Option<&'a UsageCursor>,
     #[serde(skip_serializing_if = "Option::is_none")]
     why: Option<&'a str>,
     /// Members a newer spex wrote: after the known ones (in their own order).
@@ -79,6 +87,8 @@ struct SortedAttention<'a> {
     call_id: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     choices: &'a [Choice],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hook: Option<&'a super::session::ProcessId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -132,10 +142,16 @@ struct SortedFlags<'a> {
 struct SortedTurn<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     attempt_failed_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'a str>,
     ended_at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error_kind: Option<ErrorKind>,
     id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupting: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    log_read: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     next: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -144,9 +160,19 @@ struct SortedTurn<'a> {
     open_calls: &'a Vec<(String, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     partial: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress_at: Option<&'a str>,
     prompt: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stalled_at: Option<&'a str>,
     started_at: &'a str,
     state: TurnState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopped_at: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<&'a Timeout>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Usage>,
     /// Members a newer spex wrote: after the known ones (in their own order).
     #[serde(flatten)]
     other: &'a serde_json::Map<String, serde_json::Value>,
@@ -185,6 +211,9 @@ impl<'a> SortedRecord<'a> {
             seq,
             flags,
             exit_status,
+            children,
+            usage,
+            usage_cursor,
             other,
         } = s;
         let Flags {
@@ -212,11 +241,13 @@ impl<'a> SortedRecord<'a> {
                      turn_id,
                      via,
                      answering,
+                     hook,
                      other,
                  }| SortedAttention {
                     answering: answering.as_ref(),
                     call_id: call_id.as_deref(),
                     choices,
+                    hook: hook.as_ref(),
                     id: id.as_deref(),
                     kind: kind.as_deref(),
                     questions,
@@ -230,6 +261,7 @@ impl<'a> SortedRecord<'a> {
                 },
             ),
             branch: branch.as_deref(),
+            children,
             created_at,
             declared: declared.as_ref().map(
                 |Declared {
@@ -245,7 +277,7 @@ impl<'a> SortedRecord<'a> {
                 },
             ),
             exit_reason: exit_reason.as_deref(),
-            exit_status: *exit_status,
+            exit_status: exit_status.as_ref(),
             flags: SortedFlags {
                 attentions: *attentions,
                 completed_calls,
@@ -264,13 +296,14 @@ impl<'a> SortedRecord<'a> {
             live,
             name: name.as_deref(),
             observed: observed.as_deref(),
-            process: *process,
+            process: process.as_ref(),
             project,
             schema: *schema,
             seq: *seq,
             since: since.as_deref(),
             source: source.as_deref(),
             status: *status,
+            subagents_running: s.running_children(),
             touched,
             transcript: transcript.as_deref(),
             tree,
@@ -287,23 +320,41 @@ impl<'a> SortedRecord<'a> {
                      next,
                      partial,
                      open_calls,
+                     stopped_at,
+                     usage: turn_usage,
+                     log_read,
+                     progress_at,
+                     stalled_at,
+                     by,
+                     interrupting,
+                     timeout,
                      other,
                  }| SortedTurn {
                     attempt_failed_at: attempt_failed_at.as_deref(),
+                    by: by.as_deref(),
                     ended_at: ended_at.as_deref(),
                     error_kind: *error_kind,
                     id: id.as_deref(),
+                    interrupting: interrupting.as_deref(),
+                    log_read: *log_read,
                     next: next.as_deref(),
                     note: note.as_deref(),
                     open_calls,
                     partial: partial.as_deref(),
+                    progress_at: progress_at.as_deref(),
                     prompt: prompt.as_deref(),
+                    stalled_at: stalled_at.as_deref(),
                     started_at,
                     state: *state,
+                    stopped_at: stopped_at.as_deref(),
+                    timeout: timeout.as_ref(),
+                    usage: turn_usage.as_ref(),
                     other,
                 },
             ),
             updated_at,
+            usage: usage.as_ref(),
+            usage_cursor: usage_cursor.as_ref(),
             why: why.as_deref(),
             other,
         }
@@ -313,14 +364,14 @@ impl<'a> SortedRecord<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::session::DeclaredState;
+    use crate::store::session::{ChildState, DeclaredState};
 
     /// What `sessions --json` printed before `SortedRecord`: the record as a value, plus `live`.
     fn as_value(s: &Session, live: Option<bool>) -> serde_json::Value {
         let mut v = serde_json::to_value(s).unwrap();
-        v.as_object_mut()
-            .unwrap()
-            .insert("live".into(), live.into());
+        let o = v.as_object_mut().unwrap();
+        o.insert("live".into(), live.into());
+        o.insert("subagents_running".into(), s.running_children().into());
         v
     }
 
@@ -372,6 +423,7 @@ mod tests {
                     choice: "deny".into(),
                     message: Some("no".into()),
                 }),
+                hook: Some(super::super::session::ProcessId { pid: 42, start: 7 }),
                 other: newer("zz_attention"),
             }),
             turn: Some(Turn {
@@ -386,6 +438,19 @@ mod tests {
                 next: Some("send it again".into()),
                 partial: Some("half an answer".into()),
                 open_calls: vec![("toolu_1".into(), "Bash".into())],
+                stopped_at: Some("2026-11-23T10:00:01.900Z".into()),
+                usage: Some(usage()),
+                log_read: true,
+                progress_at: Some("2026-11-23T10:00:01.700Z".into()),
+                stalled_at: Some("2026-11-23T10:00:01.800Z".into()),
+                by: Some("spex interrupt".into()),
+                interrupting: Some("timeout".into()),
+                timeout: Some(Timeout {
+                    action: "interrupt".into(),
+                    budget_ms: 1000,
+                    elapsed_ms: 2000,
+                    interrupt_sent_at: Some("2026-11-23T10:00:02.000Z".into()),
+                }),
                 other: newer("zz_turn"),
             }),
             declared: Some(Declared {
@@ -398,9 +463,12 @@ mod tests {
             headline: Some("a headline".into()),
             handle: Some("9289b".into()),
             name: Some("fix-login".into()),
-            process: Some(ProcessId {
-                pid: 42,
-                start: 123_456,
+            process: Some(Kept {
+                known: ProcessId {
+                    pid: 42,
+                    start: 123_456,
+                },
+                other: newer("zz_process"),
             }),
             transcript: Some("/h/.agent/rollout.jsonl".into()),
             observed: Some("busy".into()),
@@ -417,11 +485,48 @@ mod tests {
                 attentions: 3,
                 other: newer("zz_flags"),
             },
-            exit_status: Some(ExitStatus {
-                code: Some(1),
-                signal: None,
+            exit_status: Some(Kept {
+                known: ExitStatus {
+                    code: Some(1),
+                    signal: None,
+                },
+                other: newer("zz_exit_status"),
+            }),
+            children: vec![Child {
+                agent_type: Some("general-purpose".into()),
+                attempt_failed_at: Some("2026-11-23T10:00:01.200Z".into()),
+                ended_at: Some("2026-11-23T10:00:01.400Z".into()),
+                error: Some("API Error: 400".into()),
+                id: "a26855bad8382405a".into(),
+                open_calls: vec![("toolu_2".into(), "Read".into())],
+                started_at: "2026-11-23T10:00:01.100Z".into(),
+                state: ChildState::Failed,
+                summary: Some("one line".into()),
+                turn_id: Some("t1".into()),
+                usage: Some(usage()),
+                other: newer("zz_child"),
+            }],
+            usage: Some(usage()),
+            usage_cursor: Some(UsageCursor {
+                done: true,
+                last: Some(("msg_1".into(), usage())),
+                offset: 4096,
+                other: newer("zz_usage_cursor"),
             }),
             other: newer("zz_record"),
+        }
+    }
+
+    fn usage() -> Usage {
+        Usage {
+            cache_write_tokens: 3,
+            cached_input_tokens: 5,
+            input_tokens: 19,
+            model: Some("model-x".into()),
+            output_tokens: 7,
+            reasoning_tokens: 2,
+            requests: 1,
+            other: newer("zz_usage"),
         }
     }
 
@@ -445,6 +550,14 @@ mod tests {
                 next: None,
                 partial: None,
                 open_calls: Vec::new(),
+                stopped_at: None,
+                usage: None,
+                log_read: false,
+                progress_at: None,
+                stalled_at: None,
+                by: None,
+                interrupting: None,
+                timeout: None,
                 other: serde_json::Map::new(),
                 ..t
             }),

@@ -6,15 +6,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{World, feed, json_result, pretty, read_or_empty, write};
+use crate::common::{World, feed, json_result, pretty, read_or_empty, spex_bin, write};
 use crate::runtime::{
-    claude_world, host_log, launch, run_json, screen, spex_cmd, stop, wait_screen, wait_status,
+    claude_world, host_log, launch, launch_json, run_json, screen, spex_cmd, stop, wait_screen,
+    wait_status,
 };
+use crate::support::claude_home::DUMMY_API_KEY;
 use crate::support::claude_home::SeedOptions;
 use crate::support::codex_home::write_codex_config;
 use crate::support::fake_anthropic::FakeAnthropic;
 use crate::support::fake_responses::FakeResponses;
-use crate::support::peers::peers_path;
+use crate::support::http::random_hex;
+use crate::support::peers::{claude_bin, peers_path};
+use crate::support::term::Term;
 
 /// `spex <args>` and its exit code, stdout and stderr together.
 fn said(
@@ -58,6 +62,26 @@ fn at_dialog(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str, drawn: &st
     r["attention"].clone()
 }
 
+/// [`at_dialog`], once the dialog's `PermissionRequest` hook waits for the answer (a question
+/// opens at its call's start, a moment before that hook runs).
+fn at_hooked_dialog(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str, drawn: &str) -> Value {
+    let a = at_dialog(w, fake, id, prompt, drawn);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = w.record(id)["attention"].clone();
+        if now["via"]["how"] == "hook" && now["id"] == a["id"] {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hook waits: {}\n{}",
+            pretty(&now),
+            host_log(w, id)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The model's requests so far, as text (what it was told).
 fn model_heard(fake: &FakeAnthropic) -> String {
     fake.requests()
@@ -71,9 +95,366 @@ fn answered(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Value {
     run_json(w, fake, args).unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, args[1])))
 }
 
+/// A Claude world whose `PermissionRequest` hook does not wait (`answering.hookWaitSecs: 0`):
+/// a hosted session's dialogs are answered with keys.
+fn claude_world_without_waiting_hook() -> (World, FakeAnthropic) {
+    let (w, fake) = claude_world(SeedOptions::default());
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"], \"answering\": { \"hookWaitSecs\": 0 } }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    (w, fake)
+}
+
+/// Waits until `path` exists.
+fn appears(path: &std::path::Path, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !path.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    path.exists()
+}
+
+/// Waits until the model was told `text`.
+fn model_hears(fake: &FakeAnthropic, text: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !model_heard(fake).contains(text) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    model_heard(fake).contains(text)
+}
+
+/// The last `attention.closed` event of session `id`.
+fn last_closed(w: &World, id: &str) -> Value {
+    w.events(id)
+        .into_iter()
+        .rfind(|e| e["kind"] == "attention.closed")
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn hosted_claude_permission_answered_through_the_waiting_hook() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    // The shim's timeout outlasts the wait (600 s by default) plus the usual 30 s.
+    let settings: Value =
+        serde_json::from_str(&read_or_empty(&w.repo.join(".claude/settings.json"))).unwrap();
+    assert_eq!(
+        settings["hooks"]["PermissionRequest"][0]["hooks"][0]["timeout"],
+        630,
+        "{}",
+        pretty(&settings)
+    );
+    assert_eq!(
+        settings["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"],
+        30
+    );
+    let id = launch(&w, &fake);
+    let out = w.repo.join("bash_out.txt");
+
+    // allow: the hook gives Claude the decision, the command runs.
+    let a = at_hooked_dialog(&w, &fake, &id, "USE_BASH run it", "Do you want to proceed?");
+    assert_eq!(a["id"], "a1", "{}", pretty(&a));
+    assert_eq!(a["via"]["how"], "hook", "{}", pretty(&a));
+    assert!(
+        a["call_id"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("toolu_")),
+        "{}",
+        pretty(&a)
+    );
+    let done = answered(&w, &fake, &["approve", &id, "--attention", "a1", "--json"]);
+    eprintln!(
+        "approve (hook) confirmed in {} ms: {}",
+        done["elapsed_ms"], done["confirmed"]
+    );
+    assert_eq!(done["via"], "hook", "{}", pretty(&done));
+    assert!(
+        appears(&out, Duration::from_secs(20)),
+        "the command did not run\n{}",
+        host_log(&w, &id)
+    );
+    assert!(
+        wait_screen(
+            &w,
+            &fake,
+            &id,
+            "Allowed by PermissionRequest hook",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        screen(&w, &fake, &id)
+    );
+    let closed = last_closed(&w, &id);
+    assert_eq!(closed["how"], "spex answer", "{}", host_log(&w, &id));
+    assert_eq!(closed["choice"], "allow");
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    // The hook left no answer file and the answered attention names no waiting hook.
+    let dir = w.project_dir().join("sessions").join(&id);
+    assert!(!dir.join("answer-a1.json").exists());
+
+    // deny with a message: the command does not run, the model gets exactly the message and
+    // the turn goes on (Claude's final answer comes).
+    std::fs::remove_file(&out).unwrap();
+    let a = at_hooked_dialog(
+        &w,
+        &fake,
+        &id,
+        "USE_BASH once more",
+        "Do you want to proceed?",
+    );
+    assert_eq!(a["id"], "a2");
+    assert_eq!(a["via"]["how"], "hook");
+    // The stale a1 is refused while a2 is open, and a2 stays open, its answer file unwritten.
+    let (code, text) = said(&w, &fake, &["approve", &id, "--attention", "a1"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("is not open") && text.contains("a2"),
+        "{text}"
+    );
+    assert!(!dir.join("answer-a1.json").exists() && !dir.join("answer-a2.json").exists());
+    let done = answered(
+        &w,
+        &fake,
+        &[
+            "deny",
+            &id,
+            "--message",
+            "use make instead of echo",
+            "--json",
+        ],
+    );
+    assert_eq!(done["via"], "hook", "{}", pretty(&done));
+    assert!(
+        model_hears(&fake, "use make instead of echo", Duration::from_secs(30)),
+        "the model never got the message\n{}",
+        host_log(&w, &id)
+    );
+    assert!(!out.exists(), "the denied command ran");
+    let r = wait_status(&w, &id, "idle", Duration::from_mins(1));
+    assert_eq!(r["turn"]["state"], "completed", "{}", pretty(&r));
+    stop(&w, &fake, &id);
+}
+
+/// A Claude TUI a person started in their own terminal (a PTY the test owns, not `spex
+/// launch`), in the world's repo, with its own session id (which is its record's id).
+fn own_terminal_claude(w: &World, fake: &FakeAnthropic) -> (Term, String) {
+    let sid = format!(
+        "{}-{}-4{}-a{}-{}",
+        &random_hex(8),
+        &random_hex(4),
+        &random_hex(3),
+        &random_hex(3),
+        &random_hex(12)
+    );
+    let mut c = std::process::Command::new(claude_bin());
+    c.args(["--session-id", &sid])
+        .current_dir(&w.repo)
+        .env_clear()
+        .env("PATH", peers_path())
+        .env("HOME", &w.home)
+        .env("LANG", "C.UTF-8")
+        .env("TERM", "xterm-256color")
+        .env("ANTHROPIC_BASE_URL", fake.base_url())
+        .env("ANTHROPIC_API_KEY", DUMMY_API_KEY)
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("SPEX_HOME", &w.spex_home)
+        .env("XDG_CONFIG_HOME", &w.xdg_config)
+        .env("CODEX_HOME", &w.codex_home);
+    let t = Term::spawn(&c, 45, 130);
+    t.wait_for("? for shortcuts", Duration::from_mins(1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    (t, sid)
+}
+
+/// Types a prompt as a person does: a paste, then Enter on its own; Enter again while the
+/// prompt still sits in the input box (a fresh TUI can drop the first one, facts/claude.md
+/// §7.4), never once it has left it (an Enter at a dialog would answer it).
+fn type_prompt(t: &Term, text: &str) {
+    t.send(format!("\x1b[200~{text}\x1b[201~").as_bytes());
+    let head: String = text.chars().take(40).collect();
+    // The input box: a `❯` line right under a horizontal rule (the conversation above shows
+    // submitted prompts with `❯` too).
+    let in_box = |screen: &str| {
+        let lines: Vec<&str> = screen.lines().collect();
+        lines.windows(2).any(|w| {
+            w[0].trim_start().starts_with("────")
+                && w[1].starts_with('❯')
+                && w[1].contains(head.as_str())
+        })
+    };
+    t.wait_until(Duration::from_secs(20), |v| in_box(&v.text()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(300));
+        t.send(b"\r");
+        if t.wait_until(Duration::from_secs(3), |v| !in_box(&v.text()))
+            .is_ok()
+        {
+            return;
+        }
+    }
+    panic!("the prompt was never submitted\n{}", t.text());
+}
+
+/// Waits until session `id`'s record holds attention `att` answered `via: hook`.
+fn hooked(w: &World, t: &Term, id: &str, att: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    loop {
+        let a = w.record(id)["attention"].clone();
+        if a["id"] == att && a["via"]["how"] == "hook" {
+            return a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hook waits for {att}: {}\n{}\n{}",
+            pretty(&a),
+            t.text(),
+            host_log(w, id)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until process `pid` has ended.
+fn ends(pid: u64, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[test]
+fn claude_in_its_own_terminal_answered_by_spex_approve_and_at_the_terminal_first() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let (t, id) = own_terminal_claude(&w, &fake);
+    let out = w.repo.join("bash_out.txt");
+
+    // a1: answered by `spex approve` from outside; the command runs.
+    type_prompt(&t, "USE_BASH run it");
+    t.wait_for("Do you want to proceed?", Duration::from_mins(1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let a = hooked(&w, &t, &id, "a1");
+    assert_eq!(w.record(&id)["launched_by"], "self");
+    let hook = a["hook"]["pid"].as_u64().unwrap();
+    let done = answered(&w, &fake, &["approve", &id, "--attention", "a1", "--json"]);
+    assert_eq!(done["via"], "hook", "{}", pretty(&done));
+    assert!(
+        appears(&out, Duration::from_secs(20)),
+        "the command did not run\n{}",
+        t.text()
+    );
+    t.wait_for("Allowed by PermissionRequest hook", Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(ends(hook, Duration::from_secs(10)), "the hook still runs");
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    // A stale `--attention`: refused.
+    let (code, text) = said(&w, &fake, &["approve", &id, "--attention", "a1"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("a1"), "{text}");
+
+    // a2: answered at the terminal first (`1`, a digit alone). The hook is not killed for an
+    // allow; it sees the call end in the record and exits, printing nothing.
+    std::fs::remove_file(&out).unwrap();
+    type_prompt(&t, "USE_BASH again");
+    let a = hooked(&w, &t, &id, "a2");
+    t.wait_for("Do you want to proceed?", Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hook = a["hook"]["pid"].as_u64().unwrap();
+    t.send(b"1");
+    assert!(
+        appears(&out, Duration::from_secs(20)),
+        "the command did not run\n{}",
+        t.text()
+    );
+    assert!(
+        ends(hook, Duration::from_secs(20)),
+        "the hook still waits after the terminal's allow"
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    let closed = last_closed(&w, &id);
+    assert_eq!(closed["attention"], "a2", "{}", pretty(&closed));
+    assert_eq!(closed["how"], "terminal", "{}", pretty(&closed));
+    // The later `spex approve` is refused (a2 closed), and writes no answer anyone could take.
+    let (code, text) = said(&w, &fake, &["approve", &id, "--attention", "a2"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("a2"), "{text}");
+    let (code, text) = said(&w, &fake, &["approve", &id], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("no attention is open"), "{text}");
+    let dir = w.project_dir().join("sessions").join(&id);
+    assert!(
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("answer-")),
+        "an answer file was left behind"
+    );
+
+    // a3, the next dialog, is unaffected: denied with a message by spex, heard by the model.
+    std::fs::remove_file(&out).unwrap();
+    type_prompt(&t, "USE_BASH a third time");
+    hooked(&w, &t, &id, "a3");
+    let done = answered(
+        &w,
+        &fake,
+        &["deny", &id, "--message", "not this time", "--json"],
+    );
+    assert_eq!(done["attention"], "a3");
+    assert!(
+        model_hears(&fake, "not this time", Duration::from_secs(30)),
+        "{}",
+        t.text()
+    );
+    assert!(!out.exists(), "the denied command ran");
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // a4: the session answering itself (a command its own Bash tool runs, inside its process
+    // tree) is refused.
+    let me = w.repo.join("self_answer.txt");
+    type_prompt(
+        &t,
+        &format!(
+            "USE_BASHCMD <<{} approve {id} > {} 2>&1; echo ran>>",
+            spex_bin().display(),
+            me.display()
+        ),
+    );
+    hooked(&w, &t, &id, "a4");
+    answered(&w, &fake, &["approve", &id, "--json"]);
+    assert!(appears(&me, Duration::from_secs(20)), "{}", t.text());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !read_or_empty(&me).contains("ran") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        read_or_empty(&me).contains("cannot answer its own attention"),
+        "{}",
+        read_or_empty(&me)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // a5: `No` at the terminal aborts the turn and Claude signals the hook, which exits
+    // quietly (and so its wait is over).
+    type_prompt(&t, "USE_BASH a last time");
+    let a = hooked(&w, &t, &id, "a5");
+    t.wait_for("Do you want to proceed?", Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hook = a["hook"]["pid"].as_u64().unwrap();
+    t.send(b"3");
+    assert!(
+        ends(hook, Duration::from_secs(10)),
+        "the hook outlived its dialog's `No`"
+    );
+    assert!(!out.exists(), "the refused command ran");
+    let a = w.record(&id)["attention"].clone();
+    assert!(a.is_null() || a["hook"].is_null(), "{}", pretty(&a));
+}
+
 #[test]
 fn hosted_claude_permission_answered_allow_deny_with_message_and_for_the_session() {
-    let (w, fake) = claude_world(SeedOptions::default());
+    let (w, fake) = claude_world_without_waiting_hook();
     let id = launch(&w, &fake);
     let out = w.repo.join("bash_out.txt");
 
@@ -214,9 +595,151 @@ fn hosted_claude_permission_answered_allow_deny_with_message_and_for_the_session
     stop(&w, &fake, &id);
 }
 
+/// The model was told `question`="`answer`" (as Claude words the answers in the tool result).
+fn heard_answer(fake: &FakeAnthropic, question: &str, answer: &str) -> bool {
+    model_hears(
+        fake,
+        &format!("\\\"{question}\\\"=\\\"{answer}\\\""),
+        Duration::from_secs(30),
+    )
+}
+
+#[test]
+fn hosted_claude_questions_answered_through_the_hook_option_multi_select_free_text_and_several() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    let color = "Which color do you prefer?";
+    let toppings = "Which toppings do you want?";
+
+    // Two questions in one call: a single choice by label, a multi-select by labels.
+    let a = at_hooked_dialog(&w, &fake, &id, "USE_ASK2 two questions", "Which color");
+    assert_eq!(a["kind"], "question", "{}", pretty(&a));
+    assert_eq!(a["via"]["how"], "hook", "{}", pretty(&a));
+    assert_eq!(a["questions"][1]["multi_select"], true, "{}", pretty(&a));
+    // One answer per question: a missing one, an option that does not exist, are refused and
+    // the dialog stays open.
+    let (code, text) = said(&w, &fake, &["answer", &id, "Blue"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("2 question(s)"), "{text}");
+    let (code, text) = said(&w, &fake, &["answer", &id, "Blue", "Cheese,Ham"], &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("Cheese,Ham") && text.contains("Olives"),
+        "{text}"
+    );
+    assert_eq!(w.record(&id)["attention"]["id"], a["id"]);
+    let done = answered(
+        &w,
+        &fake,
+        &["answer", &id, "blue", "Cheese,Basil", "--json"],
+    );
+    assert_eq!(done["via"], "hook", "{}", pretty(&done));
+    assert!(heard_answer(&fake, color, "Blue"), "{}", host_log(&w, &id));
+    assert!(
+        heard_answer(&fake, toppings, "Cheese, Basil"),
+        "{}",
+        host_log(&w, &id)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // A multi-select alone, by option numbers.
+    at_hooked_dialog(&w, &fake, &id, "USE_ASKMULTI toppings", "Which toppings");
+    answered(&w, &fake, &["answer", &id, "2,3", "--json"]);
+    assert!(
+        heard_answer(&fake, toppings, "Olives, Basil"),
+        "{}",
+        host_log(&w, &id)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // Free text, where the question takes it (Claude offers "Type something").
+    at_hooked_dialog(&w, &fake, &id, "USE_ASK a color", "Which color");
+    let done = answered(&w, &fake, &["answer", &id, "Green, like grass", "--json"]);
+    assert_eq!(done["via"], "hook");
+    assert!(
+        heard_answer(&fake, color, "Green, like grass"),
+        "{}",
+        host_log(&w, &id)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // Denied with a message: the model gets it, and the turn goes on.
+    at_hooked_dialog(&w, &fake, &id, "USE_ASK once more", "Which color");
+    answered(
+        &w,
+        &fake,
+        &["deny", &id, "--message", "no colors today", "--json"],
+    );
+    assert!(
+        model_hears(&fake, "no colors today", Duration::from_secs(30)),
+        "{}",
+        host_log(&w, &id)
+    );
+    let r = wait_status(&w, &id, "idle", Duration::from_mins(1));
+    assert_eq!(r["turn"]["state"], "completed", "{}", pretty(&r));
+    stop(&w, &fake, &id);
+}
+
+#[test]
+fn hosted_claude_plan_approved_and_denied_with_a_message_through_the_hook() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch_json(&w, &fake, &["--", "--permission-mode", "plan"])["session"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let a = at_hooked_dialog(
+        &w,
+        &fake,
+        &id,
+        "USE_PLAN make a plan",
+        "Would you like to proceed?",
+    );
+    assert_eq!(a["kind"], "plan", "{}", pretty(&a));
+    assert_eq!(a["via"]["how"], "hook", "{}", pretty(&a));
+    answered(
+        &w,
+        &fake,
+        &["deny", &id, "--message", "add a test step first", "--json"],
+    );
+    assert!(
+        model_hears(&fake, "add a test step first", Duration::from_secs(30)),
+        "the model never got the message\n{}",
+        host_log(&w, &id)
+    );
+    assert!(!model_heard(&fake).contains("User has approved your plan"));
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    at_hooked_dialog(
+        &w,
+        &fake,
+        &id,
+        "USE_PLAN plan again",
+        "Would you like to proceed?",
+    );
+    let done = answered(&w, &fake, &["approve", &id, "--json"]);
+    assert_eq!(done["via"], "hook", "{}", pretty(&done));
+    assert!(
+        model_hears(
+            &fake,
+            "User has approved your plan",
+            Duration::from_secs(30)
+        ),
+        "the plan was not approved\n{}",
+        host_log(&w, &id)
+    );
+    // Approved, the session left plan mode (the prompt's footer no longer says it).
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    assert!(
+        !screen(&w, &fake, &id).contains("plan mode on"),
+        "{}",
+        screen(&w, &fake, &id)
+    );
+    stop(&w, &fake, &id);
+}
+
 #[test]
 fn hosted_claude_question_answered_with_an_option() {
-    let (w, fake) = claude_world(SeedOptions::default());
+    let (w, fake) = claude_world_without_waiting_hook();
     let id = launch(&w, &fake);
     let a = at_dialog(&w, &fake, &id, "USE_ASK pick one", "Which color");
     assert_eq!(a["kind"], "question", "{}", pretty(&a));
@@ -546,4 +1069,45 @@ fn hosted_codex_escalation_first_answer_wins_with_the_tui_attached() {
     t.send(b"\x1c");
     let _ = codex(&w, &["stop", &id]).output();
     let _ = codex(&w, &["server", "stop"]).output();
+}
+
+/// A plain deny stops the turn (Claude's `No`): the turn ends `interrupted`, `by: denial`,
+/// and the denied command never ran.
+#[test]
+fn a_deny_that_stops_the_turn_is_an_interrupt_by_denial() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    let a = at_dialog(&w, &fake, &id, "USE_BASH run it", "Do you want to proceed?");
+    assert_eq!(a["id"], "a1", "{}", pretty(&a));
+    answered(&w, &fake, &["deny", &id, "--json"]);
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let rec = loop {
+        // A reader folds in the evidence that the turn ended with no hook.
+        let shown = run_json(&w, &fake, &["show", &id, "--json"]).unwrap();
+        if shown["session"]["turn"]["state"] != "running" || Instant::now() > deadline {
+            break shown["session"].clone();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        rec["turn"]["state"],
+        "interrupted",
+        "{}\n{}",
+        pretty(&rec),
+        host_log(&w, &id)
+    );
+    assert_eq!(
+        rec["turn"]["by"],
+        "denial",
+        "{}\n{}",
+        pretty(&rec),
+        host_log(&w, &id)
+    );
+    assert!(
+        !w.repo.join("bash_out.txt").exists(),
+        "the denied command ran"
+    );
+    let (_, show) = said(&w, &fake, &["show", &id], &[]);
+    assert!(show.contains("interrupted by denial"), "{show}");
+    run_json(&w, &fake, &["stop", &id, "--json"]).unwrap();
 }

@@ -424,6 +424,7 @@ const CLI_SHARED: &[&str] = &[
     "plan.rs",
     "start.rs",
     "terminal.rs",
+    "turns.rs",
 ];
 
 /// Why an import from file `from` of file `to` breaks the order of the command line's files.

@@ -319,6 +319,7 @@ fn launch_steer_interrupt_then_start_on_the_default_provider() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(after["status"], "idle", "{}", pretty(&after));
     assert_eq!(after["turn"]["state"], "interrupted", "{}", pretty(&after));
+    assert_eq!(after["turn"]["by"], "spex interrupt", "{}", pretty(&after));
     let started = rig.deliver(&id, "a new turn");
     assert_eq!(started["mode"], "start", "{}", pretty(&started));
     assert_ne!(started["turn_id"], first_turn.as_str());
@@ -1233,4 +1234,208 @@ fn ctrl_c_during_a_codex_launch_stops_the_thread_and_says_so() {
         !asked.iter().any(|l| l.contains("\"plain\"")),
         "the model got the prompt: {asked:?}"
     );
+}
+
+/// `spex deliver --wait-until done` into a Codex thread on spex's server: the stages with
+/// their times and the turn's outcome; exit 0 for a completed turn (the command ran), 4 for a
+/// failed one (the model API failed for good), with its state and why.
+#[test]
+fn deliver_wait_until_done_on_a_codex_thread_reports_the_outcome() {
+    let rig = Rig::start(true);
+    let launched = rig.launch(&rig.w.repo, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let deliver = |text: &str| {
+        rig.cmd(
+            &rig.w.repo,
+            &[
+                "deliver",
+                &id,
+                text,
+                "--wait-until",
+                "done",
+                "--timeout",
+                "120",
+                "--json",
+            ],
+        )
+        .output()
+        .unwrap()
+    };
+    let out = deliver("SCENARIO:patch");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {out:?}\n{}", rig.diag()));
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", pretty(&v), rig.diag());
+    assert_eq!(v["reached"], "done", "{}", pretty(&v));
+    assert_eq!(v["outcome"]["state"], "completed", "{}", pretty(&v));
+    assert_eq!(v["outcome"]["id"], v["turn_id"], "{}", pretty(&v));
+    let stages: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["accepted", "started", "done"], "{}", pretty(&v));
+    // The harness did the work: the patch's file is there.
+    assert!(rig.w.repo.join("hello.txt").is_file(), "{}", rig.diag());
+    let out = deliver("SCENARIO:fail");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {out:?}\n{}", rig.diag()));
+    assert_eq!(out.status.code(), Some(4), "{}\n{}", pretty(&v), rig.diag());
+    assert_eq!(v["reached"], "done", "{}", pretty(&v));
+    assert_eq!(v["outcome"]["state"], "failed", "{}", pretty(&v));
+    assert!(v["outcome"]["next"].is_string(), "{}", pretty(&v));
+    let shown = rig.show(&id);
+    crate::common::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The endings of a session's turns, in order.
+fn turn_endings(shown: &Value) -> Vec<String> {
+    kinds(shown)
+        .into_iter()
+        .filter(|k| {
+            k.starts_with("turn.")
+                && ![
+                    "turn.started",
+                    "turn.steered",
+                    "turn.stalled",
+                    "turn.resumed",
+                ]
+                .contains(&k.as_str())
+        })
+        .collect()
+}
+
+/// A thread on spex's server whose model request hangs: the supervisor judges its budget,
+/// ends the turn `timed_out` and interrupts it (`turn/interrupt`); the server's own word that
+/// the turn was interrupted adds no second ending, and the session is idle again.
+#[test]
+fn a_codex_turn_past_its_budget_is_timed_out_and_interrupted_by_the_supervisor() {
+    let rig = Rig::start(true);
+    write(
+        &rig.w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"codex\"], \"turnTimeout\": \"4s\", \"onTimeout\": \"interrupt\" }\n",
+    );
+    let launched = rig.launch(&rig.w.repo, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let out = rig
+        .cmd(
+            &rig.w.repo,
+            &[
+                "deliver",
+                &id,
+                "SCENARIO:hang HANG=50",
+                "--wait-until",
+                "done",
+                "--timeout",
+                "60",
+            ],
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(4), "{text}\n{}", rig.diag());
+    assert!(text.contains("turn timed_out"), "{text}\n{}", rig.diag());
+    let shown = rig.until(&id, "the turn was never stopped", SETTLE, |s| {
+        s["session"]["status"] == "idle"
+            && s["session"]["turn"]["timeout"]["interrupt_sent_at"].is_string()
+    });
+    let turn = &shown["session"]["turn"];
+    assert_eq!(turn["state"], "timed_out", "{}", pretty(&shown));
+    assert_eq!(turn["timeout"]["action"], "interrupt", "{}", pretty(&shown));
+    assert_eq!(
+        turn_endings(&shown),
+        ["turn.timed_out"],
+        "{}",
+        pretty(&shown)
+    );
+    // The harness stopped: the server reported the turn interrupted.
+    let stopped = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        rig.server_log().contains("end: Interrupted")
+    });
+    assert!(stopped, "{}", rig.diag());
+    crate::common::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A model request that hangs past the stall budget (no hook, no server notification), then
+/// answers: `turn.stalled`, then `turn.resumed` when the server streams again, then
+/// `turn.completed`; the session stayed `working` through the stall.
+#[test]
+fn a_stalled_codex_turn_is_marked_then_resumes_and_completes() {
+    let rig = Rig::start(true);
+    write(
+        &rig.w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"codex\"], \"stallTimeout\": \"3s\" }\n",
+    );
+    let launched = rig.launch(&rig.w.repo, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    // A wait shorter than the turn: exit 1, saying how far the delivery got.
+    let out = rig
+        .cmd(
+            &rig.w.repo,
+            &[
+                "deliver",
+                &id,
+                "SCENARIO:hang HANG=9",
+                "--wait-until",
+                "done",
+                "--timeout",
+                "2",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}\n{}", rig.diag());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("reached `started`, not `done`"),
+        "{out:?}"
+    );
+    let stalled = rig.until(&id, "the turn was never marked stalled", SETTLE, |s| {
+        kinds(s).contains(&"turn.stalled".to_owned())
+    });
+    assert_eq!(
+        stalled["session"]["status"],
+        "working",
+        "{}",
+        pretty(&stalled)
+    );
+    assert_eq!(
+        stalled["session"]["turn"]["state"],
+        "running",
+        "{}",
+        pretty(&stalled)
+    );
+    assert!(
+        stalled["session"]["turn"]["stalled_at"].is_string(),
+        "{}",
+        pretty(&stalled)
+    );
+    let human = rig.ok(&["show", &id]);
+    assert!(human.contains("running, stalled since"), "{human}");
+    let done = rig.until(
+        &id,
+        "the turn never completed",
+        Duration::from_mins(1),
+        |s| s["session"]["turn"]["state"] == "completed",
+    );
+    let k = kinds(&done);
+    let at = |kind: &str| k.iter().position(|x| x == kind);
+    assert!(
+        at("turn.stalled") < at("turn.resumed") && at("turn.resumed") < at("turn.completed"),
+        "{}",
+        pretty(&done)
+    );
+    assert!(
+        done["session"]["turn"]["stalled_at"].is_null(),
+        "{}",
+        pretty(&done)
+    );
+    assert_eq!(turn_endings(&done), ["turn.completed"], "{}", pretty(&done));
+    crate::common::assert_grammar(&done["session"], &events(&done), &|| rig.diag());
+    rig.json(&rig.w.repo, &["stop", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}"));
 }

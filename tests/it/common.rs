@@ -401,7 +401,10 @@ impl Snapshot {
 /// record holds attention exactly when the last one was a raise; once `session.exited`, nothing
 /// that only a live session does (a start, a turn, a tool call, a question) comes before a
 /// `session.resumed`, and the record is exited (with its `exit_reason`) exactly when the log's
-/// last lifecycle word is `session.exited`.
+/// last lifecycle word is `session.exited`. Every sub-agent started (`subagent.started`) ends
+/// once (`subagent.completed|failed|interrupted|timed_out`), none ends that did not start, its
+/// own tool calls (`agent_id`) end before it does, a turn does not complete while a sub-agent
+/// it started runs, and none runs once the session exited.
 ///
 /// A log whose head rotated out (its first `seq` is above 1) counts contiguity from its first
 /// `seq`; whether a turn was open or attention raised before it is unknown, so until the log
@@ -417,6 +420,12 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
     let mut exited = (!rotated).then_some(false);
     // Tool calls started in the open turn and not yet ended.
     let mut open_calls: Vec<String> = Vec::new();
+    // Sub-agents started and not ended: (agent id, its turn, its open tool calls).
+    let mut children: Vec<(String, Value, Vec<String>)> = Vec::new();
+    let mut ended_children: Vec<String> = Vec::new();
+    let mut turn_id = Value::Null;
+    // The open turn is marked stalled (`turn.stalled`, until `turn.resumed` or its ending).
+    let mut stalled = false;
     for (i, e) in events.iter().enumerate() {
         assert_eq!(
             e["seq"].as_u64(),
@@ -434,8 +443,47 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                 .unwrap_or_default()
                 .to_owned()
         };
+        let agent = e["agent_id"].as_str().unwrap_or_default().to_owned();
+        let child = children
+            .iter_mut()
+            .find(|c| !agent.is_empty() && c.0 == agent);
+        match (kind, child) {
+            ("tool.started", Some(c)) => c.2.push(call()),
+            ("tool.completed" | "tool.interrupted", Some(c)) => c.2.retain(|o| *o != call()),
+            ("subagent.started", Some(_)) => {
+                panic!("{agent} started twice: {e}\n{}", diag())
+            }
+            ("subagent.started", None) => {
+                assert!(
+                    !ended_children.contains(&agent),
+                    "{agent} started again after it ended: {e}\n{}",
+                    diag()
+                );
+                children.push((agent.clone(), e["turn_id"].clone(), Vec::new()));
+            }
+            (k, c) if k.starts_with("subagent.") => {
+                match c {
+                    Some(c) => assert!(
+                        c.2.is_empty(),
+                        "{k} leaves its tool calls {:?} with no ending: {e}\n{}",
+                        c.2,
+                        diag()
+                    ),
+                    None => assert!(
+                        rotated,
+                        "{k} of a sub-agent that is not running: {e}\n{}",
+                        diag()
+                    ),
+                }
+                children.retain(|c| c.0 != agent);
+                ended_children.push(agent.clone());
+            }
+            _ => {}
+        }
         match kind {
-            "tool.started" if open_turn == Some(true) => open_calls.push(call()),
+            "tool.started" if open_turn == Some(true) && agent.is_empty() => {
+                open_calls.push(call());
+            }
             "tool.completed" | "tool.interrupted" => {
                 let c = call();
                 if let Some(i) = open_calls.iter().position(|o| *o == c) {
@@ -452,6 +500,25 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                     diag()
                 );
                 open_turn = Some(true);
+                turn_id = e["turn_id"].clone();
+                stalled = false;
+            }
+            // A stall is no ending: marked once in an open turn, then resumed or ended.
+            "turn.stalled" => {
+                assert!(
+                    open_turn != Some(false) && !stalled,
+                    "turn.stalled outside an open turn, or twice: {e}\n{}",
+                    diag()
+                );
+                stalled = true;
+            }
+            "turn.resumed" => {
+                assert!(
+                    open_turn != Some(false) && (stalled || open_turn.is_none()),
+                    "turn.resumed with no stall before it: {e}\n{}",
+                    diag()
+                );
+                stalled = false;
             }
             "turn.completed"
             | "turn.partial_failed"
@@ -468,12 +535,30 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                     "{kind} leaves tool calls {open_calls:?} with no ending: {e}\n{}",
                     diag()
                 );
+                let mine: Vec<&String> = children
+                    .iter()
+                    .filter(|c| c.1 == turn_id)
+                    .map(|c| &c.0)
+                    .collect();
+                // Only a new prompt ends a turn that waits on its sub-agents (they work on).
+                assert!(
+                    mine.is_empty()
+                        || kind == "turn.completed" && e["source"] == "UserPromptSubmit",
+                    "{kind} while its sub-agents {mine:?} run: {e}\n{}",
+                    diag()
+                );
                 open_turn = Some(false);
+                stalled = false;
             }
             "session.exited" => {
                 assert!(
                     open_turn != Some(true),
                     "session.exited with a turn still open: {e}\n{}",
+                    diag()
+                );
+                assert!(
+                    children.is_empty(),
+                    "session.exited with sub-agents running: {children:?}\n{}",
                     diag()
                 );
                 exited = Some(true);
@@ -486,6 +571,8 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
             "session.started",
             "turn.started",
             "turn.steered",
+            "turn.stalled",
+            "turn.resumed",
             "tool.started",
             "tool.completed",
             "input.required",

@@ -22,4 +22,5 @@ mod runtime;
 mod safety;
 mod steering;
 mod store;
+mod subagents;
 mod support;

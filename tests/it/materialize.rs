@@ -422,6 +422,7 @@ fn materialize_renders_every_artifact() {
         "Notification",
         "Stop",
         "StopFailure",
+        "SubagentStart",
         "SubagentStop",
         "SessionEnd",
     ] {
@@ -433,7 +434,7 @@ fn materialize_renders_every_artifact() {
     }
     let hooks: serde_json::Value =
         serde_json::from_str(&read(&w.repo.join(".codex/hooks.json"))).unwrap();
-    assert_eq!(hooks["hooks"].as_object().unwrap().len(), 10);
+    assert_eq!(hooks["hooks"].as_object().unwrap().len(), 12);
     let config = read(&w.codex_home.join("config.toml"));
     assert!(
         config.contains(&format!(
@@ -444,7 +445,7 @@ fn materialize_renders_every_artifact() {
     );
     assert_eq!(
         config.matches("trusted_hash = \"sha256:").count(),
-        10,
+        12,
         "{config}"
     );
     let exclude = read(&w.repo.join(".git/spex-exclude"));
@@ -690,7 +691,7 @@ fn old_fenced_codex_trust_is_upgraded_keeping_codex_tables_inside_it() {
         Some(false),
         "{upgraded}"
     );
-    assert_eq!(upgraded.matches("trusted_hash").count(), 10, "{upgraded}");
+    assert_eq!(upgraded.matches("trusted_hash").count(), 12, "{upgraded}");
     let check = w.spex(&w.repo, &["materialize", "--check"]);
     assert_eq!(check.status.code(), Some(0), "{upgraded}");
 

@@ -31,6 +31,8 @@ const CODEX_EVENTS: &[&str] = &[
     "SessionEnd",
     "PreModelRequest",
     "PostModelRequest",
+    "SubagentStart",
+    "SubagentStop",
 ];
 
 /// The events a plain print-mode Claude turn with one Write fires, all bound by spex.

@@ -664,19 +664,19 @@ fn codex_server(w: &World) -> AppServer {
 }
 
 /// A world with a fake Responses API, materialized shims and one app-server.
-struct CodexRig {
-    w: World,
-    fake: FakeResponses,
-    cx: AppServer,
+pub(crate) struct CodexRig {
+    pub(crate) w: World,
+    pub(crate) fake: FakeResponses,
+    pub(crate) cx: AppServer,
 }
 
 impl CodexRig {
-    fn start() -> CodexRig {
+    pub(crate) fn start() -> CodexRig {
         CodexRig::start_with_retries(0)
     }
 
     /// A rig whose provider lets Codex reconnect `retries` times after a failed request.
-    fn start_with_retries(retries: i64) -> CodexRig {
+    pub(crate) fn start_with_retries(retries: i64) -> CodexRig {
         let w = World::new();
         // The hang scenario ends on its own well after the test's interrupt.
         let fake = FakeResponses::start_with_hang_limit(Duration::from_secs(40));
@@ -693,7 +693,7 @@ impl CodexRig {
     }
 
     /// The record of `id`, the fake's requests and the app-server log.
-    fn diag(&self, id: &str) -> String {
+    pub(crate) fn diag(&self, id: &str) -> String {
         format!(
             "{}\n--- fake requests:\n{}\n{}",
             dump(&self.w, id),
@@ -703,7 +703,7 @@ impl CodexRig {
     }
 
     /// Runs a turn to its end; asserts Codex reports `status`. Returns the turn id.
-    fn turn(&mut self, thread: &str, text: &str, status: &str) -> String {
+    pub(crate) fn turn(&mut self, thread: &str, text: &str, status: &str) -> String {
         let turn = self.cx.start_turn(thread, text);
         let done = self.cx.wait_completed(&turn, TURN_TIMEOUT);
         let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", self.diag(thread)));
@@ -717,7 +717,7 @@ impl CodexRig {
     }
 
     /// The spex id `aliases/codex-<thread>` names; it must be the thread id itself.
-    fn record_id(&self, thread: &str) -> String {
+    pub(crate) fn record_id(&self, thread: &str) -> String {
         let id = self.w.alias("codex", thread);
         let id = id.unwrap_or_else(|| panic!("no alias codex-{thread}\n{}", self.diag(thread)));
         assert_eq!(

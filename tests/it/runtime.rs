@@ -801,6 +801,70 @@ fn killed_session_resumes_and_takes_a_prompt() {
     stop(&w, &fake, &id);
 }
 
+/// A failed turn's attention stays open after the session exits; `resume` cleared it without
+/// an event, so the log held an `attention.opened` that never closed. It closes now, with
+/// `attention.closed` (`how: unanswered`, from `resume`) before `session.resumed`.
+#[test]
+fn resume_closes_a_failed_turns_attention_with_its_event() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = launch_json(&w, &fake, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let child = launched["session"]["child_pid"].as_i64().unwrap();
+    run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_NONE remember me FAIL=400", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while w.record(&id)["attention"]["reason"] != "turn_failed" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let failed = w.record(&id);
+    assert_eq!(
+        failed["attention"]["reason"],
+        "turn_failed",
+        "{}",
+        pretty(&failed)
+    );
+    let attention = failed["attention"]["id"].clone();
+    // Claude resumes only a conversation its transcript holds.
+    let transcript = failed["transcript"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .expect("the hooks named the transcript");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !read_or_empty(&transcript).contains("remember me") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Command::new("kill")
+        .args(["-9", &child.to_string()])
+        .status()
+        .unwrap();
+    let killed = wait_status(&w, &id, "exited", Duration::from_secs(10));
+    assert_eq!(killed["attention"]["id"], attention, "{}", pretty(&killed));
+
+    run_json(&w, &fake, &["resume", &id, "--detach", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert!(w.record(&id)["attention"].is_null());
+    let events = w.events(&id);
+    let at = |kind: &str| events.iter().rposition(|e| e["kind"] == kind);
+    let closed = at("attention.closed").expect("attention.closed");
+    let e = &events[closed];
+    assert_eq!(
+        (&e["attention"], &e["how"], &e["source"]),
+        (
+            &attention,
+            &Value::from("unanswered"),
+            &Value::from("resume")
+        ),
+        "{}",
+        pretty(e)
+    );
+    assert!(closed < at("session.resumed").expect("session.resumed"));
+    stop(&w, &fake, &id);
+}
+
 #[test]
 fn a_64k_multiline_unicode_prompt_arrives_exactly() {
     let (w, fake) = claude_world(SeedOptions::default());

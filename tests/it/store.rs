@@ -217,8 +217,9 @@ fn a_real_claude_turn_whose_answer_holds_a_lone_surrogate_completes() {
 }
 
 /// Issue 19 item 13: members of `session.json` this spex does not know (written by a newer
-/// one), at the top and inside `turn` and `flags`, were dropped when the record was rewritten.
-/// They survive hooks and readers, and `sessions --json` / `show --json` print them.
+/// one), at the top and inside `turn`, `flags`, `process` and `exit_status`, were dropped when
+/// the record was rewritten. They survive hooks and readers, and `sessions --json` /
+/// `show --json` print them.
 #[test]
 fn a_record_from_a_newer_spex_keeps_what_this_one_does_not_know() {
     let w = World::new();
@@ -228,6 +229,12 @@ fn a_record_from_a_newer_spex_keeps_what_this_one_does_not_know() {
     r["from_a_newer_spex"] = json!({"kept": [1, "two"]});
     r["turn"]["newer_turn_member"] = json!("kept");
     r["flags"]["newer_flag"] = json!(true);
+    // This test's own process (alive, with its start time), so liveness leaves the record be.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let start: u64 = after_name.split(' ').nth(19).unwrap().parse().unwrap();
+    r["process"] = json!({"pid": std::process::id(), "start": start, "newer_process_member": 1});
+    r["exit_status"] = json!({"code": null, "signal": null, "newer_exit_member": [2]});
     write(&path, serde_json::to_string_pretty(&r).unwrap());
     for (event, stem) in [("PostToolUse", "PostToolUse.Write"), ("Stop", "Stop")] {
         let payload = fixture(&w, "claude", stem);
@@ -252,9 +259,17 @@ fn a_record_from_a_newer_spex_keeps_what_this_one_does_not_know() {
             (
                 &v["from_a_newer_spex"],
                 &v["turn"]["newer_turn_member"],
-                &v["flags"]["newer_flag"]
+                &v["flags"]["newer_flag"],
+                &v["process"]["newer_process_member"],
+                &v["exit_status"]["newer_exit_member"],
             ),
-            (&json!({"kept": [1, "two"]}), &json!("kept"), &json!(true)),
+            (
+                &json!({"kept": [1, "two"]}),
+                &json!("kept"),
+                &json!(true),
+                &json!(1),
+                &json!([2])
+            ),
             "{what}: {}",
             pretty(&v)
         );

@@ -6,10 +6,14 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use super::transcript;
 use crate::adapters::{choice, question_ask};
+use crate::env::Env;
 use crate::seam::answer::{Answering, KeyStep, Response};
+use crate::seam::event::Reply;
+use crate::store::answers::Posted;
 use crate::store::session::{Attention, Session, Via};
 
 pub struct ClaudeAnswering;
@@ -115,12 +119,92 @@ fn digit(n: u32, expect: &[String]) -> KeyStep {
     }
 }
 
+/// The hook that waits for an answer: it runs while the dialog is drawn and does not hold it,
+/// and whoever decides first wins, a key at the terminal or the hook's decision (§0.1).
+const WAITING_HOOK: &str = "PermissionRequest";
+
+/// The decision a `PermissionRequest` hook prints for `answer` (§4.2): allow (for the session:
+/// with the payload's own `permission_suggestions`, what the dialog's option 2 applies),
+/// deny with a message (the turn goes on and the model gets it) or without one (the turn
+/// stops, as the dialog's `No`), a question's answers as `updatedInput` (the tool's input,
+/// `questions` included, plus `answers`: question text to label, labels joined `, `).
+fn decision(payload: &Value, answer: &Posted) -> Option<Value> {
+    let input = payload.get("tool_input").cloned().unwrap_or(Value::Null);
+    let tool = payload.get("tool_name").and_then(Value::as_str);
+    if tool == Some("AskUserQuestion") && !answer.answers.is_empty() {
+        let questions = input.get("questions")?.as_array()?;
+        if questions.len() != answer.answers.len() {
+            return None;
+        }
+        let answers: serde_json::Map<String, Value> = questions
+            .iter()
+            .zip(&answer.answers)
+            .map(|(q, a)| Some((q.get("question")?.as_str()?.to_owned(), a.clone().into())))
+            .collect::<Option<_>>()?;
+        let mut updated = input.as_object()?.clone();
+        updated.insert("answers".into(), answers.into());
+        return Some(json!({ "behavior": "allow", "updatedInput": updated }));
+    }
+    Some(match (answer.choice.as_str(), &answer.message) {
+        ("allow", _) => json!({ "behavior": "allow" }),
+        ("allow-session", _) => {
+            let suggestions = payload.get("permission_suggestions")?.as_array()?;
+            json!({ "behavior": "allow", "updatedPermissions": suggestions })
+        }
+        ("deny", Some(m)) => json!({ "behavior": "deny", "message": m }),
+        ("deny", None) => {
+            json!({ "behavior": "deny", "message": "denied with `spex deny`", "interrupt": true })
+        }
+        _ => return None,
+    })
+}
+
+/// Whether the hook for `event` may wait for an answer.
+pub(super) fn waits(event: &str) -> bool {
+    event == WAITING_HOOK
+}
+
 impl Answering for ClaudeAnswering {
+    fn hook_waits(&self, event: &str, _env: &Env) -> bool {
+        waits(event)
+    }
+
+    fn hook_reply(&self, event: &str, payload: &Value, answer: &Posted) -> Option<Reply> {
+        let decision = decision(payload, answer)?;
+        let out = json!({ "hookSpecificOutput": { "hookEventName": event, "decision": decision } });
+        Some(Reply {
+            stdout: out.to_string(),
+            ..Reply::default()
+        })
+    }
+
+    fn confirmed(&self, s: &Session, a: &Attention, answer: &Posted) -> Option<String> {
+        let (error, text) = transcript::result_of(s.transcript.as_deref()?, a.call_id.as_deref()?)?;
+        let tool = a.tool.as_deref().unwrap_or("the tool");
+        Some(match (answer.choice.as_str(), &answer.message) {
+            _ if a.kind.as_deref() == Some("question") && !error => {
+                "Claude got the answers".to_owned()
+            }
+            ("deny", Some(m)) if error && text.contains(m.as_str()) => {
+                "Claude got the denial and its message".to_owned()
+            }
+            ("deny", _) if error => "the call was denied".to_owned(),
+            ("allow" | "allow-session", _) => {
+                if error {
+                    format!("{tool} ran and failed")
+                } else {
+                    format!("{tool} ran")
+                }
+            }
+            _ => return None,
+        })
+    }
+
     fn via(&self, a: &Attention, s: &Session) -> Via {
         if s.launched_by != "spex" {
             return Via {
                 how: "terminal only".into(),
-                why: Some("the session runs in a terminal spex does not host; answering it through its `PermissionRequest` hook is not built yet".into()),
+                why: Some("the session runs in a terminal spex does not host, and no `PermissionRequest` hook waits for this answer (one waits `answering.hookWaitSecs` while its dialog is open)".into()),
             };
         }
         if a.kind.as_deref() == Some("question")
@@ -277,6 +361,7 @@ mod tests {
         Response {
             choice: choice.into(),
             message: message.map(str::to_owned),
+            answers: Vec::new(),
         }
     }
 
@@ -309,6 +394,52 @@ mod tests {
                 .is_err()
         );
         assert!(c.shows_dialog(&a, BASH) && !c.shows_dialog(&a, &other));
+    }
+
+    #[test]
+    fn the_waiting_hook_prints_claudes_decision_for_each_answer() {
+        let posted = |choice: &str, message: Option<&str>, answers: &[&str]| Posted {
+            attention: "a1".into(),
+            choice: choice.into(),
+            message: message.map(str::to_owned),
+            answers: answers.iter().map(|a| (*a).to_owned()).collect(),
+            ..Posted::default()
+        };
+        let bash = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "ls"},
+            "permission_suggestions": [{"type": "addDirectories", "directories": ["/p"], "destination": "session"}]});
+        let d = |p: &Value, a: &Posted| decision(p, a).map(|d| d.to_string());
+        assert_eq!(
+            d(&bash, &posted("allow", None, &[])).as_deref(),
+            Some(r#"{"behavior":"allow"}"#)
+        );
+        assert_eq!(
+            decision(&bash, &posted("allow-session", None, &[])).unwrap()["updatedPermissions"],
+            bash["permission_suggestions"]
+        );
+        // Deny with a message keeps the turn going (the model gets it); without one the turn
+        // stops, as the dialog's `No` (§4.2).
+        assert_eq!(
+            d(&bash, &posted("deny", Some("use make"), &[])).as_deref(),
+            Some(r#"{"behavior":"deny","message":"use make"}"#)
+        );
+        assert_eq!(
+            decision(&bash, &posted("deny", None, &[])).unwrap()["interrupt"],
+            true
+        );
+        let ask = serde_json::json!({"tool_name": "AskUserQuestion", "tool_input": {"questions": [
+            {"question": "Color?", "options": [{"label": "Red"}]},
+            {"question": "Toppings?", "multiSelect": true, "options": [{"label": "Cheese"}]}]}});
+        let got = decision(&ask, &posted("answer", None, &["Red", "Cheese, Olives"])).unwrap();
+        // `questions` must stay in `updatedInput`, or Claude rejects it (§4.2).
+        assert_eq!(
+            got["updatedInput"]["questions"],
+            ask["tool_input"]["questions"]
+        );
+        assert_eq!(
+            got["updatedInput"]["answers"],
+            serde_json::json!({"Color?": "Red", "Toppings?": "Cheese, Olives"})
+        );
+        assert_eq!(decision(&ask, &posted("answer", None, &["Red"])), None);
     }
 
     #[test]

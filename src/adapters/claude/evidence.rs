@@ -101,8 +101,9 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
     let Some(e) = entry else {
         // No registry file: a clean exit deletes it (SessionEnd says so); a recorded process
         // that is gone without one died.
-        let p = s.process?;
+        let p = s.process_id()?;
         return (!evidence::alive(p)).then(|| Evidence {
+            child_failures: Vec::new(),
             attended: None,
             process: None,
             observed: s.observed.clone(),
@@ -121,6 +122,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
     });
     let Some(process) = current else {
         return Some(Evidence {
+            child_failures: Vec::new(),
             attended: None,
             process: None,
             observed: s.observed.clone(),
@@ -142,7 +144,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
         Some("idle") if s.turn_running() && after(turn_started) => {
             if s.status == Status::NeedsAttention || prev == "waiting" {
                 (
-                    Some(Finding::TurnInterrupted),
+                    Some(Finding::TurnInterrupted("denial")),
                     Some(
                         "Claude's registry went waiting -> idle: the request was denied and the turn ended"
                             .to_owned(),
@@ -150,7 +152,7 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
                 )
             } else {
                 (
-                    Some(Finding::TurnInterrupted),
+                    Some(Finding::TurnInterrupted("terminal")),
                     Some(format!(
                         "Claude's registry went {prev} -> idle with no Stop"
                     )),
@@ -169,8 +171,9 @@ fn judge(s: &Session, entry: Option<&Entry>) -> Option<Evidence> {
         _ => (None, None),
     };
     let observed = e.status.clone();
-    let changed = finding.is_some() || s.process != Some(process) || observed != s.observed;
+    let changed = finding.is_some() || s.process_id() != Some(process) || observed != s.observed;
     changed.then_some(Evidence {
+        child_failures: Vec::new(),
         attended: None,
         process: Some(process),
         observed,
@@ -218,6 +221,7 @@ mod tests {
                 partial: None,
                 open_calls: Vec::new(),
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         }
@@ -241,7 +245,7 @@ mod tests {
         let mut s = running(T0);
         s.observed = Some("busy".into());
         let ev = judge(&s, Some(&me("idle", ms(T0).unwrap() + 500))).unwrap();
-        assert_eq!(ev.finding, Some(Finding::TurnInterrupted));
+        assert_eq!(ev.finding, Some(Finding::TurnInterrupted("terminal")));
         assert_eq!(
             ev.why.as_deref(),
             Some("Claude's registry went busy -> idle with no Stop")
@@ -266,7 +270,7 @@ mod tests {
         let stale = judge(&s, Some(&me("busy", ms(T0).unwrap() + 10))).unwrap();
         assert_eq!(stale.finding, None);
         let idle = judge(&s, Some(&me("idle", ms(T0).unwrap() + 2000))).unwrap();
-        assert_eq!(idle.finding, Some(Finding::TurnInterrupted));
+        assert_eq!(idle.finding, Some(Finding::TurnInterrupted("denial")));
         assert!(idle.why.unwrap().contains("waiting -> idle"));
     }
 
@@ -278,10 +282,13 @@ mod tests {
         let ev = judge(&s, Some(&e)).unwrap();
         assert_eq!(ev.finding, Some(Finding::Gone("process gone")));
         let mut s = running(T0);
-        s.process = Some(ProcessId {
-            pid: std::process::id(),
-            start: 1,
-        });
+        s.process = Some(
+            ProcessId {
+                pid: std::process::id(),
+                start: 1,
+            }
+            .into(),
+        );
         let ev = judge(&s, None).unwrap();
         assert_eq!(ev.finding, Some(Finding::Gone("process gone")));
     }

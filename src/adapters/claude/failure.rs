@@ -1,4 +1,5 @@
-//! How a Claude turn failed, from `StopFailure` and the session's transcript.
+//! How a Claude turn failed, from `StopFailure`, and the text it wrote first, from the
+//! session's transcript.
 //!
 //! Verified live with 2.1.197 against the fake Messages API (tests/it/outcomes.rs):
 //! `StopFailure` fires instead of `Stop` when a model request fails for good; its `error` is
@@ -7,19 +8,18 @@
 //! `max_output_tokens`, `unknown`; an HTTP 400 gives `unknown`) and its
 //! `last_assistant_message` is the synthetic `API Error: ...` line, NOT the text the model
 //! wrote before the failure. That text is only in the transcript (`transcript_path`), as the
-//! assistant messages since the turn's prompt; the tail is read once, on this rare hook only.
+//! assistant messages since the turn's prompt: the hook records the failure as the payload
+//! says it, and the readers (never the hook path) read the transcript's tail for that text
+//! (`partial_text`). A sub-agent's failure fires `StopFailure` too, with its `agent_id` and the
+//! PARENT's `transcript_path` (seen live, tests/it/subagents.rs).
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::store::session::{ErrorKind, Failure};
 
-/// How much of the transcript's end is read for the turn's text.
-const TAIL_BYTES: u64 = 256 * 1024;
-
-/// The failure a `StopFailure` payload reports.
+/// The failure a `StopFailure` payload reports (its partial text is the readers' to find).
 pub(super) fn stop_failure(p: &Value) -> Failure {
     let kind_word = super::super::str_field(p, "error");
     let kind = match kind_word.as_deref() {
@@ -34,32 +34,33 @@ pub(super) fn stop_failure(p: &Value) -> Failure {
     let error = super::super::str_field(p, "last_assistant_message")
         .or(kind_word)
         .unwrap_or_else(|| "the model request failed".into());
-    let partial = super::super::str_field(p, "transcript_path")
-        .and_then(|t| turn_text(Path::new(&t)))
-        .filter(|t| !t.trim().is_empty());
-    Failure {
-        error,
-        kind,
-        partial,
-    }
+    Failure::new(error, kind)
+}
+
+/// What the transcript says a failed turn wrote.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Written {
+    /// The assistant text since the last real prompt, with the `timestamp` of its first part.
+    /// A request that fails at once can come before Claude writes the turn's prompt into the
+    /// transcript (seen live with 2.1.197): the text found is then the previous turn's, which
+    /// its time tells.
+    pub text: Option<(String, Option<String>)>,
+    /// When Claude's synthetic error message was written, if it is there yet: Claude may write
+    /// the transcript a moment after the hook, so until it has the failure it may lack the
+    /// text before it too.
+    pub error_at: Option<String>,
 }
 
 /// The assistant text written since the last real prompt (a user entry that is not only tool
-/// results), leaving out Claude's synthetic API error messages.
-fn turn_text(transcript: &Path) -> Option<String> {
-    let mut f = std::fs::File::open(transcript).ok()?;
-    let len = f.metadata().ok()?.len();
-    let from = len.saturating_sub(TAIL_BYTES);
-    f.seek(SeekFrom::Start(from)).ok()?;
-    let mut bytes = Vec::new();
-    f.take(TAIL_BYTES).read_to_end(&mut bytes).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    // A cut first line is not JSON and is skipped.
+/// results), leaving out Claude's synthetic API error messages, whose time it notes.
+pub(super) fn partial_text(transcript: &Path) -> Written {
+    let Some(entries) = super::transcript::tail(transcript) else {
+        return Written::default();
+    };
     let mut texts: Vec<String> = Vec::new();
-    for line in text.lines().rev() {
-        let Ok(entry) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
+    let mut first_at: Option<String> = None;
+    let mut error_at: Option<String> = None;
+    for entry in entries.iter().rev() {
         let content = &entry["message"]["content"];
         match entry["type"].as_str() {
             Some("user") => {
@@ -74,6 +75,9 @@ fn turn_text(transcript: &Path) -> Option<String> {
                 let synthetic = entry["isApiErrorMessage"] == Value::Bool(true)
                     || entry["message"]["model"] == "<synthetic>";
                 if synthetic {
+                    if error_at.is_none() {
+                        error_at = entry["timestamp"].as_str().map(str::to_owned);
+                    }
                     continue;
                 }
                 let blocks: Vec<&str> = content
@@ -85,13 +89,18 @@ fn turn_text(transcript: &Path) -> Option<String> {
                     .collect();
                 if !blocks.is_empty() {
                     texts.push(blocks.join("\n"));
+                    first_at = entry["timestamp"].as_str().map(str::to_owned);
                 }
             }
             _ => {}
         }
     }
     texts.reverse();
-    Some(texts.join("\n"))
+    let text = texts.join("\n");
+    Written {
+        text: (!text.trim().is_empty()).then_some((text, first_at)),
+        error_at,
+    }
 }
 
 #[cfg(test)]
@@ -106,9 +115,9 @@ mod tests {
             r#"{"type":"user","message":{"role":"user","content":"earlier prompt"}}"#,
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":"old answer"}]}}"#,
             r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"now"}]}}"#,
-            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Working on it."},{"type":"tool_use","id":"x"}]}}"#,
+            r#"{"type":"assistant","timestamp":"2026-11-26T06:36:12.200Z","message":{"content":[{"type":"text","text":"Working on it."},{"type":"tool_use","id":"x"}]}}"#,
             r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"x"}]}}"#,
-            r#"{"type":"assistant","isApiErrorMessage":true,"message":{"model":"<synthetic>","content":[{"type":"text","text":"API Error: 400 x"}]}}"#,
+            r#"{"type":"assistant","timestamp":"2026-11-26T06:36:12.300Z","isApiErrorMessage":true,"message":{"model":"<synthetic>","content":[{"type":"text","text":"API Error: 400 x"}]}}"#,
         ];
         std::fs::write(&t, lines.join("\n")).unwrap();
         let p = serde_json::json!({"error": "unknown", "last_assistant_message": "API Error: 400 x",
@@ -116,7 +125,17 @@ mod tests {
         let f = stop_failure(&p);
         assert_eq!(f.error, "API Error: 400 x");
         assert_eq!(f.kind, ErrorKind::ModelError);
-        assert_eq!(f.partial.as_deref(), Some("Working on it."));
+        assert_eq!(f.partial, None, "the hook path reads no transcript");
+        assert_eq!(
+            partial_text(&t),
+            Written {
+                text: Some((
+                    "Working on it.".into(),
+                    Some("2026-11-26T06:36:12.200Z".into())
+                )),
+                error_at: Some("2026-11-26T06:36:12.300Z".into()),
+            }
+        );
         let limit = stop_failure(&serde_json::json!({"error": "rate_limit"}));
         assert_eq!((limit.kind, limit.partial), (ErrorKind::RateLimit, None));
     }

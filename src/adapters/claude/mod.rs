@@ -6,6 +6,8 @@ mod answer;
 mod evidence;
 mod failure;
 mod slash;
+mod transcript;
+mod usage;
 
 use std::path::{Path, PathBuf};
 
@@ -32,11 +34,15 @@ const EVENTS: &[&str] = &[
     "Notification",
     "Stop",
     "StopFailure",
+    "SubagentStart",
     "SubagentStop",
     "SessionEnd",
 ];
 
 const HOOK_TIMEOUT_SECS: u64 = 30;
+
+/// How long after a hook Claude's transcript may still lack what the hook reported.
+const TRANSCRIPT_LAG: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where Claude Code keeps its user-level state instead of `~` and `~/.claude`.
 const CONFIG_DIR_VAR: &str = "CLAUDE_CONFIG_DIR";
@@ -277,9 +283,16 @@ impl Harness for Claude {
             EVENTS
                 .iter()
                 .map(|e| {
+                    // The waiting hook's timeout outlasts its wait, so it is never killed while
+                    // it waits (facts/answering-claude.md §4.5).
+                    let timeout = if answer::waits(e) {
+                        HOOK_TIMEOUT_SECS + ctx.answer_wait_secs
+                    } else {
+                        HOOK_TIMEOUT_SECS
+                    };
                     (
                         (*e).to_owned(),
-                        super::hook_group(&ctx.hook_command(self.id(), e), HOOK_TIMEOUT_SECS),
+                        super::hook_group(&ctx.hook_command(self.id(), e), timeout),
                     )
                 })
                 .collect()
@@ -386,6 +399,61 @@ impl Harness for Claude {
 
     fn evidence_dirs(&self, env: &Env, session: &crate::store::session::Session) -> Vec<PathBuf> {
         vec![evidence::registry_dir(env, session)]
+    }
+
+    fn read_log(
+        &self,
+        s: &crate::store::session::Session,
+    ) -> Option<crate::seam::evidence::LogReading> {
+        use crate::store::session::{Status as S, TurnState};
+        let transcript = s.transcript.as_deref()?;
+        let cursor = s.usage_cursor.clone().unwrap_or_default();
+        // A turn StopFailure ended `failed`: the text it wrote first is only in the transcript.
+        let failed_unread = s
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.state == TurnState::Failed && !t.log_read);
+        if cursor.done && !failed_unread {
+            return None;
+        }
+        let mut r = crate::seam::evidence::LogReading::default();
+        if !cursor.done
+            && let Some((usage, next)) = usage::read(transcript, &cursor, s.status == S::Exited)
+        {
+            r.usage = usage;
+            r.cursor = Some(next);
+        }
+        if let Some(turn) = s.turn.as_ref().filter(|_| failed_unread) {
+            let written = failure::partial_text(transcript);
+            let at = crate::store::parse_time;
+            let started = at(&turn.started_at);
+            // Written since the turn began (not an earlier turn's answer).
+            let since_start = |t: Option<&str>| match (t.and_then(at), started) {
+                (Some(t), Some(start)) => t >= start,
+                (None, _) | (_, None) => true,
+            };
+            let text = written
+                .text
+                .filter(|(_, first)| since_start(first.as_deref()))
+                .map(|(text, _)| text);
+            let caught_up = written
+                .error_at
+                .as_deref()
+                .is_some_and(|t| since_start(Some(t)));
+            // Until the transcript has the failure, it may lack the text before it too: read
+            // again next time, for a while.
+            let long_ago = turn
+                .ended_at
+                .as_deref()
+                .and_then(at)
+                .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+                .is_some_and(|d| d > TRANSCRIPT_LAG);
+            if text.is_some() || caught_up || long_ago {
+                r.partial_read = true;
+                r.partial = text;
+            }
+        }
+        (r != crate::seam::evidence::LogReading::default()).then_some(r)
     }
 }
 
@@ -512,6 +580,16 @@ impl Claude {
             .into_iter()
             .collect();
         let mut ev = super::decode_shared(event, p, &WIRE, edits);
+        if event == "PostToolUse" && matches!(ev.tool.as_deref(), Some("Agent" | "Task")) {
+            // The call that ran a sub-agent names it and reports what it used (seen live).
+            let r = p.get("tool_response").unwrap_or(&Value::Null);
+            ev.spawned = s(r, "agentId");
+            ev.usage = r
+                .get("usage")
+                .filter(|u| u.is_object())
+                .map(|u| usage::from_api(u, s(r, "resolvedModel")))
+                .map(|u| crate::store::session::Usage { requests: 0, ..u });
+        }
         if ev.kind.is_some() {
             return ev;
         }
@@ -534,6 +612,13 @@ impl Claude {
                     format!("{tool}: {what}")
                 }));
                 ev.ask = Some(answer::ask(&tool, &input, p));
+                // The payload names no call: the transcript does (read on this hook only).
+                if ev.call_id.is_none() {
+                    ev.call_id = ev
+                        .transcript
+                        .as_deref()
+                        .and_then(|t| transcript::pending_call(Path::new(t), &tool, &input));
+                }
                 Kind::PermissionRequest
             }
             "Notification" => match s(p, "notification_type").as_deref() {

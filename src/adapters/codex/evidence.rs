@@ -14,7 +14,9 @@
 //! The turn: `PostModelRequest` fires once per reconnect attempt with
 //! `status: failed` and the error; a retry fires `PreModelRequest` first; after the last failed
 //! attempt Codex fires nothing more (no Stop; facts/codex.md §8). So a failed attempt that no
-//! new attempt followed within [`RETRY_BOUND`] ended the turn: failed, with that error.
+//! new attempt followed within [`RETRY_BOUND`] ended the turn: failed, with that error. The
+//! same holds for a sub-agent (its payloads carry `agent_id`): it fires neither `SubagentStop`
+//! nor anything else after its last failed attempt (seen live with 0.169.0), so it failed.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +25,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use crate::seam::evidence::{self, Evidence, Finding};
-use crate::store::session::{ErrorKind, Failure, ProcessId, Session};
+use crate::store::session::{ChildState, ErrorKind, Failure, ProcessId, Session};
 
 /// How a turn the app-server reported `failed` (`turn/completed`, `turn.status: failed`)
 /// failed: `turn.error.message`, and its kind from `turn.error.codexErrorInfo` (a string, or an
@@ -54,22 +56,48 @@ pub(super) fn turn_failure(turn: &Value) -> Failure {
 pub const RETRY_BOUND: Duration = Duration::from_secs(8);
 
 fn judge(s: &Session, now: SystemTime) -> Option<Evidence> {
-    let t = s.turn.as_ref().filter(|_| s.turn_running())?;
-    let failed_at = crate::store::parse_time(t.attempt_failed_at.as_deref()?)?;
-    let quiet = now.duration_since(failed_at).ok()?;
-    (quiet >= RETRY_BOUND).then(|| Evidence {
-        attended: None,
-        process: None,
+    let quiet_since = |at: Option<&str>| {
+        let failed_at = crate::store::parse_time(at?)?;
+        Some(now.duration_since(failed_at).ok()? >= RETRY_BOUND)
+    };
+    // A sub-agent's failed request is followed by nothing either (seen live: no SubagentStop).
+    let child_failures: Vec<(String, Failure)> = s
+        .children
+        .iter()
+        .filter(|c| c.state == ChildState::Running)
+        .filter(|c| quiet_since(c.attempt_failed_at.as_deref()) == Some(true))
+        .map(|c| {
+            let error = c
+                .error
+                .clone()
+                .unwrap_or_else(|| "model request failed".into());
+            (c.id.clone(), Failure::new(error, ErrorKind::ModelError))
+        })
+        .collect();
+    let turn_failed = s
+        .turn
+        .as_ref()
+        .filter(|_| s.turn_running())
+        .filter(|t| quiet_since(t.attempt_failed_at.as_deref()) == Some(true));
+    if turn_failed.is_none() && child_failures.is_empty() {
+        return None;
+    }
+    let why = format!(
+        "the model request failed and Codex started no new attempt within {} s",
+        RETRY_BOUND.as_secs()
+    );
+    Some(Evidence {
         observed: s.observed.clone(),
-        finding: Some(Finding::TurnFailed(Failure::new(
-            t.note.clone().unwrap_or_default(),
-            ErrorKind::ModelError,
-        ))),
+        finding: turn_failed.map(|t| {
+            Finding::TurnFailed(Failure::new(
+                t.note.clone().unwrap_or_default(),
+                ErrorKind::ModelError,
+            ))
+        }),
         source: "hook PostModelRequest".into(),
-        why: Some(format!(
-            "the model request failed and Codex started no new attempt within {} s",
-            RETRY_BOUND.as_secs()
-        )),
+        why: Some(why),
+        child_failures,
+        ..Evidence::default()
     })
 }
 
@@ -156,7 +184,7 @@ fn liveness(
     found: &HashMap<PathBuf, ProcessId>,
     tuis: &mut Option<Vec<PathBuf>>,
 ) -> Option<Evidence> {
-    let (holder, record) = match s.process {
+    let (holder, record) = match s.process_id() {
         Some(p) if !evidence::alive(p) => {
             let whose = if launched_by_spex(s) {
                 "the project's server, which spex started for this thread,"
@@ -164,6 +192,7 @@ fn liveness(
                 "the Codex process that held this thread"
             };
             return Some(Evidence {
+                child_failures: Vec::new(),
                 attended: None,
                 process: None,
                 observed: s.observed.clone(),
@@ -188,6 +217,7 @@ fn liveness(
             .any(|d| d.starts_with(&s.tree))
     });
     (record || attended != s.attended).then(|| Evidence {
+        child_failures: Vec::new(),
         attended,
         process: Some(holder),
         observed: s.observed.clone(),
@@ -228,6 +258,7 @@ pub fn observe(sessions: &[&Session]) -> Vec<(usize, Evidence)> {
                     l.finding = j.finding;
                     l.source = j.source;
                     l.why = j.why;
+                    l.child_failures = j.child_failures;
                     Some((i, l))
                 }
                 (l, j) => Some((i, l.or(j)?)),
@@ -276,6 +307,7 @@ mod tests {
                 partial: None,
                 open_calls: Vec::new(),
                 other: serde_json::Map::new(),
+                ..Default::default()
             }),
             ..Session::default()
         };

@@ -23,6 +23,7 @@ use crate::seam::edit::{MaterializeError, block, shell_quote};
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
 use crate::seam::{Check, DoctorCtx, Harness, ShimCtx, SlashEntry, Status};
 use crate::spec::{SpecNode, Surface};
+use crate::store::session::Usage;
 use rpc::TrustStatus;
 
 pub struct Codex;
@@ -39,6 +40,8 @@ const EVENTS: &[&str] = &[
     "SessionEnd",
     "PreModelRequest",
     "PostModelRequest",
+    "SubagentStart",
+    "SubagentStop",
 ];
 
 /// Built-in `/` commands of 0.169.0, read from the TUI popup (facts/codex.md §6).
@@ -732,6 +735,20 @@ impl Codex {
                     ev.error = Some(s(p, "error").unwrap_or_else(|| "model request failed".into()));
                     Kind::ModelRequestFailed
                 } else {
+                    ev.usage = p.get("token_usage").filter(|u| u.is_object()).map(|u| {
+                        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+                        // `input_tokens` counts the cached ones too (seen live: 13 in, 4 cached).
+                        Usage {
+                            cache_write_tokens: n("cache_write_input_tokens"),
+                            cached_input_tokens: n("cached_input_tokens"),
+                            input_tokens: n("input_tokens"),
+                            model: s(p, "model"),
+                            output_tokens: n("output_tokens"),
+                            reasoning_tokens: n("reasoning_output_tokens"),
+                            requests: 1,
+                            other: serde_json::Map::new(),
+                        }
+                    });
                     Kind::ModelRequestCompleted
                 }
             }

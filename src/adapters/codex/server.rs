@@ -263,6 +263,11 @@ impl SessionServer for CodexServer {
                         sink(ServerEvent::ThreadClosed { thread: t });
                     }
                 }
+                "turn/started" => {
+                    if let Some(thread) = thread {
+                        sink(ServerEvent::TurnStarted { thread });
+                    }
+                }
                 "turn/completed" => {
                     let turn = &n.params["turn"];
                     let end = match turn["status"].as_str() {
@@ -280,6 +285,9 @@ impl SessionServer for CodexServer {
                     }
                 }
                 "item/completed" => {
+                    if let Some(t) = &thread {
+                        sink(ServerEvent::Activity { thread: t.clone() });
+                    }
                     let item = &n.params["item"];
                     let code = item["exitCode"].as_i64();
                     if item["type"] == "commandExecution"
@@ -292,6 +300,13 @@ impl SessionServer for CodexServer {
                             call_id: call_id.to_owned(),
                             exit_code: code,
                         });
+                    }
+                }
+                // Every other word about a thread's items (deltas, starts, output) is
+                // progress.
+                m if m.starts_with("item/") => {
+                    if let Some(thread) = thread {
+                        sink(ServerEvent::Activity { thread });
                     }
                 }
                 _ => {}

@@ -15,14 +15,19 @@
 //! |---|---|---|
 //! | `USE_NONE` | none | text `PLAIN_ANSWER_OK` |
 //! | `USE_BASH` | Bash `echo hi-from-bash > bash_out.txt && cat bash_out.txt` | final |
+//! | `USE_BASHCMD <<cmd>>` | Bash `cmd` | final |
 //! | `USE_SLOWBASH` | Bash `sleep 20; echo slow > slow_out.txt` | final |
 //! | `USE_BASHFAIL` | Bash `echo failing >&2; exit 3` | final |
 //! | `USE_ENV` | Bash `env \| sort > tool_env.txt` | final |
 //! | `USE_EDIT` | Read `<dir>/<file>`, then Edit `hello` -> `goodbye` | final |
 //! | `USE_NOTEBOOK` | Read `<dir>/nb.ipynb`, then `NotebookEdit` cell `c0` | final |
 //! | `USE_READ` | Read `<dir>/<file>` | final |
+//! | `USE_AGENTS2` | two parallel Agent calls: [`CHILD_OK_PROMPT`] (answers) and [`CHILD_FAIL_PROMPT`] (its request fails) | final |
 //! | `USE_AGENT` | Agent (`general-purpose`, prompt `USE_BASH`: the subagent runs one Bash call) | final |
 //! | `USE_ASK` | `AskUserQuestion` (Red / Blue) | final |
+//! | `USE_ASKMULTI` | `AskUserQuestion`, one multi-select question (Cheese / Olives / Basil) | final |
+//! | `USE_ASK2` | `AskUserQuestion`, two questions (Red / Blue, then the multi-select) | final |
+//! | `USE_PLAN` | Write the plan file plan mode names, then `ExitPlanMode` | final |
 //! | `USE_MULTI` | two parallel Writes `<dir>/m1.txt`, `<dir>/m2.txt` | final |
 //! | `USE_SURROGATE` | none | text [`SURROGATE_ANSWER`] with a lone surrogate escape (`\ud800`) on the wire |
 //! | (default) | Write `<dir>/<file>` = `hello from fake model\n` | final |
@@ -34,6 +39,7 @@
 //! (Anthropic error JSON); `FAIL_AFTER=<code>` answers the first request of the script (its
 //! text [`PARTIAL_TEXT`] and a tool call) and fails the next one with that error, so the turn
 //! fails after the model wrote text; `DELAY=<secs>` delays the first answer to a prompt.
+//! Every answer reports [`USAGE`] as its token counts.
 //! Side requests (no `Write`/`Bash` tool: title generation, topic detection) get a short text;
 //! the title request gets `{"title":"Fake title from model"}`.
 //!
@@ -62,6 +68,28 @@ pub const SURROGATE_ANSWER: &str = "Half a pair: <lone-surrogate> SURROGATE_OK";
 pub const LONE_SURROGATE: &str = "<lone-surrogate>";
 /// Content of the file written by the default script.
 pub const WRITE_CONTENT: &str = "hello from fake model\n";
+/// The token counts of every answer (the final `message_delta` repeats `output`; the
+/// `message_start` says 1 output token, as the real API does while streaming).
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// What every answer reports it used: distinct numbers, so a test sees which one a reader took.
+pub const USAGE: Usage = Usage {
+    input: 11,
+    output: 7,
+    cache_read: 5,
+    cache_write: 3,
+};
+
+/// The prompt of the sub-agent `USE_AGENTS2` starts that completes.
+pub const CHILD_OK_PROMPT: &str = "Reply in text only. USE_NONE";
+/// The prompt of the sub-agent `USE_AGENTS2` starts whose model request fails (HTTP 400).
+pub const CHILD_FAIL_PROMPT: &str = "Reply in text only. USE_NONE FAIL=400";
+
 /// Title returned to the title-generation side request.
 pub const FAKE_TITLE: &str = "Fake title from model";
 
@@ -172,8 +200,8 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog) -> io::Result<()
 
     let model = body["model"].as_str().unwrap_or("claude-fake").to_owned();
     let mid = format!("msg_{}", random_hex(24));
-    let usage = json!({"input_tokens": 10, "output_tokens": 5,
-        "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0});
+    let usage = json!({"input_tokens": USAGE.input, "output_tokens": USAGE.output,
+        "cache_creation_input_tokens": USAGE.cache_write, "cache_read_input_tokens": USAGE.cache_read});
     if body["stream"] != Value::Bool(true) {
         return conn.json(
             200,
@@ -237,7 +265,7 @@ fn write_sse(
     conn.sse_event(
         "message_delta",
         &json!({"type": "message_delta", "delta": {"stop_reason": plan.stop,
-            "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+            "stop_sequence": null}, "usage": {"output_tokens": USAGE.output}}),
     )?;
     conn.sse_event("message_stop", &json!({"type": "message_stop"}))
 }
@@ -319,7 +347,25 @@ fn plan_response(body: &Value) -> Plan {
             label: "plain".into(),
         };
     }
-    let Some(script) = script_for(&user_text, dir, &fp) else {
+    if user_text.contains("USE_AGENTS2") {
+        // Two sub-agents in one message (Claude runs them at once): one answers, one fails.
+        if step > 0 {
+            return final_plan();
+        }
+        let agent = |id: String, prompt: &str| {
+            json!({"type": "tool_use", "id": id, "name": "Agent", "input": {
+                "description": "Sub task", "prompt": prompt, "subagent_type": "general-purpose"}})
+        };
+        return Plan {
+            blocks: vec![
+                agent(tid.clone(), CHILD_OK_PROMPT),
+                agent(format!("{tid}b"), CHILD_FAIL_PROMPT),
+            ],
+            stop: "tool_use",
+            label: "agents2".into(),
+        };
+    }
+    let Some(script) = script_for(body, &user_text, dir, &fp) else {
         // USE_MULTI: two parallel Writes in one message (Claude runs them as one batch).
         if step > 0 {
             return final_plan();
@@ -352,9 +398,42 @@ fn plan_response(body: &Value) -> Plan {
     }
 }
 
+/// `AskUserQuestion`'s single-choice question (`USE_ASK`, `USE_ASK2`).
+fn color() -> Value {
+    json!({"question": "Which color do you prefer?", "header": "Color", "multiSelect": false,
+        "options": [
+            {"label": "Red", "description": "The color red"},
+            {"label": "Blue", "description": "The color blue"}]})
+}
+
+/// `AskUserQuestion`'s multi-select question (`USE_ASKMULTI`, `USE_ASK2`).
+fn toppings() -> Value {
+    json!({"question": "Which toppings do you want?", "header": "Toppings", "multiSelect": true,
+        "options": [
+            {"label": "Cheese", "description": "Melted cheese"},
+            {"label": "Olives", "description": "Black olives"},
+            {"label": "Basil", "description": "Fresh basil"}]})
+}
+
+/// The plan file plan mode's system prompt names (`<config dir>/plans/<slug>.md`).
+fn plan_file(body: &Value) -> Option<String> {
+    let blob = format!("{}{}", body["system"], body["messages"]);
+    let at = blob.find("/plans/")?;
+    let start = blob[..at]
+        .rfind(|c: char| c.is_whitespace() || "\"'`\\".contains(c))
+        .map_or(0, |i| i + 1);
+    let end = at + blob[at..].find(".md")? + 3;
+    Some(blob[start..end].to_owned())
+}
+
 /// The tool calls of a one-call-per-step script, in order; `None` for `USE_MULTI`.
 /// Keyword precedence follows the Python script's `elif` chain.
-fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str, Value)>> {
+fn script_for(
+    body: &Value,
+    user_text: &str,
+    dir: &Path,
+    fp: &str,
+) -> Option<Vec<(&'static str, Value)>> {
     let script = if user_text.contains("USE_BASHFAIL") {
         vec![(
             "Bash",
@@ -364,6 +443,16 @@ fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str
         vec![(
             "Bash",
             json!({"command": "sleep 20; echo slow > slow_out.txt", "description": "Slow command"}),
+        )]
+    } else if user_text.contains("USE_BASHCMD") {
+        // The command between `<<` and `>>`.
+        let cmd = user_text
+            .split_once("<<")
+            .and_then(|(_, rest)| rest.split_once(">>"))
+            .map_or("true", |(c, _)| c);
+        vec![(
+            "Bash",
+            json!({"command": cmd, "description": "Run the requested command"}),
         )]
     } else if user_text.contains("USE_BASH") {
         vec![(
@@ -403,14 +492,27 @@ fn script_for(user_text: &str, dir: &Path, fp: &str) -> Option<Vec<(&'static str
             json!({"description": "Sub task", "prompt": "Run one command. USE_BASH",
                 "subagent_type": "general-purpose"}),
         )]
-    } else if user_text.contains("USE_ASK") {
+    } else if user_text.contains("USE_ASKMULTI") {
+        vec![("AskUserQuestion", json!({"questions": [toppings()]}))]
+    } else if user_text.contains("USE_ASK2") {
         vec![(
             "AskUserQuestion",
-            json!({"questions": [{"question": "Which color do you prefer?", "header": "Color",
-                "multiSelect": false, "options": [
-                    {"label": "Red", "description": "The color red"},
-                    {"label": "Blue", "description": "The color blue"}]}]}),
+            json!({"questions": [color(), toppings()]}),
         )]
+    } else if user_text.contains("USE_ASK") {
+        vec![("AskUserQuestion", json!({"questions": [color()]}))]
+    } else if user_text.contains("USE_PLAN") {
+        // Plan mode names the plan file in its system prompt; Claude fills ExitPlanMode's
+        // input (the plan) from it.
+        let plan =
+            plan_file(body).unwrap_or_else(|| dir.join("PLAN.md").to_string_lossy().into_owned());
+        vec![
+            (
+                "Write",
+                json!({"file_path": plan, "content": "# Plan\n\n1. Create hello.txt\n2. Done\n"}),
+            ),
+            ("ExitPlanMode", json!({})),
+        ]
     } else if user_text.contains("USE_MULTI") {
         return None;
     } else {

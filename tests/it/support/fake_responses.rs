@@ -14,6 +14,7 @@
 //! | `multipatch` | `apply_patch` [`MULTIPATCH_1`] (adds `a.txt`, `sub/b.txt`), then [`MULTIPATCH_2`] (updates `a.txt`, adds `c.txt`), then final |
 //! | `both` | patch, then shell, then final |
 //! | `spawn` | `multi_agent_v1.spawn_agent` (needs a model slug with that namespace, e.g. `gpt-5.4`), then final |
+//! | `spawn2` | two `spawn_agent` calls in one response: [`CHILD_OK_TASK`] (answers) and [`CHILD_FAIL_TASK`] (its requests fail), then final |
 //! | `escalate` | `exec_command` with `sandbox_permissions: require_escalated` (approval), then final |
 //! | `ask` | `request_user_input` with one question (id `color`: options `Red`, `Blue`; Codex runs it in Plan mode only), then final quoting the answer as `LAST_OUTPUT=<output>` |
 //! | `hang` | `response.created`, then `: keepalive` comments every second until the server is dropped or the hang limit passes (`HANG=<secs>` in the prompt, else the server's limit, default 120 s), then a message |
@@ -21,6 +22,7 @@
 //! | `failonce` | HTTP 500 for the first `failonce` request this server sees, then one assistant message |
 //! | (none) | one assistant message |
 //!
+//! Every response reports [`USAGE`] as its token counts.
 //! "final" is an assistant message `ok (<scenario>, <n> tool outputs seen)`.
 //! `POST <base>/responses/compact` -> one user message `fake compacted summary`;
 //! `GET <base>/models` -> empty lists; anything else -> 404. Every request is logged.
@@ -60,6 +62,26 @@ pub const SHELL_CMD: &str = "echo shell-ran > shell_out.txt; env | grep -E '^COD
 
 /// A shell command that fails with exit code 3 (scenario `failcmd`).
 pub const FAILING_CMD: &str = "ls /nonexistent-spex-dir; exit 3";
+/// What every answer reports it used: distinct numbers, so a test sees which one a reader took.
+pub struct Usage {
+    pub input: u64,
+    pub cached: u64,
+    pub output: u64,
+    pub reasoning: u64,
+}
+
+pub const USAGE: Usage = Usage {
+    input: 13,
+    cached: 4,
+    output: 6,
+    reasoning: 2,
+};
+
+/// The task of the sub-agent `spawn` (and the first of `spawn2`) starts: it answers.
+pub const CHILD_OK_TASK: &str = "child task: say hi";
+/// The task of `spawn2`'s second sub-agent: its model requests fail (scenario `fail`).
+pub const CHILD_FAIL_TASK: &str = "child task: SCENARIO:fail";
+
 const DEFAULT_HANG: Duration = Duration::from_mins(2);
 
 /// A running fake; stops on Drop (which also ends any `hang` stream). Its
@@ -207,11 +229,11 @@ fn patch_call(tools: &Map<String, Value>, patch: &str) -> Value {
         "arguments": json!({"input": patch}).to_string()}))
 }
 
-fn spawn_call() -> Value {
+fn spawn_call(message: &str) -> Value {
     let cid = call_id();
     output_item_done(&json!({"type": "function_call", "id": format!("fc_{cid}"),
         "call_id": cid, "namespace": "multi_agent_v1", "name": "spawn_agent",
-        "arguments": json!({"message": "child task: say hi"}).to_string()}))
+        "arguments": json!({"message": message}).to_string()}))
 }
 
 fn escalate_call() -> Value {
@@ -315,7 +337,12 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
         ("patch" | "both", 0) => patch_call(&tools, PATCH),
         ("multipatch", 0) => patch_call(&tools, MULTIPATCH_1),
         ("multipatch", 1) => patch_call(&tools, MULTIPATCH_2),
-        ("spawn", 0) => spawn_call(),
+        ("spawn", 0) => spawn_call(CHILD_OK_TASK),
+        ("spawn2", 0) => {
+            // Two sub-agents in one response: the first answers, the second's requests fail.
+            conn.sse_event("response.output_item.done", &spawn_call(CHILD_OK_TASK))?;
+            spawn_call(CHILD_FAIL_TASK)
+        }
         ("escalate", 0) => escalate_call(),
         ("ask", 0) => ask_call(),
         ("ask", _) => message(&format!("LAST_OUTPUT={}", last_output(&body))),
@@ -325,8 +352,10 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
     conn.sse_event(
         "response.completed",
         &json!({"type": "response.completed", "response": {"id": rid, "usage": {
-            "input_tokens": 10, "input_tokens_details": null, "output_tokens": 5,
-            "output_tokens_details": null, "total_tokens": 15}}}),
+            "input_tokens": USAGE.input, "input_tokens_details": {"cached_tokens": USAGE.cached},
+            "output_tokens": USAGE.output,
+            "output_tokens_details": {"reasoning_tokens": USAGE.reasoning},
+            "total_tokens": USAGE.input + USAGE.output}}}),
     )
 }
 
