@@ -1278,15 +1278,15 @@ fn a_block_keeps_its_exit_code_when_the_harness_closed_stderr() {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn the_spex_binary_starts_without_a_dynamic_loader() {
+    const ET_EXEC: u16 = 2;
+    const PT_INTERP: u32 = 3;
+    const PT_DYNAMIC: u32 = 2;
     let elf = std::fs::read(crate::common::spex_bin()).expect("the spex binary");
     assert_eq!(&elf[..4], b"\x7fELF", "an ELF file");
     assert_eq!(elf[4], 2, "64-bit");
     let u16_at = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]);
     let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap());
     let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap());
-    const ET_EXEC: u16 = 2;
-    const PT_INTERP: u32 = 3;
-    const PT_DYNAMIC: u32 = 2;
     assert_eq!(
         u16_at(16),
         ET_EXEC,
