@@ -893,21 +893,32 @@ fn codex_tui_default_mode_is_answered_by_spex_through_its_background_server() {
     until("no Plan mode", &tui, HOOKED, || {
         tui.text().to_lowercase().contains("plan")
     });
-    for (given, heard) in [
-        ("Blue", r#"[\"Blue\"]"#),
+    for (scenario, given, heard) in [
+        ("ask", &["Blue"][..], &[r#"[\"Blue\"]"#][..]),
         (
-            "green, please",
-            r#"[\"None of the above\",\"user_note: green, please\"]"#,
+            "ask",
+            &["green, please"],
+            &[r#"[\"None of the above\",\"user_note: green, please\"]"#],
+        ),
+        (
+            "ask2",
+            &["1", "huge, please"],
+            &[
+                r#"\"color\":{\"answers\":[\"Red\"]}"#,
+                r#"\"size\":{\"answers\":[\"None of the above\",\"user_note: huge, please\"]}"#,
+            ],
         ),
     ] {
-        tui.prompt("SCENARIO:ask");
+        tui.prompt(&format!("SCENARIO:{scenario}"));
         let (_, q) = waiting(&w, &tui, |q| q["kind"] == "question");
         assert_eq!(q["via"]["how"], "server", "{q}");
         assert_eq!(q["questions"][0]["options"][1], "Blue", "{q}");
-        let done = answered(&w, &["answer", &id, given]);
+        let mut args = vec!["answer", id.as_str()];
+        args.extend(given);
+        let done = answered(&w, &args);
         assert_eq!(done["via"], "server", "{done}");
-        until("the model did not get the answer", &tui, HOOKED, || {
-            model_got(&fake, heard)
+        until("the model did not get the answers", &tui, HOOKED, || {
+            heard.iter().all(|h| model_got(&fake, h))
         });
         show_until(&w, &id, HOOKED, |s| s["status"] == "idle")
             .unwrap_or_else(|s| panic!("never idle: {s}\n{}", tui.text()));
@@ -960,6 +971,10 @@ fn codex_tui_no_daemon_in_away_mode_waits_for_spex_answer() {
     assert!(!tui.text().contains("Yes, proceed"), "{}", tui.text());
     let done = answered(&w, &["approve", &id]);
     assert_eq!(done["via"], "hook", "{done}");
+    assert!(
+        done["confirmed"].as_str().unwrap().ends_with("ran"),
+        "{done}"
+    );
     until("the approved command never ran", &tui, HOOKED, || {
         read_or_empty(&out) == "escalated\n"
     });
@@ -974,6 +989,10 @@ fn codex_tui_no_daemon_in_away_mode_waits_for_spex_answer() {
     });
     let done = answered(&w, &["deny", &id, "--message", "not from here, please"]);
     assert_eq!(done["via"], "hook", "{done}");
+    assert_eq!(
+        done["confirmed"], "Codex sent the model the denial and its message",
+        "{done}"
+    );
     until("the model was not told the message", &tui, HOOKED, || {
         model_got(&fake, "not from here, please")
     });

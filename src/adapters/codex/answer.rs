@@ -51,6 +51,26 @@ impl Answering for CodexAnswering {
         }
     }
 
+    fn confirmed(
+        &self,
+        s: &Session,
+        a: &Attention,
+        answer: &crate::store::answers::Posted,
+    ) -> Option<String> {
+        // The rollout holds what the model was sent for the call: a denied one is
+        // `exec_command failed: CreateProcess { message: "Rejected(\"<message>\")" }`.
+        let output = call_output(s.transcript.as_deref()?, a.call_id.as_deref()?)?;
+        let denied = output.contains("Rejected(");
+        match (answer.choice.as_str(), &answer.message) {
+            ("deny", Some(m)) if denied && output.contains(m.as_str()) => {
+                Some("Codex sent the model the denial and its message".into())
+            }
+            ("deny", _) if denied => Some("the command was denied".into()),
+            ("allow", _) if !denied => Some("the command ran".into()),
+            _ => None,
+        }
+    }
+
     fn hook_reply(
         &self,
         event: &str,
@@ -77,12 +97,6 @@ impl Answering for CodexAnswering {
         // Called by the attention's hook: a thread of the person's TUI in its default mode is
         // held by the per-user background server that runs the hook, which another client
         // may join (§4); a `--no-daemon` TUI runs its server inside itself, with no socket.
-        if a.questions.len() > 1 {
-            return Via {
-                how: "terminal only".into(),
-                why: Some("several questions: spex answers one question".into()),
-            };
-        }
         let asks = matches!(a.kind.as_deref(), Some("permission" | "question"));
         if s.launched_by == "spex" || (asks && super::evidence::under_managed_daemon()) {
             Via {
@@ -111,6 +125,21 @@ pub fn daemon_socket(env: &crate::env::Env, s: &Session) -> Option<std::path::Pa
     let sock = home.join("app-server-control/app-server-control.sock");
     // `exists` follows the link to the socket Codex binds under `/tmp/codex-daemon-<uid>/`.
     sock.exists().then_some(sock)
+}
+
+/// What the model was sent for call `call` (its tool output), from the rollout's end.
+fn call_output(rollout: &std::path::Path, call: &str) -> Option<String> {
+    super::super::jsonl_tail(rollout)?
+        .iter()
+        .rev()
+        .map(|e| &e["payload"])
+        .find(|p| {
+            p["call_id"] == call
+                && p["type"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with("_call_output"))
+        })
+        .and_then(|p| p["output"].as_str().map(str::to_owned))
 }
 
 /// How long the server takes to re-send a pending request after `thread/resume` (~50 ms seen,
@@ -151,51 +180,7 @@ fn matches(req: &Notification, thread: &str, a: &Attention) -> bool {
 /// execpolicy amendment) or a question's answers (§1.5).
 fn result_for(req: &Notification, a: &Attention, r: &Response) -> Result<Value, String> {
     if req.method == "item/tool/requestUserInput" {
-        let mut answers = serde_json::Map::new();
-        let questions = req.params["questions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let Some(q) = questions.first() else {
-            return Err("the request asks no question".into());
-        };
-        let labels: Vec<&str> = q["options"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|o| o["label"].as_str())
-            .collect();
-        let picked = r
-            .choice
-            .parse::<usize>()
-            .ok()
-            .and_then(|n| labels.get(n.wrapping_sub(1)).copied())
-            .or_else(|| {
-                labels
-                    .iter()
-                    .copied()
-                    .find(|l| l.eq_ignore_ascii_case(&r.choice))
-            });
-        let mut given: Vec<String> = match (picked, q["isOther"].as_bool()) {
-            (Some(l), _) => vec![l.to_owned()],
-            (None, Some(true)) => vec![
-                "None of the above".into(),
-                format!("user_note: {}", r.choice),
-            ],
-            (None, _) => {
-                return Err(format!(
-                    "`{}` is none of the options: {}",
-                    r.choice,
-                    labels.join(", ")
-                ));
-            }
-        };
-        if let Some(m) = &r.message {
-            given.push(format!("user_note: {m}"));
-        }
-        let qid = q["id"].as_str().unwrap_or_default().to_owned();
-        answers.insert(qid, json!({ "answers": given }));
-        return Ok(json!({ "answers": answers }));
+        return question_result(&req.params, r);
     }
     if r.message.is_some() {
         return Err(
@@ -216,6 +201,50 @@ fn result_for(req: &Notification, a: &Attention, r: &Response) -> Result<Value, 
         }
     };
     Ok(json!({ "decision": decision }))
+}
+
+/// The answers to a `request_user_input` (§1.5): one per question, in order, each an option's
+/// label as the TUI sends it, or free text as the TUI sends "None of the above" with a note;
+/// a message goes as a note to the first question.
+fn question_result(params: &Value, r: &Response) -> Result<Value, String> {
+    let questions = params["questions"].as_array().cloned().unwrap_or_default();
+    if questions.is_empty() {
+        return Err("the request asks no question".into());
+    }
+    if r.answers.len() != questions.len() {
+        return Err(format!(
+            "the request asks {} question(s), and {} answer(s) were given (a Codex question is not denied: Esc in its TUI interrupts the turn)",
+            questions.len(),
+            r.answers.len()
+        ));
+    }
+    let mut answers = serde_json::Map::new();
+    for (i, (q, given)) in questions.iter().zip(&r.answers).enumerate() {
+        let labels: Vec<&str> = q["options"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["label"].as_str())
+            .collect();
+        let mut out: Vec<String> = match labels.iter().find(|l| l.eq_ignore_ascii_case(given)) {
+            Some(l) => vec![(*l).to_owned()],
+            None if q["isOther"].as_bool() == Some(true) => {
+                vec!["None of the above".into(), format!("user_note: {given}")]
+            }
+            None => {
+                return Err(format!(
+                    "`{given}` is none of the options: {}",
+                    labels.join(", ")
+                ));
+            }
+        };
+        if let Some(m) = r.message.as_ref().filter(|_| i == 0) {
+            out.push(format!("user_note: {m}"));
+        }
+        let qid = q["id"].as_str().unwrap_or_default().to_owned();
+        answers.insert(qid, json!({ "answers": out }));
+    }
+    Ok(json!({ "answers": answers }))
 }
 
 /// Answers attention `a` of `thread` on the server at `ctx.socket`: `thread/resume` makes the
