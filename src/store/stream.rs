@@ -366,13 +366,60 @@ fn sync(store: &ProjectStore, ids: Option<&[String]>) -> Result<State, StreamErr
             }
         }
     }
-    fsutil::append_bounded(&path, out.as_bytes(), STREAM_BYTES).map_err(at(&path))?;
+    append(&path, out.as_bytes())?;
+    fault("appended");
     let meta = std::fs::metadata(&path).map_err(at(&path))?;
     state.ino = ino_of(&meta);
     state.bytes = meta.len();
     state.schema = 1;
     fsutil::replace(&state_file, &super::json_bytes(&state)).map_err(at(&state_file))?;
     Ok(state)
+}
+
+/// Appends `bytes` to the stream, which first becomes `stream.jsonl.1` (replacing the segment
+/// before it) when they would take it past its bound.
+fn append(path: &std::path::Path, bytes: &[u8]) -> Result<(), StreamError> {
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    if len > 0 && len + bytes.len() as u64 > stream_bytes() {
+        std::fs::rename(path, fsutil::previous_segment(path)).map_err(at(path))?;
+        fault("rotated");
+    }
+    if cfg!(debug_assertions) && fault_is("torn") {
+        // Half the batch, as a write cut short by a kill.
+        fsutil::append(path, &bytes[..bytes.len() / 2]).map_err(at(path))?;
+        fault("torn");
+    }
+    fsutil::append(path, bytes).map_err(at(path))
+}
+
+/// The stream's bound: [`STREAM_BYTES`]; test builds take `SPEX_STREAM_BYTES`, so a test can
+/// make it rotate within a few events.
+fn stream_bytes() -> u64 {
+    #[cfg(debug_assertions)]
+    if let Some(b) = std::env::var("SPEX_STREAM_BYTES")
+        .ok()
+        .and_then(|b| b.parse().ok())
+    {
+        return b;
+    }
+    STREAM_BYTES
+}
+
+/// Whether test builds were asked (`SPEX_STREAM_FAULT`) to die at `point`.
+fn fault_is(point: &str) -> bool {
+    cfg!(debug_assertions) && std::env::var_os("SPEX_STREAM_FAULT").is_some_and(|v| v == point)
+}
+
+/// Test builds only: the reader kills itself (SIGKILL, nothing runs after) at the moment of the
+/// copy `SPEX_STREAM_FAULT` names, as a crash exactly there would, so a test reaches each crash
+/// window on purpose rather than by luck.
+fn fault(point: &str) {
+    if fault_is(point) {
+        let _ = rustix::process::kill_process(
+            rustix::process::getpid(),
+            rustix::process::Signal::KILL,
+        );
+    }
 }
 
 /// A reader that died between appending to the stream and saving the state left lines the
