@@ -390,11 +390,10 @@ fn readers_killed_at_any_moment_of_their_copy_never_duplicate_or_lose_an_event()
     ];
     let faults = ["", "torn", "appended", "rotated"];
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let mut seed = SystemTime::now()
+    let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
+        .unwrap();
+    let mut seed = (now.as_secs() << 30 ^ u64::from(now.subsec_nanos())) | 1;
     eprintln!("seed {seed}");
     let mut rand = move |n: u64| {
         seed ^= seed << 13;
@@ -420,6 +419,7 @@ fn readers_killed_at_any_moment_of_their_copy_never_duplicate_or_lose_an_event()
     };
     let mut seen: Vec<Value> = Vec::new();
     let mut cursor = "0".to_owned();
+    let mut killed = std::collections::BTreeMap::new();
     std::thread::scope(|scope| {
         // Hooks keep arriving, each session a turn with tool calls, all through the run.
         // (`World` stays on this thread: the hooks' thread gets what their commands need.)
@@ -442,7 +442,11 @@ fn readers_killed_at_any_moment_of_their_copy_never_duplicate_or_lose_an_event()
             .collect();
         let turns: Vec<Vec<String>> = ids
             .iter()
-            .map(|s| turn.iter().map(|t| payload(&w, t.1, s).to_string()).collect())
+            .map(|s| {
+                turn.iter()
+                    .map(|t| payload(&w, t.1, s).to_string())
+                    .collect()
+            })
             .collect();
         let stop = &stop;
         scope.spawn(move || {
@@ -480,7 +484,11 @@ fn readers_killed_at_any_moment_of_their_copy_never_duplicate_or_lose_an_event()
             let fault = faults[round % faults.len()];
             let mut child = w
                 .cmd(&w.repo, &["events", "--json", "--since", "0"])
-                .env("SPEX_STREAM_BYTES", "8192")
+                // The reader that is to die in its rotation makes one whenever it writes.
+                .env(
+                    "SPEX_STREAM_BYTES",
+                    if fault == "rotated" { "1" } else { "8192" },
+                )
                 .env("SPEX_STREAM_FAULT", fault)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -490,7 +498,10 @@ fn readers_killed_at_any_moment_of_their_copy_never_duplicate_or_lose_an_event()
                 std::thread::sleep(Duration::from_micros(rand(20_000)));
                 let _ = child.kill();
             }
-            let _ = child.wait();
+            let status = child.wait().unwrap();
+            if std::os::unix::process::ExitStatusExt::signal(&status) == Some(9) {
+                *killed.entry(fault).or_insert(0) += 1;
+            }
             // A reader resumed from the last cursor: the positions right after it, once each.
             let got = read(&cursor);
             for v in got {
@@ -503,6 +514,15 @@ fn readers_killed_at_any_moment_of_their_copy_never_duplicate_or_lose_an_event()
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
     });
     seen.extend(read(&cursor));
+    // Every crash window was reached (a fault fires only when the reader has a batch to
+    // write, or a rotation to make).
+    eprintln!("readers killed, by moment: {killed:?}");
+    for fault in faults {
+        assert!(
+            killed.get(fault).is_some_and(|n| *n > 0),
+            "{fault:?}: {killed:?}"
+        );
+    }
     let rotated = w.project_dir().join("stream.jsonl.1");
     assert!(rotated.exists(), "the stream never rotated");
     for s in ids {
