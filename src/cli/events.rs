@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::outcome::Outcome;
 use crate::env::Env;
+use crate::runtime;
 use crate::store::ProjectStore;
 use crate::store::stream::{Cursor, Reader};
 use crate::text::visible;
@@ -42,6 +43,8 @@ pub struct Args {
 
 struct Project {
     reader: Reader,
+    /// Running turns no spex process owns, and when their budgets next need judging.
+    budgets: HashMap<String, std::time::Instant>,
     key: String,
     /// Watched session folders: watch descriptor -> session id.
     wds: HashMap<i32, String>,
@@ -99,6 +102,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             cur.set(&key, a);
         }
         Project {
+            budgets: HashMap::new(),
             reader: Reader::new(store, after, &since_text),
             key,
             wds: HashMap::new(),
@@ -116,7 +120,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         only,
         labels: HashMap::new(),
     };
+    let mut book = runtime::budget::Book::default();
     for p in &mut projects {
+        // Turns past their budget that no spex process judges are judged here, as `show`
+        // judges them, before their events are read.
+        let ids = p.reader.store.session_ids();
+        judge(env, p, &ids, &mut book);
         if args.follow {
             watch(&fd, p);
         }
@@ -137,7 +146,15 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN),
             rustix::event::PollFd::new(&stdout, rustix::event::PollFlags::empty()),
         ];
-        match rustix::event::poll(&mut fds, None) {
+        // The next budget deadline of a turn no spex process owns: nothing else would wake
+        // this reader then.
+        let next = projects
+            .iter()
+            .flat_map(|p| p.budgets.values())
+            .min()
+            .map(|at| at.saturating_duration_since(std::time::Instant::now()));
+        let timeout = next.and_then(|d| rustix::event::Timespec::try_from(d).ok());
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e).context("poll"),
         }
@@ -192,6 +209,18 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             }
         }
         for (i, p) in projects.iter_mut().enumerate() {
+            let now = std::time::Instant::now();
+            let mut due: Vec<String> = p
+                .budgets
+                .iter()
+                .filter(|(_, at)| **at <= now)
+                .map(|(id, _)| id.clone())
+                .collect();
+            match &changed[i] {
+                Some(ids) => due.extend(ids.iter().cloned()),
+                None => due = p.reader.store.session_ids(),
+            }
+            judge(env, p, &due, &mut book);
             if changed[i].as_ref().is_some_and(Vec::is_empty) {
                 continue;
             }
@@ -203,6 +232,25 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                 return Ok(Outcome::Ok);
             }
         }
+    }
+}
+
+/// Judges the budgets of sessions `ids` of project `p` where no spex process does (see
+/// `runtime::judge`), and notes when each running turn among them needs judging next.
+fn judge(env: &Env, p: &mut Project, ids: &[String], book: &mut runtime::budget::Book) {
+    let store = p.reader.store.clone();
+    for id in ids {
+        let Some(s) = store.load(id).ok().flatten() else {
+            p.budgets.remove(id);
+            continue;
+        };
+        let s = runtime::judge::judge(env, &store, s, book);
+        match runtime::judge::deadline(env, &s, book)
+            .filter(|_| !runtime::judge::owned(env, &store, &s))
+        {
+            Some(at) => p.budgets.insert(id.clone(), at),
+            None => p.budgets.remove(id),
+        };
     }
 }
 

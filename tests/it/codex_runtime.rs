@@ -319,6 +319,7 @@ fn launch_steer_interrupt_then_start_on_the_default_provider() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(after["status"], "idle", "{}", pretty(&after));
     assert_eq!(after["turn"]["state"], "interrupted", "{}", pretty(&after));
+    assert_eq!(after["turn"]["by"], "spex interrupt", "{}", pretty(&after));
     let started = rig.deliver(&id, "a new turn");
     assert_eq!(started["mode"], "start", "{}", pretty(&started));
     assert_ne!(started["turn_id"], first_turn.as_str());
@@ -1372,7 +1373,27 @@ fn a_stalled_codex_turn_is_marked_then_resumes_and_completes() {
     );
     let launched = rig.launch(&rig.w.repo, &[]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
-    rig.deliver(&id, "SCENARIO:hang HANG=9");
+    // A wait shorter than the turn: exit 1, saying how far the delivery got.
+    let out = rig
+        .cmd(
+            &rig.w.repo,
+            &[
+                "deliver",
+                &id,
+                "SCENARIO:hang HANG=9",
+                "--wait-until",
+                "done",
+                "--timeout",
+                "2",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}\n{}", rig.diag());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("reached `started`, not `done`"),
+        "{out:?}"
+    );
     let stalled = rig.until(&id, "the turn was never marked stalled", SETTLE, |s| {
         kinds(s).contains(&"turn.stalled".to_owned())
     });

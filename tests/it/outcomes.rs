@@ -578,3 +578,57 @@ fn esc_at_the_terminal_is_an_interrupt_by_the_terminal() {
     drop(t);
     stop(&w, &fake, &id);
 }
+
+/// `spex events --follow` is a reader too: with no other spex process running, it judges a
+/// self-started session's turn at its budget's deadline (woken then, with no file event) and
+/// prints the `turn.timed_out` while the harness still works on the turn.
+#[test]
+fn events_follow_judges_a_turn_past_its_budget_at_the_deadline() {
+    use std::io::BufRead as _;
+    let w = World::new();
+    materialize(&w);
+    crate::common::write(&w.repo.join("spex.jsonc"), "{ \"turnTimeout\": \"3s\" }\n");
+    let fake = FakeAnthropic::start();
+    let mut session = ClaudeSession::start(&w, &fake, Perm::AcceptEdits);
+    let id = session.id.clone();
+    wait_until(&w, &id, SETTLE, |_, _| true)
+        .unwrap_or_else(|d| panic!("no record from SessionStart\n{d}"));
+    let mut follower = w
+        .cmd(&w.repo, &["events", "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn spex events");
+    let stdout = follower.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("\"turn.timed_out\"") {
+                let _ = tx.send(std::time::Instant::now());
+            }
+        }
+    });
+    let began = std::time::Instant::now();
+    let result = session.turn(&w, "USE_NONE DELAY=12 a slow answer");
+    let ended = std::time::Instant::now();
+    let seen = rx.recv_timeout(Duration::from_secs(5));
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let seen = seen.unwrap_or_else(|e| {
+        panic!(
+            "no turn.timed_out line ({e})\n{result}\n{}",
+            session.diag(&w)
+        )
+    });
+    assert!(
+        seen < ended && seen.duration_since(began) < Duration::from_secs(9),
+        "seen after {:?}, the turn ended after {:?}\n{}",
+        seen.duration_since(began),
+        ended.duration_since(began),
+        session.diag(&w)
+    );
+    session.end(&w, true);
+}
