@@ -62,7 +62,7 @@ pub struct Common {
     /// Seconds to wait for the harness to confirm.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
-    /// Print `{attention, choice, message, via, confirmed, elapsed_ms}` as JSON.
+    /// Print `{attention, choice, message, via, confirmed, elapsed_ms, taken_ms}` as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -94,6 +94,11 @@ fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Resul
         let (s, a) = runtime::answer::target(env, &store, &id, c.attention.as_deref(), &host_pids)?;
         let r = runtime::answer::response(&id, &a, choices, c.message.clone())?;
         let timeout = Duration::from_secs(c.timeout);
+        // A hook waiting for the answer takes it first, whatever else could answer (a Codex
+        // TUI in away mode has a server, but not one other clients can join).
+        if runtime::answer::hook_waiting(&a) {
+            return runtime::answer::by_hook(&store, &s, &a, &r, timeout);
+        }
         match super::start::server_of(env, &store, &record, false).map_err(|e| {
             RuntimeError::Answer {
                 id: id.clone(),
@@ -101,9 +106,6 @@ fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Resul
             }
         })? {
             Some(server) => server.answer(&id, &a, &r),
-            None if runtime::answer::hook_waiting(&a) => {
-                runtime::answer::by_hook(&store, &s, &a, &r, timeout)
-            }
             None if host_pids.is_empty() => Err(runtime::answer::terminal_only(&s, &a)),
             None => runtime::answer::by_keys(env, &store, &s, &a, &r, timeout),
         }

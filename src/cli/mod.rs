@@ -4,6 +4,7 @@
 pub mod answer;
 pub mod args;
 pub mod attach;
+pub mod away;
 pub mod cassette;
 pub mod clean;
 pub mod complete;
@@ -66,6 +67,7 @@ pub enum Command {
     Answer(answer::Args),
     Approve(answer::ApproveArgs),
     Deny(answer::DenyArgs),
+    Away(away::Args),
     Attach(attach::Args),
     Snapshot(snapshot::Args),
     Stop(stop::Args),
@@ -116,6 +118,7 @@ fn run_command(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Answer(a) => answer::run(&a, env),
         Command::Approve(a) => answer::approve(&a, env),
         Command::Deny(a) => answer::deny(&a, env),
+        Command::Away(a) => away::run(&a, env),
         Command::Attach(a) => attach::run(&a, env),
         Command::Snapshot(a) => snapshot::run(&a, env),
         Command::Stop(a) => stop::run(&a, env),

@@ -101,6 +101,8 @@ pub struct Config {
     /// `answering.hookWaitSecs`: how long a hook that may wait for an answer from elsewhere
     /// (`spex answer`) waits; 0: never.
     pub answer_wait_secs: u64,
+    /// `answering.away`: away mode while `spex away` was never run (see `store::away`).
+    pub away: bool,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -181,6 +183,7 @@ impl Config {
             detach_key: DETACH_KEY,
             event_log_bytes: EVENT_LOG_BYTES,
             answer_wait_secs: ANSWER_WAIT_SECS,
+            away: false,
             budgets: Budgets::default(),
             sources: Vec::new(),
         }
@@ -459,11 +462,22 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                     return Err(layer.err(
                         v.start(),
                         "`answering` must be an object",
-                        "keys: `hookWaitSecs`",
+                        "keys: `hookWaitSecs`, `away`",
                     ));
                 };
                 for f in &fields.properties {
                     let fk = name_of(&f.name);
+                    if fk == "away" {
+                        let Ast::BooleanLit(b) = &f.value else {
+                            return Err(layer.err(
+                                f.value.start(),
+                                "`answering.away` must be true or false",
+                                "e.g. false (the default): `spex away on|off` sets it for now",
+                            ));
+                        };
+                        cfg.away = b.value;
+                        continue;
+                    }
                     let parsed = match (fk.as_str(), &f.value) {
                         ("hookWaitSecs", Ast::NumberLit(n)) => n.value.parse::<u64>().ok(),
                         ("hookWaitSecs", _) => None,
@@ -471,7 +485,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                             return Err(layer.err(
                                 f.start(),
                                 format!("unknown key `answering.{other}`"),
-                                "keys: `hookWaitSecs`",
+                                "keys: `hookWaitSecs`, `away`",
                             ));
                         }
                     };
@@ -702,6 +716,21 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn away_is_off_unless_set_and_takes_only_a_boolean() {
+        assert!(!parse("{}").unwrap().away);
+        let cfg = parse("{\"answering\": {\"away\": true, \"hookWaitSecs\": 20}}").unwrap();
+        assert!(cfg.away);
+        assert_eq!(cfg.answer_wait_secs, 20);
+        let err = parse("{\"answering\": {\"away\": \"yes\"}}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`answering.away` must be true or false"),
+            "{err}"
+        );
     }
 
     #[test]

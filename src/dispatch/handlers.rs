@@ -568,8 +568,6 @@ mod tests {
     /// The kinds of the events a prompt makes in a session whose turn `t1` began at
     /// 12:14:45.183, reported 9 ms later with `turn_id`.
     fn prompt_in_a_running_turn(turn_id: &str, names_turn: bool) -> Vec<String> {
-        let dir = tempfile::tempdir().unwrap();
-        let store = ProjectStore::new(dir.path(), dir.path());
         let mut s = Session {
             turn: Some(Turn {
                 id: Some("t1".into()),
@@ -587,21 +585,7 @@ mod tests {
             prompt: Some("next".into()),
             ..HookEvent::default()
         };
-        let ctx = Ctx {
-            hook: "UserPromptSubmit",
-            ev: &ev,
-            edits: &[],
-            now: "2026-11-23T12:14:45.192Z",
-            spec_first: Policy::Off,
-            stop_gate: StopGate::Off,
-            governance: &Governance::Inline(Vec::new()),
-            store: &store,
-            denied: false,
-            server_reports_failures: false,
-            answering: None,
-            hook_wait: None,
-        };
-        apply(&ctx, &mut s).0.into_iter().map(|e| e.0).collect()
+        run_at(&mut s, &[ev], "2026-11-23T12:14:45.192Z")
     }
 
     #[test]
@@ -617,8 +601,13 @@ mod tests {
         );
     }
 
-    /// Applies hook events of `kind` in order to `s`; the event kinds they appended.
+    /// Applies hook events in order to `s`; the kinds of the events they appended.
     fn run(s: &mut Session, evs: &[HookEvent]) -> Vec<String> {
+        run_at(s, evs, "2026-11-23T12:14:46.000Z")
+    }
+
+    /// [`run`] at the time `now`.
+    fn run_at(s: &mut Session, evs: &[HookEvent], now: &str) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let store = ProjectStore::new(dir.path(), dir.path());
         let mut out = Vec::new();
@@ -627,7 +616,7 @@ mod tests {
                 hook: "hook",
                 ev,
                 edits: &[],
-                now: "2026-11-23T12:14:46.000Z",
+                now,
                 spec_first: Policy::Off,
                 stop_gate: StopGate::Off,
                 governance: &Governance::Inline(Vec::new()),

@@ -158,8 +158,10 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
     let answering = h.answering();
     // A receipt from before the wait existed set no shim timeout for it: no wait.
     let budget = Duration::from_secs(receipt.answer_wait_secs.unwrap_or(0));
+    let away = || crate::store::away::read(&env.spex_home()).map_or(receipt.away, |a| a.on);
     let hook_wait = answering
-        .filter(|a| a.hook_waits(event, env) && !budget.is_zero() && from_nodes.block.is_none())
+        .filter(|a| a.hook_waits(event, env) || a.away_waits(event, env, &away))
+        .filter(|_| !budget.is_zero() && from_nodes.block.is_none())
         .filter(|_| wait::run_by(h.binary_name()))
         .and_then(|_| wait::me());
     let mut waits_on = None;

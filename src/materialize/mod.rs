@@ -217,6 +217,7 @@ impl Inputs<'_> {
             },
             event_log_bytes: Some(cfg.event_log_bytes),
             answer_wait_secs: Some(cfg.answer_wait_secs),
+            away: cfg.away,
         });
         // Spellings matter while some checkout selects a harness; after that they are forgotten
         // with the rest of the project's selection.

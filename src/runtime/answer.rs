@@ -27,6 +27,10 @@ pub struct Answered {
     /// What the harness's evidence showed.
     pub confirmed: String,
     pub elapsed_ms: u64,
+    /// When the harness said it took the answer (a server's resolved request), before what
+    /// followed from it (the command's run) confirmed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taken_ms: Option<u64>,
 }
 
 fn refuse(id: &str, message: impl Into<String>) -> RuntimeError {
@@ -367,6 +371,7 @@ pub fn by_keys(
         via: "keys".into(),
         confirmed: what.into(),
         elapsed_ms: elapsed_ms(started),
+        taken_ms: None,
     })
 }
 
@@ -412,6 +417,15 @@ pub fn by_hook(
     let label = s.label();
     let att = a.id.clone().unwrap_or_default();
     let answering = adapters::lookup(&s.harness).and_then(crate::seam::Harness::answering);
+    if let Some(Err(why)) = answering.map(|h| h.hook_takes(a, r)) {
+        return Err(refuse(
+            id,
+            format!(
+                "attention `{att}` of session `{label}` cannot be answered `{}` through the hook that waits for it: {why}; nothing was sent\nhint: `spex show {label}` lists its choices",
+                r.choice
+            ),
+        ));
+    }
     let posted = Posted {
         answers: r.answers.clone(),
         attention: att.clone(),
@@ -498,5 +512,6 @@ pub fn by_hook(
         via: "hook".into(),
         confirmed: what,
         elapsed_ms: elapsed_ms(started),
+        taken_ms: None,
     })
 }

@@ -259,6 +259,7 @@ impl<'a> Server<'a> {
         for var in super::identity_vars() {
             cmd.env_remove(var);
         }
+        cmd.env(crate::seam::server::SERVER_MARK, "1");
         let mut child = cmd.spawn().map_err(io(spex_bin))?;
         let deadline = Instant::now() + START_TIMEOUT + Duration::from_secs(5);
         loop {
@@ -859,6 +860,9 @@ impl<'a> Server<'a> {
             via: "server".into(),
             confirmed: confirmed.what,
             elapsed_ms: super::elapsed_ms(started),
+            taken_ms: confirmed.taken.map(|t| {
+                u64::try_from(t.saturating_duration_since(started).as_millis()).unwrap_or(u64::MAX)
+            }),
         })
     }
 

@@ -38,6 +38,9 @@ pub struct KeyStep {
 pub struct Confirmed {
     /// In a person's words: `the command ran`, `the request was declined`, `the dialog is gone`.
     pub what: String,
+    /// When the harness said it took the answer, before what followed from it (a server's
+    /// resolved request, before the command it allowed has run).
+    pub taken: Option<std::time::Instant>,
 }
 
 pub trait Answering: Sync {
@@ -65,6 +68,20 @@ pub trait Answering: Sync {
     fn hook_waits(&self, event: &str, env: &Env) -> bool {
         let _ = (event, env);
         false
+    }
+    /// Whether the hook for `event` waits for an answer from elsewhere only while the person
+    /// is away (`spex away on`): for a dialog nothing else can answer, where a waiting hook
+    /// holds the harness's own prompt back. `away` reads away mode (a file): call it last,
+    /// after the comparisons, so the hook path pays for it only where it can matter.
+    fn away_waits(&self, event: &str, env: &Env, away: &dyn Fn() -> bool) -> bool {
+        let _ = (event, env, away);
+        false
+    }
+    /// Whether a waiting hook can give the harness `response` to `a` (an error says why not,
+    /// before anything is handed to it).
+    fn hook_takes(&self, a: &Attention, response: &Response) -> Result<(), String> {
+        let _ = (a, response);
+        Ok(())
     }
     /// What the waiting hook for `event` (its payload `payload`) prints to give the harness
     /// `answer`; `None` when the answer does not fit (then nothing is printed).

@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use crate::env::Env;
 
+/// The variable spex sets in its own server's environment (and so in every hook that server
+/// runs): its threads are answered as a client of the server, never by a hook that waits.
+pub const SERVER_MARK: &str = "SPEX_SERVER";
+
 /// Where and how one project's server runs.
 pub struct ServerCtx<'a> {
     pub env: &'a Env,

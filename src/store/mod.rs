@@ -3,6 +3,7 @@
 //! session state. Owns paths and locking; it does not know what a harness is.
 
 pub mod answers;
+pub mod away;
 pub mod governance;
 pub mod lock;
 pub mod prune;
@@ -42,6 +43,9 @@ pub struct Receipt {
     /// Config `answering.hookWaitSecs`: how long a hook that may wait for an answer waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_wait_secs: Option<u64>,
+    /// Config `answering.away`: away mode while `spex away` was never run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub away: bool,
 }
 
 /// Other spellings of a project's main checkout: absolute paths through symlinks that resolve

@@ -884,6 +884,11 @@ fn hosted_codex_escalation_answered_accept_and_decline() {
     );
     assert_eq!(done["via"], "server", "{}", pretty(&done));
     assert!(
+        done["taken_ms"].as_u64().unwrap() <= done["elapsed_ms"].as_u64().unwrap(),
+        "{}",
+        pretty(&done)
+    );
+    assert!(
         done["confirmed"].as_str().unwrap().contains("ran"),
         "{}",
         pretty(&done)
@@ -983,6 +988,7 @@ fn codex_screen_until(
 /// answer wins. Answered by `spex approve` while the TUI shows the dialog: the command runs and
 /// the TUI's dialog goes away. Answered in the TUI first (a person attached presses `y`): the
 /// command runs, and the later `spex approve` of that attention is refused, sending nothing.
+/// Away mode on changes none of it.
 #[test]
 fn hosted_codex_escalation_first_answer_wins_with_the_tui_attached() {
     let (w, fake) = codex_rig();
@@ -994,6 +1000,8 @@ fn hosted_codex_escalation_first_answer_wins_with_the_tui_attached() {
         "workspace-write",
     );
     let out = w.repo.join("escalated.txt");
+    // Away mode holds no prompt of spex's own server (its environment says so to the hook).
+    codex_json(&w, &["away", "on", "--json"]).unwrap();
     let launched = codex_json(
         &w,
         &[

@@ -836,13 +836,15 @@ fn until(what: &str, tui: &CodexTui, within: Duration, cond: impl Fn() -> bool) 
 /// `spex approve` answers its escalation through that server's control socket (the command
 /// ran, the TUI's dialog went away), `spex deny` declines the next one (not run, the model
 /// was told), and in Plan mode `spex answer` answers its `request_user_input` question with an
-/// option and with free text (the model got each answer).
+/// option and with free text (the model got each answer). Away mode on changes none of it.
 #[test]
 fn codex_tui_default_mode_is_answered_by_spex_through_its_background_server() {
     let w = World::new();
     let fake = crate::support::fake_responses::FakeResponses::start();
     let tui = CodexTui::start(&w, &fake.base_url(), &[]);
     let out = w.repo.join("escalated.txt");
+    // Away mode holds no prompt of a thread the background server holds.
+    w.ok(&w.repo, &["away", "on"]);
 
     tui.prompt("SCENARIO:escalate");
     let (id, a) = waiting(&w, &tui, |a| a["kind"] == "permission");
@@ -891,25 +893,147 @@ fn codex_tui_default_mode_is_answered_by_spex_through_its_background_server() {
     until("no Plan mode", &tui, HOOKED, || {
         tui.text().to_lowercase().contains("plan")
     });
-    for (given, heard) in [
-        ("Blue", r#"[\"Blue\"]"#),
+    for (scenario, given, heard) in [
+        ("ask", &["Blue"][..], &[r#"[\"Blue\"]"#][..]),
         (
-            "green, please",
-            r#"[\"None of the above\",\"user_note: green, please\"]"#,
+            "ask",
+            &["green, please"],
+            &[r#"[\"None of the above\",\"user_note: green, please\"]"#],
+        ),
+        (
+            "ask2",
+            &["1", "huge, please"],
+            &[
+                r#"\"color\":{\"answers\":[\"Red\"]}"#,
+                r#"\"size\":{\"answers\":[\"None of the above\",\"user_note: huge, please\"]}"#,
+            ],
         ),
     ] {
-        tui.prompt("SCENARIO:ask");
+        tui.prompt(&format!("SCENARIO:{scenario}"));
         let (_, q) = waiting(&w, &tui, |q| q["kind"] == "question");
         assert_eq!(q["via"]["how"], "server", "{q}");
         assert_eq!(q["questions"][0]["options"][1], "Blue", "{q}");
-        let done = answered(&w, &["answer", &id, given]);
+        let mut args = vec!["answer", id.as_str()];
+        args.extend(given);
+        let done = answered(&w, &args);
         assert_eq!(done["via"], "server", "{done}");
-        until("the model did not get the answer", &tui, HOOKED, || {
-            model_got(&fake, heard)
+        until("the model did not get the answers", &tui, HOOKED, || {
+            heard.iter().all(|h| model_got(&fake, h))
         });
         show_until(&w, &id, HOOKED, |s| s["status"] == "idle")
             .unwrap_or_else(|s| panic!("never idle: {s}\n{}", tui.text()));
     }
+    let rec = w.record(&id);
+    assert_grammar(&rec, &w.events(&id), &|| tui.text());
+}
+
+/// Away mode with the real Codex TUI started with `--no-daemon` (its server inside the TUI,
+/// which no other client can join): `spex away on`, and its permission hook waits for `spex
+/// approve` (the command ran, with no prompt drawn meanwhile) and `spex deny --message` (not
+/// run, the model got the message); unanswered, the wait ends at `answering.hookWaitSecs` and
+/// the TUI shows its own prompt. `spex away off`: the hook does not wait, the prompt shows at
+/// once.
+#[test]
+fn codex_tui_no_daemon_in_away_mode_waits_for_spex_answer() {
+    use crate::support::codex_home::{set_stream_retries, write_codex_config};
+    const WAIT: u64 = 15;
+    let w = World::new();
+    let fake = crate::support::fake_responses::FakeResponses::start();
+    CodexTui::prepare(&w, &fake.base_url());
+    write(
+        &w.repo.join("spex.jsonc"),
+        format!(
+            "{{ \"harnesses\": [\"codex\"], \"answering\": {{ \"hookWaitSecs\": {WAIT} }} }}\n"
+        ),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    write_codex_config(
+        &w.codex_home,
+        &fake.base_url(),
+        "on-request",
+        "workspace-write",
+    );
+    set_stream_retries(&w.codex_home, 1);
+    let status: Value = serde_json::from_str(&w.ok(&w.repo, &["away", "on", "--json"])).unwrap();
+    assert_eq!(status["away"], true, "{status}");
+    assert_eq!(status["wait_secs"], WAIT, "{status}");
+    let tui = CodexTui::spawn(
+        &w,
+        &crate::support::peers::codex_bin(),
+        &["--no-daemon"],
+        &[],
+    );
+    let out = w.repo.join("escalated.txt");
+
+    tui.prompt("SCENARIO:escalate");
+    let (id, a) = waiting(&w, &tui, |a| a["via"]["how"] == "hook");
+    assert_eq!(a["kind"], "permission", "{a}");
+    assert!(!tui.text().contains("Yes, proceed"), "{}", tui.text());
+    let done = answered(&w, &["approve", &id]);
+    assert_eq!(done["via"], "hook", "{done}");
+    until("the approved command never ran", &tui, HOOKED, || {
+        read_or_empty(&out) == "escalated\n"
+    });
+    assert!(!tui.text().contains("Yes, proceed"), "{}", tui.text());
+    show_until(&w, &id, HOOKED, |s| s["status"] == "idle")
+        .unwrap_or_else(|s| panic!("never idle: {s}\n{}", tui.text()));
+
+    std::fs::remove_file(&out).unwrap();
+    tui.prompt("SCENARIO:escalate");
+    let (_, b) = waiting(&w, &tui, |b| {
+        b["via"]["how"] == "hook" && b["id"] != a["id"]
+    });
+    let done = answered(&w, &["deny", &id, "--message", "not from here, please"]);
+    assert_eq!(done["via"], "hook", "{done}");
+    until("the model was not told the message", &tui, HOOKED, || {
+        model_got(&fake, "not from here, please")
+    });
+    assert!(!out.exists(), "the denied command ran");
+    show_until(&w, &id, HOOKED, |s| s["status"] == "idle")
+        .unwrap_or_else(|s| panic!("never idle: {s}\n{}", tui.text()));
+
+    // Unanswered: the wait ends at its bound and the TUI's own prompt appears.
+    tui.prompt("SCENARIO:escalate");
+    let asked = Instant::now();
+    let (_, unanswered) = waiting(&w, &tui, |c| {
+        c["via"]["how"] == "hook" && c["id"] != b["id"]
+    });
+    until(
+        "the prompt never came after the wait",
+        &tui,
+        Duration::from_secs(WAIT + 30),
+        || tui.text().contains("Yes, proceed"),
+    );
+    assert!(
+        asked.elapsed() >= Duration::from_secs(WAIT - 2),
+        "the prompt came after {:?}, before the wait's end",
+        asked.elapsed()
+    );
+    let released = show_until(&w, &id, HOOKED, |s| {
+        s["attention"]["via"]["how"] == "terminal only"
+    })
+    .unwrap_or_else(|s| panic!("still via hook: {s}\n{}", tui.text()));
+    assert_eq!(released["attention"]["id"], unanswered["id"], "{released}");
+    tui.send(b"\x1b");
+    show_until(&w, &id, HOOKED, |s| s["turn"]["state"] == "interrupted")
+        .unwrap_or_else(|s| panic!("never interrupted: {s}\n{}", tui.text()));
+
+    // Away mode off: the hook waits for nothing, the prompt shows at once.
+    let status: Value = serde_json::from_str(&w.ok(&w.repo, &["away", "off", "--json"])).unwrap();
+    assert_eq!(status["away"], false, "{status}");
+    tui.prompt("SCENARIO:escalate");
+    let (_, again) = waiting(&w, &tui, |d| {
+        d["id"] != unanswered["id"] && d["kind"] == "permission"
+    });
+    assert_eq!(again["via"]["how"], "terminal only", "{again}");
+    until(
+        "no prompt with away mode off",
+        &tui,
+        Duration::from_secs(10),
+        || tui.text().contains("Yes, proceed"),
+    );
+    tui.send(b"\x1b");
+    assert!(!out.exists(), "a cancelled command ran");
     let rec = w.record(&id);
     assert_grammar(&rec, &w.events(&id), &|| tui.text());
 }

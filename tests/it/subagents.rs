@@ -113,6 +113,8 @@ fn claude_turn_with_a_sub_agent_that_completes_and_one_that_fails() {
         "{}",
         diag()
     );
+    // The USAGE column: the session's input / output tokens (two requests of 19 in, 7 out).
+    assert!(table.contains("38/14"), "{}", diag());
 
     // Usage: the parent's own requests (the two Agent calls, then the final answer), as the
     // transcript records them, equal Claude's own `result.usage` and the fake's numbers.
@@ -207,6 +209,23 @@ fn codex_turn_with_a_sub_agent_that_completes_and_one_that_fails() {
         .start_thread(&json!({"cwd": rig.w.repo, "model": "gpt-5.4"}));
     rig.turn(&thread, "SCENARIO:spawn2", "completed");
     let id = rig.record_id(&thread);
+    // Codex's turn is over, but the child whose request failed is not known to have failed
+    // until no retry came within the bound: the parent waits on it, and says so.
+    let waiting = shown(&rig.w, &id);
+    let table = rig.w.ok(&rig.w.repo, &["sessions"]);
+    assert!(
+        waiting["turn"]["state"] == "running"
+            && waiting["turn"]["stopped_at"].is_string()
+            && waiting["subagents_running"].as_u64() >= Some(1)
+            && waiting["status"] == "working",
+        "{waiting:#}\n{table}\n{}",
+        rig.diag(&id)
+    );
+    assert!(
+        table.contains("sub-agent running"),
+        "{table}\n{}",
+        rig.diag(&id)
+    );
     let s = show_until(&rig.w, &id, "the turn never completed", |s| {
         s["turn"]["state"] != "running"
     });
@@ -295,6 +314,13 @@ fn codex_turn_with_a_sub_agent_that_completes_and_one_that_fails() {
         at("subagent.failed") < at("turn.completed")
             && at("subagent.completed") < at("turn.completed"),
         "the turn completes after its sub-agents end: {kinds:?}\n{}",
+        diag()
+    );
+    let done = &events[at("turn.completed")];
+    assert_eq!(
+        done["source"],
+        "hook PostModelRequest",
+        "the readers' conclusion that the child failed completed the turn\n{}",
         diag()
     );
     assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);

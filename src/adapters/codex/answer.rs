@@ -32,16 +32,51 @@ pub fn ask(tool: Option<&str>, _input: &Value) -> Attention {
 }
 
 impl Answering for CodexAnswering {
+    fn away_waits(&self, event: &str, env: &crate::env::Env, away: &dyn Fn() -> bool) -> bool {
+        // Only a `--no-daemon` TUI needs it (§4): its prompt is answerable nowhere else, and a
+        // waiting hook hides it (§3). A thread on spex's server or on the person's background
+        // server is answered as a client of that server, with the prompt left on screen.
+        event == "PermissionRequest"
+            && env.var(crate::seam::server::SERVER_MARK).is_none()
+            && away()
+            && !super::evidence::under_managed_daemon()
+    }
+
+    fn hook_takes(&self, _a: &Attention, r: &Response) -> Result<(), String> {
+        match r.choice.as_str() {
+            "allow" | "deny" => Ok(()),
+            other => Err(format!(
+                "Codex's permission hook can allow once or deny (with a message), not `{other}`"
+            )),
+        }
+    }
+
+    fn hook_reply(
+        &self,
+        event: &str,
+        _payload: &Value,
+        answer: &crate::store::answers::Posted,
+    ) -> Option<crate::seam::event::Reply> {
+        // §3: `hookEventName` is required; a deny's message reaches the model.
+        let decision = match answer.choice.as_str() {
+            "allow" => json!({ "behavior": "allow" }),
+            "deny" => json!({
+                "behavior": "deny",
+                "message": answer.message.as_deref().unwrap_or("denied with `spex deny`"),
+            }),
+            _ => return None,
+        };
+        let out = json!({ "hookSpecificOutput": { "hookEventName": event, "decision": decision } });
+        Some(crate::seam::event::Reply {
+            stdout: out.to_string(),
+            ..crate::seam::event::Reply::default()
+        })
+    }
+
     fn via(&self, a: &Attention, s: &Session) -> Via {
         // Called by the attention's hook: a thread of the person's TUI in its default mode is
         // held by the per-user background server that runs the hook, which another client
         // may join (§4); a `--no-daemon` TUI runs its server inside itself, with no socket.
-        if a.questions.len() > 1 {
-            return Via {
-                how: "terminal only".into(),
-                why: Some("several questions: spex answers one question".into()),
-            };
-        }
         let asks = matches!(a.kind.as_deref(), Some("permission" | "question"));
         if s.launched_by == "spex" || (asks && super::evidence::under_managed_daemon()) {
             Via {
@@ -110,51 +145,7 @@ fn matches(req: &Notification, thread: &str, a: &Attention) -> bool {
 /// execpolicy amendment) or a question's answers (§1.5).
 fn result_for(req: &Notification, a: &Attention, r: &Response) -> Result<Value, String> {
     if req.method == "item/tool/requestUserInput" {
-        let mut answers = serde_json::Map::new();
-        let questions = req.params["questions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let Some(q) = questions.first() else {
-            return Err("the request asks no question".into());
-        };
-        let labels: Vec<&str> = q["options"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|o| o["label"].as_str())
-            .collect();
-        let picked = r
-            .choice
-            .parse::<usize>()
-            .ok()
-            .and_then(|n| labels.get(n.wrapping_sub(1)).copied())
-            .or_else(|| {
-                labels
-                    .iter()
-                    .copied()
-                    .find(|l| l.eq_ignore_ascii_case(&r.choice))
-            });
-        let mut given: Vec<String> = match (picked, q["isOther"].as_bool()) {
-            (Some(l), _) => vec![l.to_owned()],
-            (None, Some(true)) => vec![
-                "None of the above".into(),
-                format!("user_note: {}", r.choice),
-            ],
-            (None, _) => {
-                return Err(format!(
-                    "`{}` is none of the options: {}",
-                    r.choice,
-                    labels.join(", ")
-                ));
-            }
-        };
-        if let Some(m) = &r.message {
-            given.push(format!("user_note: {m}"));
-        }
-        let qid = q["id"].as_str().unwrap_or_default().to_owned();
-        answers.insert(qid, json!({ "answers": given }));
-        return Ok(json!({ "answers": answers }));
+        return question_result(&req.params, r);
     }
     if r.message.is_some() {
         return Err(
@@ -175,6 +166,50 @@ fn result_for(req: &Notification, a: &Attention, r: &Response) -> Result<Value, 
         }
     };
     Ok(json!({ "decision": decision }))
+}
+
+/// The answers to a `request_user_input` (§1.5): one per question, in order, each an option's
+/// label as the TUI sends it, or free text as the TUI sends "None of the above" with a note;
+/// a message goes as a note to the first question.
+fn question_result(params: &Value, r: &Response) -> Result<Value, String> {
+    let questions = params["questions"].as_array().cloned().unwrap_or_default();
+    if questions.is_empty() {
+        return Err("the request asks no question".into());
+    }
+    if r.answers.len() != questions.len() {
+        return Err(format!(
+            "the request asks {} question(s), and {} answer(s) were given (a Codex question is not denied: Esc in its TUI interrupts the turn)",
+            questions.len(),
+            r.answers.len()
+        ));
+    }
+    let mut answers = serde_json::Map::new();
+    for (i, (q, given)) in questions.iter().zip(&r.answers).enumerate() {
+        let labels: Vec<&str> = q["options"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["label"].as_str())
+            .collect();
+        let mut out: Vec<String> = match labels.iter().find(|l| l.eq_ignore_ascii_case(given)) {
+            Some(l) => vec![(*l).to_owned()],
+            None if q["isOther"].as_bool() == Some(true) => {
+                vec!["None of the above".into(), format!("user_note: {given}")]
+            }
+            None => {
+                return Err(format!(
+                    "`{given}` is none of the options: {}",
+                    labels.join(", ")
+                ));
+            }
+        };
+        if let Some(m) = r.message.as_ref().filter(|_| i == 0) {
+            out.push(format!("user_note: {m}"));
+        }
+        let qid = q["id"].as_str().unwrap_or_default().to_owned();
+        answers.insert(qid, json!({ "answers": out }));
+    }
+    Ok(json!({ "answers": answers }))
 }
 
 /// Answers attention `a` of `thread` on the server at `ctx.socket`: `thread/resume` makes the
@@ -216,55 +251,52 @@ pub fn answer(
     let resolved = |p: &Value| p["requestId"] == id && p["threadId"].as_str() == Some(thread);
     c.await_notification("serverRequest/resolved", resolved, OUTCOME_WAIT)
         .map_err(|e| super::server::error(&e))?;
+    let taken = Some(std::time::Instant::now());
     if req.method == "item/tool/requestUserInput" {
         c.close();
         return Ok(Confirmed {
             what: "the server took the answers and the turn goes on".into(),
+            taken,
         });
     }
     let item = req.params["itemId"].as_str().unwrap_or_default().to_owned();
-    let accepted = result["decision"] == "accept" || result["decision"] == "acceptForSession";
-    // An accepted command is confirmed by its own end; a declined one may end before the
-    // request is resolved or not be reported to a client that joined late (seen live): the
-    // resolved request is then the proof.
-    let wait = if accepted {
-        OUTCOME_WAIT
-    } else {
-        Duration::from_secs(2)
-    };
-    let done = c.await_notification(
-        "item/completed",
-        |p| p.pointer("/item/id").and_then(Value::as_str) == Some(item.as_str()),
-        wait,
-    );
-    c.close();
-    let done = match done {
-        Ok(n) => n,
-        Err(_) if !accepted => {
-            return Ok(Confirmed {
-                what: format!(
-                    "the server resolved the request: {}",
-                    result["decision"].as_str().unwrap_or("declined")
-                ),
-            });
+    let decision = result["decision"].as_str().unwrap_or_default().to_owned();
+    let accepted = matches!(decision.as_str(), "accept" | "acceptForSession");
+    let in_thread = |n: &Notification| n.params["threadId"].as_str() == Some(thread);
+    let end = std::time::Instant::now() + OUTCOME_WAIT;
+    let what = loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        let n = c
+            .next_notification(left)
+            .map_err(|e| super::server::error(&e))?;
+        let this_item = n.params.pointer("/item/id").and_then(Value::as_str) == Some(&item);
+        match n.method.as_str() {
+            "item/completed" if this_item => break outcome(&n.params),
+            // A declined or cancelled request's item is not reported to a client that joined
+            // after it started (seen live with 0.169.0); the turn moving on without it (its
+            // next item, or its end) is the proof.
+            "item/started" | "turn/completed" if !accepted && !this_item && in_thread(&n) => {
+                break format!(
+                    "the server resolved the request ({decision}) and the turn went on without it"
+                );
+            }
+            _ => {}
         }
-        Err(e) => return Err(super::server::error(&e)),
     };
-    let status = done
-        .params
+    c.close();
+    Ok(Confirmed { what, taken })
+}
+
+/// What an `item/completed` says became of the item.
+fn outcome(p: &Value) -> String {
+    let status = p
         .pointer("/item/status")
         .and_then(Value::as_str)
         .unwrap_or("?");
-    let what = match (
-        status,
-        done.params
-            .pointer("/item/exitCode")
-            .and_then(Value::as_i64),
-    ) {
+    match (status, p.pointer("/item/exitCode").and_then(Value::as_i64)) {
         ("declined", _) => "the request was declined: it did not run".to_owned(),
         ("completed", Some(code)) => format!("the command ran (exit code {code})"),
         ("completed", None) => "the change was applied".to_owned(),
         (other, _) => format!("the item ended `{other}`"),
-    };
-    Ok(Confirmed { what })
+    }
 }

@@ -141,13 +141,27 @@ pub(super) fn is_managed_daemon(pid: u32) -> bool {
 }
 
 /// Whether this process runs under Codex's managed daemon (a hook of a thread the daemon
-/// holds: its hooks are the daemon's children, facts/answering-codex.md §3), looking a few
-/// parents up (a shell may stand between).
+/// holds: its hooks are the daemon's children, facts/answering-codex.md §3). Runs on the hook
+/// path: it reads up the parents only to the first Codex process (two reads when Codex ran the
+/// hook itself; a shell may stand between).
 pub(super) fn under_managed_daemon() -> bool {
-    evidence::ancestors(5)
-        .into_iter()
-        .skip(1)
-        .any(is_managed_daemon)
+    let mut pid = std::process::id();
+    for _ in 0..3 {
+        let Some(parent) = evidence::parent_of(pid) else {
+            return false;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{parent}/cmdline")) else {
+            return false;
+        };
+        let mut args = cmdline.split(|b| *b == 0);
+        let program = args.next().unwrap_or_default();
+        if program.rsplit(|b| *b == b'/').next() == Some(b"codex") {
+            let args: Vec<&[u8]> = args.collect();
+            return args.contains(&&b"app-server"[..]) && args.contains(&&b"--managed-daemon"[..]);
+        }
+        pid = parent;
+    }
+    false
 }
 
 /// The working directories of the Codex TUIs running (processes of a binary named `codex`

@@ -138,11 +138,13 @@ fn event_label(event: &str) -> String {
 }
 
 /// `SessionEnd` and `Interrupt` hooks are clamped to 1..=3 s by Codex; others default to 600.
-fn timeout_for(event: &str) -> u64 {
-    if matches!(event, "SessionEnd" | "Interrupt") {
-        3
-    } else {
-        30
+/// `PermissionRequest` may wait `wait` for an answer (away mode): its timeout outlasts that, so
+/// Codex never kills it while it waits.
+fn timeout_for(event: &str, wait: u64) -> u64 {
+    match event {
+        "SessionEnd" | "Interrupt" => 3,
+        "PermissionRequest" => 30 + wait,
+        _ => 30,
     }
 }
 
@@ -324,7 +326,7 @@ impl Harness for Codex {
     }
 
     fn env_vars(&self) -> &'static [&'static str] {
-        &[HOME_VAR]
+        &[HOME_VAR, crate::seam::server::SERVER_MARK]
     }
 
     fn hook_events(&self) -> &'static [&'static str] {
@@ -358,7 +360,10 @@ impl Harness for Codex {
                 .map(|e| {
                     (
                         (*e).to_owned(),
-                        super::hook_group(&ctx.hook_command(self.id(), e), timeout_for(e)),
+                        super::hook_group(
+                            &ctx.hook_command(self.id(), e),
+                            timeout_for(e, ctx.answer_wait_secs),
+                        ),
                     )
                 })
                 .collect()

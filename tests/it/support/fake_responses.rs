@@ -17,6 +17,7 @@
 //! | `spawn2` | two `spawn_agent` calls in one response: [`CHILD_OK_TASK`] (answers) and [`CHILD_FAIL_TASK`] (its requests fail), then final |
 //! | `escalate` | `exec_command` with `sandbox_permissions: require_escalated` (approval), then final |
 //! | `ask` | `request_user_input` with one question (id `color`: options `Red`, `Blue`; Codex runs it in Plan mode only), then final quoting the answer as `LAST_OUTPUT=<output>` |
+//! | `ask2` | the same with two questions (`color` as in `ask`; `size`: `Small`, `Large`) |
 //! | `hang` | `response.created`, then `: keepalive` comments every second until the server is dropped or the hang limit passes (`HANG=<secs>` in the prompt, else the server's limit, default 120 s), then a message |
 //! | `fail` | HTTP 500 |
 //! | `failonce` | HTTP 500 for the first `failonce` request this server sees, then one assistant message |
@@ -245,12 +246,20 @@ fn escalate_call() -> Value {
         "call_id": cid, "name": "exec_command", "arguments": args.to_string()}))
 }
 
-fn ask_call() -> Value {
+fn ask_call(two: bool) -> Value {
     let cid = call_id();
-    let args = json!({"questions": [{"id": "color", "header": "Color",
+    let mut questions = vec![json!({"id": "color", "header": "Color",
         "question": "Which color should I use?",
         "options": [{"label": "Red", "description": "warm"},
-                    {"label": "Blue", "description": "cold"}]}]});
+                    {"label": "Blue", "description": "cold"}]})];
+    if two {
+        questions.push(
+            json!({"id": "size", "header": "Size", "question": "Which size?",
+            "options": [{"label": "Small", "description": "s"},
+                        {"label": "Large", "description": "l"}]}),
+        );
+    }
+    let args = json!({ "questions": questions });
     output_item_done(&json!({"type": "function_call", "id": format!("fc_{cid}"),
         "call_id": cid, "name": "request_user_input", "arguments": args.to_string()}))
 }
@@ -344,8 +353,9 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
             spawn_call(CHILD_FAIL_TASK)
         }
         ("escalate", 0) => escalate_call(),
-        ("ask", 0) => ask_call(),
-        ("ask", _) => message(&format!("LAST_OUTPUT={}", last_output(&body))),
+        ("ask", 0) => ask_call(false),
+        ("ask2", 0) => ask_call(true),
+        ("ask" | "ask2", _) => message(&format!("LAST_OUTPUT={}", last_output(&body))),
         _ => message(&format!("ok ({scenario}, {outs} tool outputs seen)")),
     };
     conn.sse_event("response.output_item.done", &item)?;
