@@ -68,6 +68,9 @@ struct Shared {
     progress: Mutex<Option<std::time::SystemTime>>,
     /// The record's running turn is marked stalled (by this host's budget watch).
     stalled: std::sync::atomic::AtomicBool,
+    /// The program is the session (see `HostSpec`): its screen may end the session's turns.
+    /// A client of a server (its thread's turns end by the server's word) may not.
+    program_is_session: bool,
 }
 
 /// The output chunks a host has seen.
@@ -296,11 +299,12 @@ impl Shared {
             }
             // A dialog that gives way to the idle prompt with no interrupt key typed: its
             // request was denied, which stops the turn (Claude's `No`, no hook follows).
-            Activity::Idle if before == Some(Activity::Waiting) => self.stopped(
-                "the dialog was denied: the prompt came back and the turn ended",
-                "denial",
-                true,
-            ),
+            Activity::Idle if before == Some(Activity::Waiting) && self.program_is_session => self
+                .stopped(
+                    "the dialog was denied: the prompt came back and the turn ended",
+                    "denial",
+                    true,
+                ),
             Activity::Busy if before == Some(Activity::Waiting) => {
                 record(&self.store, &self.id, |s, events, now| {
                     if s.status == Status::NeedsAttention {
@@ -402,6 +406,7 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         injecting: Mutex::new(None),
         progress: Mutex::new(None),
         stalled: std::sync::atomic::AtomicBool::new(false),
+        program_is_session: spec.program_is_session,
     });
     if shared.tee.has_sinks() {
         shared.follow_events();
