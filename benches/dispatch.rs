@@ -167,7 +167,7 @@ fn main() {
         us(tp99)
     );
     println!(
-        "  ratio p50: {:.2}x   ratio p99: {:.2}x   (goal: p50 <= 3x)",
+        "  ratio p50: {:.2}x   ratio p99: {:.2}x   (goal: p50 <= 1.5x)",
         us(sp50) / us(tp50),
         us(sp99) / us(tp99)
     );
@@ -260,7 +260,7 @@ fn main() {
         "/bin/true", p50[t], p99[t]
     );
     println!(
-        "  governed / no-spec p50: {:.2}x (goal <= 1.10x)   governed / true p50: {:.2}x (goal <= 2.5x)",
+        "  governed / no-spec p50: {:.2}x (goal <= 1.10x)   governed / true p50: {:.2}x (goal <= 1.5x)",
         p50[0] / p50[2],
         p50[0] / p50[t]
     );

@@ -19,106 +19,11 @@ mod support {
     pub mod http;
     pub mod peers;
 }
-use support::fake_anthropic;
-use support::peers::peers_path;
+#[path = "rig/claude.rs"]
+mod rig;
+use rig::{World, world};
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-use serde_json::{Value, json};
-
-const DELIVERIES: usize = 20;
-const API_KEY: &str = "sk-ant-dummy-key-for-spex-tests-0000";
-
-struct World {
-    _dir: tempfile::TempDir,
-    base: PathBuf,
-    fake: fake_anthropic::FakeAnthropic,
-}
-
-impl World {
-    /// `spex args` in the world; its output whatever its exit.
-    fn run(&self, args: &[&str]) -> std::process::Output {
-        Command::new(env!("CARGO_BIN_EXE_spex"))
-            .args(args)
-            .current_dir(self.base.join("repo"))
-            .env_clear()
-            .env("PATH", peers_path())
-            .env("HOME", self.base.join("home"))
-            .env("SPEX_HOME", self.base.join("store"))
-            .env("XDG_CONFIG_HOME", self.base.join("xdg"))
-            .env("XDG_RUNTIME_DIR", self.base.join("run"))
-            .env("ANTHROPIC_BASE_URL", self.fake.base_url())
-            .env("ANTHROPIC_API_KEY", API_KEY)
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("TERM", "xterm-256color")
-            .output()
-            .expect("spex runs")
-    }
-
-    fn spex(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "spex {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-    }
-}
-
-/// A bench that fails half way leaves no host running.
-impl Drop for World {
-    fn drop(&mut self) {
-        let out = self.run(&["sessions", "--json"]);
-        let live: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        for s in live.as_array().into_iter().flatten() {
-            if let Some(id) = s["id"].as_str() {
-                let _ = self.run(&["stop", id]);
-            }
-        }
-    }
-}
-
-fn world() -> World {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new()
-        .prefix("spxb")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
-    let repo = base.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::create_dir_all(base.join("home/.claude")).unwrap();
-    std::fs::create_dir_all(base.join("run")).unwrap();
-    std::fs::set_permissions(base.join("run"), std::fs::Permissions::from_mode(0o700)).unwrap();
-    assert!(
-        Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&repo)
-            .status()
-            .unwrap()
-            .success()
-    );
-    std::fs::write(repo.join("spex.jsonc"), "{ \"harnesses\": [\"claude\"] }\n").unwrap();
-    // The seeding the facts describe: no onboarding, key approved, project trusted.
-    let tail = &API_KEY[API_KEY.len() - 20..];
-    let state = json!({
-        "hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.197", "theme": "dark",
-        "numStartups": 1, "customApiKeyResponses": {"approved": [tail], "rejected": []},
-        "projects": { repo.to_string_lossy(): {"hasTrustDialogAccepted": true,
-            "hasCompletedProjectOnboarding": true, "allowedTools": []}},
-    });
-    std::fs::write(base.join("home/.claude.json"), state.to_string()).unwrap();
-    let w = World {
-        _dir: dir,
-        base,
-        fake: fake_anthropic::FakeAnthropic::start(),
-    };
-    w.spex(&["materialize", "--json"]);
-    w
-}
 
 fn proc_field(pid: i64, file: &str, key: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
@@ -173,8 +78,10 @@ fn per_minute(amount: u64, over: Duration) -> u64 {
     u64::try_from(u128::from(amount) * 60_000 / over.as_millis().max(1)).unwrap_or(u64::MAX)
 }
 
+const DELIVERIES: usize = 20;
+
 fn main() {
-    let w = world();
+    let w = world("{ \"harnesses\": [\"claude\"] }\n");
     let launched = w.spex(&["launch", "--harness", "claude", "--detach", "--json"]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let host = launched["session"]["host_pid"].as_i64().unwrap();

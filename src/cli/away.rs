@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::Outcome;
+use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
 use crate::store::away;
@@ -79,7 +79,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     );
     let what = if status.away {
         format!(
-            "the permission hook of a Codex TUI started with `--no-daemon` waits up to {} s for `spex answer`, then the TUI shows its prompt\nhint: `spex away off` when you are back",
+            "a permission hook that nothing else can answer waits up to {} s for `spex answer`, then the harness shows its prompt\nhint: `spex away off` when you are back",
             status.wait_secs
         )
     } else {

@@ -1,7 +1,7 @@
 //! `spex dispatch <harness> <Event>`: the hook handler every harness calls, payload on stdin.
 
 use std::ffi::OsString;
-use std::process::ExitCode;
+use std::io::Write as _;
 
 use super::output;
 
@@ -17,7 +17,7 @@ pub struct Args {
 }
 
 /// Entry point from `main`'s fast path (no clap).
-pub fn run_raw(args: &[OsString]) -> ExitCode {
+pub fn run_raw(args: &[OsString]) {
     let harness = args
         .first()
         .map(|a| a.to_string_lossy().into_owned())
@@ -27,7 +27,6 @@ pub fn run_raw(args: &[OsString]) -> ExitCode {
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
     run(&Args { harness, event });
-    ExitCode::SUCCESS
 }
 
 pub fn run(args: &Args) -> super::outcome::Outcome {
@@ -37,7 +36,9 @@ pub fn run(args: &Args) -> super::outcome::Outcome {
             output::print(&reply.stdout);
         }
         if !reply.stderr.is_empty() {
-            eprint!("{}", reply.stderr);
+            // Not `eprint!`, which panics when the harness has closed its end: the exit code
+            // below (a block) still reaches it.
+            let _ = std::io::stderr().write_all(reply.stderr.as_bytes());
         }
         if reply.exit_code != 0 {
             std::process::exit(reply.exit_code);

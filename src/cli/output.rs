@@ -13,9 +13,13 @@ pub fn print(text: &str) {
 
 /// Prints a value as pretty JSON plus a newline.
 pub fn json<T: serde::Serialize>(value: &T) {
-    let mut s = serde_json::to_string_pretty(value).expect("output values serialize");
-    s.push('\n');
-    print(&s);
+    // Streamed, not built whole first: `sessions --all --json` prints megabytes.
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    // A closed pipe (e.g. `| head`) is not an error worth reporting.
+    let _ = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
 }
 
 /// Colors for human output: only on a terminal and never with `NO_COLOR`.

@@ -66,20 +66,7 @@ fn at_dialog(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str, drawn: &st
 /// opens at its call's start, a moment before that hook runs).
 fn at_hooked_dialog(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str, drawn: &str) -> Value {
     let a = at_dialog(w, fake, id, prompt, drawn);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let now = w.record(id)["attention"].clone();
-        if now["via"]["how"] == "hook" && now["id"] == a["id"] {
-            return now;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no hook waits: {}\n{}",
-            pretty(&now),
-            host_log(w, id)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    hooked(w, id, a["id"].as_str().unwrap(), &|| host_log(w, id))
 }
 
 /// The model's requests so far, as text (what it was told).
@@ -297,8 +284,9 @@ fn type_prompt(t: &Term, text: &str) {
     panic!("the prompt was never submitted\n{}", t.text());
 }
 
-/// Waits until session `id`'s record holds attention `att` answered `via: hook`.
-fn hooked(w: &World, t: &Term, id: &str, att: &str) -> Value {
+/// Waits until session `id`'s record holds attention `att` answered `via: hook`; `diag` says
+/// what went on when it never does.
+fn hooked(w: &World, id: &str, att: &str, diag: &dyn Fn() -> String) -> Value {
     let deadline = Instant::now() + Duration::from_mins(1);
     loop {
         let a = w.record(id)["attention"].clone();
@@ -307,10 +295,9 @@ fn hooked(w: &World, t: &Term, id: &str, att: &str) -> Value {
         }
         assert!(
             Instant::now() < deadline,
-            "no hook waits for {att}: {}\n{}\n{}",
+            "no hook waits for {att}: {}\n{}",
             pretty(&a),
-            t.text(),
-            host_log(w, id)
+            diag()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -335,7 +322,7 @@ fn claude_in_its_own_terminal_answered_by_spex_approve_and_at_the_terminal_first
     type_prompt(&t, "USE_BASH run it");
     t.wait_for("Do you want to proceed?", Duration::from_mins(1))
         .unwrap_or_else(|e| panic!("{e}"));
-    let a = hooked(&w, &t, &id, "a1");
+    let a = hooked(&w, &id, "a1", &|| t.text());
     assert_eq!(w.record(&id)["launched_by"], "self");
     let hook = a["hook"]["pid"].as_u64().unwrap();
     let done = answered(&w, &fake, &["approve", &id, "--attention", "a1", "--json"]);
@@ -358,7 +345,7 @@ fn claude_in_its_own_terminal_answered_by_spex_approve_and_at_the_terminal_first
     // allow; it sees the call end in the record and exits, printing nothing.
     std::fs::remove_file(&out).unwrap();
     type_prompt(&t, "USE_BASH again");
-    let a = hooked(&w, &t, &id, "a2");
+    let a = hooked(&w, &id, "a2", &|| t.text());
     t.wait_for("Do you want to proceed?", Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("{e}"));
     let hook = a["hook"]["pid"].as_u64().unwrap();
@@ -395,7 +382,7 @@ fn claude_in_its_own_terminal_answered_by_spex_approve_and_at_the_terminal_first
     // a3, the next dialog, is unaffected: denied with a message by spex, heard by the model.
     std::fs::remove_file(&out).unwrap();
     type_prompt(&t, "USE_BASH a third time");
-    hooked(&w, &t, &id, "a3");
+    hooked(&w, &id, "a3", &|| t.text());
     let done = answered(
         &w,
         &fake,
@@ -421,7 +408,7 @@ fn claude_in_its_own_terminal_answered_by_spex_approve_and_at_the_terminal_first
             me.display()
         ),
     );
-    hooked(&w, &t, &id, "a4");
+    hooked(&w, &id, "a4", &|| t.text());
     answered(&w, &fake, &["approve", &id, "--json"]);
     assert!(appears(&me, Duration::from_secs(20)), "{}", t.text());
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -438,7 +425,7 @@ fn claude_in_its_own_terminal_answered_by_spex_approve_and_at_the_terminal_first
     // a5: `No` at the terminal aborts the turn and Claude signals the hook, which exits
     // quietly (and so its wait is over).
     type_prompt(&t, "USE_BASH a last time");
-    let a = hooked(&w, &t, &id, "a5");
+    let a = hooked(&w, &id, "a5", &|| t.text());
     t.wait_for("Do you want to proceed?", Duration::from_secs(30))
         .unwrap_or_else(|e| panic!("{e}"));
     let hook = a["hook"]["pid"].as_u64().unwrap();
@@ -450,6 +437,46 @@ fn claude_in_its_own_terminal_answered_by_spex_approve_and_at_the_terminal_first
     assert!(!out.exists(), "the refused command ran");
     let a = w.record(&id)["attention"].clone();
     assert!(a.is_null() || a["hook"].is_null(), "{}", pretty(&a));
+}
+
+#[test]
+fn a_hosted_dialog_whose_hook_stopped_waiting_is_answered_with_keys() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"], \"answering\": { \"hookWaitSecs\": 3 } }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let settings: Value =
+        serde_json::from_str(&read_or_empty(&w.repo.join(".claude/settings.json"))).unwrap();
+    assert_eq!(
+        settings["hooks"]["PermissionRequest"][0]["hooks"][0]["timeout"],
+        33,
+        "{}",
+        pretty(&settings)
+    );
+    let id = launch(&w, &fake);
+    let a = at_hooked_dialog(&w, &fake, &id, "USE_BASH run it", "Do you want to proceed?");
+    let hook = a["hook"]["pid"].as_u64().unwrap();
+    // Its budget spent, the hook exits printing nothing: the dialog stays for the person, and
+    // the attention is answered with keys from then on.
+    assert!(
+        ends(hook, Duration::from_secs(20)),
+        "the hook outlived its budget"
+    );
+    let a = w.record(&id)["attention"].clone();
+    assert_eq!(a["via"]["how"], "keys", "{}", pretty(&a));
+    assert!(a["hook"].is_null(), "{}", pretty(&a));
+    assert!(screen(&w, &fake, &id).contains("Do you want to proceed?"));
+    let done = answered(&w, &fake, &["approve", &id, "--json"]);
+    assert_eq!(done["via"], "keys", "{}", pretty(&done));
+    assert!(
+        appears(&w.repo.join("bash_out.txt"), Duration::from_secs(20)),
+        "the command did not run\n{}",
+        host_log(&w, &id)
+    );
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    stop(&w, &fake, &id);
 }
 
 #[test]
@@ -1049,7 +1076,13 @@ fn hosted_codex_escalation_first_answer_wins_with_the_tui_attached() {
         .unwrap_or_else(|e| panic!("{e}\n{}", t.diag()));
     t.send(b"y");
     let deadline = Instant::now() + Duration::from_mins(1);
+    let mut pressed = Instant::now();
     while read_or_empty(&out) != "escalated\n" {
+        // A key the TUI took before it was ready for it: the dialog is still there, press again.
+        if pressed.elapsed() > Duration::from_secs(5) && t.text().contains("Yes, proceed") {
+            t.send(b"y");
+            pressed = Instant::now();
+        }
         assert!(
             Instant::now() < deadline,
             "the command approved in the TUI never ran\n{}\n{}",

@@ -1199,6 +1199,111 @@ fn a_hook_node_echoing_a_large_payload_never_hangs_the_hook() {
     );
 }
 
+/// spex starts without std's start-up (see `src/main.rs`), which had set SIGPIPE to be
+/// ignored: a node that exits without reading its payload must leave spex an error on the
+/// write, not a signal that kills the hook before it answers.
+#[test]
+fn a_hook_node_that_never_reads_its_payload_does_not_kill_the_hook() {
+    let w = World::new();
+    write(
+        &w.repo.join(".spec/deaf/spec.md"),
+        "---\ntitle: Deaf\nsurface: hook\nevents: [PreToolUse]\n---\nReads nothing.\n",
+    );
+    executable(
+        &w.repo.join(".spec/deaf/deaf.sh"),
+        "#!/bin/sh\necho 'read nothing'\nexit 0\n",
+    );
+    materialized(&w, "{ \"harnesses\": [\"claude\", \"codex\"] }\n");
+    // 1 MiB: more than the pipe to the node holds, so spex is still writing when it exits.
+    let content = "x".repeat(1 << 20);
+    let sid = "d0d0d0d0-0000-4000-8000-000000000007";
+    let input = json!({ "file_path": w.repo.join("notes.txt"), "content": content });
+    let payload = json!({ "session_id": sid, "cwd": w.repo,
+        "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_input": input });
+    let out = w
+        .dispatch_within(
+            &w.repo,
+            "claude",
+            "PreToolUse",
+            &payload,
+            Duration::from_secs(10),
+        )
+        .expect("the hook answers within 10 s");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the hook died: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ctx = context_of(&json_out(&out, "Write to a deaf node"));
+    assert!(
+        ctx.contains("read nothing"),
+        "the node's output: {ctx:.200}"
+    );
+    assert!(
+        w.events(sid).iter().any(|e| e["kind"] == "tool.started"),
+        "the call is recorded: {:?}",
+        w.events(sid)
+    );
+}
+
+/// A Codex block is exit 2 with the reason on stderr. A harness that closed its end of stderr
+/// still gets the exit code: writing the reason must not panic the hook (which then exited
+/// 101, and the call went through).
+#[test]
+fn a_block_keeps_its_exit_code_when_the_harness_closed_stderr() {
+    let w = World::new();
+    materialized(
+        &w,
+        "{ \"harnesses\": [\"claude\", \"codex\"], \"policies\": { \"specFirst\": \"block\" } }\n",
+    );
+    let mut patch = load_fixture(&w, "codex", "PreToolUse.apply_patch");
+    patch["session_id"] = json!("01b0c0d0-0000-7000-8000-000000000008");
+    patch["tool_input"]["command"] =
+        json!("*** Begin Patch\n*** Add File: src/api/y.rs\n+fn y() {}\n*** End Patch\n");
+    let mut cmd = w.cmd(&w.repo, &["dispatch", "codex", "PreToolUse"]);
+    let mut child = spawn_piped(&mut cmd);
+    // The read end of the hook's stderr, closed before the hook writes to it.
+    drop(child.stderr.take());
+    let out = finish(child, patch.to_string().into_bytes());
+    assert_eq!(out.status.code(), Some(2), "the block: {:?}", out.status);
+    assert_eq!(stdout(&out), "", "a Codex block prints nothing on stdout");
+}
+
+/// The hook starts as fast as the machine allows: the `spex` binary is linked statically and
+/// at a fixed address (`.cargo/config.toml`), so no dynamic loader maps libraries, resolves
+/// symbols or applies relocations before `main`. Read from the binary's ELF header: no
+/// `PT_INTERP` program header (no loader), type `ET_EXEC` (not position-independent).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_spex_binary_starts_without_a_dynamic_loader() {
+    const ET_EXEC: u16 = 2;
+    const PT_INTERP: u32 = 3;
+    const PT_DYNAMIC: u32 = 2;
+    let elf = std::fs::read(crate::common::spex_bin()).expect("the spex binary");
+    assert_eq!(&elf[..4], b"\x7fELF", "an ELF file");
+    assert_eq!(elf[4], 2, "64-bit");
+    let u16_at = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]);
+    let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap());
+    let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap());
+    assert_eq!(
+        u16_at(16),
+        ET_EXEC,
+        "position-independent (ET_DYN): the loader relocates it"
+    );
+    let (phoff, phentsize, phnum) = (
+        usize::try_from(u64_at(32)).unwrap(),
+        usize::from(u16_at(54)),
+        usize::from(u16_at(56)),
+    );
+    let kinds: Vec<u32> = (0..phnum).map(|i| u32_at(phoff + i * phentsize)).collect();
+    assert!(
+        !kinds.contains(&PT_INTERP) && !kinds.contains(&PT_DYNAMIC),
+        "linked dynamically (program headers {kinds:?}): the dynamic loader starts it"
+    );
+}
+
 /// A project with one hook node `name` on `PreToolUse` running `script`, materialized.
 fn with_hook_node(w: &World, name: &str, script: &str) {
     write(

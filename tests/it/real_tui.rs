@@ -971,6 +971,10 @@ fn codex_tui_no_daemon_in_away_mode_waits_for_spex_answer() {
     assert!(!tui.text().contains("Yes, proceed"), "{}", tui.text());
     let done = answered(&w, &["approve", &id]);
     assert_eq!(done["via"], "hook", "{done}");
+    assert!(
+        done["confirmed"].as_str().unwrap().ends_with("ran"),
+        "{done}"
+    );
     until("the approved command never ran", &tui, HOOKED, || {
         read_or_empty(&out) == "escalated\n"
     });
@@ -985,6 +989,10 @@ fn codex_tui_no_daemon_in_away_mode_waits_for_spex_answer() {
     });
     let done = answered(&w, &["deny", &id, "--message", "not from here, please"]);
     assert_eq!(done["via"], "hook", "{done}");
+    assert_eq!(
+        done["confirmed"], "Codex sent the model the denial and its message",
+        "{done}"
+    );
     until("the model was not told the message", &tui, HOOKED, || {
         model_got(&fake, "not from here, please")
     });

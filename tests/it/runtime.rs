@@ -750,41 +750,58 @@ fn interrupt_ends_the_turn_and_the_title_becomes_the_headline() {
     stop(&w, &fake, &id);
 }
 
-#[test]
-fn killed_session_resumes_and_takes_a_prompt() {
-    let (w, fake) = claude_world(SeedOptions::default());
-    let launched = launch_json(&w, &fake, &[]);
+/// A hosted Claude session given `prompt`, whose Claude is killed (`kill -9`) once `turn_over`
+/// holds and its transcript holds `saved`: Claude writes the transcript behind the screen, and
+/// a session ended before that cannot be resumed ("No conversation found"), so the test waits
+/// for it as a person would see it saved. Its id and its record once exited.
+fn killed_after(
+    w: &World,
+    fake: &FakeAnthropic,
+    prompt: &str,
+    turn_over: impl Fn(&str) -> bool,
+    saved: &str,
+) -> (String, Value) {
+    let launched = launch_json(w, fake, &[]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let child = launched["session"]["child_pid"].as_i64().unwrap();
-    run_json(
-        &w,
-        &fake,
-        &["deliver", &id, "USE_NONE remember me", "--json"],
-    )
-    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
-    assert!(wait_screen(
-        &w,
-        &fake,
-        &id,
-        "PLAIN_ANSWER_OK",
-        Duration::from_mins(1)
-    ));
-    // Claude writes its transcript behind the screen; a session ended before that cannot be
-    // resumed (Claude: "No conversation found"). Wait for it, as a person would see it saved.
+    run_json(w, fake, &["deliver", &id, prompt, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, &id)));
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while !turn_over(&id) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        turn_over(&id),
+        "the turn never ended:\n{}",
+        host_log(w, &id)
+    );
     let transcript = w.record(&id)["transcript"]
         .as_str()
         .map(std::path::PathBuf::from)
         .expect("the hooks named the transcript");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !read_or_empty(&transcript).contains("PLAIN_ANSWER_OK") && Instant::now() < deadline {
+    while !read_or_empty(&transcript).contains(saved) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
     Command::new("kill")
         .args(["-9", &child.to_string()])
         .status()
         .unwrap();
-    let killed = wait_status(&w, &id, "exited", Duration::from_secs(5));
+    let killed = wait_status(w, &id, "exited", Duration::from_secs(10));
     assert_eq!(killed["exit_status"]["signal"], 9, "{}", pretty(&killed));
+    (id, killed)
+}
+
+#[test]
+fn killed_session_resumes_and_takes_a_prompt() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let (id, _) = killed_after(
+        &w,
+        &fake,
+        "USE_NONE remember me",
+        |id| screen(&w, &fake, id).contains("PLAIN_ANSWER_OK"),
+        "PLAIN_ANSWER_OK",
+    );
 
     let resumed = run_json(&w, &fake, &["resume", &id, "--detach", "--json"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
@@ -807,42 +824,21 @@ fn killed_session_resumes_and_takes_a_prompt() {
 #[test]
 fn resume_closes_a_failed_turns_attention_with_its_event() {
     let (w, fake) = claude_world(SeedOptions::default());
-    let launched = launch_json(&w, &fake, &[]);
-    let id = launched["session"]["id"].as_str().unwrap().to_owned();
-    let child = launched["session"]["child_pid"].as_i64().unwrap();
-    run_json(
+    let (id, killed) = killed_after(
         &w,
         &fake,
-        &["deliver", &id, "USE_NONE remember me FAIL=400", "--json"],
-    )
-    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
-    let deadline = Instant::now() + Duration::from_mins(1);
-    while w.record(&id)["attention"]["reason"] != "turn_failed" && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let failed = w.record(&id);
+        "USE_NONE remember me FAIL=400",
+        |id| w.record(id)["attention"]["reason"] == "turn_failed",
+        "remember me",
+    );
+    // The exit leaves a failed turn's attention open.
     assert_eq!(
-        failed["attention"]["reason"],
+        killed["attention"]["reason"],
         "turn_failed",
         "{}",
-        pretty(&failed)
+        pretty(&killed)
     );
-    let attention = failed["attention"]["id"].clone();
-    // Claude resumes only a conversation its transcript holds.
-    let transcript = failed["transcript"]
-        .as_str()
-        .map(std::path::PathBuf::from)
-        .expect("the hooks named the transcript");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !read_or_empty(&transcript).contains("remember me") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Command::new("kill")
-        .args(["-9", &child.to_string()])
-        .status()
-        .unwrap();
-    let killed = wait_status(&w, &id, "exited", Duration::from_secs(10));
-    assert_eq!(killed["attention"]["id"], attention, "{}", pretty(&killed));
+    let attention = killed["attention"]["id"].clone();
 
     run_json(&w, &fake, &["resume", &id, "--detach", "--json"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));

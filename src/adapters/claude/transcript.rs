@@ -3,29 +3,13 @@
 //! the assistant's `tool_use` is already written when the hook starts:
 //! facts/answering-claude.md §4.6), and the `tool_result` that shows what became of a call.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde_json::Value;
 
-/// How much of the transcript's end is read.
-const TAIL_BYTES: u64 = 256 * 1024;
-
-/// The entries in the transcript's last [`TAIL_BYTES`], oldest first (a cut first line is
-/// not JSON and is skipped).
+/// The entries at the transcript's end, oldest first.
 pub(super) fn tail(transcript: &Path) -> Option<Vec<Value>> {
-    let mut f = std::fs::File::open(transcript).ok()?;
-    let len = f.metadata().ok()?.len();
-    let from = len.saturating_sub(TAIL_BYTES);
-    f.seek(SeekFrom::Start(from)).ok()?;
-    let mut bytes = Vec::new();
-    f.take(TAIL_BYTES).read_to_end(&mut bytes).ok()?;
-    Some(
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect(),
-    )
+    super::super::jsonl_tail(transcript)
 }
 
 fn blocks(entry: &Value) -> impl Iterator<Item = &Value> {

@@ -51,6 +51,26 @@ impl Answering for CodexAnswering {
         }
     }
 
+    fn confirmed(
+        &self,
+        s: &Session,
+        a: &Attention,
+        answer: &crate::store::answers::Posted,
+    ) -> Option<String> {
+        // The rollout holds what the model was sent for the call: a denied one is
+        // `exec_command failed: CreateProcess { message: "Rejected(\"<message>\")" }`.
+        let output = call_output(s.transcript.as_deref()?, a.call_id.as_deref()?)?;
+        let denied = output.contains("Rejected(");
+        match (answer.choice.as_str(), &answer.message) {
+            ("deny", Some(m)) if denied && output.contains(m.as_str()) => {
+                Some("Codex sent the model the denial and its message".into())
+            }
+            ("deny", _) if denied => Some("the command was denied".into()),
+            ("allow", _) if !denied => Some("the command ran".into()),
+            _ => None,
+        }
+    }
+
     fn hook_reply(
         &self,
         event: &str,
@@ -105,6 +125,21 @@ pub fn daemon_socket(env: &crate::env::Env, s: &Session) -> Option<std::path::Pa
     let sock = home.join("app-server-control/app-server-control.sock");
     // `exists` follows the link to the socket Codex binds under `/tmp/codex-daemon-<uid>/`.
     sock.exists().then_some(sock)
+}
+
+/// What the model was sent for call `call` (its tool output), from the rollout's end.
+fn call_output(rollout: &std::path::Path, call: &str) -> Option<String> {
+    super::super::jsonl_tail(rollout)?
+        .iter()
+        .rev()
+        .map(|e| &e["payload"])
+        .find(|p| {
+            p["call_id"] == call
+                && p["type"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with("_call_output"))
+        })
+        .and_then(|p| p["output"].as_str().map(str::to_owned))
 }
 
 /// How long the server takes to re-send a pending request after `thread/resume` (~50 ms seen,
