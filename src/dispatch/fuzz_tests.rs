@@ -120,9 +120,11 @@ fn fuzz_the_hook_pipeline_survives_mutated_payloads() {
     assert!(git.success(), "git init");
     // A payload without a usable cwd falls back to this process's cwd (the crate's checkout):
     // the store is still the temporary one, and dispatch writes nowhere else.
+    // Every variable an adapter reads is named (and unset), as `dispatch` names them.
     let env = Env {
         home: Some(home.clone()),
         spex_home: Some(spex_home.clone()),
+        vars: adapters::env_vars().map(|name| (name, None)).collect(),
         ..Env::default()
     };
     let (mut runner, rng_seed) = payloads::runner(600, 256);

@@ -203,6 +203,9 @@ impl Reader {
                     .filter(|(i, _)| ino(&prev) == Some(*i))
                     .map_or(0, |a| a.1);
                 text += &read_from(&prev, off)?;
+                // A segment an older spex left cut short keeps its fragment out of the next
+                // file's first line.
+                text.truncate(text.rfind('\n').map_or(0, |i| i + 1));
                 text += &read_from(&path, 0)?;
             }
         }
@@ -264,16 +267,7 @@ fn ino_of(m: &std::fs::Metadata) -> u64 {
 
 /// The file's text from byte `off` (empty when it does not exist).
 fn read_from(path: &std::path::Path, off: u64) -> Result<String, StreamError> {
-    let mut f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-        Err(e) => return Err(at(path)(e)),
-    };
-    let mut bytes = Vec::new();
-    f.seek(std::io::SeekFrom::Start(off))
-        .and_then(|_| f.read_to_end(&mut bytes))
-        .map_err(at(path))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok(String::from_utf8_lossy(&read_bytes(path, off)?).into_owned())
 }
 
 /// Under the stream lock: appends to the stream every event the sessions `ids` (all when
@@ -285,7 +279,12 @@ fn sync(store: &ProjectStore, ids: Option<&[String]>) -> Result<State, StreamErr
         .map_err(at(&state_file))?
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
-    recover(&path, &mut state)?;
+    if recover(&path, &mut state)? {
+        // Saved before anything is appended: the rotation an append may make deletes the
+        // segment before the stream, and no saved state may rely on lines only it held (nor
+        // name a file whose inode a new stream could reuse).
+        save(&state_file, &mut state)?;
+    }
     let all;
     let ids = if let Some(ids) = ids {
         ids
@@ -352,60 +351,139 @@ fn sync(store: &ProjectStore, ids: Option<&[String]>) -> Result<State, StreamErr
     if out.is_empty() {
         return Ok(state);
     }
-    // A file cut in the middle of a line (a reader killed in its write) gets its line ended,
-    // so the next line stays whole.
-    if let Ok(mut f) = std::fs::File::open(&path) {
-        let len = f.metadata().map_or(0, |m| m.len());
-        if len > 0 {
-            let mut last = [0u8];
-            f.seek(std::io::SeekFrom::Start(len - 1))
-                .and_then(|_| f.read_exact(&mut last))
-                .map_err(at(&path))?;
-            if last[0] != b'\n' {
-                out.insert(0, '\n');
-            }
-        }
-    }
-    fsutil::append_bounded(&path, out.as_bytes(), STREAM_BYTES).map_err(at(&path))?;
+    append(&path, out.as_bytes())?;
+    fault("appended");
     let meta = std::fs::metadata(&path).map_err(at(&path))?;
     state.ino = ino_of(&meta);
     state.bytes = meta.len();
-    state.schema = 1;
-    fsutil::replace(&state_file, &super::json_bytes(&state)).map_err(at(&state_file))?;
+    save(&state_file, &mut state)?;
     Ok(state)
 }
 
-/// A reader that died between appending to the stream and saving the state left lines the
-/// state does not know: they are taken into it (their events are not appended twice).
-fn recover(path: &std::path::Path, state: &mut State) -> Result<(), StreamError> {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return Ok(());
-    };
-    if ino_of(&meta) == state.ino && meta.len() == state.bytes {
-        return Ok(());
+/// Replaces the saved state in one step (a rename: a reader killed meanwhile leaves the old).
+fn save(file: &std::path::Path, state: &mut State) -> Result<(), StreamError> {
+    state.schema = 1;
+    fsutil::replace(file, &super::json_bytes(state)).map_err(at(file))
+}
+
+/// Appends `bytes` to the stream, which first becomes `stream.jsonl.1` (replacing the segment
+/// before it) when they would take it past its bound.
+fn append(path: &std::path::Path, bytes: &[u8]) -> Result<(), StreamError> {
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    if len > 0 && len + bytes.len() as u64 > stream_bytes() {
+        std::fs::rename(path, fsutil::previous_segment(path)).map_err(at(path))?;
+        fault("rotated");
     }
-    let text = if ino_of(&meta) == state.ino && meta.len() > state.bytes {
-        read_from(path, state.bytes)?
-    } else {
-        // Another file (rotated, or no state at all): read what is kept.
-        read_from(&fsutil::previous_segment(path), 0)? + &read_from(path, 0)?
-    };
-    for v in text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    if cfg!(debug_assertions) && fault_is("torn") {
+        // Half the batch, as a write cut short by a kill.
+        fsutil::append(path, &bytes[..bytes.len() / 2]).map_err(at(path))?;
+        fault("torn");
+    }
+    fsutil::append(path, bytes).map_err(at(path))
+}
+
+/// The stream's bound: [`STREAM_BYTES`]; test builds take `SPEX_STREAM_BYTES`, so a test can
+/// make it rotate within a few events.
+fn stream_bytes() -> u64 {
+    #[cfg(debug_assertions)]
+    if let Some(b) = std::env::var("SPEX_STREAM_BYTES")
+        .ok()
+        .and_then(|b| b.parse().ok())
     {
-        let (Some(pos), Some(id), Some(seq)) =
-            (v["pos"].as_u64(), v["session"].as_str(), v["seq"].as_u64())
-        else {
-            continue;
-        };
-        state.last = state.last.max(pos);
-        let had = state.sessions.entry(id.to_owned()).or_insert(0);
-        *had = (*had).max(seq);
+        return b;
     }
-    state.ino = ino_of(&meta);
-    state.bytes = meta.len();
-    Ok(())
+    STREAM_BYTES
+}
+
+/// Whether test builds were asked (`SPEX_STREAM_FAULT`) to die at `point`.
+fn fault_is(point: &str) -> bool {
+    cfg!(debug_assertions) && std::env::var_os("SPEX_STREAM_FAULT").is_some_and(|v| v == point)
+}
+
+/// Test builds only: the reader kills itself (SIGKILL, nothing runs after) at the moment of the
+/// copy `SPEX_STREAM_FAULT` names, as a crash exactly there would, so a test reaches each crash
+/// window on purpose rather than by luck.
+fn fault(point: &str) {
+    if fault_is(point) {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}
+
+/// Makes `state` say what the stream on disk holds, whatever moment a reader was killed at;
+/// returns whether it had to change. The state is saved only after a whole batch is written,
+/// so it can lag the file: lines past `bytes` in the file it names (`ino`, found as the
+/// stream or, once rotated, as its previous segment) and every line of a newer file are taken
+/// in (the stream itself says which events it holds: `session` and `seq`, at `pos`). A last
+/// line cut short (a reader killed mid-write) was never a line anyone read (readers take whole
+/// lines only): it is cut off, and its event is copied again at the position it was to have.
+fn recover(path: &std::path::Path, state: &mut State) -> Result<bool, StreamError> {
+    let len_ino = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (ino_of(&m), m.len()));
+    let cur = len_ino(path);
+    if cur == Some((state.ino, state.bytes)) {
+        return Ok(false);
+    }
+    let prev_path = fsutil::previous_segment(path);
+    let prev = len_ino(&prev_path);
+    let names = |f: Option<(u64, u64)>| f.is_some_and(|(i, l)| i == state.ino && l >= state.bytes);
+    let (older, from) = if names(cur) {
+        (Vec::new(), state.bytes)
+    } else if names(prev) {
+        (read_bytes(&prev_path, state.bytes)?, 0)
+    } else {
+        // No state, or a file it does not name (removed by hand): read all that is kept.
+        (read_bytes(&prev_path, 0)?, 0)
+    };
+    let mut current = read_bytes(path, from)?;
+    let whole = current
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    if whole < current.len() {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(at(path))?;
+        f.set_len(from + whole as u64).map_err(at(path))?;
+        current.truncate(whole);
+    }
+    for text in [&older, &current] {
+        // Whole lines only (a segment that ends cut short keeps its fragment out).
+        let end = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        for v in String::from_utf8_lossy(&text[..end])
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        {
+            let (Some(pos), Some(id), Some(seq)) =
+                (v["pos"].as_u64(), v["session"].as_str(), v["seq"].as_u64())
+            else {
+                continue;
+            };
+            state.last = state.last.max(pos);
+            let had = state.sessions.entry(id.to_owned()).or_insert(0);
+            *had = (*had).max(seq);
+        }
+    }
+    // The file the next append goes to, or the one it will follow.
+    (state.ino, state.bytes) = match (len_ino(path), prev) {
+        (Some(f), _) | (None, Some(f)) => f,
+        (None, None) => (0, 0),
+    };
+    Ok(true)
+}
+
+/// The file's bytes from `off` (none when it does not exist).
+fn read_bytes(path: &std::path::Path, off: u64) -> Result<Vec<u8>, StreamError> {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(at(path)(e)),
+    };
+    let mut bytes = Vec::new();
+    f.seek(std::io::SeekFrom::Start(off))
+        .and_then(|_| f.read_to_end(&mut bytes))
+        .map_err(at(path))?;
+    Ok(bytes)
 }
 
 /// The error a cursor was refused for, when `e` is one.

@@ -371,3 +371,169 @@ fn events_survive_rotation_and_say_what_rotated_away_unread() {
     // The rotation was on purpose: the kept log starts past seq 1.
     w.skip_grammar();
 }
+
+/// Readers killed at every moment of their copy while hooks arrive: `spex events` processes
+/// killed (SIGKILL) after a random delay, and others that kill themselves at a named moment of
+/// the copy (`SPEX_STREAM_FAULT`, test builds: half a batch written, the batch written but not
+/// its bookkeeping, the stream renamed aside for rotation but no new file yet), with a stream
+/// bound small enough (`SPEX_STREAM_BYTES`) that it rotates every few batches. After each kill
+/// a reader resumed from the last cursor gets the positions right after it, each once; at the
+/// end every event of every session's log has been in the stream exactly once, at contiguous
+/// positions.
+#[test]
+fn readers_killed_at_any_moment_of_their_copy_never_duplicate_or_lose_an_event() {
+    let w = World::new();
+    let ids = [
+        "dddddddd-4444-4444-8444-000000000001",
+        "dddddddd-4444-4444-8444-000000000002",
+        "dddddddd-4444-4444-8444-000000000003",
+    ];
+    let faults = ["", "torn", "appended", "rotated"];
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap();
+    let mut seed = (now.as_secs() << 30 ^ u64::from(now.subsec_nanos())) | 1;
+    eprintln!("seed {seed}");
+    let mut rand = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let read = |since: &str| -> Vec<Value> {
+        let out = w
+            .cmd(&w.repo, &["events", "--json", "--since", since])
+            .env("SPEX_STREAM_BYTES", "8192")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let mut seen: Vec<Value> = Vec::new();
+    let mut cursor = "0".to_owned();
+    let mut killed = std::collections::BTreeMap::new();
+    std::thread::scope(|scope| {
+        // Hooks keep arriving, each session a turn with tool calls, all through the run.
+        // (`World` stays on this thread: the hooks' thread gets what their commands need.)
+        let template = w.cmd(&w.repo, &[]);
+        let program = template.get_program().to_owned();
+        let envs: Vec<(std::ffi::OsString, std::ffi::OsString)> = template
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+            .collect();
+        let repo = w.repo.clone();
+        let turn = [
+            ("UserPromptSubmit", "UserPromptSubmit"),
+            ("PreToolUse", "PreToolUse.Bash"),
+            ("PostToolUse", "PostToolUse.Bash"),
+            ("Stop", "Stop"),
+        ];
+        let starts: Vec<String> = ids
+            .iter()
+            .map(|s| payload(&w, "SessionStart.startup", s).to_string())
+            .collect();
+        let turns: Vec<Vec<String>> = ids
+            .iter()
+            .map(|s| {
+                turn.iter()
+                    .map(|t| payload(&w, t.1, s).to_string())
+                    .collect()
+            })
+            .collect();
+        let stop = &stop;
+        scope.spawn(move || {
+            let run = |event: &str, input: &str| {
+                use std::io::Write as _;
+                let mut child = std::process::Command::new(&program)
+                    .args(["dispatch", "claude", event])
+                    .current_dir(&repo)
+                    .env_clear()
+                    .envs(envs.iter().map(|(k, v)| (k, v)))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(input.as_bytes())
+                    .unwrap();
+                assert!(child.wait().unwrap().success(), "{event}");
+            };
+            for s in &starts {
+                run("SessionStart", s);
+            }
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let k = (i / ids.len()) % turn.len();
+                run(turn[k].0, &turns[i % ids.len()][k]);
+                i += 1;
+            }
+        });
+        for round in 0..120 {
+            let fault = faults[round % faults.len()];
+            let mut child = w
+                .cmd(&w.repo, &["events", "--json", "--since", "0"])
+                // The reader that is to die in its rotation makes one whenever it writes.
+                .env(
+                    "SPEX_STREAM_BYTES",
+                    if fault == "rotated" { "1" } else { "8192" },
+                )
+                .env("SPEX_STREAM_FAULT", fault)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            if fault.is_empty() {
+                std::thread::sleep(Duration::from_micros(rand(20_000)));
+                let _ = child.kill();
+            }
+            let status = child.wait().unwrap();
+            if std::os::unix::process::ExitStatusExt::signal(&status) == Some(9) {
+                *killed.entry(fault).or_insert(0) += 1;
+            }
+            // A reader resumed from the last cursor: the positions right after it, once each.
+            let got = read(&cursor);
+            for v in got {
+                let want = seen.len() as u64 + 1;
+                assert_eq!(v["pos"], want, "round {round} ({fault:?}): {v}");
+                cursor = v["cursor"].as_str().unwrap().to_owned();
+                seen.push(v);
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    seen.extend(read(&cursor));
+    // Every crash window was reached (a fault fires only when the reader has a batch to
+    // write, or a rotation to make).
+    eprintln!("readers killed, by moment: {killed:?}");
+    for fault in faults {
+        assert!(
+            killed.get(fault).is_some_and(|n| *n > 0),
+            "{fault:?}: {killed:?}"
+        );
+    }
+    let rotated = w.project_dir().join("stream.jsonl.1");
+    assert!(rotated.exists(), "the stream never rotated");
+    for s in ids {
+        let mine: Vec<u64> = seen
+            .iter()
+            .filter(|v| v["session"] == s)
+            .map(|v| v["seq"].as_u64().unwrap())
+            .collect();
+        let last = w.record(s)["seq"].as_u64().unwrap();
+        assert_eq!(mine, (1..=last).collect::<Vec<_>>(), "{s}");
+    }
+    let pos: Vec<u64> = seen.iter().map(|v| v["pos"].as_u64().unwrap()).collect();
+    assert_eq!(pos, (1..=seen.len() as u64).collect::<Vec<_>>());
+}

@@ -20,11 +20,15 @@
 //! | `ask2` | the same with two questions (`color` as in `ask`; `size`: `Small`, `Large`) |
 //! | `hang` | `response.created`, then `: keepalive` comments every second until the server is dropped or the hang limit passes (`HANG=<secs>` in the prompt, else the server's limit, default 120 s), then a message |
 //! | `fail` | HTTP 500 |
-//! | `failonce` | HTTP 500 for the first `failonce` request this server sees, then one assistant message |
+//! | `failonce` | HTTP 500 for the first `failonce` turn request this server sees (a title request never counts), then one assistant message |
 //! | (none) | one assistant message |
 //!
 //! Every response reports [`USAGE`] as its token counts.
 //! "final" is an assistant message `ok (<scenario>, <n> tool outputs seen)`.
+//! The Codex TUI asks for its thread's title in a request of its own (structured output, the
+//! prompt quoted in it) beside the turn's, prompt after prompt while it has none (the answers
+//! here are no title); the two race, so the log marks it `"title": true` and `failonce` leaves
+//! it out.
 //! `POST <base>/responses/compact` -> one user message `fake compacted summary`;
 //! `GET <base>/models` -> empty lists; anything else -> 404. Every request is logged.
 //!
@@ -87,7 +91,7 @@ const DEFAULT_HANG: Duration = Duration::from_mins(2);
 
 /// A running fake; stops on Drop (which also ends any `hang` stream). Its
 /// [`LoggingServer::requests`] are `{method, path, headers, body}` plus, for POSTs, `scenario`,
-/// `tools` (name -> type) and `n_tool_outputs`.
+/// `tools` (name -> type), `n_tool_outputs` and `title` (the TUI's title request).
 pub struct FakeResponses(LoggingServer);
 
 impl FakeResponses {
@@ -142,6 +146,13 @@ fn tool_names(body: &Value) -> Map<String, Value> {
             Some((name.to_owned(), t["type"].clone()))
         })
         .collect()
+}
+
+/// Whether `body` is the Codex TUI's request for a thread title: structured output
+/// (`text.format` a JSON schema with a `title`), which no turn of these tests asks for.
+fn is_title_request(body: &Value) -> bool {
+    let format = &body["text"]["format"];
+    format["type"] == "json_schema" && format["schema"]["properties"]["title"].is_object()
 }
 
 /// `(scenario, hang override, tool outputs after the scenario's message)`.
@@ -296,6 +307,8 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
     entry.insert("scenario".into(), scenario.clone().into());
     entry.insert("tools".into(), Value::Object(tools.clone()));
     entry.insert("n_tool_outputs".into(), outs.into());
+    let title = is_title_request(&body);
+    entry.insert("title".into(), title.into());
     log.push(Value::Object(entry));
 
     if path.ends_with("/responses/compact") {
@@ -309,10 +322,11 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
         return conn.json(404, &json!({"error": "not found"}));
     }
     let first_failonce = scenario == "failonce"
+        && !title
         && log
             .all()
             .iter()
-            .filter(|r| r["scenario"] == "failonce")
+            .filter(|r| r["scenario"] == "failonce" && r["title"] != true)
             .count()
             == 1;
     if scenario == "fail" || first_failonce {
@@ -386,5 +400,44 @@ mod tests {
         let body = json!({"input": [user("SCENARIO:patch"), out, user("SCENARIO:hang HANG=3")]});
         assert_eq!(scenario_of(&body), ("hang".into(), Some(3), 0));
         assert_eq!(scenario_of(&json!({})), ("default".into(), None, 0));
+    }
+
+    /// The HTTP status of `POST /v1/responses` with `body`.
+    fn post_status(fake: &FakeResponses, body: &Value) -> String {
+        use std::io::{BufRead as _, Write as _};
+        let body = body.to_string();
+        let mut stream = std::net::TcpStream::connect(fake.addr()).expect("connect");
+        write!(
+            stream,
+            "POST /v1/responses HTTP/1.1\r\nHost: fake\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("write");
+        let mut line = String::new();
+        io::BufReader::new(stream)
+            .read_line(&mut line)
+            .expect("status line");
+        line.split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The TUI's title request for a `failonce` prompt, sent first (as it races the turn's
+    /// request), is answered; the turn's own first request still fails, its retry does not.
+    #[test]
+    fn failonce_fails_the_turns_first_request_not_the_title_request() {
+        let fake = FakeResponses::start();
+        let prompt = "SCENARIO:failonce";
+        let title = json!({
+            "input": [user(&format!("Generate a concise, single-line task title.\n\nUser prompt:\n{prompt}"))],
+            "text": {"format": {"type": "json_schema", "name": "codex_output_schema", "strict": true,
+                "schema": {"type": "object", "properties": {"title": {"type": "string"}}}}},
+        });
+        let turn = json!({"input": [user(prompt)]});
+        assert_eq!(post_status(&fake, &title), "200");
+        assert_eq!(post_status(&fake, &turn), "500");
+        assert_eq!(post_status(&fake, &title), "200");
+        assert_eq!(post_status(&fake, &turn), "200");
     }
 }
