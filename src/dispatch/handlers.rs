@@ -160,14 +160,6 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                     state: TurnState::Running,
                     prompt: Some(prompt.clone()),
                     started_at: ctx.now.to_owned(),
-                    ended_at: None,
-                    note: None,
-                    attempt_failed_at: None,
-                    error_kind: None,
-                    next: None,
-                    partial: None,
-                    open_calls: Vec::new(),
-                    other: serde_json::Map::new(),
                     ..Default::default()
                 });
                 out.push(event(
@@ -582,14 +574,6 @@ mod tests {
                 state: TurnState::Running,
                 prompt: Some("first".into()),
                 started_at: "2026-11-23T12:14:45.183Z".into(),
-                ended_at: None,
-                note: None,
-                attempt_failed_at: None,
-                error_kind: None,
-                next: None,
-                partial: None,
-                open_calls: Vec::new(),
-                other: serde_json::Map::new(),
                 ..Default::default()
             }),
             ..Session::default()

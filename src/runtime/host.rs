@@ -68,6 +68,9 @@ struct Shared {
     progress: Mutex<Option<std::time::SystemTime>>,
     /// The record's running turn is marked stalled (by this host's budget watch).
     stalled: std::sync::atomic::AtomicBool,
+    /// The program is the session (see `HostSpec`): its screen may end the session's turns.
+    /// A client of a server (its thread's turns end by the server's word) may not.
+    program_is_session: bool,
 }
 
 /// The output chunks a host has seen.
@@ -288,51 +291,20 @@ impl Shared {
             Activity::Idle if watch.interrupt_pending => {
                 watch.interrupt_pending = false;
                 let by = watch.interrupt_by;
-                record(&self.store, &self.id, |s, events, now| {
-                    let before = s.state_key();
-                    let why = "an interrupt key was typed, then the prompt came back";
-                    let ended = s.end_turn(
-                        TurnState::Interrupted,
-                        now,
-                        SOURCE,
-                        serde_json::json!({ "reason": why, "by": by }),
-                    );
-                    if ended.is_empty() {
-                        // A turn that already ended (`timed_out`, the harness going on with
-                        // it) has now stopped: idle, with no second ending.
-                        if s.status == Status::Working && !s.turn_running() {
-                            s.status = Status::Idle;
-                            s.stamp(before, now, SOURCE, Some(why.into()));
-                        }
-                        return;
-                    }
-                    events.extend(ended);
-                    s.status = Status::Idle;
-                    events.extend(s.clear_attention(SOURCE));
-                    s.stamp(before, now, SOURCE, Some(why.into()));
-                });
+                self.stopped(
+                    "an interrupt key was typed, then the prompt came back",
+                    by,
+                    false,
+                );
             }
             // A dialog that gives way to the idle prompt with no interrupt key typed: its
             // request was denied, which stops the turn (Claude's `No`, no hook follows).
-            Activity::Idle if before == Some(Activity::Waiting) => {
-                record(&self.store, &self.id, |s, events, now| {
-                    if s.status != Status::NeedsAttention {
-                        return;
-                    }
-                    let before = s.state_key();
-                    let why = "the dialog was denied: the prompt came back and the turn ended";
-                    let ended = s.end_turn(
-                        TurnState::Interrupted,
-                        now,
-                        SOURCE,
-                        serde_json::json!({ "reason": why, "by": "denial" }),
-                    );
-                    events.extend(ended);
-                    events.extend(s.clear_attention(SOURCE));
-                    s.status = Status::Idle;
-                    s.stamp(before, now, SOURCE, Some(why.into()));
-                });
-            }
+            Activity::Idle if before == Some(Activity::Waiting) && self.program_is_session => self
+                .stopped(
+                    "the dialog was denied: the prompt came back and the turn ended",
+                    "denial",
+                    true,
+                ),
             Activity::Busy if before == Some(Activity::Waiting) => {
                 record(&self.store, &self.id, |s, events, now| {
                     if s.status == Status::NeedsAttention {
@@ -346,6 +318,33 @@ impl Shared {
             }
             _ => {}
         }
+    }
+
+    /// The prompt came back after the turn was stopped (by `by`, as `why` says; with
+    /// `at_dialog`, only while the session waits on a dialog): the running turn ends
+    /// `interrupted` and what it asked closes; a turn that had already ended (`timed_out`, the
+    /// harness going on with it) has now stopped, and the session is idle with no second
+    /// ending.
+    fn stopped(&self, why: &'static str, by: &'static str, at_dialog: bool) {
+        record(&self.store, &self.id, |s, events, now| {
+            if at_dialog && s.status != Status::NeedsAttention {
+                return;
+            }
+            let before = s.state_key();
+            let ended = s.end_turn(
+                TurnState::Interrupted,
+                now,
+                SOURCE,
+                serde_json::json!({ "reason": why, "by": by }),
+            );
+            if ended.is_empty() && !at_dialog && s.status != Status::Working {
+                return;
+            }
+            events.extend(ended);
+            s.status = Status::Idle;
+            events.extend(s.clear_attention(SOURCE));
+            s.stamp(before, now, SOURCE, Some(why.into()));
+        });
     }
 
     /// The terminal model answers queries exactly while no real terminal is attached.
@@ -407,6 +406,7 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         injecting: Mutex::new(None),
         progress: Mutex::new(None),
         stalled: std::sync::atomic::AtomicBool::new(false),
+        program_is_session: spec.program_is_session,
     });
     if shared.tee.has_sinks() {
         shared.follow_events();

@@ -1244,23 +1244,7 @@ fn deliver_wait_until_done_on_a_codex_thread_reports_the_outcome() {
     let rig = Rig::start(true);
     let launched = rig.launch(&rig.w.repo, &[]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
-    let deliver = |text: &str| {
-        rig.cmd(
-            &rig.w.repo,
-            &[
-                "deliver",
-                &id,
-                text,
-                "--wait-until",
-                "done",
-                "--timeout",
-                "120",
-                "--json",
-            ],
-        )
-        .output()
-        .unwrap()
-    };
+    let deliver = |text: &str| deliver_until_done(&rig, &id, text, "120", true);
     let out = deliver("SCENARIO:patch");
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {out:?}\n{}", rig.diag()));
@@ -1290,21 +1274,27 @@ fn deliver_wait_until_done_on_a_codex_thread_reports_the_outcome() {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// The endings of a session's turns, in order.
-fn turn_endings(shown: &Value) -> Vec<String> {
-    kinds(shown)
-        .into_iter()
-        .filter(|k| {
-            k.starts_with("turn.")
-                && ![
-                    "turn.started",
-                    "turn.steered",
-                    "turn.stalled",
-                    "turn.resumed",
-                ]
-                .contains(&k.as_str())
-        })
-        .collect()
+/// `spex deliver <id> <text> --wait-until done --timeout <secs> [--json]`, run to its end.
+fn deliver_until_done(
+    rig: &Rig,
+    id: &str,
+    text: &str,
+    secs: &str,
+    json: bool,
+) -> std::process::Output {
+    let mut args = vec![
+        "deliver",
+        id,
+        text,
+        "--wait-until",
+        "done",
+        "--timeout",
+        secs,
+    ];
+    if json {
+        args.push("--json");
+    }
+    rig.cmd(&rig.w.repo, &args).output().unwrap()
 }
 
 /// A thread on spex's server whose model request hangs: the supervisor judges its budget,
@@ -1319,21 +1309,7 @@ fn a_codex_turn_past_its_budget_is_timed_out_and_interrupted_by_the_supervisor()
     );
     let launched = rig.launch(&rig.w.repo, &[]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
-    let out = rig
-        .cmd(
-            &rig.w.repo,
-            &[
-                "deliver",
-                &id,
-                "SCENARIO:hang HANG=50",
-                "--wait-until",
-                "done",
-                "--timeout",
-                "60",
-            ],
-        )
-        .output()
-        .unwrap();
+    let out = deliver_until_done(&rig, &id, "SCENARIO:hang HANG=50", "60", false);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(4), "{text}\n{}", rig.diag());
     assert!(text.contains("turn timed_out"), "{text}\n{}", rig.diag());
@@ -1345,7 +1321,7 @@ fn a_codex_turn_past_its_budget_is_timed_out_and_interrupted_by_the_supervisor()
     assert_eq!(turn["state"], "timed_out", "{}", pretty(&shown));
     assert_eq!(turn["timeout"]["action"], "interrupt", "{}", pretty(&shown));
     assert_eq!(
-        turn_endings(&shown),
+        crate::common::turn_endings(&events(&shown)),
         ["turn.timed_out"],
         "{}",
         pretty(&shown)
@@ -1374,21 +1350,7 @@ fn a_stalled_codex_turn_is_marked_then_resumes_and_completes() {
     let launched = rig.launch(&rig.w.repo, &[]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     // A wait shorter than the turn: exit 1, saying how far the delivery got.
-    let out = rig
-        .cmd(
-            &rig.w.repo,
-            &[
-                "deliver",
-                &id,
-                "SCENARIO:hang HANG=9",
-                "--wait-until",
-                "done",
-                "--timeout",
-                "2",
-            ],
-        )
-        .output()
-        .unwrap();
+    let out = deliver_until_done(&rig, &id, "SCENARIO:hang HANG=9", "2", false);
     assert_eq!(out.status.code(), Some(1), "{out:?}\n{}", rig.diag());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("reached `started`, not `done`"),
@@ -1434,7 +1396,12 @@ fn a_stalled_codex_turn_is_marked_then_resumes_and_completes() {
         "{}",
         pretty(&done)
     );
-    assert_eq!(turn_endings(&done), ["turn.completed"], "{}", pretty(&done));
+    assert_eq!(
+        crate::common::turn_endings(&events(&done)),
+        ["turn.completed"],
+        "{}",
+        pretty(&done)
+    );
     crate::common::assert_grammar(&done["session"], &events(&done), &|| rig.diag());
     rig.json(&rig.w.repo, &["stop", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}"));

@@ -410,6 +410,25 @@ impl Snapshot {
 /// `seq`; whether a turn was open or attention raised before it is unknown, so until the log
 /// first starts a turn (raises attention) it may end one (clear it) once, and while it never
 /// says, the record's turn (attention) is not compared with it.
+/// The ending events of a session's turns, in order (a stall is no ending).
+pub fn turn_endings(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .filter(|k| {
+            k.starts_with("turn.")
+                && ![
+                    "turn.started",
+                    "turn.steered",
+                    "turn.stalled",
+                    "turn.resumed",
+                ]
+                .contains(k)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
 pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) {
     let first = events.first().and_then(|e| e["seq"].as_u64()).unwrap_or(1);
     let rotated = first > 1;

@@ -30,15 +30,7 @@ fn run(w: &World, fake: &FakeAnthropic, prompt: &str) -> Outcome {
     let id = session.id.clone();
     wait_until(w, &id, SETTLE, |_, _| true)
         .unwrap_or_else(|d| panic!("no record from SessionStart\n{d}"));
-    let waiter: Child = w
-        .cmd(
-            &w.repo,
-            &["wait", &id, "--until", "turn-end", "--timeout", "120"],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn spex wait");
+    let waiter: Child = waiter(w, &id);
     let result = session.turn(w, prompt);
     let out = waiter.wait_with_output().expect("spex wait");
     let (rec, _) = wait_until(w, &id, SETTLE, |r, _| r["turn"]["state"] != "running")
@@ -176,23 +168,21 @@ fn waiter(w: &World, id: &str) -> Child {
     .expect("spawn spex wait")
 }
 
-/// The ending events of the session's turns, in order.
-fn endings(events: &[Value]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| e["kind"].as_str())
-        .filter(|k| {
-            k.starts_with("turn.")
-                && ![
-                    "turn.started",
-                    "turn.steered",
-                    "turn.stalled",
-                    "turn.resumed",
-                ]
-                .contains(k)
-        })
-        .map(str::to_owned)
-        .collect()
+/// Waits until the session's slow Bash call (`USE_SLOWBASH`) has started.
+fn bash_started(w: &World, id: &str, diag: &dyn Fn() -> String) {
+    wait_until(w, id, SETTLE, |_, ev| {
+        ev.iter()
+            .any(|e| e["kind"] == "tool.started" && e["tool"] == "Bash")
+    })
+    .unwrap_or_else(|d| panic!("the slow Bash call never started\n{d}\n{}", diag()));
+}
+
+/// Whether the slow Bash call's `sleep 20` is gone within 10 s (the harness killed it).
+fn command_gone(w: &World) -> bool {
+    (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        processes_in(&w.repo, "sleep 20").is_empty()
+    })
 }
 
 /// Processes whose working folder is `dir` and whose command line contains `needle`.
@@ -256,7 +246,7 @@ fn a_self_started_turn_past_its_budget_is_timed_out_by_the_readers_once() {
         diag()
     );
     assert_eq!(
-        endings(&events),
+        crate::common::turn_endings(&events),
         ["turn.timed_out"],
         "one ending\n{}",
         diag()
@@ -296,11 +286,7 @@ fn a_hosted_turn_past_its_budget_is_timed_out_and_interrupted() {
     );
     let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
     let wait = waiter(&w, &id);
-    wait_until(&w, &id, SETTLE, |_, ev| {
-        ev.iter()
-            .any(|e| e["kind"] == "tool.started" && e["tool"] == "Bash")
-    })
-    .unwrap_or_else(|d| panic!("the slow Bash call never started\n{d}\n{}", diag()));
+    bash_started(&w, &id, &diag);
     let runs = (0..200).any(|_| {
         std::thread::sleep(Duration::from_millis(50));
         !processes_in(&w.repo, "sleep 20").is_empty()
@@ -329,16 +315,13 @@ fn a_hosted_turn_past_its_budget_is_timed_out_and_interrupted() {
     assert_eq!(rec["turn"]["state"], "timed_out", "{}", diag());
     assert_eq!(rec["turn"]["timeout"]["action"], "interrupt", "{}", diag());
     assert_eq!(
-        endings(&events),
+        crate::common::turn_endings(&events),
         ["turn.timed_out"],
         "one ending\n{}",
         diag()
     );
     // The harness really stopped: its command is gone and never wrote its file.
-    let gone = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        processes_in(&w.repo, "sleep 20").is_empty()
-    });
+    let gone = command_gone(&w);
     assert!(gone, "{:?}\n{}", processes_in(&w.repo, "sleep 20"), diag());
     assert!(!w.repo.join("slow_out.txt").exists(), "{}", diag());
     assert!(
@@ -360,20 +343,8 @@ fn an_interrupt_mid_tool_closes_the_call_as_interrupted_and_wait_exits_4() {
         "Please run a slow command. USE_SLOWBASH",
     );
     let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
-    wait_until(&w, &id, SETTLE, |_, ev| {
-        ev.iter()
-            .any(|e| e["kind"] == "tool.started" && e["tool"] == "Bash")
-    })
-    .unwrap_or_else(|d| panic!("the slow Bash call never started\n{d}\n{}", diag()));
-    let waiter: Child = w
-        .cmd(
-            &w.repo,
-            &["wait", &id, "--until", "turn-end", "--timeout", "120"],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn spex wait");
+    bash_started(&w, &id, &diag);
+    let waiter: Child = waiter(&w, &id);
     run_json(&w, &fake, &["interrupt", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
     let out = waiter.wait_with_output().expect("spex wait");
@@ -483,8 +454,9 @@ fn deliver_wait_until_done_reports_the_stages_and_the_turns_outcome() {
 }
 
 /// Hosted: a Bash call (`sleep 20`) longer than the stall budget, with no hook and nothing new
-/// on the screen but its spinner and clock, is marked `turn.stalled` by the host; the call's
-/// end resumes it (`turn.resumed`) and the turn completes: one ending, the call paired.
+/// on the screen but its spinner, clock and blinking mark, is marked `turn.stalled` by the
+/// host; progress resumes it (`turn.resumed`: the screen adding the call's running time, then
+/// the call's end) and the turn completes: one ending, the call paired.
 #[test]
 fn a_stalled_tool_call_is_marked_then_resumes_and_the_turn_completes() {
     use crate::runtime::{host_log, screen, stop};
@@ -493,20 +465,29 @@ fn a_stalled_tool_call_is_marked_then_resumes_and_the_turn_completes() {
         "Please run a slow command. USE_SLOWBASH",
     );
     let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
-    let (rec, _) = wait_until(&w, &id, SETTLE, |_, ev| {
-        ev.iter().any(|e| e["kind"] == "turn.stalled")
-    })
-    .unwrap_or_else(|d| panic!("the turn was never marked stalled\n{d}\n{}", diag()));
-    assert_eq!(rec["status"], "working", "a stall is no ending\n{}", diag());
-    assert_eq!(rec["turn"]["state"], "running", "{}", diag());
-    let show = String::from_utf8_lossy(&w.spex(&w.repo, &["show", &id]).stdout).into_owned();
-    assert!(
-        show.contains("running, stalled since"),
-        "{show}\n{}",
-        diag()
-    );
-    let table = String::from_utf8_lossy(&w.spex(&w.repo, &["sessions"]).stdout).into_owned();
-    assert!(table.contains("stalled:"), "{table}\n{}", diag());
+    // The screen may still change now and then (Claude adds the call's running time): `show`
+    // is asked while the record says stalled, and asked again at a later stall.
+    loop {
+        let (rec, _) = wait_until(&w, &id, SETTLE, |r, _| {
+            r["turn"]["stalled_at"].is_string() || r["turn"]["state"] != "running"
+        })
+        .unwrap_or_else(|d| panic!("the turn was never marked stalled\n{d}\n{}", diag()));
+        assert_eq!(rec["turn"]["state"], "running", "never stalled\n{}", diag());
+        assert_eq!(rec["status"], "working", "a stall is no ending\n{}", diag());
+        let show = String::from_utf8_lossy(&w.spex(&w.repo, &["show", &id]).stdout).into_owned();
+        if show.contains("running, stalled since") {
+            break;
+        }
+        // Only progress since (a `turn.resumed`) excuses `show`.
+        assert_ne!(
+            w.record(&id)["seq"],
+            rec["seq"],
+            "stalled, but `show` does not say so:\n{show}\n{}",
+            diag()
+        );
+        wait_until(&w, &id, SETTLE, |r, _| !r["turn"]["stalled_at"].is_string())
+            .unwrap_or_else(|d| panic!("{d}"));
+    }
     let (rec, events) = wait_until(&w, &id, Duration::from_mins(2), |r, _| {
         r["turn"]["state"] == "completed"
     })
@@ -518,7 +499,12 @@ fn a_stalled_tool_call_is_marked_then_resumes_and_the_turn_completes() {
         "{kinds:?}\n{}",
         diag()
     );
-    assert_eq!(endings(&events), ["turn.completed"], "{}", diag());
+    assert_eq!(
+        crate::common::turn_endings(&events),
+        ["turn.completed"],
+        "{}",
+        diag()
+    );
     assert!(
         w.repo.join("slow_out.txt").is_file(),
         "the command ran to its end\n{}",
@@ -538,11 +524,7 @@ fn esc_at_the_terminal_is_an_interrupt_by_the_terminal() {
         "Please run a slow command. USE_SLOWBASH",
     );
     let diag = || format!("{}\nscreen:\n{}", host_log(&w, &id), screen(&w, &fake, &id));
-    wait_until(&w, &id, SETTLE, |_, ev| {
-        ev.iter()
-            .any(|e| e["kind"] == "tool.started" && e["tool"] == "Bash")
-    })
-    .unwrap_or_else(|d| panic!("the slow Bash call never started\n{d}\n{}", diag()));
+    bash_started(&w, &id, &diag);
     let wait = waiter(&w, &id);
     let mut cmd = spex_cmd(&w, &fake, &["attach", &id]);
     cmd.env("LANG", "C.UTF-8");
@@ -569,10 +551,7 @@ fn esc_at_the_terminal_is_an_interrupt_by_the_terminal() {
         "{}",
         diag()
     );
-    let gone = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        processes_in(&w.repo, "sleep 20").is_empty()
-    });
+    let gone = command_gone(&w);
     assert!(gone, "the command still runs\n{}", diag());
     crate::common::assert_grammar(&rec, &events, &diag);
     drop(t);

@@ -213,14 +213,6 @@ mod tests {
                 state: TurnState::Running,
                 prompt: None,
                 started_at: started.into(),
-                ended_at: None,
-                note: None,
-                attempt_failed_at: None,
-                error_kind: None,
-                next: None,
-                partial: None,
-                open_calls: Vec::new(),
-                other: serde_json::Map::new(),
                 ..Default::default()
             }),
             ..Session::default()
