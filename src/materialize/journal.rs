@@ -5,7 +5,7 @@
 //! when another program wrote it since), so the next `materialize` finishes and `clean` takes
 //! back everything; and it removes the temp files the interrupted write left beside its targets.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -128,34 +128,37 @@ impl Journal {
     }
 
     fn sweep_files(&self) {
-        let mut dirs: BTreeMap<PathBuf, Vec<&Planned>> = BTreeMap::new();
-        for p in &self.files {
-            if let Some(dir) = p.path.parent() {
-                dirs.entry(dir.to_owned()).or_default().push(p);
-            }
-        }
-        for (dir, planned) in dirs {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+        let dirs: BTreeSet<&Path> =
+            self.files.iter().filter_map(|p| p.path.parent()).collect();
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
             for e in entries.filter_map(Result::ok) {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
                 let path = e.path();
-                let stray = if name.starts_with(fsutil::TEMP_PREFIX) {
-                    true
-                } else if name.starts_with(fsutil::ASIDE_PREFIX) {
-                    let digest = std::fs::read(&path).ok().map(|b| owned::digest(&b));
-                    planned
-                        .iter()
-                        .any(|p| p.after.is_none() && p.before.is_some() && p.before == digest)
-                } else {
-                    false
-                };
-                if stray {
+                if self.sweeps(&path) {
                     let _ = fsutil::remove_file(&path);
                 }
             }
+        }
+    }
+
+    /// Whether the sweep takes `path` away: a temp file beside a file the run meant to write,
+    /// or a file it had moved aside to delete (holding the bytes the run meant to delete). A
+    /// plan counts these as gone when it asks whether a folder ends up empty.
+    pub fn sweeps(&self, path: &Path) -> bool {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        let mut planned = self.files.iter().filter(|p| p.path.parent() == Some(dir));
+        let name = name.to_string_lossy();
+        if name.starts_with(fsutil::TEMP_PREFIX) {
+            planned.next().is_some()
+        } else if name.starts_with(fsutil::ASIDE_PREFIX) {
+            let digest = std::fs::read(path).ok().map(|b| owned::digest(&b));
+            planned.any(|p| p.after.is_none() && p.before.is_some() && p.before == digest)
+        } else {
+            false
         }
     }
 }

@@ -232,6 +232,7 @@ impl Inputs<'_> {
             ws,
             (store, owned),
             DispatchFiles::new(receipt, &governed),
+            stale.as_ref(),
         );
         plan.spellings = spellings;
         plan.stale = stale;
@@ -354,6 +355,7 @@ fn finish(
     ws: Workspace,
     (store, owned_before): (ProjectStore, Owned),
     dispatch: DispatchFiles,
+    stale: Option<&Journal>,
 ) -> Plan {
     let owned_files = ws.owned_files_after();
     let Workspace {
@@ -439,9 +441,10 @@ fn finish(
             owned.dirs.remove(&d);
             continue;
         };
+        // What an interrupted run left in the folder is swept before the folders go.
         let empty_after = entries.filter_map(Result::ok).all(|e| {
             let p = e.path();
-            deleted.contains(&p) || removed.contains(&p)
+            deleted.contains(&p) || removed.contains(&p) || stale.is_some_and(|j| j.sweeps(&p))
         });
         if empty_after {
             removed.insert(d.clone());
@@ -793,5 +796,45 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> MaterializeError + '_ {
     move |source| MaterializeError::Io {
         path: path.to_owned(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run killed while writing into a folder spex made earlier leaves its temp file there; a
+    /// `clean` that comes next counts it gone (its sweep takes it) and removes the folder.
+    #[test]
+    fn a_folder_holding_only_what_a_killed_run_left_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("repo");
+        let claude = tree.join(".claude");
+        let commands = claude.join("commands");
+        std::fs::create_dir_all(&commands).unwrap();
+        std::fs::write(commands.join(".spex-tmpABC"), "half").unwrap();
+        let mut owned = Owned::default();
+        owned.dirs.extend([claude.clone(), commands.clone()]);
+        let stale = Journal {
+            schema: owned::SCHEMA,
+            before: owned.clone(),
+            after: owned.clone(),
+            files: vec![Planned::new(&commands.join("x.md"), None, Some(b"x"))],
+            dirs: Vec::new(),
+        };
+        let store = ProjectStore::new(&dir.path().join("home"), &tree);
+        let mut plan = finish(
+            tree.clone(),
+            &[],
+            Vec::new(),
+            Workspace::new(owned.clone()),
+            (store, owned),
+            DispatchFiles::new(None, &[]),
+            Some(&stale),
+        );
+        plan.stale = Some(stale);
+        plan.apply().unwrap();
+        assert!(!claude.exists(), "left behind: {plan:?}");
+        assert!(plan.owned.dirs.is_empty(), "{:?}", plan.owned.dirs);
     }
 }
