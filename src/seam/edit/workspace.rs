@@ -751,16 +751,42 @@ impl Workspace {
         self.wanted_dirs.insert(path.to_owned());
     }
 
-    /// Files in `dir` (recursively) that carry the spex stamp, except those in `skip`.
+    /// Files in `dir` (recursively) that carry the spex stamp, except those in `skip` and
+    /// spex's own temp and moved-aside files (an interrupted write's leftovers, swept by the
+    /// next run: counted as the user's, they kept their folders from being removed).
     pub fn stamped_files(dir: &Path, skip: &std::collections::HashSet<PathBuf>) -> Vec<PathBuf> {
         walkdir::WalkDir::new(dir)
             .into_iter()
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_file() && !skip.contains(e.path()))
             .filter(|e| {
+                let name = e.file_name().to_string_lossy();
+                !name.starts_with(fsutil::TEMP_PREFIX) && !name.starts_with(fsutil::ASIDE_PREFIX)
+            })
+            .filter(|e| {
                 std::fs::read(e.path()).is_ok_and(|b| String::from_utf8_lossy(&b).contains(STAMP))
             })
             .map(walkdir::DirEntry::into_path)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A killed write's temp file (stamped: it holds a generated file's bytes) and a file moved
+    /// aside to delete are spex's leftovers, not a user's stamped files to keep.
+    #[test]
+    fn leftovers_of_a_killed_write_are_not_user_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("skills/s2");
+        std::fs::create_dir_all(&skill).unwrap();
+        let stamped = format!("{STAMP} -->\nbody\n");
+        for name in [".spex-tmpdp0yF0", ".spex-del-12-34", "MINE.md"] {
+            std::fs::write(skill.join(name), &stamped).unwrap();
+        }
+        let found = Workspace::stamped_files(dir.path(), &Default::default());
+        assert_eq!(found, vec![skill.join("MINE.md")]);
     }
 }
