@@ -128,8 +128,7 @@ impl Journal {
     }
 
     fn sweep_files(&self) {
-        let dirs: BTreeSet<&Path> =
-            self.files.iter().filter_map(|p| p.path.parent()).collect();
+        let dirs: BTreeSet<&Path> = self.files.iter().filter_map(|p| p.path.parent()).collect();
         for dir in dirs {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;

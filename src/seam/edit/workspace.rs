@@ -786,7 +786,7 @@ mod tests {
         for name in [".spex-tmpdp0yF0", ".spex-del-12-34", "MINE.md"] {
             std::fs::write(skill.join(name), &stamped).unwrap();
         }
-        let found = Workspace::stamped_files(dir.path(), &Default::default());
+        let found = Workspace::stamped_files(dir.path(), &std::collections::HashSet::new());
         assert_eq!(found, vec![skill.join("MINE.md")]);
     }
 }
