@@ -809,12 +809,12 @@ mod tests {
     fn a_folder_holding_only_what_a_killed_run_left_is_removed() {
         let dir = tempfile::tempdir().unwrap();
         let tree = dir.path().join("repo");
-        let claude = tree.join(".claude");
-        let commands = claude.join("commands");
+        let agent = tree.join(".agent");
+        let commands = agent.join("commands");
         std::fs::create_dir_all(&commands).unwrap();
         std::fs::write(commands.join(".spex-tmpABC"), "half").unwrap();
         let mut owned = Owned::default();
-        owned.dirs.extend([claude.clone(), commands.clone()]);
+        owned.dirs.extend([agent.clone(), commands.clone()]);
         let stale = Journal {
             schema: owned::SCHEMA,
             before: owned.clone(),
@@ -834,7 +834,7 @@ mod tests {
         );
         plan.stale = Some(stale);
         plan.apply().unwrap();
-        assert!(!claude.exists(), "left behind: {plan:?}");
+        assert!(!agent.exists(), "left behind: {plan:?}");
         assert!(plan.owned.dirs.is_empty(), "{:?}", plan.owned.dirs);
     }
 }
