@@ -420,6 +420,12 @@ impl Client {
                 // tungstenite buffers a partial frame across timeouts, so just loop and let
                 // the deadline decide.
                 Err(tungstenite::Error::Io(e)) if is_timeout(&e) => continue,
+                // A signal (Ctrl-C during a launch) cuts a read with a timeout short, which
+                // the kernel never restarts: nothing was read, so read on; the caller looks at
+                // the signal at its next step.
+                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::Interrupted => {
+                    continue;
+                }
                 Err(e) => return Err(self.transport(method, e)),
             };
             let message: Value =
