@@ -1091,18 +1091,31 @@ fn a_recorded_session_checks_replays_and_exports() {
     assert_eq!(replayed["status"], "idle", "{}", pretty(&replayed));
     let frames = lines("frames.jsonl");
     let reasons: Vec<&str> = frames.iter().filter_map(|f| f["reason"].as_str()).collect();
-    for reason in [
-        "session.started",
-        "turn.started",
-        "turn.completed",
-        "quiet",
-        "end",
-    ] {
+    for reason in ["session.started", "turn.started", "turn.completed", "end"] {
         assert!(
             reasons.contains(&reason),
             "no `{reason}` frame: {reasons:?}"
         );
     }
+    // The quiet second after the answer is noted only when the screen changed since the last
+    // frame: when Claude's last redraw came before the turn's `idle` frame, that frame already
+    // holds the final screen. Either way the recording holds the answer before the exit.
+    let exited = frames
+        .iter()
+        .position(|f| f["reason"] == "session.exited")
+        .unwrap_or(frames.len());
+    let last_before_exit = frames[..exited]
+        .last()
+        .unwrap_or_else(|| panic!("no frame before the exit: {reasons:?}"));
+    assert!(
+        reasons.contains(&"quiet")
+            || last_before_exit["screen"]["lines"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|l| l.as_str().is_some_and(|l| l.contains("<scrubbed>  _OK"))),
+        "no `quiet` frame and the last frame before the exit lacks the answer: {reasons:?}"
+    );
     let manifest: Value = serde_json::from_str(&read_or_empty(&dir.join("manifest.json"))).unwrap();
     assert_eq!(
         manifest["harness"]["version"],
