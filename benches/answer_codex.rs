@@ -26,9 +26,9 @@ mod support {
     pub mod http;
     pub mod peers;
 }
-#[path = "support/codex_world.rs"]
-mod codex_world;
-use codex_world::{World, report, world};
+#[path = "rig/codex.rs"]
+mod rig;
+use rig::{World, report, world};
 
 use std::time::{Duration, Instant};
 
