@@ -13,7 +13,7 @@ pub fn peers_bin_dir() -> PathBuf {
 }
 
 /// `PATH` with the pinned peers first (then the inherited `PATH`), so spex finds the real
-/// `claude` and `codex`.
+/// `claude`, `codex` and `gemini`.
 pub fn peers_path() -> OsString {
     let mut dirs = vec![peers_bin_dir()];
     if let Some(p) = std::env::var_os("PATH") {
@@ -42,6 +42,12 @@ pub fn codex_bin() -> PathBuf {
 /// The pinned real Claude Code CLI.
 pub fn claude_bin() -> PathBuf {
     peer("claude")
+}
+
+/// The pinned real Gemini CLI (a node launcher that relaunches itself: spawn it in its own
+/// process group, [`GroupChild`], and stop the group).
+pub fn gemini_bin() -> PathBuf {
+    peer("gemini")
 }
 
 /// The pinned asciinema (its own virtual environment under `.peers/`).
