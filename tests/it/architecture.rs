@@ -382,8 +382,6 @@ const SHARED_IN_REGISTRY: &str = "the helpers the adapters share live in `src/ad
 /// An adapter's `mod.rs` holds both its `Harness` impl, which calls its parts, and what those
 /// parts read.
 const IMPL_BESIDE_PARTS: &str = "an adapter's `mod.rs` holds both its `Harness` impl and the constants and clients its parts use; the split into facets (issue 23) takes the impl apart";
-/// `runtime/mod.rs` holds the types its parts speak beside the engine that calls them.
-const RUNTIME_TYPES: &str = "`src/runtime/mod.rs` holds the types its parts speak (`RuntimeError`, `Delivery`) beside the engine that calls them";
 
 /// Imports between files of one module that close a circle the code has not yet taken apart,
 /// each with why it is still there: (the importing file, or every file under a folder ending
@@ -407,8 +405,6 @@ const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[
         "src/adapters/codex/server.rs",
         IMPL_BESIDE_PARTS,
     ),
-    ("src/runtime/server.rs", "src/runtime/mod.rs", RUNTIME_TYPES),
-    ("src/runtime/answer.rs", "src/runtime/mod.rs", RUNTIME_TYPES),
 ];
 
 /// The files of `src/cli/` that are no subcommand's: the command line itself (`mod.rs`, which
