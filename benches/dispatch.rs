@@ -76,43 +76,45 @@ impl Known {
     }
 }
 
-fn run(program: &Path, args: &[&str], env: &[(&str, &Path)], cwd: &Path, stdin: &[u8]) -> Duration {
-    let start = Instant::now();
+/// `program` started in `cwd` with `stdin` written to it, its stdout to `stdout`.
+fn start(
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    cwd: &Path,
+    stdin: &[u8],
+    stdout: Stdio,
+) -> std::process::Child {
     let mut child = Command::new(program)
         .args(args)
         .envs(env.iter().map(|(k, v)| (*k, *v)))
         .current_dir(cwd)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
     // `/bin/true` exits without reading: a broken pipe here is expected.
     let _ = child.stdin.take().expect("stdin").write_all(stdin);
-    let status = child.wait().expect("wait");
-    let took = start.elapsed();
+    child
+}
+
+/// How long one whole process took, spawn to exit.
+fn run(program: &Path, args: &[&str], env: &[(&str, &Path)], cwd: &Path, stdin: &[u8]) -> Duration {
+    let begun = Instant::now();
+    let status = start(program, args, env, cwd, stdin, Stdio::null())
+        .wait()
+        .expect("wait");
+    let took = begun.elapsed();
     assert!(status.success());
     took
 }
 
 /// What one dispatch answers the harness on stdout.
 fn reply(spex: &Path, args: &[&str], env: &[(&str, &Path)], cwd: &Path, stdin: &[u8]) -> String {
-    let mut child = Command::new(spex)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, *v)))
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin)
-        .expect("write the payload");
-    let out = child.wait_with_output().expect("wait");
+    let out = start(spex, args, env, cwd, stdin, Stdio::piped())
+        .wait_with_output()
+        .expect("wait");
     assert!(out.status.success());
     String::from_utf8(out.stdout).expect("utf-8 reply")
 }
@@ -195,6 +197,19 @@ struct Case<'a> {
     args: Vec<&'a str>,
     cwd: &'a Path,
     stdin: Vec<u8>,
+}
+
+impl<'a> Case<'a> {
+    /// `/bin/true` in the place of this case: same folder, same stdin.
+    fn on_true(&self, truth: &'a Path) -> Case<'a> {
+        Case {
+            label: "/bin/true".into(),
+            program: truth,
+            args: Vec::new(),
+            cwd: self.cwd,
+            stdin: self.stdin.clone(),
+        }
+    }
 }
 
 /// `WARMUP` untimed rounds, then `RUNS` timed ones, each running every case once, each round
@@ -360,13 +375,7 @@ fn main() {
             stdin: moved(&k.call, &format!("{}-call", k.h.id), &repo),
         })
         .collect();
-    cases.push(Case {
-        label: "/bin/true".into(),
-        program: &truth,
-        args: Vec::new(),
-        cwd: &repo,
-        stdin: cases[0].stdin.clone(),
-    });
+    cases.push(cases[0].on_true(&truth));
     let logged: Vec<usize> = known.iter().map(|k| events(&k.record)).collect();
     let took = measure(&cases, &env);
     let t = cases.len() - 1;
@@ -472,13 +481,7 @@ fn main() {
             "{id}: no spec governs the worktree: {said:?}"
         );
     }
-    cases.push(Case {
-        label: "/bin/true".into(),
-        program: &truth,
-        args: Vec::new(),
-        cwd: &repo,
-        stdin: cases[0].stdin.clone(),
-    });
+    cases.push(cases[0].on_true(&truth));
     let took = measure(&cases, &env);
     let p50: Vec<f64> = took.iter().map(|v| us(percentile(v, 500))).collect();
     let p99: Vec<f64> = took.iter().map(|v| us(percentile(v, 990))).collect();
