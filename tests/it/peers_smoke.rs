@@ -17,7 +17,7 @@ use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::fake_responses::FakeResponses;
 use crate::support::gemini_home::{
     FAKE_GEMINI_KEY, GEMINI_MODEL, INPUT_PLACEHOLDER, gemini_command, headless_turn,
-    seed_gemini_home, submit_prompt, trust_folder, wait_tui_ready,
+    seed_gemini_home, submit_prompt, trust_folder, type_and_enter, wait_tui_ready,
 };
 use crate::support::rpc::AppServer;
 use crate::support::term::Term;
@@ -389,10 +389,7 @@ fn gemini_tui_runs_a_pasted_turn_and_quits() {
 
     t.wait_for(INPUT_PLACEHOLDER, WAIT)
         .unwrap_or_else(|e| panic!("no input box after the turn: {e}\n{}", diag(&t)));
-    t.send(b"/quit");
-    t.wait_for("/quit", WAIT)
-        .unwrap_or_else(|e| panic!("/quit not typed: {e}\n{}", diag(&t)));
-    t.send(b"\r");
+    type_and_enter(&t, "/quit", WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
     assert_quits(&mut t, pgid, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
     eprintln!("gemini TUI smoke: {:?}", started.elapsed());
 }
