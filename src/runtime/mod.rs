@@ -25,6 +25,7 @@ use crate::pty::session::Size;
 use crate::pty::terminal::Snapshot;
 use crate::repo::Tree;
 use crate::seam::Harness;
+use crate::seam::terminal::{Activity, TerminalHost};
 use crate::store::ProjectStore;
 use crate::store::session::{ProcessId, Session, Status};
 use protocol::{Envelope, Request, Response, VERSION};
@@ -561,11 +562,16 @@ fn identity_vars() -> Vec<&'static str> {
     vars
 }
 
+/// The terminal spex hosts for `h`, or why it hosts none.
+fn terminal_of(h: &dyn Harness) -> Result<&'static dyn TerminalHost, RuntimeError> {
+    h.terminal()
+        .ok_or_else(|| RuntimeError::NotHosted(h.id().to_owned()))
+}
+
 /// Creates the record, starts the host and waits until the harness is ready for a prompt.
 pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
     let id = new_id()?;
-    let argv = l
-        .harness
+    let argv = terminal_of(l.harness)?
         .host_argv(&l.binary, &l.args, &id)
         .ok_or_else(|| RuntimeError::NotHosted(l.harness.id().to_owned()))?;
     let store = ProjectStore::new(&l.env.spex_home(), &l.tree.main);
@@ -621,8 +627,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
     }
     // A hosted session whose host is gone has ended: the record says so from now on.
     let s = reconcile_hosted(l.env, store, &s).unwrap_or(s);
-    let argv = l
-        .harness
+    let argv = terminal_of(l.harness)?
         .resume_argv(
             &l.binary,
             &l.args,
@@ -659,6 +664,7 @@ fn start_host(
     id: &str,
     argv: &[String],
 ) -> Result<Launched, RuntimeError> {
+    let term = terminal_of(l.harness)?;
     let socket = socket_path(l.env, id)?;
     let dir = store.session_dir(id);
     let log = dir.join("host.log");
@@ -704,7 +710,7 @@ fn start_host(
     let failed = |host: &mut std::process::Child| {
         host.try_wait().ok().flatten().map(|_| {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let hint = l.harness.blocking_screen(&text).map_or_else(
+            let hint = term.blocking_screen(&text).map_or_else(
                 || "the program's last screen above says why it ended".to_owned(),
                 |b| format!("{}: {}", b.what, b.hint),
             );
@@ -764,7 +770,7 @@ fn start_host(
                 .map(|s| s.lines.join("\n"))
                 .unwrap_or_default();
             // A screen the adapter knows spex cannot answer fails at once, with what to do.
-            if let Some(b) = l.harness.blocking_screen(&screen) {
+            if let Some(b) = term.blocking_screen(&screen) {
                 return Err(RuntimeError::Blocked {
                     id: id.to_owned(),
                     what: b.what,
@@ -775,7 +781,7 @@ fn start_host(
             let started = store
                 .load(id)?
                 .is_some_and(|s| s.status != Status::Starting);
-            let at_prompt = l.harness.ready_for_input(&screen);
+            let at_prompt = term.ready_for_input(&screen);
             if started && at_prompt {
                 break r;
             }
@@ -1239,7 +1245,8 @@ pub fn deliver(
     if s.status == Status::Exited {
         return Err(RuntimeError::exited(&s));
     }
-    let dialog = harness.screen_activity(&title, &screen) == Some(crate::seam::Activity::Waiting);
+    let term = terminal_of(harness)?;
+    let dialog = term.screen_activity(&title, &screen) == Some(Activity::Waiting);
     if dialog || dialog_attention(&s) {
         let (reason, text, attention) = s.attention.map_or_else(
             || {
@@ -1258,7 +1265,7 @@ pub fn deliver(
             attention,
         });
     }
-    let (text, sanitized) = crate::seam::neutralize_paste(text);
+    let (text, sanitized) = crate::seam::terminal::neutralize_paste(text);
     let mode = if s.status == Status::Working {
         Mode::Queued
     } else {
@@ -1286,7 +1293,7 @@ pub fn deliver(
             stages,
         });
     }
-    let want = harness.normalize_prompt(&text);
+    let want = term.normalize_prompt(&text);
     let dir = store.session_dir(id);
     // Read through the record, so a reader right after the delivery sees the turn too.
     let reported = || -> Option<Option<String>> {
@@ -1299,7 +1306,7 @@ pub fn deliver(
                 e.fields
                     .get("prompt")
                     .and_then(|p| p.as_str())
-                    .is_some_and(|p| harness.normalize_prompt(p) == want)
+                    .is_some_and(|p| term.normalize_prompt(p) == want)
             })
             .map(|e| {
                 e.fields
