@@ -7,8 +7,11 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::client::call;
+use super::delivery::elapsed_ms;
+use super::error::RuntimeError;
 use super::protocol::Request;
-use super::{RuntimeError, call, elapsed_ms, wait_for};
+use super::wait::wait_for;
 use crate::adapters;
 use crate::env::Env;
 use crate::seam::answer::Response;

@@ -543,7 +543,7 @@ fn recorder(
     });
     let manifest = Manifest {
         version: cassette::VERSION,
-        id: super::new_id().unwrap_or_default(),
+        id: super::start::new_id().unwrap_or_default(),
         content_digest: None,
         harness: serde_json::json!({"id": harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "version": version, "pinned_version": harness.pinned_version()}),
         command: serde_json::json!({"argv": argv, "cwd": "$TREE", "env_names": crate::env::Env::names()}),
@@ -580,7 +580,7 @@ fn follow_events(store: &ProjectStore, id: &str, frames: Arc<Frames>) {
         .spawn(move || {
             let mut seen = store.events(&id, None).map_or(0, |e| e.len());
             let forever = std::time::Instant::now() + Duration::from_secs(u64::from(u32::MAX));
-            let _ = super::wait_for(&dir, forever, || -> Option<()> {
+            let _ = super::wait::wait_for(&dir, forever, || -> Option<()> {
                 let (record, events) = store.committed(&id).ok()?;
                 let done = events.len();
                 for (i, e) in events.iter().enumerate().skip(seen) {
@@ -685,7 +685,7 @@ fn watch_budgets(shared: &Arc<Shared>) {
                             .unwrap_or_default()
                 });
                 let seq = s.seq;
-                let changed = super::wait_in(&dir, deadline, false, || {
+                let changed = super::wait::wait_in(&dir, deadline, false, || {
                     shared
                         .store
                         .load(&shared.id)

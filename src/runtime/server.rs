@@ -15,8 +15,15 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::answer::{self, Answered};
+use super::budget;
+use super::client::{call, runtime_dir, socket_path};
+use super::delivery::{Delivery, Mode, StageAt, elapsed_ms};
+use super::error::{RuntimeError, io};
+use super::marks::mark_interrupting;
 use super::protocol::Request;
-use super::{Delivery, Launch, Launched, Mode, RuntimeError, io, runtime_dir, wait_for};
+use super::start::{Launch, Launched, identity_vars, start_host};
+use super::wait::{interrupted, wait_for};
 use crate::env::Env;
 use crate::seam::Harness;
 use crate::seam::evidence::{self, Evidence, Finding};
@@ -256,7 +263,7 @@ impl<'a> Server<'a> {
             .stdout(file.try_clone().map_err(io(&log))?)
             .stderr(file);
         // The server is shared by every thread: no session's identity may leak into it.
-        for var in super::identity_vars() {
+        for var in identity_vars() {
             cmd.env_remove(var);
         }
         cmd.env(crate::seam::server::SERVER_MARK, "1");
@@ -383,7 +390,7 @@ impl<'a> Server<'a> {
                     continue;
                 }
                 let thread = Self::thread_of(&s);
-                if super::budget::interrupt_owed(&s) {
+                if budget::interrupt_owed(&s) {
                     eprintln!(
                         "{} turn of {thread} past its budget: interrupting it",
                         store::now_rfc3339()
@@ -391,12 +398,12 @@ impl<'a> Server<'a> {
                     if let Err(e) = self.proto.interrupt(&self.ctx(), &thread) {
                         eprintln!("error: interrupting {thread}: {e}");
                     }
-                    super::budget::interrupt_sent(&self.store, &s.id);
+                    budget::interrupt_sent(&self.store, &s.id);
                 }
                 if !s.turn_running() {
                     continue;
                 }
-                let b = super::budget::of_session(self.env, &s).unwrap_or_default();
+                let b = budget::of_session(self.env, &s).unwrap_or_default();
                 let activity = lock(&progress.0).activity.get(&thread).copied();
                 match s.budget_deadline(&b, activity) {
                     Some(at) if at <= now => {
@@ -506,7 +513,7 @@ impl<'a> Server<'a> {
         for s in self.store.sessions() {
             if self.on_server(&s) && s.status != Status::Exited {
                 self.conclude(&s.id, Finding::Gone("server gone"), why);
-                let _ = super::call(self.env, &s.id, Request::Stop { grace_ms: 2000 });
+                let _ = call(self.env, &s.id, Request::Stop { grace_ms: 2000 });
             }
         }
     }
@@ -702,8 +709,7 @@ impl<'a> Server<'a> {
         self.store.set_alias(self.harness.id(), &thread, &thread)?;
         // Ctrl-C (see `catch_interrupt`) ends the launch at the next step: the caller stops
         // the thread started here and says so.
-        let cancelled =
-            || super::interrupted().then(|| RuntimeError::Cancelled { id: thread.clone() });
+        let cancelled = || interrupted().then(|| RuntimeError::Cancelled { id: thread.clone() });
         if let Some(e) = cancelled() {
             return Err(e);
         }
@@ -726,10 +732,10 @@ impl<'a> Server<'a> {
         if s.status == Status::Exited {
             return Err(RuntimeError::exited(&s));
         }
-        if let Ok(r) = super::call(self.env, id, Request::Ping) {
+        if let Ok(r) = call(self.env, id, Request::Ping) {
             return Ok(Launched {
                 id: id.to_owned(),
-                socket: super::socket_path(self.env, id)?,
+                socket: socket_path(self.env, id)?,
                 host_pid: r.host_pid,
                 child_pid: r.child_pid,
             });
@@ -750,7 +756,7 @@ impl<'a> Server<'a> {
         }
         let argv = self.proto.tui_argv(&self.ctx(), &thread);
         let store = self.store.clone();
-        super::start_host(l, &store, id, &argv)
+        start_host(l, &store, id, &argv)
     }
 
     /// Whether the supervisor (`spex serve`, which also judges its threads' budgets) runs.
@@ -784,13 +790,13 @@ impl<'a> Server<'a> {
             },
             turn_id: Some(d.turn_id),
             confirmed: true,
-            elapsed_ms: super::elapsed_ms(started),
+            elapsed_ms: elapsed_ms(started),
             // The text goes to the server as data, never typed into a terminal.
             sanitized: false,
             // The server's answer names the turn that runs with the text.
             stages: vec![
-                super::StageAt::now("accepted", started),
-                super::StageAt::now("started", started),
+                StageAt::now("accepted", started),
+                StageAt::now("started", started),
             ],
         })
     }
@@ -802,7 +808,7 @@ impl<'a> Server<'a> {
         id: &str,
         a: &crate::store::session::Attention,
         r: &crate::seam::answer::Response,
-    ) -> Result<super::answer::Answered, RuntimeError> {
+    ) -> Result<Answered, RuntimeError> {
         let started = Instant::now();
         let s = self.load(id)?;
         // A session the person started runs on the harness's own server, when it has one
@@ -826,7 +832,7 @@ impl<'a> Server<'a> {
             }
         };
         let att = a.id.clone().unwrap_or_default();
-        if !super::answer::mark(&self.store, id, &att, Some(r)) {
+        if !answer::mark(&self.store, id, &att, Some(r)) {
             return Err(RuntimeError::Answer {
                 id: id.to_owned(),
                 message: format!(
@@ -840,7 +846,7 @@ impl<'a> Server<'a> {
         let confirmed = match confirmed {
             Ok(c) => c,
             Err(e) => {
-                super::answer::mark(&self.store, id, &att, None);
+                answer::mark(&self.store, id, &att, None);
                 return Err(RuntimeError::Answer {
                     id: id.to_owned(),
                     message: format!(
@@ -852,14 +858,14 @@ impl<'a> Server<'a> {
                 });
             }
         };
-        super::answer::close(&self.store, id, &att);
-        Ok(super::answer::Answered {
+        answer::close(&self.store, id, &att);
+        Ok(Answered {
             attention: att,
             choice: r.choice.clone(),
             message: r.message.clone(),
             via: "server".into(),
             confirmed: confirmed.what,
-            elapsed_ms: super::elapsed_ms(started),
+            elapsed_ms: elapsed_ms(started),
             taken_ms: confirmed.taken.map(|t| {
                 u64::try_from(t.saturating_duration_since(started).as_millis()).unwrap_or(u64::MAX)
             }),
@@ -872,16 +878,16 @@ impl<'a> Server<'a> {
         if s.status == Status::Exited {
             return Err(RuntimeError::exited(&s));
         }
-        super::mark_interrupting(&self.store, id, Some("spex interrupt"));
+        mark_interrupting(&self.store, id, Some("spex interrupt"));
         let interrupted = self
             .proto
             .interrupt(&self.ctx(), &Self::thread_of(&s))
             .map_err(|e| self.failed(id, &e));
         let Some(_) = interrupted.inspect_err(|_| {
-            super::mark_interrupting(&self.store, id, None);
+            mark_interrupting(&self.store, id, None);
         })?
         else {
-            super::mark_interrupting(&self.store, id, None);
+            mark_interrupting(&self.store, id, None);
             return self.load(id);
         };
         let ended = wait_for(
@@ -918,7 +924,7 @@ impl<'a> Server<'a> {
                 "`spex stop` closed the thread",
             );
         }
-        let _ = super::call(self.env, id, Request::Stop { grace_ms: 2000 });
+        let _ = call(self.env, id, Request::Stop { grace_ms: 2000 });
         // A thread no live session of spex's names (its record pruned, or exited while the
         // server kept it, or one another client started) does not keep the server running.
         if let Ok(threads) = self.proto.threads(&self.ctx())

@@ -1,0 +1,208 @@
+//! What can go wrong in the runtime (`RuntimeError`), with the words that explain a session's
+//! end; the types every part of the runtime speaks, so they sit below all of them.
+
+use std::path::{Path, PathBuf};
+
+use crate::store::session::Session;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(
+        "spex does not host `{0}` sessions in a terminal\nhint: start it yourself; spex records it through its hooks"
+    )]
+    NotHosted(String),
+    #[error("`{path}`: {message}\nhint: {hint}")]
+    RuntimeDir {
+        path: PathBuf,
+        message: String,
+        hint: String,
+    },
+    #[error(
+        "session `{id}` has no running host (nothing answers on `{socket}`): the host was killed or crashed, which ends the session\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one"
+    )]
+    HostGone { id: String, socket: PathBuf },
+    #[error(
+        "session `{id}` runs (its host, pid {pid}, is alive), but its socket `{socket}` is gone and the host could not listen there again\nhint: make `{}` a folder you own again (it went with `$XDG_RUNTIME_DIR`; logging in again brings that back), then `kill -USR1 {pid}` makes the host listen again; `spex stop {id}` is not needed",
+        .socket.parent().map(|p| p.display().to_string()).unwrap_or_default()
+    )]
+    Unreachable {
+        id: String,
+        pid: u32,
+        socket: PathBuf,
+    },
+    #[error(
+        "session `{id}` has exited ({how}){}\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one",
+        .when.as_deref().map(|w| format!(" at {w}")).unwrap_or_default()
+    )]
+    Exited {
+        id: String,
+        /// How it ended: the reason and the program's exit status, in a few words.
+        how: String,
+        when: Option<String>,
+    },
+    /// The session lives on in its harness's server, but the terminal UI spex hosted on it was
+    /// quit (the host ends with it): nothing shows its screen until `attach` opens one again.
+    #[error(
+        "session `{id}` runs on in the project's server, but no terminal is open on it (its terminal UI was quit), so spex cannot {what} it\nhint: `spex attach {id}` opens its terminal again"
+    )]
+    NoTerminal { id: String, what: &'static str },
+    /// The session runs in a terminal of its own that spex does not host (the person started
+    /// the harness there): spex can read its hooks, never type into it or signal it.
+    #[error(
+        "session `{id}` runs in a terminal of its own that spex does not host (it was not started by `spex launch`), so spex cannot {what} it\nhint: {hint}"
+    )]
+    NotHostedHere {
+        id: String,
+        what: &'static str,
+        hint: &'static str,
+    },
+    #[error(
+        "session `{id}` has a {reason} dialog open{}: {text}\nspex types nothing into a dialog: a delivery is a prompt, and a dialog takes keys as its answer\nhint: {}",
+        attention.as_ref().map(|a| format!(" (attention `{a}`)")).unwrap_or_default(),
+        match attention {
+            Some(a) => format!("answer it: `spex answer {id} <choice> --attention {a}` (`spex show {id}` lists its choices), or in its terminal (`spex attach {id}`); then deliver"),
+            None => format!("answer the dialog in the session's terminal (`spex attach {id}`), then deliver"),
+        }
+    )]
+    NeedsAttention {
+        id: String,
+        reason: String,
+        text: String,
+        /// The open attention's id, when the record holds one.
+        attention: Option<String>,
+    },
+    /// An answer that was refused or not confirmed (the message says why and what to do).
+    #[error("{message}")]
+    Answer { id: String, message: String },
+    #[error("the launch of session `{id}` was interrupted (Ctrl-C)")]
+    Cancelled { id: String },
+    #[error("the host of session `{id}` refused: {message}")]
+    Refused { id: String, message: String },
+    #[error(
+        "session `{id}` did not become ready for input within {secs} s; its screen:\n{screen}\nhint: answer that screen with `spex attach {id}`, or prepare the harness so it starts straight into its prompt"
+    )]
+    NotReady {
+        id: String,
+        secs: u64,
+        screen: String,
+    },
+    #[error(
+        "session `{id}` cannot start: {what}; its screen:\n{screen}\nhint: {hint}; while the session still shows that screen, `spex attach {id}` answers it and `spex stop {id}` ends it"
+    )]
+    Blocked {
+        id: String,
+        what: String,
+        hint: String,
+        screen: String,
+    },
+    #[error(
+        "session `{id}` stopped at a screen spex does not know (no prompt, unchanged for {secs} s); its screen:\n{screen}\nhint: answer it with `spex attach {id}` (`spex stop {id}` ends the session), or prepare the harness so it starts straight into its prompt"
+    )]
+    Stuck {
+        id: String,
+        secs: u64,
+        screen: String,
+    },
+    #[error(
+        "session `{id}` is at its prompt, but its start hook has not reported in {secs} s, so spex would see none of its turns; its screen:\n{screen}\nhint: `spex doctor` checks this checkout's hooks (shims and trust); `spex stop {id}` ends the session"
+    )]
+    NoStart {
+        id: String,
+        secs: u64,
+        screen: String,
+    },
+    #[error(
+        "the host of session `{id}` ended before it was ready; its log `{log}`:\n{text}\nhint: {hint}"
+    )]
+    HostFailed {
+        id: String,
+        log: PathBuf,
+        text: String,
+        hint: String,
+    },
+    #[error(
+        "session `{id}` did not report the prompt within {secs} s\nhint: `spex snapshot {id}` shows its screen"
+    )]
+    NotConfirmed { id: String, secs: u64 },
+    #[error(
+        "session `{id}` was still running its turn {secs} s after the interrupt\nhint: `spex snapshot {id}` shows its screen"
+    )]
+    NotInterrupted { id: String, secs: u64 },
+    #[error("session `{id}`: {message}\nhint: {hint}")]
+    Server {
+        id: String,
+        message: String,
+        hint: String,
+    },
+    /// The project's server failed before any one session was involved.
+    #[error("the {harness} server of this project: {message}\nhint: {hint}")]
+    ServerWide {
+        harness: String,
+        message: String,
+        hint: String,
+    },
+    #[error(transparent)]
+    Store(#[from] crate::store::session::StoreError),
+    #[error("`{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl RuntimeError {
+    /// The session has exited, as its record says: how and when.
+    pub fn exited(s: &Session) -> RuntimeError {
+        RuntimeError::Exited {
+            id: s.id.clone(),
+            how: how_it_ended(s),
+            when: s.since.clone().or_else(|| Some(s.updated_at.clone())),
+        }
+    }
+
+    /// Whether the error means the session is gone (its program or host ended).
+    pub fn gone(&self) -> bool {
+        matches!(
+            self,
+            RuntimeError::HostGone { .. } | RuntimeError::Exited { .. }
+        )
+    }
+
+    /// A stable word for what went wrong, for `--json` answers.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RuntimeError::HostGone { .. } => "host_gone",
+            RuntimeError::Unreachable { .. } => "host_unreachable",
+            RuntimeError::Exited { .. } => "exited",
+            RuntimeError::NeedsAttention { .. } => "needs_attention",
+            RuntimeError::Answer { .. } => "not_answered",
+            RuntimeError::NotConfirmed { .. } => "not_confirmed",
+            RuntimeError::Refused { .. } => "refused",
+            RuntimeError::NotHostedHere { .. } => "not_hosted",
+            RuntimeError::NoTerminal { .. } => "no_terminal",
+            _ => "error",
+        }
+    }
+}
+
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
+    move |source| RuntimeError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// How a session's program ended, in a few words: why (as recorded) and its exit status.
+pub fn how_it_ended(s: &Session) -> String {
+    let status = s.exited_with().map(|e| match (e.code, e.signal) {
+        (_, Some(sig)) => format!("signal {sig}"),
+        (Some(code), None) => format!("exit code {code}"),
+        (None, None) => "unknown status".to_owned(),
+    });
+    match (s.exit_reason.as_deref(), status) {
+        (Some(r), Some(st)) => format!("{r}, {st}"),
+        (Some(r), None) => r.to_owned(),
+        (None, Some(st)) => st,
+        (None, None) => "unknown status".to_owned(),
+    }
+}
