@@ -6,11 +6,12 @@
 pub mod claude;
 pub mod codex;
 pub mod common;
+pub mod gemini;
 
 use crate::config::Known;
 use crate::seam::Harness;
 
-static ALL: [&dyn Harness; 2] = [&claude::Claude, &codex::Codex];
+static ALL: [&dyn Harness; 3] = [&claude::Claude, &codex::Codex, &gemini::Gemini];
 
 /// Every adapter, in the default order.
 pub fn all() -> &'static [&'static dyn Harness] {
