@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Install the pinned real harnesses (Codex CLI, Claude Code) into <repo>/.peers so the
-# integration tests can drive the real binaries offline against the fakes in tests/it/support,
-# and the pinned asciinema that plays the casts spex exports.
+# Install the pinned real harnesses (Codex CLI, Claude Code, Gemini CLI) into <repo>/.peers so
+# the integration tests can drive the real binaries offline against the fakes in
+# tests/it/support, and the pinned asciinema that plays the casts spex exports.
 # Idempotent: when the installed binaries already report the pinned versions, nothing is fetched.
 set -euo pipefail
 
@@ -12,6 +12,7 @@ repo="$(cd "$script_dir/.." && pwd)"
 source "$repo/scripts/peers.env"
 : "${CODEX_VERSION:?CODEX_VERSION missing from scripts/peers.env}"
 : "${CLAUDE_VERSION:?CLAUDE_VERSION missing from scripts/peers.env}"
+: "${GEMINI_VERSION:?GEMINI_VERSION missing from scripts/peers.env}"
 
 prefix="$repo/.peers"
 bin="$prefix/node_modules/.bin"
@@ -20,10 +21,12 @@ bin="$prefix/node_modules/.bin"
 # install never counts as "already installed".
 codex_version() { "$bin/codex" --version 2>/dev/null || true; }
 claude_version() { "$bin/claude" --version 2>/dev/null || true; }
+gemini_version() { "$bin/gemini" --version 2>/dev/null || true; }
 
 installed() {
   [[ "$(codex_version)" == "codex-cli $CODEX_VERSION" ]] &&
-    [[ "$(claude_version)" == "$CLAUDE_VERSION"* ]]
+    [[ "$(claude_version)" == "$CLAUDE_VERSION"* ]] &&
+    [[ "$(gemini_version)" == "$GEMINI_VERSION" ]]
 }
 
 # asciinema, in its own virtual environment under .peers: the tests play the asciicasts spex
@@ -47,12 +50,12 @@ if [[ "$(asciinema_version)" != "asciinema $ASCIINEMA_VERSION" ]]; then
 fi
 
 if installed; then
-  echo "peers already installed: codex-cli $CODEX_VERSION, claude $CLAUDE_VERSION ($bin), asciinema $ASCIINEMA_VERSION" >&2
+  echo "peers already installed: codex-cli $CODEX_VERSION, claude $CLAUDE_VERSION, gemini $GEMINI_VERSION ($bin), asciinema $ASCIINEMA_VERSION" >&2
   exit 0
 fi
 
 if ! command -v npm >/dev/null 2>&1; then
-  echo "error: npm not found on PATH; install Node.js (>= 18) with npm, then rerun $0" >&2
+  echo "error: npm not found on PATH; install Node.js (>= 20, which Gemini CLI needs) with npm, then rerun $0" >&2
   exit 1
 fi
 
@@ -70,9 +73,10 @@ cat >"$prefix/package.json" <<JSON
 }
 JSON
 
-echo "installing @openai/codex@$CODEX_VERSION @anthropic-ai/claude-code@$CLAUDE_VERSION into $prefix" >&2
+echo "installing @openai/codex@$CODEX_VERSION @anthropic-ai/claude-code@$CLAUDE_VERSION @google/gemini-cli@$GEMINI_VERSION into $prefix" >&2
 npm install --prefix "$prefix" --no-audit --no-fund --save-exact \
-  "@openai/codex@$CODEX_VERSION" "@anthropic-ai/claude-code@$CLAUDE_VERSION"
+  "@openai/codex@$CODEX_VERSION" "@anthropic-ai/claude-code@$CLAUDE_VERSION" \
+  "@google/gemini-cli@$GEMINI_VERSION"
 
 # If the postinstall was skipped anyway (e.g. ignore-scripts=true in a user npmrc), run the
 # same step by hand: it only links the platform binary into place.
@@ -85,6 +89,7 @@ if ! installed; then
   echo "error: installed peers do not report the pinned versions" >&2
   echo "  codex --version:  '$(codex_version)' (want 'codex-cli $CODEX_VERSION')" >&2
   echo "  claude --version: '$(claude_version)' (want '$CLAUDE_VERSION...')" >&2
+  echo "  gemini --version: '$(gemini_version)' (want '$GEMINI_VERSION')" >&2
   exit 1
 fi
-echo "peers installed: $(codex_version), claude $(claude_version) ($bin)" >&2
+echo "peers installed: $(codex_version), claude $(claude_version), gemini $(gemini_version) ($bin)" >&2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: installs the pinned real harnesses (Codex, Claude Code) the
+# The whole test suite: installs the pinned real harnesses (Codex, Claude Code, Gemini CLI) the
 # integration tests drive, then checks formatting and lints, then runs every test.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

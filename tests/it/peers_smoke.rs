@@ -13,8 +13,14 @@ use crate::common::read_or_empty;
 use crate::support::claude_home::{claude_command, print_turn};
 use crate::support::codex_home::{codex_command, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
+use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::fake_responses::FakeResponses;
+use crate::support::gemini_home::{
+    FAKE_GEMINI_KEY, GEMINI_MODEL, gemini_command, headless_turn, seed_gemini_home, submit_prompt,
+    trust_folder,
+};
 use crate::support::rpc::AppServer;
+use crate::support::term::Term;
 
 const TURN_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -190,4 +196,198 @@ fn codex_multipatch_scenario_touches_every_file() {
             rig.diag()
         );
     }
+}
+
+/// A temp folder with a seeded Gemini home (`h`) and a trusted git repository (`r`).
+struct GeminiRig {
+    home: PathBuf,
+    repo: PathBuf,
+    tmp: TempDir,
+}
+
+impl GeminiRig {
+    fn new() -> GeminiRig {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("h");
+        let repo = tmp.path().join("r");
+        fs::create_dir_all(&home).unwrap();
+        git_init(&repo, &home);
+        seed_gemini_home(&home);
+        trust_folder(&home, &repo);
+        GeminiRig { home, repo, tmp }
+    }
+}
+
+/// The payloads a project hook appended to `log` (one JSON document per line).
+fn hook_payloads(log: &Path) -> Vec<Value> {
+    read_or_empty(log)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// A headless `--yolo` turn of the real Gemini CLI against the fake: the model's `write_file`
+/// and `run_shell_command` really run in the repo, their results reach the model, and the
+/// project's `.gemini/settings.json` hooks fire in the trusted folder (the seeded home is
+/// right: API-key auth, the pinned model, folder trust).
+#[test]
+fn gemini_headless_yolo_turn_runs_tools_and_fires_project_hooks() {
+    let started = Instant::now();
+    let fake = FakeGemini::start();
+    let rig = GeminiRig::new();
+    // Each hook appends its payload (one line of JSON) to the log; an absolute path keeps the
+    // hook independent of its cwd.
+    let hook_log = rig.tmp.path().join("hooks.jsonl");
+    let hook = |matcher: &str| {
+        json!([{"matcher": matcher, "hooks": [{"type": "command", "name": "capture",
+            "command": format!("(cat; echo) >> '{}'", hook_log.display()), "timeout": 10000}]}])
+    };
+    fs::create_dir_all(rig.repo.join(".gemini")).unwrap();
+    fs::write(
+        rig.repo.join(".gemini/settings.json"),
+        json!({"hooks": {"BeforeTool": hook("run_shell_command"), "AfterAgent": hook("")}})
+            .to_string(),
+    )
+    .unwrap();
+
+    let mut cmd = gemini_command(&rig.home, &fake.base_url());
+    cmd.arg("--yolo");
+    let turn = headless_turn(
+        &mut cmd,
+        &fake,
+        &rig.repo,
+        rig.tmp.path(),
+        "gemini",
+        "SCENARIO:both go",
+        TURN_TIMEOUT,
+    );
+    turn.assert_success();
+    let diag = &turn.diag;
+
+    assert_eq!(
+        read_or_empty(&rig.repo.join(fake_gemini::WRITE_FILE)),
+        fake_gemini::WRITE_CONTENT,
+        "write_file did not write\n{diag}"
+    );
+    assert_eq!(
+        read_or_empty(&rig.repo.join("shell_out.txt")),
+        fake_gemini::SHELL_OUT,
+        "run_shell_command did not run\n{diag}"
+    );
+    let shell = fake
+        .wait_for_function_response("run_shell_command", Duration::ZERO)
+        .unwrap_or_else(|| panic!("no functionResponse for the shell reached the model\n{diag}"));
+    assert!(
+        shell["response"].to_string().contains("shell-ran"),
+        "{shell}\n{diag}"
+    );
+    assert!(
+        fake.wait_for_function_response("write_file", Duration::ZERO)
+            .is_some(),
+        "{diag}"
+    );
+    // The script ran to its end, on the pinned model, with the test's key.
+    let streams = fake.stream_requests();
+    let answered: Vec<&Value> = streams.iter().map(|r| &r["answered"]).collect();
+    assert_eq!(
+        answered,
+        ["write_file", "run_shell_command", "text"],
+        "{diag}"
+    );
+    for r in &streams {
+        assert!(
+            r["path"]
+                .as_str()
+                .is_some_and(|p| p.contains(&format!("/models/{GEMINI_MODEL}:"))),
+            "{r}"
+        );
+        assert_eq!(r["headers"]["x-goog-api-key"], FAKE_GEMINI_KEY, "{diag}");
+    }
+    let session = turn
+        .session_id
+        .clone()
+        .unwrap_or_else(|| panic!("no init event\n{diag}"));
+    let result = turn.events().into_iter().find(|e| e["type"] == "result");
+    assert_eq!(
+        result.as_ref().map(|r| &r["status"]),
+        Some(&json!("success")),
+        "{diag}"
+    );
+
+    let fired = hook_payloads(&hook_log);
+    let events: Vec<&Value> = fired.iter().map(|p| &p["hook_event_name"]).collect();
+    assert_eq!(events, ["BeforeTool", "AfterAgent"], "{diag}");
+    assert_eq!(fired[0]["tool_name"], "run_shell_command");
+    assert_eq!(fired[0]["tool_input"]["command"], fake_gemini::SHELL_CMD);
+    for p in &fired {
+        assert_eq!(p["session_id"], Value::from(session.as_str()), "{p}");
+    }
+    eprintln!("gemini headless smoke: {:?}", started.elapsed());
+}
+
+/// The processes of process group `pgid` still running (`pgrep -g`).
+fn group_members(pgid: u32) -> String {
+    let out = Command::new("pgrep")
+        .args(["-a", "-g", &pgid.to_string()])
+        .output()
+        .expect("run pgrep");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The real Gemini TUI in a terminal the test owns reaches its input box with no auth or trust
+/// dialog; a bracketed paste and Enter run a turn (a shell command, allowed at its dialog with
+/// `1`); `/quit` ends it and nothing of its process group is left.
+#[test]
+fn gemini_tui_runs_a_pasted_turn_and_quits() {
+    const WAIT: Duration = Duration::from_secs(90);
+    let started = Instant::now();
+    let fake = FakeGemini::start();
+    let rig = GeminiRig::new();
+    let mut cmd = gemini_command(&rig.home, &fake.base_url());
+    cmd.current_dir(&rig.repo);
+    let mut t = Term::spawn(&cmd, 45, 130);
+    let pgid = t.pid();
+    let diag = |t: &Term| format!("{}\nrequests: {:#?}", t.diag(), fake.request_lines());
+
+    t.wait_for("Type your message", WAIT)
+        .unwrap_or_else(|e| panic!("no input box: {e}\n{}", diag(&t)));
+    let screen = t.text();
+    for dialog in ["trust the files", "Existing API key", "Select Auth Method"] {
+        assert!(!screen.contains(dialog), "{dialog}\n{}", diag(&t));
+    }
+
+    let prompt = "SCENARIO:shell run it";
+    submit_prompt(&t, prompt, WAIT, || {
+        fake.wait_for_prompt(prompt, Duration::ZERO).is_some()
+    })
+    .unwrap_or_else(|e| panic!("the prompt never reached the model: {e}\n{}", diag(&t)));
+    t.wait_for("Allow execution", WAIT)
+        .unwrap_or_else(|e| panic!("no shell permission dialog: {e}\n{}", diag(&t)));
+    t.send(b"1");
+    t.wait_for("ok (shell, 1 tool outputs seen)", WAIT)
+        .unwrap_or_else(|e| panic!("the turn did not end: {e}\n{}", diag(&t)));
+    assert_eq!(
+        read_or_empty(&rig.repo.join("shell_out.txt")),
+        fake_gemini::SHELL_OUT,
+        "{}",
+        diag(&t)
+    );
+
+    t.wait_for("Type your message", WAIT)
+        .unwrap_or_else(|e| panic!("no input box after the turn: {e}\n{}", diag(&t)));
+    t.send(b"/quit");
+    t.wait_for("/quit", WAIT)
+        .unwrap_or_else(|e| panic!("/quit not typed: {e}\n{}", diag(&t)));
+    t.send(b"\r");
+    let status = t.wait_exit(WAIT);
+    assert!(status.is_some(), "gemini did not quit\n{}", diag(&t));
+    // The relaunched CLI (a child of the launcher) is in the same group: it must be gone too.
+    let end = Instant::now() + WAIT;
+    let mut left = group_members(pgid);
+    while !left.is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+        left = group_members(pgid);
+    }
+    assert!(left.is_empty(), "left running: {left}\n{}", diag(&t));
+    eprintln!("gemini TUI smoke: {:?}", started.elapsed());
 }

@@ -3,16 +3,15 @@
 //! Print mode (`-p`) needs no seeding; the interactive TUI does, or it stops at onboarding (which
 //! contacts api.anthropic.com directly), the workspace-trust dialog and the API-key approval.
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
 use super::fake_anthropic::FakeAnthropic;
-use super::peers::{GroupChild, claude_bin, hermetic};
-use crate::common::read_or_empty;
+use super::peers::{claude_bin, hermetic, run_logged};
 
 /// The API key the tests give Claude; the fake accepts anything.
 pub const DUMMY_API_KEY: &str = "sk-ant-dummy-key-for-spex-tests-0000";
@@ -105,7 +104,7 @@ pub struct PrintTurn {
 
 /// Runs `cmd` (a [`claude_command`] aimed at `fake`, with its env set) in `repo` as one
 /// print-mode turn, `claude -p "Please create the file. TARGET_DIR=<repo>"` with stream-json
-/// output and `acceptEdits`; its output streams go to `<dir>/<tag>.stdout.jsonl` and
+/// output and `acceptEdits`; its output streams go to `<dir>/<tag>.stdout.txt` and
 /// `<dir>/<tag>.stderr.txt`. Panics unless it exits 0 within `timeout`.
 pub fn print_turn(
     cmd: &mut Command,
@@ -129,23 +128,19 @@ pub fn print_prompt(
     prompt: &str,
     timeout: Duration,
 ) -> PrintTurn {
-    let out_path = dir.join(format!("{tag}.stdout.jsonl"));
-    let err_path = dir.join(format!("{tag}.stderr.txt"));
     cmd.current_dir(repo)
         .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
-        .args(["--permission-mode", "acceptEdits"])
-        .stdin(Stdio::null())
-        .stdout(File::create(&out_path).unwrap())
-        .stderr(File::create(&err_path).unwrap());
-    let mut child = GroupChild::spawn(cmd);
-    let status = child.wait_timeout(timeout);
-    let stdout = read_or_empty(&out_path);
+        .args(["--permission-mode", "acceptEdits"]);
+    let run = run_logged(cmd, dir, tag, timeout);
+    let stdout = run.stdout;
     let diag = format!(
         "claude ({tag}) stdout:\n{stdout}\nstderr:\n{}\nrequests answered: {:?}",
-        read_or_empty(&err_path),
+        run.stderr,
         fake.request_lines()
     );
-    let status = status.unwrap_or_else(|| panic!("claude did not finish in time\n{diag}"));
+    let status = run
+        .status
+        .unwrap_or_else(|| panic!("claude did not finish in time\n{diag}"));
     assert!(status.success(), "claude exited with {status}\n{diag}");
     PrintTurn { stdout, diag }
 }

@@ -7,7 +7,9 @@
 pub mod claude_home;
 pub mod codex_home;
 pub mod fake_anthropic;
+pub mod fake_gemini;
 pub mod fake_responses;
+pub mod gemini_home;
 pub mod http;
 pub mod payloads;
 pub mod peers;

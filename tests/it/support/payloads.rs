@@ -1,7 +1,10 @@
 //! Captured hook payloads as a fuzzing corpus, and the mutations the fuzz tests apply to them.
 //! The seed corpus is the repository's own: every payload under
-//! `tests/fixtures/payloads/{claude,codex}/` and every payload that once broke spex under
-//! `tests/fixtures/payloads/fuzz-regressions/{claude,codex}/` (a file is `<Event>[.<what>].json`).
+//! `tests/fixtures/payloads/<harness>/` and every payload that once broke spex under
+//! `tests/fixtures/payloads/fuzz-regressions/<harness>/` (a file is `<Event>[.<what>].json`).
+//! The harness of a payload is its folder's name; a test that dispatches seeds keeps those of
+//! the harnesses spex knows ([`Seed::harness`] is the id `spex dispatch` takes), so captured
+//! payloads of a harness become seeds as soon as its adapter is registered.
 //! A case is one seed with 1 to 4 mutations (a value deleted, retyped, truncated, nested
 //! deeper, replaced by a huge or an odd string, an unknown field added) and the event it is
 //! dispatched as. The in-process tests in `src/dispatch/fuzz_tests.rs` include this file by
@@ -17,13 +20,28 @@ use serde_json::{Value, json};
 
 pub const PAYLOADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/payloads");
 
-/// Harnesses with captured payloads (a folder each).
-pub const HARNESSES: [&str; 2] = ["claude", "codex"];
+/// The folders of captured payloads that are no harness's.
+const NOT_A_HARNESS: &str = "fuzz-regressions";
+
+/// Harnesses with captured payloads: the folders under [`PAYLOADS`] (but [`NOT_A_HARNESS`]),
+/// sorted.
+pub fn harnesses() -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(PAYLOADS)
+        .unwrap_or_else(|e| panic!("{PAYLOADS}: {e}"))
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != NOT_A_HARNESS)
+        .collect();
+    out.sort();
+    out
+}
 
 /// One payload of the corpus.
 #[derive(Clone)]
 pub struct Seed {
-    pub harness: &'static str,
+    /// The harness id: the name of the payload's folder.
+    pub harness: String,
     /// The file name without `.json`.
     pub name: String,
     /// The event the payload was captured for: the file name up to its first dot.
@@ -39,7 +57,7 @@ impl fmt::Debug for Seed {
 }
 
 /// The payloads in `dir` (none when it does not exist), sorted by name.
-fn seeds_in(harness: &'static str, dir: &Path) -> Vec<Seed> {
+fn seeds_in(harness: &str, dir: &Path) -> Vec<Seed> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -59,7 +77,7 @@ fn seeds_in(harness: &'static str, dir: &Path) -> Vec<Seed> {
                 .to_string_lossy()
                 .into_owned();
             Seed {
-                harness,
+                harness: harness.to_owned(),
                 event: name.split('.').next().unwrap_or_default().to_owned(),
                 payload: serde_json::from_str(&text)
                     .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display())),
@@ -71,8 +89,8 @@ fn seeds_in(harness: &'static str, dir: &Path) -> Vec<Seed> {
 
 /// Payloads that once broke spex, each to be dispatched as it is.
 pub fn regressions() -> Vec<Seed> {
-    let root = Path::new(PAYLOADS).join("fuzz-regressions");
-    HARNESSES
+    let root = Path::new(PAYLOADS).join(NOT_A_HARNESS);
+    harnesses()
         .iter()
         .flat_map(|h| seeds_in(h, &root.join(h)))
         .collect()
@@ -80,7 +98,7 @@ pub fn regressions() -> Vec<Seed> {
 
 /// The whole corpus: the captured payloads, then the regressions.
 pub fn seeds() -> Vec<Seed> {
-    let mut out: Vec<Seed> = HARNESSES
+    let mut out: Vec<Seed> = harnesses()
         .iter()
         .flat_map(|h| seeds_in(h, &Path::new(PAYLOADS).join(h)))
         .collect();

@@ -1,8 +1,9 @@
 //! The real harness binaries installed by `scripts/install-peers.sh`, and hermetic ways to run them.
 
 use std::ffi::OsString;
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ pub fn peers_bin_dir() -> PathBuf {
 }
 
 /// `PATH` with the pinned peers first (then the inherited `PATH`), so spex finds the real
-/// `claude` and `codex`.
+/// `claude`, `codex` and `gemini`.
 pub fn peers_path() -> OsString {
     let mut dirs = vec![peers_bin_dir()];
     if let Some(p) = std::env::var_os("PATH") {
@@ -43,6 +44,12 @@ pub fn claude_bin() -> PathBuf {
     peer("claude")
 }
 
+/// The pinned real Gemini CLI (a node launcher that relaunches itself: spawn it in its own
+/// process group, [`GroupChild`], and stop the group).
+pub fn gemini_bin() -> PathBuf {
+    peer("gemini")
+}
+
 /// The pinned asciinema (its own virtual environment under `.peers/`).
 pub fn asciinema_bin() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/asciinema/bin/asciinema");
@@ -68,6 +75,36 @@ pub fn hermetic(program: &Path, home: &Path) -> Command {
         .env("LANG", "C.UTF-8")
         .env("SHELL", "/bin/bash");
     cmd
+}
+
+/// What a run of [`run_logged`] left: its exit status (`None` when it was still running at
+/// the timeout, and then killed with its group) and its output streams.
+pub struct Logged {
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` in its own process group with stdin closed, stdout and stderr going to
+/// `<dir>/<tag>.stdout.txt` and `<dir>/<tag>.stderr.txt` (kept for a failure message), waiting
+/// up to `timeout`; whatever is left of its group is killed afterwards.
+pub fn run_logged(cmd: &mut Command, dir: &Path, tag: &str, timeout: Duration) -> Logged {
+    let out_path = dir.join(format!("{tag}.stdout.txt"));
+    let err_path = dir.join(format!("{tag}.stderr.txt"));
+    let create =
+        |p: &Path| File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()));
+    cmd.stdin(Stdio::null())
+        .stdout(create(&out_path))
+        .stderr(create(&err_path));
+    let mut child = GroupChild::spawn(cmd);
+    let status = child.wait_timeout(timeout);
+    drop(child);
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    Logged {
+        status,
+        stdout: read(&out_path),
+        stderr: read(&err_path),
+    }
 }
 
 /// A child in its own process group, killed with its whole group on Drop.
