@@ -16,8 +16,8 @@ use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::fake_responses::FakeResponses;
 use crate::support::gemini_home::{
-    FAKE_GEMINI_KEY, GEMINI_MODEL, gemini_command, headless_turn, seed_gemini_home, submit_prompt,
-    trust_folder,
+    FAKE_GEMINI_KEY, GEMINI_MODEL, INPUT_PLACEHOLDER, gemini_command, headless_turn,
+    seed_gemini_home, submit_prompt, trust_folder, wait_tui_ready,
 };
 use crate::support::rpc::AppServer;
 use crate::support::term::Term;
@@ -334,6 +334,25 @@ fn group_members(pgid: u32) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Waits for the program in `t` (the leader of process group `pgid`) to exit, and then for
+/// every other member of its group (the relaunched CLI is the launcher's child) to be gone.
+fn assert_quits(t: &mut Term, pgid: u32, timeout: Duration) -> Result<(), String> {
+    if t.wait_exit(timeout).is_none() {
+        return Err("gemini did not exit".into());
+    }
+    let end = Instant::now() + timeout;
+    let mut left = group_members(pgid);
+    while !left.is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+        left = group_members(pgid);
+    }
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("left running: {left}"))
+    }
+}
+
 /// The real Gemini TUI in a terminal the test owns reaches its input box with no auth or trust
 /// dialog; a bracketed paste and Enter run a turn (a shell command, allowed at its dialog with
 /// `1`); `/quit` ends it and nothing of its process group is left.
@@ -349,12 +368,7 @@ fn gemini_tui_runs_a_pasted_turn_and_quits() {
     let pgid = t.pid();
     let diag = |t: &Term| format!("{}\nrequests: {:#?}", t.diag(), fake.request_lines());
 
-    t.wait_for("Type your message", WAIT)
-        .unwrap_or_else(|e| panic!("no input box: {e}\n{}", diag(&t)));
-    let screen = t.text();
-    for dialog in ["trust the files", "Existing API key", "Select Auth Method"] {
-        assert!(!screen.contains(dialog), "{dialog}\n{}", diag(&t));
-    }
+    wait_tui_ready(&t, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
 
     let prompt = "SCENARIO:shell run it";
     submit_prompt(&t, prompt, WAIT, || {
@@ -373,21 +387,119 @@ fn gemini_tui_runs_a_pasted_turn_and_quits() {
         diag(&t)
     );
 
-    t.wait_for("Type your message", WAIT)
+    t.wait_for(INPUT_PLACEHOLDER, WAIT)
         .unwrap_or_else(|e| panic!("no input box after the turn: {e}\n{}", diag(&t)));
     t.send(b"/quit");
     t.wait_for("/quit", WAIT)
         .unwrap_or_else(|e| panic!("/quit not typed: {e}\n{}", diag(&t)));
     t.send(b"\r");
-    let status = t.wait_exit(WAIT);
-    assert!(status.is_some(), "gemini did not quit\n{}", diag(&t));
-    // The relaunched CLI (a child of the launcher) is in the same group: it must be gone too.
-    let end = Instant::now() + WAIT;
-    let mut left = group_members(pgid);
-    while !left.is_empty() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(100));
-        left = group_members(pgid);
-    }
-    assert!(left.is_empty(), "left running: {left}\n{}", diag(&t));
+    assert_quits(&mut t, pgid, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
     eprintln!("gemini TUI smoke: {:?}", started.elapsed());
+}
+
+/// The fake's `fail`, `write`, `edit` and `shellfail` scenarios against the real headless CLI:
+/// an HTTP 400 is not retried and exits 144; a write then an edit change `hello.txt`; a failing
+/// command's exit code reaches the model.
+#[test]
+fn gemini_headless_fake_scenarios_fail_edit_and_shellfail() {
+    let fake = FakeGemini::start();
+    let rig = GeminiRig::new();
+    let run = |tag: &str, prompt: &str| {
+        let mut cmd = gemini_command(&rig.home, &fake.base_url());
+        cmd.arg("--yolo");
+        headless_turn(
+            &mut cmd,
+            &fake,
+            &rig.repo,
+            rig.tmp.path(),
+            tag,
+            prompt,
+            TURN_TIMEOUT,
+        )
+    };
+
+    let failed = run("fail", "SCENARIO:fail now");
+    assert_eq!(failed.code(), Some(144), "{}", failed.diag);
+    let answered: Vec<Value> = fake
+        .stream_requests()
+        .iter()
+        .map(|r| r["answered"].clone())
+        .collect();
+    assert_eq!(answered, [json!("fail400")], "{}", failed.diag);
+
+    run("write", "SCENARIO:write it").assert_success();
+    let edited = run("edit", "SCENARIO:edit it");
+    edited.assert_success();
+    assert_eq!(
+        read_or_empty(&rig.repo.join(fake_gemini::WRITE_FILE)),
+        "bye from fake model\n",
+        "{}",
+        edited.diag
+    );
+
+    let shellfail = run("shellfail", "SCENARIO:shellfail go");
+    shellfail.assert_success();
+    let out = fake
+        .wait_for_function_response("run_shell_command", Duration::ZERO)
+        .unwrap_or_else(|| panic!("no shell result reached the model\n{}", shellfail.diag));
+    assert!(
+        out["response"].to_string().contains("Exit Code: 3"),
+        "{out}\n{}",
+        shellfail.diag
+    );
+}
+
+/// The fake's `ask` and `hang` scenarios against the real TUI: `ask_user` opens Gemini's
+/// question dialog and the answer reaches the model; a hung stream keeps the turn busy until
+/// Esc cancels it; Ctrl-C twice exits, its process group gone.
+#[test]
+fn gemini_tui_ask_and_hang_scenarios_then_ctrl_c_twice() {
+    const WAIT: Duration = Duration::from_secs(90);
+    let fake = FakeGemini::start();
+    let rig = GeminiRig::new();
+    let mut cmd = gemini_command(&rig.home, &fake.base_url());
+    cmd.current_dir(&rig.repo);
+    let mut t = Term::spawn(&cmd, 45, 130);
+    let pgid = t.pid();
+    let diag = |t: &Term| format!("{}\nrequests: {:#?}", t.diag(), fake.request_lines());
+    wait_tui_ready(&t, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
+
+    let ask = "SCENARIO:ask pick one";
+    submit_prompt(&t, ask, WAIT, || {
+        fake.wait_for_prompt(ask, Duration::ZERO).is_some()
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
+    t.wait_for(fake_gemini::ASK_QUESTION, WAIT)
+        .unwrap_or_else(|e| panic!("no question dialog: {e}\n{}", diag(&t)));
+    // Enter takes the highlighted (first) choice.
+    t.send(b"\r");
+    let answer = fake
+        .wait_for_function_response("ask_user", WAIT)
+        .unwrap_or_else(|| panic!("the answer never reached the model\n{}", diag(&t)));
+    assert!(
+        answer["response"]
+            .to_string()
+            .contains(fake_gemini::ASK_CHOICES[0]),
+        "{answer}\n{}",
+        diag(&t)
+    );
+    t.wait_for("LAST_OUTPUT=", WAIT)
+        .unwrap_or_else(|e| panic!("the turn did not end: {e}\n{}", diag(&t)));
+
+    let hang = "SCENARIO:hang wait";
+    submit_prompt(&t, hang, WAIT, || {
+        fake.wait_for_prompt(hang, Duration::ZERO).is_some()
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
+    t.wait_for(fake_gemini::HANG_TEXT, WAIT)
+        .unwrap_or_else(|e| panic!("no streamed chunk: {e}\n{}", diag(&t)));
+    t.send(b"\x1b");
+    t.wait_for("Request cancelled", WAIT)
+        .unwrap_or_else(|e| panic!("Esc did not cancel: {e}\n{}", diag(&t)));
+
+    t.send(b"\x03");
+    t.wait_for("Press Ctrl+C again", WAIT)
+        .unwrap_or_else(|e| panic!("no exit warning: {e}\n{}", diag(&t)));
+    t.send(b"\x03");
+    assert_quits(&mut t, pgid, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
 }

@@ -176,6 +176,34 @@ pub fn headless_turn(
     }
 }
 
+/// The placeholder of the TUI's empty input box: on screen when the CLI takes a prompt.
+pub const INPUT_PLACEHOLDER: &str = "Type your message";
+
+/// Screens the seeded home must never show (auth dialog, folder-trust dialog).
+const SETUP_DIALOGS: [&str; 3] = [
+    "Existing API key detected",
+    "Select Auth Method",
+    "Do you trust the files in this folder",
+];
+
+/// Waits until the Gemini TUI in `t` shows its input box ([`INPUT_PLACEHOLDER`]); an error
+/// with the screen on timeout, or at once when it stops at its auth or folder-trust dialog
+/// (the home was not seeded, or the folder not trusted).
+pub fn wait_tui_ready(t: &Term, timeout: Duration) -> Result<(), String> {
+    t.wait_until(timeout, |v| {
+        let text = v.text();
+        text.contains(INPUT_PLACEHOLDER)
+            || v.closed
+            || SETUP_DIALOGS.iter().any(|d| text.contains(d))
+    })?;
+    let text = t.text();
+    match SETUP_DIALOGS.iter().find(|d| text.contains(*d)) {
+        Some(d) => Err(format!("gemini stopped at `{d}`\n{}", t.diag())),
+        None if text.contains(INPUT_PLACEHOLDER) => Ok(()),
+        None => Err(format!("gemini exited before its input box\n{}", t.diag())),
+    }
+}
+
 /// Types `prompt` into the Gemini TUI running in `t` as one bracketed paste and submits it with
 /// Enter, until `submitted` says it went in (e.g. [`FakeGemini::wait_for_prompt`] with a zero
 /// timeout); an error (with the screen) when it has not within `timeout`.
