@@ -138,3 +138,14 @@ impl Env {
             .find(|p| is_exec(p))
     }
 }
+
+/// Runs `<binary> --version` and returns its first line.
+pub fn version_output(binary: &std::path::Path) -> Option<String> {
+    let out = std::process::Command::new(binary)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().next().map(str::to_owned)
+}

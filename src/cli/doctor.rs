@@ -9,8 +9,9 @@ use crate::adapters;
 use crate::config;
 use crate::env::Env;
 use crate::materialize::{Inputs, Mode};
+use crate::seam::Harness;
 use crate::seam::edit::shell_quote;
-use crate::seam::{Check, DoctorCtx, Status};
+use crate::seam::files::{Check, DoctorCtx, Status};
 use crate::store::ProjectStore;
 
 /// Check the installation of each harness.
@@ -107,6 +108,36 @@ fn excludes_check(env: &Env, tree: &crate::repo::Tree) -> Check {
     }
 }
 
+/// The first check of every harness: its binary found, and its version against the pinned one.
+pub fn check_binary(h: &dyn Harness, ctx: &DoctorCtx) -> Check {
+    let Some(bin) = &ctx.binary else {
+        return Check::new(
+            "binary",
+            Status::Warn,
+            format!("`{}` not found on PATH", h.binary_name()),
+        );
+    };
+    match crate::env::version_output(bin).and_then(|o| h.parse_version(&o)) {
+        Some(v) if v == h.pinned_version() => {
+            Check::new("binary", Status::Ok, format!("{} {v}", bin.display()))
+        }
+        Some(v) => Check::new(
+            "binary",
+            Status::Warn,
+            format!(
+                "{} {v}; spex was verified against {} (hook events may differ)",
+                bin.display(),
+                h.pinned_version()
+            ),
+        ),
+        None => Check::new(
+            "binary",
+            Status::Warn,
+            format!("{}: cannot read its version", bin.display()),
+        ),
+    }
+}
+
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
     let cfg = config::load(
@@ -145,7 +176,8 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             spex: &spex,
             binary,
         };
-        let checks = h.doctor(&ctx);
+        let mut checks = vec![check_binary(*h, &ctx)];
+        checks.extend(h.files().map(|f| f.doctor(&ctx)).unwrap_or_default());
         failed |= checks.iter().any(|c| c.status == Status::Fail);
         text.push_str(&format!(
             "{}{}\n",

@@ -38,6 +38,9 @@ pub struct Args {
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let harness = adapters::lookup(&args.harness)
         .with_context(|| format!("unknown harness `{}`", args.harness))?;
+    let terminal = harness
+        .terminal()
+        .with_context(|| format!("spex hosts no terminal of harness `{}`", args.harness))?;
     let tree = Tree::discover(&args.tree)?;
     // The launcher read this configuration already; should it have changed into something
     // invalid since, the session still runs (without the extra scrub rules).
@@ -56,6 +59,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         record: args.record.clone(),
         id: args.session.clone(),
         harness,
+        terminal,
         store: ProjectStore::new(&env.spex_home(), &tree.main),
         socket: args.socket.clone(),
         spawn: Spawn {

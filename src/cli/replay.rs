@@ -89,7 +89,8 @@ fn spinner_glyphs(cassette: &Cassette) -> &'static [char] {
     cassette.manifest.harness["id"]
         .as_str()
         .and_then(crate::adapters::lookup)
-        .map_or(&[], |h| h.spinner_glyphs())
+        .and_then(crate::seam::Harness::terminal)
+        .map_or(&[], |t| t.spinner_glyphs())
 }
 
 /// The screen and the session state at `at` ms of the recording.

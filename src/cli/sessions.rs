@@ -468,8 +468,8 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
         // deadline (no hook or file event may come then).
         let s = runtime::judge::judge(env, &store, s, &mut book);
         let budget_at = runtime::judge::deadline(env, &s, &mut book);
-        if let Some(h) = adapters::lookup(&s.harness) {
-            for d in h.evidence_dirs(env, &s) {
+        if let Some(o) = adapters::lookup(&s.harness).and_then(crate::seam::Harness::evidence) {
+            for d in o.evidence_dirs(env, &s) {
                 // A folder that does not exist yet is picked up on a later pass.
                 if !watched.contains(&d) && inotify::add_watch(&fd, &d, flags).is_ok() {
                     watched.push(d);

@@ -6,6 +6,7 @@ use super::output;
 use crate::adapters;
 use crate::env::Env;
 use crate::seam::Harness;
+use crate::seam::files::SlashEntry;
 
 /// List each harness's `/` menu.
 ///
@@ -38,7 +39,8 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             .map(|h| {
                 (
                     h.id().to_owned(),
-                    serde_json::to_value(h.slash_menu(&tree.root, env)).expect("entries serialize"),
+                    serde_json::to_value(slash_menu(*h, &tree.root, env))
+                        .expect("entries serialize"),
                 )
             })
             .collect();
@@ -48,8 +50,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let mut text = String::new();
     for h in harnesses {
         text.push_str(&format!("{}:\n", h.id()));
-        let rows: Vec<Vec<String>> = h
-            .slash_menu(&tree.root, env)
+        let rows: Vec<Vec<String>> = slash_menu(h, &tree.root, env)
             .into_iter()
             .map(|e| {
                 let prefix = if e.name.starts_with('$') { "" } else { "/" };
@@ -60,4 +61,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     }
     output::print(&text);
     Ok(Outcome::Ok)
+}
+
+/// A harness's `/` menu (empty for one spex writes no files for).
+fn slash_menu(h: &dyn Harness, tree: &std::path::Path, env: &Env) -> Vec<SlashEntry> {
+    h.files()
+        .map(|f| f.slash_menu(tree, env))
+        .unwrap_or_default()
 }

@@ -45,8 +45,8 @@ fn fuzz_every_adapter_decodes_and_encodes_mutated_payloads() {
     let (mut runner, rng_seed) = payloads::runner(2000, 1024);
     let result = runner.run(&payloads::cases(payloads::seeds()), |case| {
         let payload = case.payload();
-        for h in adapters::all() {
-            let ev = h.decode(&case.event, &payload);
+        for (h, wire) in adapters::all().iter().filter_map(|h| Some((h, h.wire()?))) {
+            let ev = wire.decode(&case.event, &payload);
             // Answers made of what the payload said, as handlers and hook nodes quote it back
             // (a block always has a reason: a policy's text, a node's stderr or its name).
             let said: Vec<String> = [&ev.prompt, &ev.tool, &ev.error, &ev.cwd]
@@ -68,7 +68,7 @@ fn fuzz_every_adapter_decodes_and_encodes_mutated_payloads() {
             ];
             for (i, answer) in answers.iter().enumerate() {
                 let what = format!("{} encoding answer {i} for {}", h.id(), case.event);
-                check_reply(&h.encode(&case.event, answer), &what)?;
+                check_reply(&wire.encode(&case.event, answer), &what)?;
             }
         }
         Ok(())

@@ -25,6 +25,7 @@ use crate::fsutil;
 use crate::repo::Tree;
 use crate::seam::Harness;
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
+use crate::seam::wire::HookWire;
 use crate::store::session::{self, Session};
 use crate::store::{self, ProjectStore};
 
@@ -81,6 +82,9 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
     let Some(h) = adapters::lookup(harness) else {
         return Err(format!("unknown harness id `{harness}`"));
     };
+    let Some(wire) = h.wire() else {
+        return Err(format!("harness `{harness}` has no hooks"));
+    };
     let cut = raw.len() > MAX_PAYLOAD;
     let raw = &raw[..raw.len().min(MAX_PAYLOAD)];
     // A payload that does not parse as it came is mended (and the mending logged) rather than
@@ -97,7 +101,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         None => raw,
     };
     let cut = mended.as_ref().is_some_and(|m| m.cut);
-    let ev = h.decode(event, &payload);
+    let ev = wire.decode(event, &payload);
     let cwd = ev
         .cwd
         .as_deref()
@@ -135,7 +139,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         None
     } else {
         // A garbled alias file drops this event (logged by the caller): its id is no path.
-        resolve(env, h, &project, &ev)?
+        resolve(env, h, wire, &project, &ev)?
     };
     // Hook nodes run first and outside the record lock (they may take seconds), so their
     // verdict is known before the transition: a call a node denies never shows as started.
@@ -187,8 +191,8 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                 answering,
                 hook_wait,
             };
-            let launched_by_spex =
-                h.hook_env_names_session() && env.spex_session_id.as_deref() == Some(id.as_str());
+            let launched_by_spex = wire.hook_env_names_session()
+                && env.spex_session_id.as_deref() == Some(id.as_str());
             let (answer, waiting) = project
                 .update(id, |current| {
                     let existed = current.is_some();
@@ -262,7 +266,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
     if answer.block.is_none() {
         answer.block = from_nodes.block;
     }
-    Ok(Some(h.encode(event, &answer)).filter(|_| !answer.is_empty()))
+    Ok(Some(wire.encode(event, &answer)).filter(|_| !answer.is_empty()))
 }
 
 fn new_session(
@@ -283,6 +287,7 @@ fn new_session(
 fn resolve(
     env: &Env,
     h: &dyn Harness,
+    wire: &dyn HookWire,
     project: &ProjectStore,
     ev: &HookEvent,
 ) -> Result<Option<String>, String> {
@@ -299,7 +304,7 @@ fn resolve(
     if let Some(bad) = env
         .spex_session_id
         .as_deref()
-        .filter(|s| h.hook_env_names_session() && !session::is_valid_id(s))
+        .filter(|s| wire.hook_env_names_session() && !session::is_valid_id(s))
     {
         return Err(format!(
             "event dropped: {}",
@@ -317,7 +322,7 @@ fn resolve(
     let id = match env
         .spex_session_id
         .as_deref()
-        .filter(|_| h.hook_env_names_session())
+        .filter(|_| wire.hook_env_names_session())
     {
         Some(spex_id) => spex_id.to_owned(),
         None => match hsid {

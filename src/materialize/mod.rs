@@ -18,7 +18,7 @@ use crate::repo::Tree;
 use crate::seam::edit::owned::{self, Owned};
 use crate::seam::edit::workspace::{JsonJob, Redone, Workspace};
 use crate::seam::edit::{MaterializeError, block, carry, shell_quote, toml_entries};
-use crate::seam::{Harness, ShimCtx};
+use crate::seam::files::{Files, ShimCtx};
 use crate::spec::{self, SpecNode};
 use crate::store::{self, Governed, HookNode, Policies, ProjectStore, Receipt, Spellings};
 use journal::{Journal, Planned};
@@ -164,11 +164,17 @@ impl Inputs<'_> {
         // Contract files that are one file through a link (`AGENTS.md -> CLAUDE.md`) hold one
         // block, wanted while any harness that reads that file is selected here.
         let mut contract_wanted = std::collections::BTreeMap::<PathBuf, bool>::new();
-        for &h in adapters::all() {
-            let file = fsutil::resolve_link(&self.tree.root.join(h.contract_file()));
+        for (h, f) in adapters::all()
+            .iter()
+            .filter_map(|&h| Some((h, h.files()?)))
+        {
+            let file = fsutil::resolve_link(&self.tree.root.join(f.contract_file()));
             *contract_wanted.entry(file).or_default() |= here.iter().any(|s| s == h.id());
         }
-        for &h in adapters::all() {
+        for (h, f) in adapters::all()
+            .iter()
+            .filter_map(|&h| Some((h, h.files()?)))
+        {
             let ctx = ShimCtx {
                 env: self.env,
                 tree: &self.tree,
@@ -179,9 +185,9 @@ impl Inputs<'_> {
                 nodes: &nodes,
                 answer_wait_secs: cfg.answer_wait_secs,
             };
-            plan_contract(h, &ctx, &contract_wanted, &mut ws)?;
-            plan_generated(h, &ctx, &mut ws)?;
-            h.plan_shims(&ctx, &mut ws)?;
+            plan_contract(f, &ctx, &contract_wanted, &mut ws)?;
+            plan_generated(f, &ctx, &mut ws)?;
+            f.plan_shims(&ctx, &mut ws)?;
         }
         excludes::plan(self.env, &self.tree, &mut ws)?;
         let governed: Vec<Governed> = nodes
@@ -261,7 +267,7 @@ fn contract_lines(nodes: &[SpecNode]) -> Option<Vec<String>> {
 }
 
 fn plan_contract(
-    h: &dyn Harness,
+    h: &dyn Files,
     ctx: &ShimCtx,
     wanted: &std::collections::BTreeMap<PathBuf, bool>,
     ws: &mut Workspace,
@@ -282,7 +288,7 @@ fn plan_contract(
 
 /// Skills, agents and commands: render the wanted ones, delete stamped leftovers.
 fn plan_generated(
-    h: &dyn Harness,
+    h: &dyn Files,
     ctx: &ShimCtx,
     ws: &mut Workspace,
 ) -> Result<(), MaterializeError> {

@@ -40,15 +40,17 @@ fn fold(
         if s.status == Status::Exited {
             continue;
         }
-        if let Some(h) = adapters::lookup(&s.harness) {
+        if let Some(h) = adapters::lookup(&s.harness).filter(|h| h.evidence().is_some()) {
             by_harness.entry(h.id()).or_default().push(i);
         }
     }
     let mut found: Vec<(usize, Evidence)> = Vec::new();
     for (harness, idx) in &by_harness {
-        let h = adapters::lookup(harness).expect("looked up above");
+        let o = adapters::lookup(harness)
+            .and_then(crate::seam::Harness::evidence)
+            .expect("looked up above");
         let live: Vec<&Session> = idx.iter().map(|&i| &all[i]).collect();
-        for (k, ev) in h.observe(env, &live) {
+        for (k, ev) in o.observe(env, &live) {
             found.push((idx[k], ev));
         }
     }
@@ -77,7 +79,10 @@ fn fold(
     // log folded in.
     for s in &mut all {
         for _ in 0..3 {
-            let Some(reading) = adapters::lookup(&s.harness).and_then(|h| h.read_log(s)) else {
+            let Some(reading) = adapters::lookup(&s.harness)
+                .and_then(crate::seam::Harness::evidence)
+                .and_then(|o| o.read_log(s))
+            else {
                 break;
             };
             let (id, seen) = (s.id.clone(), s.seq);

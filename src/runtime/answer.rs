@@ -64,7 +64,8 @@ pub fn target(
             .is_some_and(|v| s.harness_session_id.as_deref() == Some(v));
     // The harness process counts where it runs one session (not a server shared by many).
     let own_process = adapters::lookup(&s.harness)
-        .is_some_and(crate::seam::Harness::hook_env_names_session)
+        .and_then(crate::seam::Harness::wire)
+        .is_some_and(crate::seam::wire::HookWire::hook_env_names_session)
         .then_some(s.process_id())
         .flatten();
     let inside = own_process

@@ -27,7 +27,7 @@ pub struct Delivery {
     pub confirmed: bool,
     pub elapsed_ms: u64,
     /// Control characters in the text (a paste's end, keys) were made visible instead of
-    /// typed, so the prompt arrived as one paste (see `seam::neutralize_paste`).
+    /// typed, so the prompt arrived as one paste (see `seam::terminal::neutralize_paste`).
     pub sanitized: bool,
     /// The stages reached so far, in order: `accepted` (the harness took the text), `started`
     /// (a turn runs with it), `done` (that turn ended).

@@ -16,7 +16,8 @@ use crate::pty::cassette::{self, Manifest, Recorder, Rule, Scrubber};
 use crate::pty::session::{Exit, Session, Size, Spawn};
 use crate::pty::tee::{Event as TeeEvent, Tee};
 use crate::pty::terminal::Terminal;
-use crate::seam::{Activity, Harness};
+use crate::seam::Harness;
+use crate::seam::terminal::{Activity, TerminalHost};
 use crate::store::ProjectStore;
 use crate::store::session::{ExitStatus, NewEvent, Status, TurnState};
 
@@ -26,6 +27,8 @@ pub struct HostSpec {
     pub record: Option<PathBuf>,
     pub id: String,
     pub harness: &'static dyn Harness,
+    /// The harness's terminal facet (what its screen says, its keys).
+    pub terminal: &'static dyn TerminalHost,
     pub store: ProjectStore,
     pub socket: PathBuf,
     pub spawn: Spawn,
@@ -45,6 +48,7 @@ struct Shared {
     clients: Mutex<Vec<(u64, UnixStream)>>,
     next_client: std::sync::atomic::AtomicU64,
     harness: &'static dyn Harness,
+    terminal: &'static dyn TerminalHost,
     child_pid: u32,
     store: ProjectStore,
     id: String,
@@ -110,7 +114,7 @@ impl Shared {
 
     /// [`Self::write_input`] from someone other than a person at an attached terminal.
     fn write_input_by(&self, bytes: &[u8], by: &'static str) -> std::io::Result<()> {
-        let interrupt = self.harness.interrupt_keys();
+        let interrupt = self.terminal.interrupt_keys();
         if interrupt == Some(bytes) || bytes.contains(&0x03) {
             let mut watch = lock(&self.watch);
             // At an idle prompt the key only clears the input.
@@ -166,7 +170,7 @@ impl Shared {
     /// prompt. The harness's clear key goes in batches that double until the screen shows an
     /// empty box, or a batch changes nothing.
     fn clear_input(&self) -> std::io::Result<()> {
-        let Some(key) = self.harness.clear_input_key() else {
+        let Some(key) = self.terminal.clear_input_key() else {
             return Ok(());
         };
         if lock(&self.watch).activity != Some(Activity::Idle) {
@@ -175,7 +179,7 @@ impl Shared {
         let screen = || lock(&self.term).text();
         let mut sent = 0;
         let mut batch = 1;
-        while !self.harness.ready_for_input(&screen()) && sent < MAX_CLEAR_KEYS {
+        while !self.terminal.ready_for_input(&screen()) && sent < MAX_CLEAR_KEYS {
             let before = screen();
             let seen = lock(&self.chunks.0).count;
             self.write(&key.repeat(batch))?;
@@ -245,8 +249,8 @@ impl Shared {
             let term = lock(&self.term);
             let title = term.title().to_owned();
             (
-                self.harness.screen_activity(&title, &term.text()),
-                self.harness.title_summary(&title),
+                self.terminal.screen_activity(&title, &term.text()),
+                self.terminal.title_summary(&title),
                 term.snapshot().lines,
             )
         };
@@ -254,7 +258,7 @@ impl Shared {
         // Progress on the screen while a turn runs: its text changed, spinners, clocks and
         // counters aside (they move while a tool hangs).
         if activity == Some(Activity::Busy) || watch.activity == Some(Activity::Busy) {
-            let screen = crate::pty::normalize::lines(&lines, self.harness.spinner_glyphs());
+            let screen = crate::pty::normalize::lines(&lines, self.terminal.spinner_glyphs());
             let screen = steady(screen);
             if screen != watch.screen {
                 watch.screen = screen;
@@ -388,6 +392,7 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         clients: Mutex::new(Vec::new()),
         next_client: std::sync::atomic::AtomicU64::new(0),
         harness: spec.harness,
+        terminal: spec.terminal,
         child_pid,
         store: spec.store.clone(),
         id: spec.id.clone(),
@@ -531,7 +536,7 @@ fn recorder(
         .collect();
     let binary = spawn.argv.first().map(PathBuf::from).unwrap_or_default();
     // What the binary says it is (its `--version`), beside the version spex was verified with.
-    let version = crate::adapters::version_output(&binary).and_then(|o| harness.parse_version(&o));
+    let version = crate::env::version_output(&binary).and_then(|o| harness.parse_version(&o));
     let fingerprint = std::fs::metadata(&binary).ok().map(|m| {
         use std::os::unix::fs::MetadataExt;
         format!("size {} mtime {}", m.len(), m.mtime())
@@ -720,7 +725,7 @@ fn owe_interrupt(shared: &Shared) {
         "{} the turn ran past its budget: typing the interrupt key",
         crate::store::now_rfc3339()
     );
-    if let Some(keys) = shared.harness.interrupt_keys()
+    if let Some(keys) = shared.terminal.interrupt_keys()
         && let Err(e) = shared.write_input_by(keys, "timeout")
     {
         eprintln!("error: the interrupt key: {e}");
@@ -899,7 +904,11 @@ fn handle(shared: &Shared, request: Request) -> Response {
                 if submit { " + submit" } else { "" }
             );
             let mut one_at_a_time = shared.start_typing();
-            let (paste, pause, enter) = shared.harness.paste(&text);
+            let Some((paste, pause, enter)) = shared.terminal.paste(&text) else {
+                return Response::fail(
+                    "prompts are not typed into this harness's terminal".to_owned(),
+                );
+            };
             let typed = if text.is_empty() {
                 Ok(())
             } else {
@@ -941,7 +950,7 @@ fn handle(shared: &Shared, request: Request) -> Response {
             shared.tee.close_sinks();
             Ok(())
         }
-        Request::Interrupt => match shared.harness.interrupt_keys() {
+        Request::Interrupt => match shared.terminal.interrupt_keys() {
             Some(keys) => shared.write_input_by(keys, "spex interrupt"),
             None => Err(std::io::Error::other("this harness has no interrupt key")),
         },
@@ -961,7 +970,7 @@ fn resize(shared: &Shared, rows: u16, cols: u16) -> std::io::Result<()> {
 /// Ends the program: at an idle prompt first as a person would (the harness's exit keys), then
 /// SIGTERM to its process group, then SIGKILL after `grace`.
 fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
-    let keys = shared.harness.exit_keys();
+    let keys = shared.terminal.exit_keys();
     // A turn that just ended can still be drawing its last lines (Claude runs its Stop hook
     // under a spinner): give the prompt a moment to come back.
     let idle = || lock(&shared.watch).activity == Some(Activity::Idle);

@@ -26,6 +26,7 @@ use serde::Serialize;
 use crate::adapters;
 use crate::env::Env;
 use crate::pty::terminal::Snapshot;
+use crate::seam::terminal::Activity;
 use crate::store::ProjectStore;
 use crate::store::session::{ProcessId, Session, Status};
 use client::CALL_TIMEOUT;
@@ -36,8 +37,8 @@ use marks::host_gone;
 pub use marks::mark_interrupting;
 use protocol::Request;
 pub use recordings::{cassette_dir, new_cassette_dir};
-use start::start_host;
 pub use start::{Launch, Launched, new_id};
+use start::{start_host, terminal_of};
 use wait::wait_in;
 pub use wait::{catch_interrupt, interrupted, wait_for};
 
@@ -146,8 +147,7 @@ pub fn explained<T>(
 /// Creates the record, starts the host and waits until the harness is ready for a prompt.
 pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
     let id = new_id()?;
-    let argv = l
-        .harness
+    let argv = terminal_of(l.harness)?
         .host_argv(&l.binary, &l.args, &id)
         .ok_or_else(|| RuntimeError::NotHosted(l.harness.id().to_owned()))?;
     let store = ProjectStore::new(&l.env.spex_home(), &l.tree.main);
@@ -203,8 +203,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
     }
     // A hosted session whose host is gone has ended: the record says so from now on.
     let s = reconcile_hosted(l.env, store, &s).unwrap_or(s);
-    let argv = l
-        .harness
+    let argv = terminal_of(l.harness)?
         .resume_argv(
             &l.binary,
             &l.args,
@@ -508,7 +507,8 @@ pub fn deliver(
     if s.status == Status::Exited {
         return Err(RuntimeError::exited(&s));
     }
-    let dialog = harness.screen_activity(&title, &screen) == Some(crate::seam::Activity::Waiting);
+    let term = terminal_of(harness)?;
+    let dialog = term.screen_activity(&title, &screen) == Some(Activity::Waiting);
     if dialog || dialog_attention(&s) {
         let (reason, text, attention) = s.attention.map_or_else(
             || {
@@ -527,7 +527,7 @@ pub fn deliver(
             attention,
         });
     }
-    let (text, sanitized) = crate::seam::neutralize_paste(text);
+    let (text, sanitized) = crate::seam::terminal::neutralize_paste(text);
     let mode = if s.status == Status::Working {
         Mode::Queued
     } else {
@@ -555,7 +555,7 @@ pub fn deliver(
             stages,
         });
     }
-    let want = harness.normalize_prompt(&text);
+    let want = term.normalize_prompt(&text);
     let dir = store.session_dir(id);
     // Read through the record, so a reader right after the delivery sees the turn too.
     let reported = || -> Option<Option<String>> {
@@ -568,7 +568,7 @@ pub fn deliver(
                 e.fields
                     .get("prompt")
                     .and_then(|p| p.as_str())
-                    .is_some_and(|p| harness.normalize_prompt(p) == want)
+                    .is_some_and(|p| term.normalize_prompt(p) == want)
             })
             .map(|e| {
                 e.fields

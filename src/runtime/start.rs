@@ -18,6 +18,7 @@ use crate::env::Env;
 use crate::pty::session::Size;
 use crate::repo::Tree;
 use crate::seam::Harness;
+use crate::seam::terminal::TerminalHost;
 use crate::store::ProjectStore;
 use crate::store::session::Status;
 
@@ -73,12 +74,19 @@ pub(super) fn identity_vars() -> Vec<&'static str> {
 
 /// Starts the host of session `id` running `argv` and waits until the harness is ready.
 /// Sessions on a server get their host through [`server::Server::host`].
+/// The terminal spex hosts for `h`, or why it hosts none.
+pub(super) fn terminal_of(h: &dyn Harness) -> Result<&'static dyn TerminalHost, RuntimeError> {
+    h.terminal()
+        .ok_or_else(|| RuntimeError::NotHosted(h.id().to_owned()))
+}
+
 pub(super) fn start_host(
     l: &Launch,
     store: &ProjectStore,
     id: &str,
     argv: &[String],
 ) -> Result<Launched, RuntimeError> {
+    let term = terminal_of(l.harness)?;
     let socket = socket_path(l.env, id)?;
     let dir = store.session_dir(id);
     let log = dir.join("host.log");
@@ -124,7 +132,7 @@ pub(super) fn start_host(
     let failed = |host: &mut std::process::Child| {
         host.try_wait().ok().flatten().map(|_| {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let hint = l.harness.blocking_screen(&text).map_or_else(
+            let hint = term.blocking_screen(&text).map_or_else(
                 || "the program's last screen above says why it ended".to_owned(),
                 |b| format!("{}: {}", b.what, b.hint),
             );
@@ -184,7 +192,7 @@ pub(super) fn start_host(
                 .map(|s| s.lines.join("\n"))
                 .unwrap_or_default();
             // A screen the adapter knows spex cannot answer fails at once, with what to do.
-            if let Some(b) = l.harness.blocking_screen(&screen) {
+            if let Some(b) = term.blocking_screen(&screen) {
                 return Err(RuntimeError::Blocked {
                     id: id.to_owned(),
                     what: b.what,
@@ -195,7 +203,7 @@ pub(super) fn start_host(
             let started = store
                 .load(id)?
                 .is_some_and(|s| s.status != Status::Starting);
-            let at_prompt = l.harness.ready_for_input(&screen);
+            let at_prompt = term.ready_for_input(&screen);
             if started && at_prompt {
                 break r;
             }

@@ -7,10 +7,28 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
+use crate::env::Env;
+
 use crate::store::session::{
     ChildState, Failure, NewEvent, ProcessId, Session, Status, TurnState, Usage, UsageCursor,
     new_event,
 };
+
+/// The evidence facet: what a harness's own files and processes say about its sessions.
+pub trait Observer: Sync {
+    /// Evidence beyond hooks for the given live sessions of this harness (its own state files,
+    /// its processes): one entry per session it has something to say about, by index into
+    /// `sessions`. Read once per reader call, so an adapter may scan a folder once for all of
+    /// them.
+    fn observe(&self, env: &Env, sessions: &[&Session]) -> Vec<(usize, Evidence)>;
+    /// Folders whose changes may change what `observe` says about `session` (`wait` watches
+    /// them besides the record).
+    fn evidence_dirs(&self, env: &Env, session: &Session) -> Watch;
+    /// What the harness's own log of `session` adds since the readers last read it (usage,
+    /// the text a failed turn wrote), for a session live or exited; `None` when there is
+    /// nothing to read. Called by the readers only, never on the hook path.
+    fn read_log(&self, session: &Session) -> Option<LogReading>;
+}
 
 /// What the evidence says happened since the record was last written.
 #[derive(Debug, Clone, PartialEq, Eq)]

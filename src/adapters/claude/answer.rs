@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::transcript;
-use crate::adapters::{choice, question_ask};
+use crate::adapters::common::wire::{choice, question_ask};
 use crate::env::Env;
 use crate::seam::answer::{Answering, KeyStep, Response};
 use crate::seam::event::Reply;
@@ -305,7 +305,7 @@ impl Answering for ClaudeAnswering {
                         pause: NAV_PAUSE,
                     });
                 }
-                let text = crate::seam::neutralize_paste(message)
+                let text = crate::seam::terminal::neutralize_paste(message)
                     .0
                     .replace(['\n', '\r'], " ");
                 if label.starts_with("Tell Claude") {

@@ -19,6 +19,85 @@ use crate::env::Env;
 use crate::seam::evidence::{self, Evidence, Finding};
 use crate::store::session::{ProcessId, Session, Status};
 
+/// How long after a hook Claude's transcript may still lack what the hook reported.
+const TRANSCRIPT_LAG: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub struct ClaudeEvidence;
+
+impl crate::seam::evidence::Observer for ClaudeEvidence {
+    fn observe(
+        &self,
+        env: &Env,
+        sessions: &[&crate::store::session::Session],
+    ) -> Vec<(usize, crate::seam::evidence::Evidence)> {
+        observe(env, sessions)
+    }
+
+    fn evidence_dirs(
+        &self,
+        env: &Env,
+        session: &crate::store::session::Session,
+    ) -> crate::seam::evidence::Watch {
+        vec![registry_dir(env, session)]
+    }
+
+    fn read_log(
+        &self,
+        s: &crate::store::session::Session,
+    ) -> Option<crate::seam::evidence::LogReading> {
+        use crate::store::session::{Status as S, TurnState};
+        let transcript = s.transcript.as_deref()?;
+        let cursor = s.usage_cursor.clone().unwrap_or_default();
+        // A turn StopFailure ended `failed`: the text it wrote first is only in the transcript.
+        let failed_unread = s
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.state == TurnState::Failed && !t.log_read);
+        if cursor.done && !failed_unread {
+            return None;
+        }
+        let mut r = crate::seam::evidence::LogReading::default();
+        if !cursor.done
+            && let Some((usage, next)) =
+                super::usage::read(transcript, &cursor, s.status == S::Exited)
+        {
+            r.usage = usage;
+            r.cursor = Some(next);
+        }
+        if let Some(turn) = s.turn.as_ref().filter(|_| failed_unread) {
+            let written = super::failure::partial_text(transcript);
+            let at = crate::store::parse_time;
+            let started = at(&turn.started_at);
+            // Written since the turn began (not an earlier turn's answer).
+            let since_start = |t: Option<&str>| match (t.and_then(at), started) {
+                (Some(t), Some(start)) => t >= start,
+                (None, _) | (_, None) => true,
+            };
+            let text = written
+                .text
+                .filter(|(_, first)| since_start(first.as_deref()))
+                .map(|(text, _)| text);
+            let caught_up = written
+                .error_at
+                .as_deref()
+                .is_some_and(|t| since_start(Some(t)));
+            // Until the transcript has the failure, it may lack the text before it too: read
+            // again next time, for a while.
+            let long_ago = turn
+                .ended_at
+                .as_deref()
+                .and_then(at)
+                .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+                .is_some_and(|d| d > TRANSCRIPT_LAG);
+            if text.is_some() || caught_up || long_ago {
+                r.partial_read = true;
+                r.partial = text;
+            }
+        }
+        (r != crate::seam::evidence::LogReading::default()).then_some(r)
+    }
+}
+
 /// One registry file, as far as spex reads it.
 #[derive(Debug, Clone)]
 struct Entry {
@@ -37,7 +116,7 @@ fn config_dir(env: &Env, s: &Session) -> PathBuf {
         .as_deref()
         .and_then(|t| Some(t.parent()?.parent()?.parent()?.to_path_buf()))
         .unwrap_or_else(|| {
-            env.path_var(super::CONFIG_DIR_VAR)
+            env.path_var(super::home::CONFIG_DIR_VAR)
                 .unwrap_or_else(|| env.home_or_root().join(".claude"))
         })
 }

@@ -21,7 +21,7 @@ use crate::store::session::{ErrorKind, Failure};
 
 /// The failure a `StopFailure` payload reports (its partial text is the readers' to find).
 pub(super) fn stop_failure(p: &Value) -> Failure {
-    let kind_word = super::super::str_field(p, "error");
+    let kind_word = crate::adapters::common::wire::str_field(p, "error");
     let kind = match kind_word.as_deref() {
         Some("rate_limit") => ErrorKind::RateLimit,
         Some("authentication_failed" | "oauth_org_not_allowed" | "billing_error") => {
@@ -31,7 +31,7 @@ pub(super) fn stop_failure(p: &Value) -> Failure {
         // API is what failed.
         _ => ErrorKind::ModelError,
     };
-    let error = super::super::str_field(p, "last_assistant_message")
+    let error = crate::adapters::common::wire::str_field(p, "last_assistant_message")
         .or(kind_word)
         .unwrap_or_else(|| "the model request failed".into());
     Failure::new(error, kind)

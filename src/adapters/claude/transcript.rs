@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// The entries at the transcript's end, oldest first.
 pub(super) fn tail(transcript: &Path) -> Option<Vec<Value>> {
-    super::super::jsonl_tail(transcript)
+    crate::adapters::common::log::jsonl_tail(transcript)
 }
 
 fn blocks(entry: &Value) -> impl Iterator<Item = &Value> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::rpc::Notification;
-use crate::adapters::choice;
+use crate::adapters::common::wire::choice;
 use crate::seam::answer::{Answering, Confirmed, Response};
 use crate::seam::server::{ServerCtx, ServerError, ServerErrorKind};
 use crate::store::session::{Attention, Session, Via};
@@ -121,7 +121,10 @@ pub fn daemon_socket(env: &crate::env::Env, s: &Session) -> Option<std::path::Pa
         let sessions = t.ancestors().nth(4)?;
         (sessions.file_name()? == "sessions").then(|| sessions.parent())?
     });
-    let home = from_rollout.map_or_else(|| super::codex_home(env), std::path::Path::to_path_buf);
+    let home = from_rollout.map_or_else(
+        || super::home::codex_home(env),
+        std::path::Path::to_path_buf,
+    );
     let sock = home.join("app-server-control/app-server-control.sock");
     // `exists` follows the link to the socket Codex binds under `/tmp/codex-daemon-<uid>/`.
     sock.exists().then_some(sock)
@@ -129,7 +132,7 @@ pub fn daemon_socket(env: &crate::env::Env, s: &Session) -> Option<std::path::Pa
 
 /// What the model was sent for call `call` (its tool output), from the rollout's end.
 fn call_output(rollout: &std::path::Path, call: &str) -> Option<String> {
-    super::super::jsonl_tail(rollout)?
+    crate::adapters::common::log::jsonl_tail(rollout)?
         .iter()
         .rev()
         .map(|e| &e["payload"])
@@ -258,12 +261,12 @@ pub fn answer(
     r: &Response,
 ) -> Result<Confirmed, ServerError> {
     let refused = |m: String| ServerError::new(ServerErrorKind::Refused, m);
-    let mut c = super::server::client(ctx)?;
+    let mut c = super::client::client(ctx)?;
     // Resuming a thread the server does not hold would load it there from its rollout, while
     // another process (a `--no-daemon` TUI) may run it.
     let loaded = c
         .thread_loaded_list()
-        .map_err(|e| super::server::error(&e))?;
+        .map_err(|e| super::client::error(&e))?;
     if !loaded.iter().any(|t| t == thread) {
         return Err(ServerError::new(
             ServerErrorKind::UnknownThread,
@@ -271,7 +274,7 @@ pub fn answer(
         ));
     }
     c.thread_resume(thread)
-        .map_err(|e| super::server::error(&e))?;
+        .map_err(|e| super::client::error(&e))?;
     let (id, req) = c
         .wait_request(|req| matches(req, thread, a), REPLAY_WAIT)
         .map_err(|_| {
@@ -282,10 +285,10 @@ pub fn answer(
         })?;
     let result = result_for(&req, a, r).map_err(refused)?;
     c.respond(&id, &result)
-        .map_err(|e| super::server::error(&e))?;
+        .map_err(|e| super::client::error(&e))?;
     let resolved = |p: &Value| p["requestId"] == id && p["threadId"].as_str() == Some(thread);
     c.await_notification("serverRequest/resolved", resolved, OUTCOME_WAIT)
-        .map_err(|e| super::server::error(&e))?;
+        .map_err(|e| super::client::error(&e))?;
     let taken = Some(std::time::Instant::now());
     if req.method == "item/tool/requestUserInput" {
         c.close();
@@ -303,7 +306,7 @@ pub fn answer(
         let left = end.saturating_duration_since(std::time::Instant::now());
         let n = c
             .next_notification(left)
-            .map_err(|e| super::server::error(&e))?;
+            .map_err(|e| super::client::error(&e))?;
         let this_item = n.params.pointer("/item/id").and_then(Value::as_str) == Some(&item);
         match n.method.as_str() {
             "item/completed" if this_item => break outcome(&n.params),

@@ -24,8 +24,27 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
+use crate::env::Env;
 use crate::seam::evidence::{self, Evidence, Finding};
 use crate::store::session::{ChildState, ErrorKind, Failure, ProcessId, Session};
+
+pub struct CodexEvidence;
+
+impl evidence::Observer for CodexEvidence {
+    fn observe(&self, _env: &Env, sessions: &[&Session]) -> Vec<(usize, Evidence)> {
+        observe(sessions)
+    }
+
+    fn evidence_dirs(&self, _env: &Env, _session: &Session) -> evidence::Watch {
+        // What `observe` reads is the process table and spex's server, not a folder.
+        Vec::new()
+    }
+
+    fn read_log(&self, _session: &Session) -> Option<evidence::LogReading> {
+        // Codex's hooks carry its usage (`PostModelRequest`) and its server the failed turn.
+        None
+    }
+}
 
 /// How a turn the app-server reported `failed` (`turn/completed`, `turn.status: failed`)
 /// failed: `turn.error.message`, and its kind from `turn.error.codexErrorInfo` (a string, or an

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::client::{client, error};
 use super::rpc::{self, AppServer, AppServerConfig, Client, RpcError};
 use crate::seam::answer::{Confirmed, Response};
 use crate::seam::server::{
@@ -16,29 +17,6 @@ use crate::seam::server::{
 use crate::store::session::Attention;
 
 pub struct CodexServer;
-
-/// How long one request may take; a turn start or steer answers in milliseconds.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub(super) fn error(e: &RpcError) -> ServerError {
-    let kind = match e {
-        RpcError::Connect { .. } | RpcError::Handshake { .. } | RpcError::Closed { .. } => {
-            ServerErrorKind::Down
-        }
-        RpcError::Timeout { .. } => ServerErrorKind::Timeout,
-        RpcError::Server { message, .. }
-            if message.contains("no rollout found") || message.contains("not found") =>
-        {
-            ServerErrorKind::UnknownThread
-        }
-        _ => ServerErrorKind::Refused,
-    };
-    ServerError::new(kind, e.to_string())
-}
-
-pub(super) fn client(ctx: &ServerCtx) -> Result<Client, ServerError> {
-    Client::open(ctx.socket, "spex", CALL_TIMEOUT).map_err(|e| error(&e))
-}
 
 /// `-32600` answers that mean the turn named is no longer the running one.
 fn lost_race(e: &RpcError) -> bool {
@@ -85,8 +63,12 @@ fn try_join(
 
 impl SessionServer for CodexServer {
     fn start(&self, ctx: &ServerCtx, timeout: Duration) -> Result<u32, ServerError> {
-        let mut config =
-            AppServerConfig::new(ctx.binary, ctx.socket, super::codex_home(ctx.env), ctx.log);
+        let mut config = AppServerConfig::new(
+            ctx.binary,
+            ctx.socket,
+            super::home::codex_home(ctx.env),
+            ctx.log,
+        );
         config.cwd = Some(ctx.main.to_owned());
         config.startup_timeout = timeout;
         let server = AppServer::spawn(&config)
