@@ -2,7 +2,10 @@
 //! `GEMINI.md`, commands as `.gemini/commands/*.toml`, folder trust per checkout in
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
+mod evidence;
 mod home;
+mod process;
+mod transcript;
 mod wire;
 
 use crate::seam::Harness;
@@ -63,7 +66,7 @@ impl Harness for Gemini {
     }
 
     fn evidence(&self) -> Option<&'static dyn Observer> {
-        None
+        Some(&evidence::GeminiEvidence)
     }
 
     fn answering(&self) -> Option<&'static dyn Answering> {
