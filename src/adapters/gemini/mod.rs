@@ -3,6 +3,7 @@
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
 mod home;
+mod terminal;
 
 use crate::seam::Harness;
 use crate::seam::answer::Answering;
@@ -52,7 +53,7 @@ impl Harness for Gemini {
     }
 
     fn terminal(&self) -> Option<&'static dyn TerminalHost> {
-        None
+        Some(&terminal::GeminiTerminal)
     }
 
     fn server(&self) -> Option<&'static dyn SessionServer> {
