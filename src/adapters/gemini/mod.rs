@@ -3,6 +3,7 @@
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
 mod home;
+mod wire;
 
 use crate::seam::Harness;
 use crate::seam::answer::Answering;
@@ -48,7 +49,7 @@ impl Harness for Gemini {
     }
 
     fn wire(&self) -> Option<&'static dyn HookWire> {
-        None
+        Some(&wire::GeminiWire)
     }
 
     fn terminal(&self) -> Option<&'static dyn TerminalHost> {
