@@ -4,6 +4,7 @@
 
 mod home;
 mod terminal;
+mod wire;
 
 use crate::seam::Harness;
 use crate::seam::answer::Answering;
@@ -49,7 +50,7 @@ impl Harness for Gemini {
     }
 
     fn wire(&self) -> Option<&'static dyn HookWire> {
-        None
+        Some(&wire::GeminiWire)
     }
 
     fn terminal(&self) -> Option<&'static dyn TerminalHost> {
