@@ -2,7 +2,9 @@
 //! `GEMINI.md`, commands as `.gemini/commands/*.toml`, folder trust per checkout in
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
+mod files;
 mod home;
+mod trust;
 
 use crate::seam::Harness;
 use crate::seam::answer::Answering;
@@ -45,11 +47,11 @@ impl Harness for Gemini {
     }
 
     fn env_vars(&self) -> &'static [&'static str] {
-        &[home::HOME_VAR]
+        &[home::HOME_VAR, home::TRUSTED_FOLDERS_VAR]
     }
 
     fn files(&self) -> Option<&'static dyn Files> {
-        None
+        Some(&files::GeminiFiles)
     }
 
     fn wire(&self) -> Option<&'static dyn HookWire> {
