@@ -376,13 +376,6 @@ fn imports(rel: &str, src: &str, modules: &BTreeSet<String>) -> Vec<Import> {
     out
 }
 
-/// Imports between files of one module that close a circle the code has not yet taken apart,
-/// each with why it is still there: (the importing file, or every file under a folder ending
-/// in `/`; the file it imports from; why). They are left out of the circle check; the test
-/// fails when one of them matches no import any more (take it out of the list), so the list
-/// only shrinks. A circle that no import here closes fails the test.
-const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[];
-
 /// The files of `src/cli/` that are no subcommand's: the command line itself (`mod.rs`, which
 /// runs every subcommand) and the modules the subcommands share. Every other file there is one
 /// subcommand's, and imports no other subcommand's file: what two subcommands both need moves
@@ -450,7 +443,7 @@ fn describe(imp: &Import, files: &BTreeSet<&str>) -> String {
 }
 
 /// Everything wrong with the module graph of `files` (path relative to the crate, source).
-fn problems(files: &[(String, String)], known: &[(&str, &str, &str)]) -> Vec<String> {
+fn problems(files: &[(String, String)]) -> Vec<String> {
     let modules: BTreeSet<String> = files.iter().map(|(rel, _)| module_of(rel)).collect();
     let paths: BTreeSet<&str> = files.iter().map(|(rel, _)| rel.as_str()).collect();
     let mut out = Vec::new();
@@ -503,18 +496,6 @@ fn problems(files: &[(String, String)], known: &[(&str, &str, &str)]) -> Vec<Str
         }
     }
     out.extend(cycles(&arrows, &paths));
-    for (from, to, _) in known {
-        let before = file_arrows.len();
-        file_arrows.retain(|(f, t), _| {
-            let matches = f == from || (from.ends_with('/') && f.starts_with(from));
-            !(matches && t == to)
-        });
-        if file_arrows.len() == before {
-            out.push(format!(
-                "{from} no longer imports from {to}: take the pair out of KNOWN_CIRCLES (tests/it/architecture.rs)"
-            ));
-        }
-    }
     out.extend(cycles(&file_arrows, &paths));
     out
 }
@@ -672,7 +653,7 @@ fn imports_run_down_the_layers_without_cycles() {
     let mut files = Vec::new();
     rust_files(&root.join("src"), root, &mut files);
     assert!(files.len() > 10, "found the sources");
-    let problems = problems(&files, KNOWN_CIRCLES);
+    let problems = problems(&files);
     assert!(
         problems.is_empty(),
         "the module graph breaks the layer order:\n{}",
@@ -802,19 +783,7 @@ fn names_circles_between_files_and_subcommands_that_import_each_other() {
     let store_circle = "import cycle: src/store/mod.rs -> src/store/session.rs -> src/store/mod.rs\n  src/store/mod.rs:3 imports crate::store::session::load from src/store/session.rs\n  src/store/session.rs:1 imports crate::store::ProjectStore from src/store/mod.rs";
     let mut all = want.to_vec();
     all.extend([cli_circle.to_owned(), store_circle.to_owned()]);
-    assert_eq!(problems(&files, &[]), all);
-    // A known circle is left out; an entry whose import has gone away is named, to be taken off
-    // the list.
-    let known = [
-        ("src/store/session.rs", "src/store/mod.rs", "why"),
-        ("src/store/paths.rs", "src/store/mod.rs", "why"),
-    ];
-    let mut all = want.to_vec();
-    all.extend([
-        "src/store/paths.rs no longer imports from src/store/mod.rs: take the pair out of KNOWN_CIRCLES (tests/it/architecture.rs)".to_owned(),
-        cli_circle.to_owned(),
-    ]);
-    assert_eq!(problems(&files, &known), all);
+    assert_eq!(problems(&files), all);
 }
 
 #[test]
@@ -842,7 +811,7 @@ fn names_the_file_and_item_that_point_the_wrong_way() {
             "use crate::adapters::claude::{Claude, slash};\n",
         ),
     ];
-    let got = problems(&files, &[]);
+    let got = problems(&files);
     let want = [
         "src/widgets.rs: module `widgets` is in no layer; give it a row in LAYERS (tests/it/architecture.rs)",
         "src/config/mod.rs:1 imports crate::adapters::all from src/adapters/mod.rs (config is in layer `ground`; adapters is in layer `adapters`, above it)",

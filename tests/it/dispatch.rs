@@ -197,18 +197,26 @@ fn prime(w: &World, harness: &str, payload: &Value, prime: Prime) {
     } else {
         (payload["prompt_id"].clone(), payload["turn_id"].clone())
     };
+    // Gemini names its prompt and turn-end hooks its own way.
+    let (submit, stop) = match harness {
+        "gemini" => ("BeforeAgent", "AfterAgent"),
+        _ => ("UserPromptSubmit", "Stop"),
+    };
     let prompt = json!({
-        "session_id": sid, "cwd": cwd, "hook_event_name": "UserPromptSubmit",
+        "session_id": sid, "cwd": cwd, "hook_event_name": submit,
         "prompt": "prime the session", "prompt_id": prompt_id, "turn_id": turn_id,
     });
     passed(
-        &w.dispatch(&w.repo, harness, "UserPromptSubmit", &prompt),
-        "prime UserPromptSubmit",
+        &w.dispatch(&w.repo, harness, submit, &prompt),
+        &format!("prime {submit}"),
     );
     if prime == Prime::Idle {
-        let stop = json!({ "session_id": sid, "cwd": cwd, "hook_event_name": "Stop", "stop_hook_active": false,
-            "prompt_id": prompt_id, "turn_id": turn_id });
-        passed(&w.dispatch(&w.repo, harness, "Stop", &stop), "prime Stop");
+        let end = json!({ "session_id": sid, "cwd": cwd, "hook_event_name": stop, "stop_hook_active": false,
+            "prompt_id": prompt_id, "turn_id": turn_id, "prompt_response": "done" });
+        passed(
+            &w.dispatch(&w.repo, harness, stop, &end),
+            &format!("prime {stop}"),
+        );
     }
 }
 
@@ -415,6 +423,7 @@ fn fixture_report(harness: &str) -> String {
             "PostToolUseFailure.Bash",
             "UserPromptSubmit",
         ],
+        "gemini" => &[],
         _ => &[
             "PreToolUse.apply_patch",
             "PostToolUse.apply_patch",
@@ -458,7 +467,7 @@ fn fixture_report(harness: &str) -> String {
 
 #[test]
 fn every_fixture_payload_dispatches_to_a_snapshot() {
-    for harness in ["claude", "codex"] {
+    for harness in ["claude", "codex", "gemini"] {
         let report = fixture_report(harness);
         insta::assert_snapshot!(format!("fixtures_{harness}"), report);
     }

@@ -17,8 +17,9 @@ use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::fake_responses::FakeResponses;
 use crate::support::gemini_home::{
     FAKE_GEMINI_KEY, GEMINI_MODEL, INPUT_PLACEHOLDER, gemini_command, headless_turn,
-    seed_gemini_home, submit_prompt, trust_folder, wait_tui_ready,
+    seed_gemini_home, submit_prompt, trust_folder, type_and_enter, wait_tui_ready,
 };
+use crate::support::peers::processes_in;
 use crate::support::rpc::AppServer;
 use crate::support::term::Term;
 
@@ -389,19 +390,17 @@ fn gemini_tui_runs_a_pasted_turn_and_quits() {
 
     t.wait_for(INPUT_PLACEHOLDER, WAIT)
         .unwrap_or_else(|e| panic!("no input box after the turn: {e}\n{}", diag(&t)));
-    t.send(b"/quit");
-    t.wait_for("/quit", WAIT)
-        .unwrap_or_else(|e| panic!("/quit not typed: {e}\n{}", diag(&t)));
-    t.send(b"\r");
+    type_and_enter(&t, "/quit", WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
     assert_quits(&mut t, pgid, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
     eprintln!("gemini TUI smoke: {:?}", started.elapsed());
 }
 
-/// The fake's `fail`, `write`, `edit` and `shellfail` scenarios against the real headless CLI:
-/// an HTTP 400 is not retried and exits 144; a write then an edit change `hello.txt`; a failing
-/// command's exit code reaches the model.
+/// The fake's `fail`, `write`, `edit`, `shellfail` and `shellcmd` scenarios against the real
+/// headless CLI: an HTTP 400 is not retried and exits 144; a write then an edit change
+/// `hello.txt`; a failing command's exit code reaches the model; a command named in the prompt
+/// runs.
 #[test]
-fn gemini_headless_fake_scenarios_fail_edit_and_shellfail() {
+fn gemini_headless_fake_scenarios_fail_edit_shellfail_and_shellcmd() {
     let fake = FakeGemini::start();
     let rig = GeminiRig::new();
     let run = |tag: &str, prompt: &str| {
@@ -447,13 +446,22 @@ fn gemini_headless_fake_scenarios_fail_edit_and_shellfail() {
         "{out}\n{}",
         shellfail.diag
     );
+
+    let custom = run("shellcmd", "SCENARIO:shellcmd <<echo custom > custom.txt>>");
+    custom.assert_success();
+    assert_eq!(
+        read_or_empty(&rig.repo.join("custom.txt")),
+        "custom\n",
+        "{}",
+        custom.diag
+    );
 }
 
-/// The fake's `ask` and `hang` scenarios against the real TUI: `ask_user` opens Gemini's
-/// question dialog and the answer reaches the model; a hung stream keeps the turn busy until
-/// Esc cancels it; Ctrl-C twice exits, its process group gone.
+/// The fake's `ask`, `hang` and `slowshell` scenarios against the real TUI: `ask_user` opens
+/// Gemini's question dialog and the answer reaches the model; a hung stream, and a long shell
+/// command, keep the turn busy until Esc cancels it; Ctrl-C twice exits, its process group gone.
 #[test]
-fn gemini_tui_ask_and_hang_scenarios_then_ctrl_c_twice() {
+fn gemini_tui_ask_hang_and_slowshell_scenarios_then_ctrl_c_twice() {
     const WAIT: Duration = Duration::from_secs(90);
     let fake = FakeGemini::start();
     let rig = GeminiRig::new();
@@ -497,9 +505,41 @@ fn gemini_tui_ask_and_hang_scenarios_then_ctrl_c_twice() {
     t.wait_for("Request cancelled", WAIT)
         .unwrap_or_else(|e| panic!("Esc did not cancel: {e}\n{}", diag(&t)));
 
+    // A long shell command, allowed at its dialog, runs until Esc cancels the request.
+    let slow = "SCENARIO:slowshell go";
+    submit_prompt(&t, slow, WAIT, || {
+        fake.wait_for_prompt(slow, Duration::ZERO).is_some()
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
+    t.wait_for("Allow execution", WAIT)
+        .unwrap_or_else(|e| panic!("no shell permission dialog: {e}\n{}", diag(&t)));
+    let mark = t.mark();
+    t.send(b"1");
+    t.wait_until(WAIT, |v| {
+        !v.text().contains("Allow execution") && v.since(mark).contains("sleep 20")
+    })
+    .unwrap_or_else(|e| panic!("the slow command did not start: {e}\n{}", diag(&t)));
+    let cancelled = t.mark();
+    t.send(b"\x1b");
+    t.wait_until(WAIT, |v| v.since(cancelled).contains("Request cancelled"))
+        .unwrap_or_else(|e| panic!("Esc did not cancel the command: {e}\n{}", diag(&t)));
+    // The command is killed (Gemini runs it in a process group of its own).
+    let sleeping = || {
+        processes_in(&rig.repo)
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("sleep 20"))
+            .collect::<Vec<_>>()
+    };
+    let end = Instant::now() + WAIT;
+    while !sleeping().is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(sleeping().is_empty(), "{:?}\n{}", sleeping(), diag(&t));
+
     t.send(b"\x03");
     t.wait_for("Press Ctrl+C again", WAIT)
         .unwrap_or_else(|e| panic!("no exit warning: {e}\n{}", diag(&t)));
     t.send(b"\x03");
     assert_quits(&mut t, pgid, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
+    assert!(!rig.repo.join("slow_out.txt").exists(), "{}", diag(&t));
 }

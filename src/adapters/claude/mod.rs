@@ -42,12 +42,7 @@ impl Harness for Claude {
     }
 
     fn parse_version(&self, output: &str) -> Option<String> {
-        // `2.1.197 (Claude Code)`
-        output
-            .split_whitespace()
-            .next()
-            .filter(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit()))
-            .map(str::to_owned)
+        crate::adapters::common::leading_version(output)
     }
 
     fn session_env_var(&self) -> Option<&'static str> {

@@ -5,6 +5,7 @@
 mod files;
 mod home;
 mod trust;
+mod wire;
 
 use crate::seam::Harness;
 use crate::seam::answer::Answering;
@@ -34,12 +35,7 @@ impl Harness for Gemini {
     }
 
     fn parse_version(&self, output: &str) -> Option<String> {
-        // `0.61.0`
-        output
-            .split_whitespace()
-            .next()
-            .filter(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit()))
-            .map(str::to_owned)
+        crate::adapters::common::leading_version(output)
     }
 
     fn session_env_var(&self) -> Option<&'static str> {
@@ -55,7 +51,7 @@ impl Harness for Gemini {
     }
 
     fn wire(&self) -> Option<&'static dyn HookWire> {
-        None
+        Some(&wire::GeminiWire)
     }
 
     fn terminal(&self) -> Option<&'static dyn TerminalHost> {

@@ -80,14 +80,19 @@ pub fn trust_folder(home: &Path, dir: &Path) {
     });
 }
 
+/// Where the tests tell Gemini its system settings are: nowhere, so a machine's
+/// `/etc/gemini-cli/settings.json` (and `system-defaults.json` beside it) cannot change a test.
+pub const NO_SYSTEM_SETTINGS: &str = "/nonexistent/spex-tests/gemini-cli/settings.json";
+
 /// The environment the tests run Gemini with (besides `HOME`, `PATH`, `LANG`, `SHELL`): the
-/// fake's URL, [`FAKE_GEMINI_KEY`] and a terminal type. Also what a test sets on `spex` when
-/// spex starts Gemini.
-pub fn gemini_env(fake_base_url: &str) -> [(&'static str, OsString); 3] {
+/// fake's URL, [`FAKE_GEMINI_KEY`], a terminal type and [`NO_SYSTEM_SETTINGS`]. Also what a
+/// test sets on `spex` when spex starts Gemini.
+pub fn gemini_env(fake_base_url: &str) -> [(&'static str, OsString); 4] {
     [
         ("GOOGLE_GEMINI_BASE_URL", fake_base_url.into()),
         ("GEMINI_API_KEY", FAKE_GEMINI_KEY.into()),
         ("TERM", "xterm-256color".into()),
+        ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", NO_SYSTEM_SETTINGS.into()),
     ]
 }
 
@@ -204,14 +209,31 @@ pub fn wait_tui_ready(t: &Term, timeout: Duration) -> Result<(), String> {
     }
 }
 
+/// Gemini takes an Enter as a newline when it comes within 30 ms of a typed key (its guard
+/// against pastes in terminals without bracketed paste) or within 40 ms of a paste it does not
+/// trust; this is far past both, counted from when the screen showed what came before.
+const ENTER_GAP: Duration = Duration::from_millis(200);
+
+/// Types `text` into the Gemini TUI in `t` key by key (a `/` command), waits until the screen
+/// shows it, then presses Enter.
+pub fn type_and_enter(t: &Term, text: &str, timeout: Duration) -> Result<(), String> {
+    t.send(text.as_bytes());
+    t.wait_for(text, timeout)
+        .map_err(|e| format!("`{text}` was not typed: {e}"))?;
+    std::thread::sleep(ENTER_GAP);
+    t.send(b"\r");
+    Ok(())
+}
+
 /// Types `prompt` into the Gemini TUI running in `t` as one bracketed paste and submits it with
 /// Enter, until `submitted` says it went in (e.g. [`FakeGemini::wait_for_prompt`] with a zero
 /// timeout); an error (with the screen) when it has not within `timeout`.
 ///
 /// Gemini takes an Enter that comes within 40 ms of a paste it does not trust (the kitty
 /// keyboard protocol was not detected when its input box mounted, a race at startup) as a
-/// newline, and under load "within 40 ms" stretches. So each Enter that did not submit is taken
-/// back with a Backspace and sent again (an extra Enter or Backspace in an empty box does
+/// newline. Enter waits [`ENTER_GAP`] after the paste shows, but a CLI starved of CPU that long
+/// runs its guard's timer and reads the Enter in one go; so an Enter that did not submit is
+/// taken back with a Backspace and sent again (an extra Enter or Backspace in an empty box does
 /// nothing).
 pub fn submit_prompt(
     t: &Term,
@@ -231,8 +253,7 @@ pub fn submit_prompt(
     t.wait_for(&first_line, timeout)
         .map_err(|e| format!("the paste did not land: {e}"))?;
     loop {
-        // Past the paste guard, once the CLI gets to run.
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(ENTER_GAP);
         t.send(b"\r");
         let retry = Instant::now() + Duration::from_secs(3);
         while Instant::now() < retry.min(end) {

@@ -107,6 +107,29 @@ pub fn run_logged(cmd: &mut Command, dir: &Path, tag: &str, timeout: Duration) -
     }
 }
 
+/// The processes running in folder `dir` (their `/proc/<pid>/cwd`), each as its pid and its
+/// command line (arguments joined by spaces): what a tool call the harness started left
+/// running, whatever process group it put it in.
+pub fn processes_in(dir: &Path) -> Vec<(u32, String)> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == dir))
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            (pid, args.join(" "))
+        })
+        .collect()
+}
+
 /// A child in its own process group, killed with its whole group on Drop.
 ///
 /// Needed because `.bin/codex` is a node launcher that (on node < 22) keeps the native binary as
