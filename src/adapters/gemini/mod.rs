@@ -4,6 +4,7 @@
 
 mod files;
 mod home;
+mod terminal;
 mod trust;
 mod wire;
 
@@ -55,7 +56,7 @@ impl Harness for Gemini {
     }
 
     fn terminal(&self) -> Option<&'static dyn TerminalHost> {
-        None
+        Some(&terminal::GeminiTerminal)
     }
 
     fn server(&self) -> Option<&'static dyn SessionServer> {
