@@ -2,8 +2,10 @@
 //! `GEMINI.md`, commands as `.gemini/commands/*.toml`, folder trust per checkout in
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
+mod files;
 mod home;
 mod terminal;
+mod trust;
 mod wire;
 
 use crate::seam::Harness;
@@ -42,11 +44,11 @@ impl Harness for Gemini {
     }
 
     fn env_vars(&self) -> &'static [&'static str] {
-        &[home::HOME_VAR]
+        &[home::HOME_VAR, home::TRUSTED_FOLDERS_VAR]
     }
 
     fn files(&self) -> Option<&'static dyn Files> {
-        None
+        Some(&files::GeminiFiles)
     }
 
     fn wire(&self) -> Option<&'static dyn HookWire> {
