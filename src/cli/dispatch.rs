@@ -10,7 +10,7 @@ use super::output;
 /// It never fails the agent: on any internal problem it prints nothing and exits 0.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The harness id baked into the hook command (`claude`, `codex`, `plugin`).
+    /// The harness id baked into the hook command (one `spex doctor` lists).
     pub harness: String,
     /// The hook event name (`PreToolUse`, `Stop`, ...).
     pub event: String,

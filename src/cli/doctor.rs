@@ -16,8 +16,8 @@ use crate::store::ProjectStore;
 
 /// Check the installation of each harness.
 ///
-/// Binary and version, shims present and pointing at this spex, Codex hook trust as the real
-/// `codex app-server` reports it, Claude workspace trust. Exits 1 when a check fails.
+/// Per harness: binary and version, then what its adapter checks (hook shims present and
+/// pointing at this spex, the trust the harness needs to run them). Exits 1 when a check fails.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print the result as JSON.

@@ -40,8 +40,8 @@ use clap::{Parser, Subcommand};
 use crate::env::Env;
 pub use outcome::Outcome;
 
-/// Install a project's contract into AI coding-agent harnesses (Claude Code, Codex), and watch
-/// and steer their sessions.
+/// Install a project's contract into AI coding-agent harnesses (Claude Code, Codex, Gemini CLI),
+/// and watch and steer their sessions.
 #[derive(Debug, Parser)]
 #[command(name = "spex", version, about, propagate_version = true)]
 pub struct Cli {

@@ -13,7 +13,7 @@ use crate::seam::files::SlashEntry;
 /// The pinned version's built-ins, then the project's and the user's commands and skills.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Only this harness (`claude`, `codex`, `plugin`).
+    /// Only this harness (an id `spex doctor` lists).
     #[arg(long = "harness", value_name = "ID")]
     pub harness: Option<String>,
     /// Print the result as JSON.

@@ -10,6 +10,7 @@ mod common;
 mod dispatch;
 mod events;
 mod fuzz_dispatch;
+mod gemini_files;
 mod host;
 mod materialize;
 mod names;

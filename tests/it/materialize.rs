@@ -21,6 +21,34 @@ struct UserContent {
     config_toml: Option<String>,
     claude_state: Option<String>,
     exclude: Option<String>,
+    gemini_md: Option<String>,
+    gemini_settings: Option<String>,
+    gemini: GeminiState,
+}
+
+/// The user's Gemini CLI state: their folder-trust file and the hook fingerprints Gemini
+/// recorded (for another project, and for this checkout: their own hook).
+#[derive(Debug, Clone)]
+struct GeminiState {
+    folders: Option<String>,
+    hooks: Option<(bool, bool)>,
+}
+
+fn gemini_state() -> impl Strategy<Value = GeminiState> {
+    (
+        prop_oneof![
+            Just(None),
+            Just(Some("{\n  \"/elsewhere\": \"TRUST_FOLDER\"\n}".to_owned())),
+            // Gemini reads the file with comments stripped.
+            Just(Some(
+                "// mine\n{\"/elsewhere\": \"DO_NOT_TRUST\", \"/x\": \"TRUST_PARENT\"}\n"
+                    .to_owned()
+            )),
+            Just(Some(String::new())),
+        ],
+        prop::option::of((any::<bool>(), any::<bool>())),
+    )
+        .prop_map(|(folders, hooks)| GeminiState { folders, hooks })
 }
 
 fn text_line() -> impl Strategy<Value = String> {
@@ -134,9 +162,23 @@ fn user_content() -> impl Strategy<Value = UserContent> {
         prop::option::of(toml_file()),
         claude_state(),
         prop::option::of(text_file("[a-z*/.]{1,12}")),
+        (
+            prop::option::of(text_file(text_line())),
+            prop::option::of(json_file("gemini-helper")),
+            gemini_state(),
+        ),
     )
         .prop_map(
-            |(claude_md, agents_md, settings, hooks_json, config_toml, claude_state, exclude)| {
+            |(
+                claude_md,
+                agents_md,
+                settings,
+                hooks_json,
+                config_toml,
+                claude_state,
+                exclude,
+                (gemini_md, gemini_settings, gemini),
+            )| {
                 UserContent {
                     claude_md,
                     agents_md,
@@ -145,6 +187,9 @@ fn user_content() -> impl Strategy<Value = UserContent> {
                     config_toml,
                     claude_state,
                     exclude,
+                    gemini_md,
+                    gemini_settings,
+                    gemini,
                 }
             },
         )
@@ -159,8 +204,38 @@ fn seed_project(w: &World) {
     write(&w.repo.join(".spec/review/spec.md"), SPEC_SKILL);
 }
 
+/// The project of [`seed_project`] with Gemini CLI selected too.
+fn seed_project_all(w: &World) {
+    seed_project(w);
+    write(
+        &w.repo.join("spex.jsonc"),
+        "// test project\n{ \"harnesses\": [\"claude\", \"codex\", \"gemini\"] }\n",
+    );
+}
+
 fn place(w: &World, tree: &Path, x: &UserContent) {
-    let files: [(PathBuf, &Option<String>); 7] = [
+    // Gemini's own format for its fingerprints (`JSON.stringify(_, null, 2)`, no final newline).
+    let gemini_hooks = x.gemini.hooks.map(|(other, here)| {
+        let mut v = serde_json::Map::new();
+        if other {
+            v.insert("/elsewhere".into(), serde_json::json!([":other-tool run"]));
+        }
+        if here {
+            v.insert(
+                tree.to_string_lossy().into_owned(),
+                serde_json::json!(["mine:echo hi", ":x y"]),
+            );
+        }
+        serde_json::to_string_pretty(&v).unwrap()
+    });
+    let files: [(PathBuf, &Option<String>); 11] = [
+        (tree.join("GEMINI.md"), &x.gemini_md),
+        (tree.join(".gemini/settings.json"), &x.gemini_settings),
+        (
+            w.home.join(".gemini/trustedFolders.json"),
+            &x.gemini.folders,
+        ),
+        (w.home.join(".gemini/trusted_hooks.json"), &gemini_hooks),
         (tree.join("CLAUDE.md"), &x.claude_md),
         (tree.join("AGENTS.md"), &x.agents_md),
         (tree.join(".claude/settings.json"), &x.settings),
@@ -222,7 +297,7 @@ fn for_user_content(cases: u32, test: impl Fn(&World, &UserContent)) {
     runner
         .run(&user_content(), |x| {
             let w = World::new();
-            seed_project(&w);
+            seed_project_all(&w);
             test(&w, &x);
             Ok(())
         })

@@ -412,6 +412,28 @@ fn kill_at_any_moment_of_materialize_or_clean_leaves_nothing_clean_cannot_take_b
         "# mine\nmodel = \"x\"\n\n[projects.\"/elsewhere\"]\ntrust_level = \"trusted\"\n",
     );
     write(&w.repo.join(".git/info/exclude"), "# mine\n*.log\n");
+    // Gemini CLI too: its project settings, contract file, folder trust and recorded hook
+    // fingerprints (an array spex adds its own elements to).
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\", \"codex\", \"gemini\"] }\n",
+    );
+    write(&w.repo.join("GEMINI.md"), "# mine\n");
+    write(
+        &w.repo.join(".gemini/settings.json"),
+        "// mine\n{\"ui\": {\"hideTips\": true}}\n",
+    );
+    write(
+        &w.home.join(".gemini/trustedFolders.json"),
+        "{\n  \"/elsewhere\": \"TRUST_FOLDER\"\n}",
+    );
+    write(
+        &w.home.join(".gemini/trusted_hooks.json"),
+        format!(
+            "{{\n  \"{}\": [\n    \"mine:echo hi\"\n  ]\n}}",
+            w.repo.display()
+        ),
+    );
     let roots = [w.repo.as_path(), &w.home, &w.codex_home];
     let before = w.snapshot(&[]);
     let assert_restored = |when: &str| {

@@ -3,9 +3,12 @@
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
 mod evidence;
+mod files;
 mod home;
 mod process;
+mod terminal;
 mod transcript;
+mod trust;
 mod wire;
 
 use crate::seam::Harness;
@@ -44,11 +47,11 @@ impl Harness for Gemini {
     }
 
     fn env_vars(&self) -> &'static [&'static str] {
-        &[home::HOME_VAR]
+        &[home::HOME_VAR, home::TRUSTED_FOLDERS_VAR]
     }
 
     fn files(&self) -> Option<&'static dyn Files> {
-        None
+        Some(&files::GeminiFiles)
     }
 
     fn wire(&self) -> Option<&'static dyn HookWire> {
@@ -56,7 +59,7 @@ impl Harness for Gemini {
     }
 
     fn terminal(&self) -> Option<&'static dyn TerminalHost> {
-        None
+        Some(&terminal::GeminiTerminal)
     }
 
     fn server(&self) -> Option<&'static dyn SessionServer> {

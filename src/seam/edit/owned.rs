@@ -1,6 +1,6 @@
 //! Ownership proofs: what spex created, so `clean` removes exactly that and nothing the user
 //! owns. Files and folders spex created, JSON members it inserted, JSON values it replaced
-//! (with the value they had), TOML entries it added to a file a harness rewrites. Stored per
+//! (with the value they had), elements it added to JSON arrays, TOML entries it added to a file a harness rewrites. Stored per
 //! project in the spex store.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,6 +24,10 @@ pub struct JsonOwned {
     /// Leaf values spex set, so clean takes a key back only while it still holds them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub written: Vec<(Vec<String>, serde_json::Value)>,
+    /// Elements spex added to an array it does not own whole, by the array's key path: spex
+    /// takes back exactly these values, never an element another writer put beside them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elements: Vec<(Vec<String>, Vec<serde_json::Value>)>,
     /// The file was empty text and spex wrote `{}` into it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub root_created: bool,
@@ -34,6 +38,7 @@ impl JsonOwned {
         self.members.is_empty()
             && self.replaced.is_empty()
             && self.written.is_empty()
+            && self.elements.is_empty()
             && !self.root_created
     }
 }

@@ -1,0 +1,209 @@
+//! Gemini CLI's files and hooks: hooks in each checkout's own `.gemini/settings.json` (Gemini
+//! reads project settings from the launch folder only), contract in `GEMINI.md`, folder trust
+//! per checkout in `~/.gemini/trustedFolders.json` (facts/gemini.md §3, §4, §9, §10).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::home::{trusted_folders_file, trusted_hooks_file};
+use super::trust::{self, Verdict};
+use crate::adapters::common::files;
+use crate::env::Env;
+use crate::seam::edit::MaterializeError;
+use crate::seam::edit::json_edit::JsonDoc;
+use crate::seam::edit::workspace::Workspace;
+use crate::seam::files::{Check, DoctorCtx, Files, ShimCtx, SlashEntry, Status};
+use crate::spec::SpecNode;
+
+pub struct GeminiFiles;
+
+/// Events spex binds. `BeforeModel`, `AfterModel`, `BeforeToolSelection` and `PreCompress`
+/// are left out: they fire on every model request or streamed chunk (facts §5), a process each.
+pub const EVENTS: &[&str] = &[
+    "SessionStart",
+    "SessionEnd",
+    "BeforeAgent",
+    "AfterAgent",
+    "BeforeTool",
+    "AfterTool",
+    "Notification",
+];
+
+/// The name on spex's hook handlers: what the TUI shows while one runs (`Executing Hook:
+/// spex`), what `hooksConfig.disabled` may name, and the first half of each fingerprint.
+pub const HOOK_NAME: &str = "spex";
+
+/// Gemini's hook timeout is in milliseconds (facts §3.2).
+const HOOK_TIMEOUT_MS: u64 = 30_000;
+
+/// Events whose hook may hold the turn while it waits for an answer from outside. None in
+/// 0.61.0: `Notification`'s output is ignored (it cannot answer a dialog, facts §7), so spex
+/// answers Gemini's dialogs through its terminal.
+const WAITING_EVENTS: &[&str] = &[];
+
+/// A handler's timeout: a waiting hook's outlasts its wait, so it is never killed while it
+/// waits.
+fn timeout_ms(event: &str, answer_wait_secs: u64) -> u64 {
+    if WAITING_EVENTS.contains(&event) {
+        HOOK_TIMEOUT_MS + answer_wait_secs * 1000
+    } else {
+        HOOK_TIMEOUT_MS
+    }
+}
+
+/// spex's hook group for one event: one named handler, no matcher (every tool, every source).
+fn hook_group(command: &str, timeout: u64) -> Value {
+    json!({ "hooks": [ { "type": "command", "name": HOOK_NAME, "command": command, "timeout": timeout } ] })
+}
+
+/// The fingerprints Gemini records of a hook group's handlers: `<name>:<command>`
+/// (0.61.0 `getHookKey`).
+fn fingerprints(group: &Value) -> Vec<String> {
+    group["hooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| {
+            format!(
+                "{}:{}",
+                h["name"].as_str().unwrap_or_default(),
+                h["command"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+fn settings_file(tree_root: &Path) -> PathBuf {
+    tree_root.join(".gemini/settings.json")
+}
+
+fn root_key(root: &Path) -> Vec<String> {
+    vec![root.to_string_lossy().into_owned()]
+}
+
+fn json_of(bytes: Option<Vec<u8>>) -> Value {
+    bytes
+        .and_then(|b| JsonDoc::parse(&b).ok())
+        .map_or(Value::Null, |d| d.value())
+}
+
+/// Trusts this checkout in Gemini's folder-trust file unless a rule already decides it (a
+/// worktree inherits nothing from the main checkout, facts §4.1). Owned by key, so clean takes
+/// back exactly the entry spex added and never a user's.
+fn plan_folder_trust(ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError> {
+    let file = trusted_folders_file(ctx.env);
+    let key = root_key(&ctx.tree.root);
+    if !ctx.here {
+        return ws.json_value(&file, &key, None);
+    }
+    match trust::verdict(&json_of(ws.read(&file)?), &ctx.tree.root) {
+        Verdict::Trusted => Ok(()),
+        Verdict::Unknown => ws.json_value(&file, &key, Some(&Value::from(trust::TRUST_FOLDER))),
+        Verdict::Distrusted => {
+            ws.warnings.push(format!(
+                "`{}` distrusts {}: Gemini CLI runs no project hooks there, so spex records no Gemini session in it; spex leaves that to you (change the rule if you want them)",
+                file.display(),
+                ctx.tree.root.display()
+            ));
+            Ok(())
+        }
+    }
+}
+
+impl Files for GeminiFiles {
+    fn contract_file(&self) -> &'static str {
+        "GEMINI.md"
+    }
+
+    fn generated_dirs(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn render_node(&self, _node: &SpecNode) -> Vec<(PathBuf, String)> {
+        Vec::new()
+    }
+
+    fn plan_shims(&self, ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError> {
+        let wanted: Vec<(String, Value)> = if ctx.here {
+            EVENTS
+                .iter()
+                .map(|e| {
+                    (
+                        (*e).to_owned(),
+                        hook_group(
+                            &ctx.hook_command("gemini", e),
+                            timeout_ms(e, ctx.answer_wait_secs),
+                        ),
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        ws.hook_groups(
+            &settings_file(&ctx.tree.root),
+            &wanted,
+            &files::is_spex_group,
+        )?;
+        // Gemini warns once about project hooks whose fingerprint it has not recorded for this
+        // folder (a banner in the TUI, a warning on stderr); spex's are recorded beforehand.
+        let fingerprints: Vec<Value> = wanted
+            .iter()
+            .flat_map(|(_, g)| fingerprints(g))
+            .map(Value::from)
+            .collect();
+        ws.json_elements(
+            &trusted_hooks_file(ctx.env),
+            &root_key(&ctx.tree.root),
+            &fingerprints,
+        )?;
+        plan_folder_trust(ctx, ws)
+    }
+
+    fn slash_menu(&self, _tree: &Path, _env: &Env) -> Vec<SlashEntry> {
+        Vec::new()
+    }
+
+    fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check> {
+        let mut checks = vec![files::check_shims(
+            "gemini",
+            EVENTS,
+            ctx,
+            &settings_file(&ctx.tree.root),
+            ctx.selected,
+        )];
+        let file = trusted_folders_file(ctx.env);
+        let rules = json_of(std::fs::read(&file).ok());
+        let root = &ctx.tree.root;
+        let name = "folder trust";
+        checks.push(match (trust::verdict(&rules, root), ctx.selected) {
+            (_, false) => Check::new(name, Status::Ok, "not selected"),
+            (Verdict::Trusted, true) => Check::new(
+                name,
+                Status::Ok,
+                format!("{} trusted in {}", root.display(), file.display()),
+            ),
+            (Verdict::Unknown, true) => Check::new(
+                name,
+                Status::Fail,
+                format!(
+                    "{} is not trusted in {}: Gemini CLI runs no project hooks there, and headless runs exit 55\nhint: run `spex materialize`",
+                    root.display(),
+                    file.display()
+                ),
+            ),
+            (Verdict::Distrusted, true) => Check::new(
+                name,
+                Status::Fail,
+                format!(
+                    "{} is distrusted (`DO_NOT_TRUST`) in {}: Gemini CLI runs no project hooks there\nhint: remove that rule from {}, then run `spex materialize`",
+                    root.display(),
+                    file.display(),
+                    file.display()
+                ),
+            ),
+        });
+        checks
+    }
+}
