@@ -11,6 +11,7 @@ mod dispatch;
 mod events;
 mod fuzz_dispatch;
 mod gemini_files;
+mod gemini_sessions;
 mod host;
 mod materialize;
 mod names;

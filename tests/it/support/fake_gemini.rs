@@ -222,8 +222,10 @@ fn tool_names(body: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The newest user text (its text parts joined by newlines; a content holding a
-/// `functionResponse` is a tool result, not a prompt) and the `functionResponse` parts after it.
+/// The newest user text (its text parts joined by newlines; a content holding only
+/// `functionResponse` parts is a tool result, not a prompt) and the `functionResponse` parts
+/// after it. A prompt typed after a request was cancelled at a permission dialog comes in one
+/// content with the cancelled call's response before its text: that is the prompt.
 fn newest_user_text(body: &Value) -> (String, usize) {
     let contents = body["contents"]
         .as_array()
@@ -231,27 +233,22 @@ fn newest_user_text(body: &Value) -> (String, usize) {
         .unwrap_or_default();
     let mut outs = 0;
     for c in contents.iter().rev() {
-        let n = parts(c)
-            .filter(|p| p.get("functionResponse").is_some())
-            .count();
-        if n > 0 {
-            outs += n;
-            continue;
-        }
-        if c["role"] != "user" {
-            continue;
-        }
         let text: Vec<&str> = parts(c).filter_map(|p| p["text"].as_str()).collect();
-        if !text.is_empty() {
+        if c["role"] == "user" && !text.is_empty() {
             return (text.join("\n"), outs);
         }
+        outs += parts(c)
+            .filter(|p| p.get("functionResponse").is_some())
+            .count();
     }
     (String::new(), outs)
 }
 
-/// The scenario named in `text` (`default` when none).
+/// The scenario named last in `text` (`default` when none): after a request cancelled at a
+/// permission dialog, Gemini sends the cancelled prompt and the next one as text parts of one
+/// content.
 fn scenario_in(text: &str) -> String {
-    text.split_once("SCENARIO:")
+    text.rsplit_once("SCENARIO:")
         .and_then(|(_, rest)| rest.split_whitespace().next())
         .map(|s| s.trim_matches(|c: char| ".,;:'\"".contains(c)))
         .filter(|s| !s.is_empty())
