@@ -2,8 +2,10 @@
 //! `GEMINI.md`, commands as `.gemini/commands/*.toml`, folder trust per checkout in
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
+mod commands;
 mod files;
 mod home;
+mod slash;
 mod terminal;
 mod trust;
 mod wire;
