@@ -212,6 +212,33 @@ impl Session {
         }
     }
 
+    /// Whether any process of the program's process group is left (the program itself, or what
+    /// it started and left behind after it ended: the group outlives its leader).
+    pub fn group_alive(&self) -> bool {
+        let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(self.pid).unwrap_or(0)) else {
+            return false;
+        };
+        if rustix::process::test_kill_process_group(pid).is_err() {
+            return false;
+        }
+        // A zombie counts for `kill`, but runs nothing: only a living member keeps the group.
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return true;
+        };
+        procs.flatten().any(|p| {
+            std::fs::read_to_string(p.path().join("stat")).is_ok_and(|stat| {
+                // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+                let mut rest = stat
+                    .rsplit_once(')')
+                    .map_or("", |(_, r)| r)
+                    .split_whitespace();
+                let state = rest.next();
+                let pgrp = rest.nth(1).and_then(|g| g.parse::<u32>().ok());
+                pgrp == Some(self.pid) && state != Some("Z")
+            })
+        })
+    }
+
     /// The exit, once the program has ended (reaped here, recorded once).
     pub fn try_wait(&mut self) -> io::Result<Option<Exit>> {
         if self.exit.is_some() {

@@ -967,9 +967,39 @@ fn resize(shared: &Shared, rows: u16, cols: u16) -> std::io::Result<()> {
     lock(&shared.session).resize(Size { rows, cols })
 }
 
-/// Ends the program: at an idle prompt first as a person would (the harness's exit keys), then
-/// SIGTERM to its process group, then SIGKILL after `grace`.
+/// Ends the program and its whole process group: at an idle prompt first as a person would
+/// (the harness's exit keys), then SIGTERM to the group, then SIGKILL after `grace`; and once
+/// the program has ended, whatever of its group it left running (a process that ignores
+/// SIGTERM would hold the terminal open and the session would never read exited).
 fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + grace;
+    stop_program(shared, grace)?;
+    // What it started may still be finishing on its own (a hook of its exit).
+    let settled = std::time::Instant::now() + LEFTOVER_WAIT.min(grace);
+    while lock(&shared.session).group_alive() && std::time::Instant::now() < settled {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !lock(&shared.session).group_alive() {
+        return Ok(());
+    }
+    let deadline = deadline.max(std::time::Instant::now() + LEFTOVER_WAIT.min(grace));
+    eprintln!(
+        "{} stop: the program ended, its process group did not: SIGTERM",
+        crate::store::now_rfc3339()
+    );
+    lock(&shared.session).signal(rustix::process::Signal::TERM)?;
+    while lock(&shared.session).group_alive() {
+        if std::time::Instant::now() >= deadline {
+            eprintln!("{} stop: SIGKILL to the group", crate::store::now_rfc3339());
+            return lock(&shared.session).signal(rustix::process::Signal::KILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Ends the program itself (see [`stop`]).
+fn stop_program(shared: &Shared, grace: Duration) -> std::io::Result<()> {
     let keys = shared.terminal.exit_keys();
     // A turn that just ended can still be drawing its last lines (Claude runs its Stop hook
     // under a spinner): give the prompt a moment to come back.
@@ -1087,6 +1117,10 @@ const MAX_CLEAR_KEYS: usize = 16_384;
 
 /// How long `stop` waits for a session's screen to come back to its prompt before it signals.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+/// How long `stop` lets what the program left in its process group end on its own (and then
+/// at least, after SIGTERM, before SIGKILL).
+const LEFTOVER_WAIT: Duration = Duration::from_secs(1);
 
 /// How long `stop` waits for the harness to exit on its own exit keys before signalling.
 const EXIT_KEYS_WAIT: Duration = Duration::from_secs(3);

@@ -371,3 +371,66 @@ fn snapshot_scrollback_gives_what_scrolled_off_bounded() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("row 1477\nrow 1478\nrow 1479\n"), "{text}");
 }
+
+/// A program whose process group outlives it (a launcher that relaunched the real program as
+/// its child, a helper that ignores SIGTERM and SIGHUP and holds the terminal): `stop` ends the
+/// whole group, so the session reads exited and nothing of it runs on.
+#[test]
+fn stop_ends_what_the_program_left_in_its_process_group() {
+    let w = World::new();
+    let run: PathBuf = w.dir.path().join("run");
+    std::fs::create_dir_all(run.join("spex")).unwrap();
+    for dir in [&run, &run.join("spex")] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    record(&w);
+    let socket = run.join("spex").join(format!("{ID}.sock"));
+    // The leader dies of SIGTERM; its child ignores it (and the SIGHUP of its leader's end)
+    // and keeps the terminal open.
+    let _host = host(
+        &w,
+        &socket,
+        "sh -c \"trap '' TERM HUP; echo leftover \\$\\$; exec sleep 600\" & wait",
+    );
+    let shown = wait_screen(&socket, "leftover ");
+    let pid: u32 = shown
+        .split("leftover ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid on screen: {shown}"));
+    let _reap = Reap(pid);
+    // As `spex stop` does: the host may close the socket before it answers.
+    let mut s = UnixStream::connect(&socket).unwrap();
+    s.write_all(b"{\"v\":1,\"op\":\"stop\",\"grace_ms\":300}\n")
+        .unwrap();
+    let log = || read_or_empty(&w.dir.path().join("host.log"));
+    let running = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (running(pid) || w.record(ID)["status"] != "exited") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !running(pid),
+        "the group's process {pid} survived stop\n{}",
+        log()
+    );
+    let record = w.record(ID);
+    assert_eq!(record["status"], "exited", "{}\n{}", pretty(&record), log());
+}
+
+/// SIGKILL to a process on drop, so a failed test leaves nothing running.
+struct Reap(u32);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(self.0).unwrap_or(0)) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
