@@ -437,3 +437,55 @@ fn gemini_doctor_checks_each_checkouts_shims_trust_and_fingerprints() {
     );
     assert_eq!(doctor_checks(&w, &w.repo), ok(&w.repo));
 }
+
+/// A worktree removed without `spex clean` leaves no trust or fingerprints of spex's behind:
+/// the next run in another checkout takes them back, and only them. The files spex created in
+/// Gemini's home are private, as Gemini makes them.
+#[test]
+fn a_removed_worktrees_gemini_trust_goes_with_the_next_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"gemini\"] }\n",
+    );
+    let wt = w.add_worktree("wt");
+    let folders = w.home.join(".gemini/trustedFolders.json");
+    let hooks = w.home.join(".gemini/trusted_hooks.json");
+    let before = w.snapshot(&[]);
+    w.ok(&w.repo, &["materialize"]);
+    w.ok(&wt, &["materialize"]);
+    for f in [&folders, &hooks] {
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+        assert!(json_file(f).get(wt.to_str().unwrap()).is_some());
+    }
+    // Gemini recorded a hook of the user's for the worktree too: it stays.
+    let mut v = json_file(&hooks);
+    v[wt.to_str().unwrap()]
+        .as_array_mut()
+        .unwrap()
+        .insert(0, json!("mine:echo hi"));
+    write(&hooks, serde_json::to_string_pretty(&v).unwrap());
+    crate::common::git(
+        &w.repo,
+        &["worktree", "remove", "--force", wt.to_str().unwrap()],
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let key = wt.to_str().unwrap();
+    assert!(json_file(&folders).get(key).is_none(), "{}", read(&folders));
+    assert_eq!(
+        json_file(&hooks)[key],
+        json!(["mine:echo hi"]),
+        "{}",
+        read(&hooks)
+    );
+    assert!(json_file(&folders).get(w.repo.to_str().unwrap()).is_some());
+    // Without the user's entry, clean leaves Gemini's home as it found it.
+    let mut v = json_file(&hooks);
+    v.as_object_mut().unwrap().remove(key);
+    write(&hooks, serde_json::to_string_pretty(&v).unwrap());
+    w.ok(&w.repo, &["clean"]);
+    let diff = before.content_diff(&w.snapshot(&[]));
+    assert!(diff.is_empty(), "clean left:\n{}", diff.join("\n"));
+}

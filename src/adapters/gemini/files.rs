@@ -114,6 +114,45 @@ fn plan_folder_trust(ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), Materializ
     }
 }
 
+/// What spex added to Gemini's files for a checkout that is gone (a worktree removed without
+/// `spex clean`) is taken back, as that checkout's clean would have: the record names it.
+fn plan_gone_checkouts(ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError> {
+    let live: Vec<String> = ctx
+        .tree
+        .all_trees()
+        .into_iter()
+        .map(|t| t.root.to_string_lossy().into_owned())
+        .collect();
+    let folders = trusted_folders_file(ctx.env);
+    let hooks = trusted_hooks_file(ctx.env);
+    for file in [&folders, &hooks] {
+        let Some(owned) = ws.owned.json.get(&crate::fsutil::resolve_link(file)) else {
+            continue;
+        };
+        let mut gone: Vec<String> = owned
+            .members
+            .iter()
+            .chain(owned.written.iter().map(|(k, _)| k))
+            .chain(owned.replaced.iter().map(|(k, _)| k))
+            .chain(owned.elements.iter().map(|(k, _)| k))
+            .filter_map(|k| k.first())
+            .filter(|k| !live.contains(k))
+            .cloned()
+            .collect();
+        gone.sort();
+        gone.dedup();
+        for checkout in gone {
+            let key = [checkout];
+            if file == &folders {
+                ws.json_value(file, &key, None)?;
+            } else {
+                ws.json_elements(file, &key, &[])?;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Files for GeminiFiles {
     fn contract_file(&self) -> &'static str {
         "GEMINI.md"
@@ -178,7 +217,8 @@ impl Files for GeminiFiles {
             &root_key(&ctx.tree.root),
             &fingerprints,
         )?;
-        plan_folder_trust(ctx, ws)
+        plan_folder_trust(ctx, ws)?;
+        plan_gone_checkouts(ctx, ws)
     }
 
     fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry> {
