@@ -489,3 +489,22 @@ fn a_removed_worktrees_gemini_trust_goes_with_the_next_run() {
     let diff = before.content_diff(&w.snapshot(&[]));
     assert!(diff.is_empty(), "clean left:\n{}", diff.join("\n"));
 }
+
+/// `spex init` names what it holds in Gemini's home: the checkout's trust and its elements of
+/// the checkout's fingerprint array.
+#[test]
+fn init_names_the_gemini_trust_spex_holds() {
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"gemini\"] }\n",
+    );
+    let out = w.ok(&w.repo, &["init"]);
+    let repo = w.repo.display();
+    for line in [
+        format!("~/.gemini/trustedFolders.json: \"{repo}\" = \"TRUST_FOLDER\""),
+        format!("~/.gemini/trusted_hooks.json: \"{repo}\" holds 7 elements of spex's"),
+    ] {
+        assert!(out.contains(&line), "no {line:?} in:\n{out}");
+    }
+}
