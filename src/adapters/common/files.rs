@@ -77,7 +77,9 @@ pub fn spex_commands(doc: &Value) -> Vec<(String, String)> {
     out
 }
 
-fn stamp_line(node: &SpecNode) -> String {
+/// The stamp that proves a generated file is spex's, naming the spec file it comes from (an
+/// HTML comment: a format without one carries it inside its own comment).
+pub fn stamp_line(node: &SpecNode) -> String {
     format!(
         "{STAMP} from {}; edit that file, then run `spex materialize` -->",
         node.file.display()

@@ -3,8 +3,10 @@
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
 mod answer;
+mod commands;
 mod files;
 mod home;
+mod slash;
 mod terminal;
 mod trust;
 mod wire;
