@@ -2,6 +2,7 @@
 //! `GEMINI.md`, commands as `.gemini/commands/*.toml`, folder trust per checkout in
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
+mod answer;
 mod commands;
 mod files;
 mod home;
@@ -72,6 +73,6 @@ impl Harness for Gemini {
     }
 
     fn answering(&self) -> Option<&'static dyn Answering> {
-        None
+        Some(&answer::GeminiAnswering)
     }
 }

@@ -43,7 +43,8 @@
 //!
 //! Difference from the Python script: the scenario comes from the newest user text only (the
 //! script walked back to the newest text carrying a tag), so a later prompt without a tag in the
-//! same session is answered as `default` instead of repeating a `fail` or `hang`.
+//! same session is answered as `default` instead of repeating a `fail` or `hang`; and from its
+//! last tag (a prompt after one cancelled at a dialog shares its user content).
 
 use std::io;
 use std::ops::Deref;
@@ -249,9 +250,11 @@ fn newest_user_text(body: &Value) -> (String, usize) {
     (String::new(), outs)
 }
 
-/// The scenario named in `text` (`default` when none).
+/// The scenario named in `text` (`default` when none): its last tag, since a prompt that
+/// follows one cancelled at a permission dialog joins it in one user content (Gemini drops the
+/// cancelled call from the history).
 fn scenario_in(text: &str) -> String {
-    text.split_once("SCENARIO:")
+    text.rsplit_once("SCENARIO:")
         .and_then(|(_, rest)| rest.split_whitespace().next())
         .map(|s| s.trim_matches(|c: char| ".,;:'\"".contains(c)))
         .filter(|s| !s.is_empty())
@@ -311,7 +314,7 @@ fn tool_call(
         ("shellfail", 0) => shell(FAILING_CMD, "fake failing step"),
         ("shellcmd", 0) => {
             let cmd = prompt
-                .split_once("<<")
+                .rsplit_once("<<")
                 .and_then(|(_, rest)| rest.split_once(">>"))
                 .map_or("true", |(c, _)| c);
             shell(cmd, "run the requested command")
