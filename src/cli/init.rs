@@ -207,6 +207,15 @@ fn granted(store: &crate::store::ProjectStore, main: &std::path::Path, env: &Env
         for (k, v) in &j.written {
             out.push(format!("{}: {} = {v}", show(file), key(k)));
         }
+        for (k, elements) in &j.elements {
+            let n = elements.len();
+            let s = if n == 1 { "" } else { "s" };
+            out.push(format!(
+                "{}: {} holds {n} element{s} of spex's",
+                show(file),
+                key(k)
+            ));
+        }
     }
     for (file, t) in &owned.toml {
         if file.starts_with(main) {

@@ -292,6 +292,18 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 s.usage.get_or_insert_with(Usage::default).add(u);
             }
         }
+        // A turn spex was asked to interrupt (its key is on its way): a harness whose turn-end
+        // hook also fires on a cancel, with the partial answer (Gemini CLI's `AfterAgent`),
+        // reports the interrupt as a completion.
+        Kind::TurnCompleted
+            if s.turn
+                .as_ref()
+                .is_some_and(|t| t.state == TurnState::Running && t.interrupting.is_some()) =>
+        {
+            out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
+            out.extend(s.clear_attention(src));
+            s.status = Status::Idle;
+        }
         Kind::TurnCompleted => {
             if !stop_gate(ctx, s, &mut answer) {
                 complete(ctx, s, &mut out);
@@ -653,6 +665,32 @@ mod tests {
             error: Some("API Error: 400".into()),
             ..HookEvent::default()
         }
+    }
+
+    #[test]
+    fn a_completion_reported_after_spex_asked_to_interrupt_ends_the_turn_interrupted() {
+        let prompt = || HookEvent {
+            kind: Some(Kind::PromptSubmitted),
+            prompt: Some("go".into()),
+            ..HookEvent::default()
+        };
+        let end = || HookEvent {
+            kind: Some(Kind::TurnCompleted),
+            ..HookEvent::default()
+        };
+        let mut s = Session::default();
+        run(&mut s, &[prompt()]);
+        s.turn.as_mut().unwrap().interrupting = Some("spex interrupt".into());
+        assert_eq!(run(&mut s, &[end()]), ["turn.interrupted"]);
+        let t = s.turn.as_ref().unwrap();
+        assert_eq!(
+            (t.state, t.by.as_deref()),
+            (TurnState::Interrupted, Some("spex interrupt"))
+        );
+        assert_eq!(s.status, Status::Idle);
+        // Nobody asked: a completion is a completion.
+        run(&mut s, &[prompt()]);
+        assert_eq!(run(&mut s, &[end()]), ["turn.completed"]);
     }
 
     #[test]

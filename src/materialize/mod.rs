@@ -171,6 +171,16 @@ impl Inputs<'_> {
             let file = fsutil::resolve_link(&self.tree.root.join(f.contract_file()));
             *contract_wanted.entry(file).or_default() |= here.iter().any(|s| s == h.id());
         }
+        // Generated files that are one file for several harnesses (a skills folder two of them
+        // read) stay while any harness selected here renders them: one harness's pruning must
+        // not take what another one wants.
+        let generated_wanted: std::collections::HashSet<PathBuf> = adapters::all()
+            .iter()
+            .filter(|h| here.iter().any(|s| s == h.id()))
+            .filter_map(|h| h.files())
+            .flat_map(|f| nodes.iter().flat_map(|n| f.render_node(n)))
+            .map(|(rel, _)| self.tree.root.join(rel))
+            .collect();
         for (h, f) in adapters::all()
             .iter()
             .filter_map(|&h| Some((h, h.files()?)))
@@ -186,7 +196,7 @@ impl Inputs<'_> {
                 answer_wait_secs: cfg.answer_wait_secs,
             };
             plan_contract(f, &ctx, &contract_wanted, &mut ws)?;
-            plan_generated(f, &ctx, &mut ws)?;
+            plan_generated(f, &ctx, &generated_wanted, &mut ws)?;
             f.plan_shims(&ctx, &mut ws)?;
         }
         excludes::plan(self.env, &self.tree, &mut ws)?;
@@ -286,10 +296,12 @@ fn plan_contract(
     ws.block(&path, block::MARKDOWN, "contract", body.as_deref())
 }
 
-/// Skills, agents and commands: render the wanted ones, delete stamped leftovers.
+/// Skills, agents and commands: render the wanted ones, delete stamped leftovers that no
+/// selected harness wants (`keep`).
 fn plan_generated(
     h: &dyn Files,
     ctx: &ShimCtx,
+    keep: &std::collections::HashSet<PathBuf>,
     ws: &mut Workspace,
 ) -> Result<(), MaterializeError> {
     let mut wanted: Vec<(PathBuf, String)> = Vec::new();
@@ -300,13 +312,12 @@ fn plan_generated(
             }
         }
     }
-    let keep: std::collections::HashSet<PathBuf> = wanted.iter().map(|(p, _)| p.clone()).collect();
     for dir in h.generated_dirs() {
         let dir = ctx.tree.root.join(dir);
         // What the record says spex generated, and stamped files it has no record of (named
         // in a warning, never removed).
         let mut stale: BTreeSet<PathBuf> = ws.generated_under(&dir).into_iter().collect();
-        stale.extend(Workspace::stamped_files(&dir, &keep));
+        stale.extend(Workspace::stamped_files(&dir, keep));
         for p in stale.into_iter().filter(|p| !keep.contains(p)) {
             ws.generated(&p, None)?;
         }

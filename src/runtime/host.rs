@@ -92,6 +92,8 @@ struct Watch {
     /// Who typed it: `terminal` (a person attached), `spex interrupt`, `spex answer`,
     /// `timeout`.
     interrupt_by: &'static str,
+    /// When it was typed.
+    interrupt_at: Option<std::time::SystemTime>,
     summary: Option<String>,
     /// The screen's text as last seen, its volatile parts (spinners, clocks) made stable.
     screen: Vec<String>,
@@ -121,6 +123,7 @@ impl Shared {
             if matches!(watch.activity, Some(Activity::Busy | Activity::Waiting)) {
                 watch.interrupt_pending = true;
                 watch.interrupt_by = by;
+                watch.interrupt_at = Some(std::time::SystemTime::now());
             }
         }
         self.write(bytes)
@@ -295,11 +298,8 @@ impl Shared {
             Activity::Idle if watch.interrupt_pending => {
                 watch.interrupt_pending = false;
                 let by = watch.interrupt_by;
-                self.stopped(
-                    "an interrupt key was typed, then the prompt came back",
-                    by,
-                    false,
-                );
+                let at = watch.interrupt_at.take();
+                self.interrupted(at, by);
             }
             // A dialog that gives way to the idle prompt with no interrupt key typed: its
             // request was denied, which stops the turn (Claude's `No`, no hook follows).
@@ -322,6 +322,38 @@ impl Shared {
             }
             _ => {}
         }
+    }
+
+    /// The prompt came back after an interrupt key typed at `at` by `by`: the running turn ends
+    /// `interrupted`; a turn whose end the harness reported after the key as a completion (a
+    /// harness whose turn-end hook also fires on a cancel, with the partial answer) was
+    /// interrupted all the same, and its ending is corrected (`turn.amended`, not a second
+    /// ending).
+    fn interrupted(&self, at: Option<std::time::SystemTime>, by: &'static str) {
+        const WHY: &str = "an interrupt key was typed, then the prompt came back";
+        let at = at.map(|t| {
+            crate::store::parse_time(&humantime::format_rfc3339_millis(t).to_string()).unwrap_or(t)
+        });
+        record(&self.store, &self.id, |s, events, now| {
+            let before = s.state_key();
+            let Some(t) = s.turn.as_mut().filter(|t| t.state == TurnState::Completed) else {
+                return;
+            };
+            let ended = t.ended_at.as_deref().and_then(crate::store::parse_time);
+            if at.is_none() || ended < at {
+                return;
+            }
+            t.state = TurnState::Interrupted;
+            t.by = Some(by.to_owned());
+            events.push(crate::store::session::new_event(
+                "turn.amended",
+                SOURCE,
+                serde_json::json!({ "turn_id": t.id, "state": TurnState::Interrupted,
+                    "was": TurnState::Completed, "reason": WHY, "by": by }),
+            ));
+            s.stamp(before, now, SOURCE, Some(WHY.into()));
+        });
+        self.stopped(WHY, by, false);
     }
 
     /// The prompt came back after the turn was stopped (by `by`, as `why` says; with

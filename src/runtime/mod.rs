@@ -581,7 +581,10 @@ pub fn deliver(
     // A prompt can stay in the input box unsubmitted (a first prompt, or one typed while the
     // harness was taking up its queue); one more Enter submits it (facts: resend once when the
     // hook has not come within ~1.5 s). A queued prompt gets it only once the session has sat
-    // idle through two looks: until then the harness may still be taking it up.
+    // idle through two looks: until then the harness may still be taking it up. A prompt
+    // typed into an idle session can also never reach the box (typed while the harness read no
+    // keys, as Gemini CLI just after loading a resumed conversation): when the screen then
+    // shows the session idle with its box empty, the prompt is typed again with its Enter.
     let mut found = None;
     let mut resent = false;
     let mut idle_before = false;
@@ -604,11 +607,24 @@ pub fn deliver(
             .flatten()
             .is_some_and(|s| s.status == Status::Idle);
         if mode == Mode::Inject || (idle && idle_before) {
+            let lost = mode == Mode::Inject
+                && call(env, id, Request::Snapshot)
+                    .ok()
+                    .and_then(|r| r.snapshot)
+                    .is_some_and(|s| {
+                        let screen = s.lines.join("\n");
+                        term.ready_for_input(&screen)
+                            && term.screen_activity(&s.title, &screen) == Some(Activity::Idle)
+                    });
             call(
                 env,
                 id,
                 Request::Inject {
-                    text: String::new(),
+                    text: if lost {
+                        text.clone().into_owned()
+                    } else {
+                        String::new()
+                    },
                     submit: true,
                 },
             )?;

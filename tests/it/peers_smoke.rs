@@ -19,7 +19,7 @@ use crate::support::gemini_home::{
     FAKE_GEMINI_KEY, GEMINI_MODEL, INPUT_PLACEHOLDER, gemini_command, headless_turn,
     seed_gemini_home, submit_prompt, trust_folder, type_and_enter, wait_tui_ready,
 };
-use crate::support::peers::processes_in;
+use crate::support::peers::{group_members, processes_in};
 use crate::support::rpc::AppServer;
 use crate::support::term::Term;
 
@@ -324,15 +324,6 @@ fn gemini_headless_yolo_turn_runs_tools_and_fires_project_hooks() {
         assert_eq!(p["session_id"], Value::from(session.as_str()), "{p}");
     }
     eprintln!("gemini headless smoke: {:?}", started.elapsed());
-}
-
-/// The processes of process group `pgid` still running (`pgrep -g`).
-fn group_members(pgid: u32) -> String {
-    let out = Command::new("pgrep")
-        .args(["-a", "-g", &pgid.to_string()])
-        .output()
-        .expect("run pgrep");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Waits for the program in `t` (the leader of process group `pgid`) to exit, and then for

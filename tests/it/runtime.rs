@@ -3,6 +3,7 @@
 //! session's own `UserPromptSubmit` hook, refusal while a dialog is open, and `stop` recording
 //! the exit. Needs `scripts/install-peers.sh`; fails, never skips.
 
+use std::ffi::OsString;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -11,28 +12,61 @@ use serde_json::Value;
 use crate::common::{World, json_result, pretty, read_or_empty, write};
 use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
 use crate::support::fake_anthropic::{FAKE_TITLE, FakeAnthropic, PLAIN_ANSWER};
+use crate::support::fake_gemini::FakeGemini;
+use crate::support::gemini_home::gemini_env;
 use crate::support::peers::peers_path;
 
-/// `spex` with the world's env plus what the real Claude needs: the pinned peers on PATH, the
+/// A fake model API that a real harness runs against offline: the harness, and what spex's
+/// environment needs for spex to run that harness against it.
+pub trait FakeApi {
+    /// The harness's id (`launch --harness`).
+    fn harness(&self) -> &'static str;
+    /// Variables spex runs with, which the harness it starts inherits.
+    fn env(&self) -> Vec<(&'static str, OsString)>;
+}
+
+impl FakeApi for FakeAnthropic {
+    fn harness(&self) -> &'static str {
+        "claude"
+    }
+
+    fn env(&self) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("ANTHROPIC_BASE_URL", self.base_url().into()),
+            ("ANTHROPIC_API_KEY", DUMMY_API_KEY.into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+            ("TERM", "xterm-256color".into()),
+        ]
+    }
+}
+
+impl FakeApi for FakeGemini {
+    fn harness(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn env(&self) -> Vec<(&'static str, OsString)> {
+        gemini_env(&self.base_url()).into()
+    }
+}
+
+/// `spex` with the world's env plus what the real harness needs: the pinned peers on PATH, the
 /// fake API, and a short runtime dir for the session sockets.
-pub fn spex_cmd(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Command {
+pub fn spex_cmd(w: &World, fake: &impl FakeApi, args: &[&str]) -> Command {
     let mut c = w.cmd(&w.repo, args);
     c.env("PATH", peers_path())
-        .env("ANTHROPIC_BASE_URL", fake.base_url())
-        .env("ANTHROPIC_API_KEY", DUMMY_API_KEY)
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("TERM", "xterm-256color")
+        .envs(fake.env())
         .env("XDG_RUNTIME_DIR", w.dir.path().join("run"));
     c
 }
 
-pub fn run_json(w: &World, fake: &FakeAnthropic, args: &[&str]) -> Result<Value, String> {
+pub fn run_json(w: &World, fake: &impl FakeApi, args: &[&str]) -> Result<Value, String> {
     let out = spex_cmd(w, fake, args).output().expect("spex runs");
     json_result(args, &out)
 }
 
 /// The private runtime dir the tests point `XDG_RUNTIME_DIR` at.
-fn std_dirs(w: &World) {
+pub fn std_dirs(w: &World) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(w.dir.path().join("run")).unwrap();
     std::fs::set_permissions(
@@ -64,7 +98,7 @@ pub fn host_log(w: &World, id: &str) -> String {
     )
 }
 
-pub fn screen(w: &World, fake: &FakeAnthropic, id: &str) -> String {
+pub fn screen(w: &World, fake: &impl FakeApi, id: &str) -> String {
     run_json(w, fake, &["snapshot", id, "--json"])
         .map_or_else(|e| e, |s| crate::common::screen_text(&s["lines"]))
 }
@@ -72,7 +106,7 @@ pub fn screen(w: &World, fake: &FakeAnthropic, id: &str) -> String {
 /// Polls the screen of `id` until it contains `needle`.
 pub fn wait_screen(
     w: &World,
-    fake: &FakeAnthropic,
+    fake: &impl FakeApi,
     id: &str,
     needle: &str,
     timeout: Duration,
@@ -88,22 +122,22 @@ pub fn wait_screen(
 }
 
 /// Stops the session, then checks its whole event log against the grammar.
-/// `spex launch --harness claude --detach --json` plus `extra`: the printed result.
-pub fn launch_json(w: &World, fake: &FakeAnthropic, extra: &[&str]) -> Value {
-    let mut args = vec!["launch", "--harness", "claude", "--detach", "--json"];
+/// `spex launch --harness <the fake's> --detach --json` plus `extra`: the printed result.
+pub fn launch_json(w: &World, fake: &impl FakeApi, extra: &[&str]) -> Value {
+    let mut args = vec!["launch", "--harness", fake.harness(), "--detach", "--json"];
     args.extend_from_slice(extra);
     run_json(w, fake, &args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A launched session's id.
-pub fn launch(w: &World, fake: &FakeAnthropic) -> String {
+pub fn launch(w: &World, fake: &impl FakeApi) -> String {
     launch_json(w, fake, &[])["session"]["id"]
         .as_str()
         .unwrap()
         .to_owned()
 }
 
-pub fn stop(w: &World, fake: &FakeAnthropic, id: &str) -> Value {
+pub fn stop(w: &World, fake: &impl FakeApi, id: &str) -> Value {
     let stopped = run_json(w, fake, &["stop", id, "--json", "--grace", "5"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
     crate::common::assert_grammar(&w.record(id), &w.events(id), &|| host_log(w, id));
@@ -323,12 +357,12 @@ fn scripted_claude_world(draw: &str) -> (World, FakeAnthropic) {
 
 /// `launch` in `w`, which must fail with exit 2 within 15 s (not when `--ready-timeout`, 60 s,
 /// runs out): what it said.
-fn launch_fails_soon(w: &World, fake: &FakeAnthropic) -> String {
+fn launch_fails_soon(w: &World, fake: &impl FakeApi) -> String {
     launch_fails_within(w, fake, Duration::from_secs(15))
 }
 
 /// `launch` in `w`, which must fail with exit 2 within `bound`: what it said.
-fn launch_fails_within(w: &World, fake: &FakeAnthropic, bound: Duration) -> String {
+fn launch_fails_within(w: &World, fake: &impl FakeApi, bound: Duration) -> String {
     let started = Instant::now();
     let err = run_json(
         w,
@@ -416,7 +450,7 @@ pub fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Valu
 /// dialog stays exactly as it was (the part of the screen from `dialog_from` on).
 fn deliver_refused_at_dialog(
     w: &World,
-    fake: &FakeAnthropic,
+    fake: &impl FakeApi,
     id: &str,
     prompt: &str,
     reason: &str,
@@ -529,14 +563,14 @@ fn deliver_is_refused_at_a_dialog_whatever_its_flags() {
 }
 
 /// `spex attach <id>` running in a test PTY of its own, as a person's terminal.
-struct Attached {
-    pair: portable_pty::PtyPair,
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    writer: Box<dyn std::io::Write + Send>,
-    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+pub struct Attached {
+    pub pair: portable_pty::PtyPair,
+    pub child: Box<dyn portable_pty::Child + Send + Sync>,
+    pub writer: Box<dyn std::io::Write + Send>,
+    pub rx: std::sync::mpsc::Receiver<Vec<u8>>,
 }
 
-fn attach_in_pty(w: &World, fake: &FakeAnthropic, id: &str) -> Attached {
+pub fn attach_in_pty(w: &World, fake: &impl FakeApi, id: &str) -> Attached {
     use portable_pty::{CommandBuilder, PtySize, native_pty_system};
     use std::io::Read;
     let pair = native_pty_system()
@@ -756,7 +790,7 @@ fn interrupt_ends_the_turn_and_the_title_becomes_the_headline() {
 /// for it as a person would see it saved. Its id and its record once exited.
 fn killed_after(
     w: &World,
-    fake: &FakeAnthropic,
+    fake: &impl FakeApi,
     prompt: &str,
     turn_over: impl Fn(&str) -> bool,
     saved: &str,

@@ -77,7 +77,9 @@ pub fn spex_commands(doc: &Value) -> Vec<(String, String)> {
     out
 }
 
-fn stamp_line(node: &SpecNode) -> String {
+/// The stamp that proves a generated file is spex's, naming the spec file it comes from (an
+/// HTML comment: a format without one carries it inside its own comment).
+pub fn stamp_line(node: &SpecNode) -> String {
     format!(
         "{STAMP} from {}; edit that file, then run `spex materialize` -->",
         node.file.display()
@@ -108,6 +110,21 @@ pub fn render_markdown(node: &SpecNode, fields: &[(&str, String)]) -> String {
     out.push_str(&node.body);
     out.push('\n');
     out
+}
+
+/// The files under `dir` (at any depth) whose name ends in `.<ext>`, sorted by path, each as
+/// (path, path relative to `dir`): a harness's commands folder.
+pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == ext))
+        .filter_map(|e| {
+            let rel = e.path().strip_prefix(dir).ok()?.to_owned();
+            Some((e.into_path(), rel))
+        })
+        .collect()
 }
 
 /// Skills in `dir` (`<name>/SKILL.md`), by name.

@@ -1,12 +1,15 @@
 //! Gemini CLI's files and hooks: hooks in each checkout's own `.gemini/settings.json` (Gemini
 //! reads project settings from the launch folder only), contract in `GEMINI.md`, folder trust
-//! per checkout in `~/.gemini/trustedFolders.json` (facts/gemini.md §3, §4, §9, §10).
+//! per checkout in `~/.gemini/trustedFolders.json`, skills in `.agents/skills/` (shared with
+//! Codex), commands in `.gemini/commands/` (facts/gemini.md §3, §4, §9, §10).
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::home::{trusted_folders_file, trusted_hooks_file};
+use super::commands;
+use super::home::{self, trusted_folders_file, trusted_hooks_file};
+use super::slash;
 use super::trust::{self, Verdict};
 use crate::adapters::common::files;
 use crate::env::Env;
@@ -14,7 +17,7 @@ use crate::seam::edit::MaterializeError;
 use crate::seam::edit::json_edit::JsonDoc;
 use crate::seam::edit::workspace::Workspace;
 use crate::seam::files::{Check, DoctorCtx, Files, ShimCtx, SlashEntry, Status};
-use crate::spec::SpecNode;
+use crate::spec::{SpecNode, Surface};
 
 pub struct GeminiFiles;
 
@@ -111,17 +114,73 @@ fn plan_folder_trust(ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), Materializ
     }
 }
 
+/// What spex added to Gemini's files for a checkout that is gone (a worktree removed without
+/// `spex clean`) is taken back, as that checkout's clean would have: the record names it.
+fn plan_gone_checkouts(ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError> {
+    let live: Vec<String> = ctx
+        .tree
+        .all_trees()
+        .into_iter()
+        .map(|t| t.root.to_string_lossy().into_owned())
+        .collect();
+    let folders = trusted_folders_file(ctx.env);
+    let hooks = trusted_hooks_file(ctx.env);
+    for file in [&folders, &hooks] {
+        let Some(owned) = ws.owned.json.get(&crate::fsutil::resolve_link(file)) else {
+            continue;
+        };
+        let mut gone: Vec<String> = owned
+            .members
+            .iter()
+            .chain(owned.written.iter().map(|(k, _)| k))
+            .chain(owned.replaced.iter().map(|(k, _)| k))
+            .chain(owned.elements.iter().map(|(k, _)| k))
+            .filter_map(|k| k.first())
+            .filter(|k| !live.contains(k))
+            .cloned()
+            .collect();
+        gone.sort();
+        gone.dedup();
+        for checkout in gone {
+            let key = [checkout];
+            if file == &folders {
+                ws.json_value(file, &key, None)?;
+            } else {
+                ws.json_elements(file, &key, &[])?;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Files for GeminiFiles {
     fn contract_file(&self) -> &'static str {
         "GEMINI.md"
     }
 
     fn generated_dirs(&self) -> &'static [&'static str] {
-        &[]
+        &[".agents/skills", ".gemini/commands"]
     }
 
-    fn render_node(&self, _node: &SpecNode) -> Vec<(PathBuf, String)> {
-        Vec::new()
+    fn render_node(&self, node: &SpecNode) -> Vec<(PathBuf, String)> {
+        let mut out = Vec::new();
+        if node.has(Surface::Skill) {
+            // `.agents/skills`, which Codex reads too: the same skill in `.gemini/skills` as
+            // well would make Gemini warn of a conflict each session.
+            out.push((
+                PathBuf::from(format!(".agents/skills/{}/SKILL.md", node.name)),
+                files::render_skill(node),
+            ));
+        }
+        // A skill is a `/` command in Gemini already: a command file of the same name would
+        // make both renamed (`/review1`, `/workspace.review`) with a conflict notice.
+        if node.has(Surface::Command) && !node.has(Surface::Skill) {
+            out.push((
+                PathBuf::from(format!(".gemini/commands/{}.toml", node.name)),
+                commands::render(node),
+            ));
+        }
+        out
     }
 
     fn plan_shims(&self, ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError> {
@@ -158,11 +217,37 @@ impl Files for GeminiFiles {
             &root_key(&ctx.tree.root),
             &fingerprints,
         )?;
-        plan_folder_trust(ctx, ws)
+        plan_folder_trust(ctx, ws)?;
+        plan_gone_checkouts(ctx, ws)
     }
 
-    fn slash_menu(&self, _tree: &Path, _env: &Env) -> Vec<SlashEntry> {
-        Vec::new()
+    fn slash_menu(&self, tree: &Path, env: &Env) -> Vec<SlashEntry> {
+        let mut out = slash::builtins(tree);
+        // Skills are commands too (`/<name>` activates one); of one name, the last folder
+        // read wins, the project's over the user's.
+        let user = home::home(env);
+        let mut skills: Vec<SlashEntry> = Vec::new();
+        for (dir, kind) in [
+            (user.join(".gemini/skills"), "user skill"),
+            (user.join(".agents/skills"), "user skill"),
+            (tree.join(".gemini/skills"), "project skill"),
+            (tree.join(".agents/skills"), "project skill"),
+        ] {
+            for s in files::skills_in(&dir, kind) {
+                skills.retain(|e| e.name != s.name);
+                skills.push(s);
+            }
+        }
+        out.extend(skills);
+        out.extend(commands::commands_in(
+            &user.join(".gemini/commands"),
+            "user command",
+        ));
+        out.extend(commands::commands_in(
+            &tree.join(".gemini/commands"),
+            "project command",
+        ));
+        out
     }
 
     fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check> {
@@ -204,6 +289,52 @@ impl Files for GeminiFiles {
                 ),
             ),
         });
+        checks.push(fingerprint_check(ctx));
         checks
+    }
+}
+
+/// Whether Gemini has spex's hook fingerprints for this checkout (else it prints a warning
+/// about them once: a banner in the TUI).
+fn fingerprint_check(ctx: &DoctorCtx) -> Check {
+    let file = trusted_hooks_file(ctx.env);
+    let name = "hook fingerprints";
+    if !ctx.selected {
+        return Check::new(name, Status::Ok, "not selected");
+    }
+    let recorded = json_of(std::fs::read(&file).ok());
+    let recorded = recorded[ctx.tree.root.to_string_lossy().as_ref()]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let missing: Vec<&str> = EVENTS
+        .iter()
+        .copied()
+        .filter(|e| {
+            let command = format!("{} dispatch gemini {e}", ctx.spex);
+            !recorded.contains(&Value::from(format!("{HOOK_NAME}:{command}")))
+        })
+        .collect();
+    if missing.is_empty() {
+        Check::new(
+            name,
+            Status::Ok,
+            format!(
+                "spex's hooks recorded for {} in {}",
+                ctx.tree.root.display(),
+                file.display()
+            ),
+        )
+    } else {
+        Check::new(
+            name,
+            Status::Warn,
+            format!(
+                "{} has no fingerprint of spex's {} hooks in {}: Gemini CLI warns about them once (a banner in the TUI)\nhint: run `spex materialize`",
+                ctx.tree.root.display(),
+                missing.join(", "),
+                file.display()
+            ),
+        )
     }
 }

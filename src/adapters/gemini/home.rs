@@ -12,11 +12,14 @@ pub const HOME_VAR: &str = "GEMINI_CLI_HOME";
 /// `Storage.getTrustedFoldersPath`).
 pub const TRUSTED_FOLDERS_VAR: &str = "GEMINI_CLI_TRUSTED_FOLDERS_PATH";
 
+/// `$GEMINI_CLI_HOME`, else `~`: where `.gemini/` and the user's `.agents/` are.
+pub fn home(env: &Env) -> PathBuf {
+    env.path_var(HOME_VAR).unwrap_or_else(|| env.home_or_root())
+}
+
 /// `$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`.
 pub fn gemini_dir(env: &Env) -> PathBuf {
-    env.path_var(HOME_VAR)
-        .unwrap_or_else(|| env.home_or_root())
-        .join(".gemini")
+    home(env).join(".gemini")
 }
 
 /// The folder-trust file: `{"<path>": "TRUST_FOLDER" | "TRUST_PARENT" | "DO_NOT_TRUST"}`.

@@ -2,10 +2,13 @@
 //! `GEMINI.md`, commands as `.gemini/commands/*.toml`, folder trust per checkout in
 //! `~/.gemini/trustedFolders.json` (facts/gemini.md).
 
+mod answer;
+mod commands;
 mod evidence;
 mod files;
 mod home;
 mod process;
+mod slash;
 mod terminal;
 mod transcript;
 mod trust;
@@ -73,6 +76,6 @@ impl Harness for Gemini {
     }
 
     fn answering(&self) -> Option<&'static dyn Answering> {
-        None
+        Some(&answer::GeminiAnswering)
     }
 }

@@ -43,7 +43,8 @@
 //!
 //! Difference from the Python script: the scenario comes from the newest user text only (the
 //! script walked back to the newest text carrying a tag), so a later prompt without a tag in the
-//! same session is answered as `default` instead of repeating a `fail` or `hang`.
+//! same session is answered as `default` instead of repeating a `fail` or `hang`; and from its
+//! last tag (a prompt after one cancelled at a dialog shares its user content).
 
 use std::io;
 use std::ops::Deref;
@@ -222,10 +223,8 @@ fn tool_names(body: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The newest user text (its text parts joined by newlines; a content holding only
-/// `functionResponse` parts is a tool result, not a prompt) and the `functionResponse` parts
-/// after it. A prompt typed after a request was cancelled at a permission dialog comes in one
-/// content with the cancelled call's response before its text: that is the prompt.
+/// The newest user text (its text parts joined by newlines; a content holding a
+/// `functionResponse` is a tool result, not a prompt) and the `functionResponse` parts after it.
 fn newest_user_text(body: &Value) -> (String, usize) {
     let contents = body["contents"]
         .as_array()
@@ -233,20 +232,27 @@ fn newest_user_text(body: &Value) -> (String, usize) {
         .unwrap_or_default();
     let mut outs = 0;
     for c in contents.iter().rev() {
-        let text: Vec<&str> = parts(c).filter_map(|p| p["text"].as_str()).collect();
-        if c["role"] == "user" && !text.is_empty() {
-            return (text.join("\n"), outs);
-        }
-        outs += parts(c)
+        let n = parts(c)
             .filter(|p| p.get("functionResponse").is_some())
             .count();
+        if n > 0 {
+            outs += n;
+            continue;
+        }
+        if c["role"] != "user" {
+            continue;
+        }
+        let text: Vec<&str> = parts(c).filter_map(|p| p["text"].as_str()).collect();
+        if !text.is_empty() {
+            return (text.join("\n"), outs);
+        }
     }
     (String::new(), outs)
 }
 
-/// The scenario named last in `text` (`default` when none): after a request cancelled at a
-/// permission dialog, Gemini sends the cancelled prompt and the next one as text parts of one
-/// content.
+/// The scenario named in `text` (`default` when none): its last tag, since a prompt that
+/// follows one cancelled at a permission dialog joins it in one user content (Gemini drops the
+/// cancelled call from the history).
 fn scenario_in(text: &str) -> String {
     text.rsplit_once("SCENARIO:")
         .and_then(|(_, rest)| rest.split_whitespace().next())
@@ -308,7 +314,7 @@ fn tool_call(
         ("shellfail", 0) => shell(FAILING_CMD, "fake failing step"),
         ("shellcmd", 0) => {
             let cmd = prompt
-                .split_once("<<")
+                .rsplit_once("<<")
                 .and_then(|(_, rest)| rest.split_once(">>"))
                 .map_or("true", |(c, _)| c);
             shell(cmd, "run the requested command")

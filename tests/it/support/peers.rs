@@ -130,6 +130,15 @@ pub fn processes_in(dir: &Path) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// The processes of process group `pgid` still running (`pgrep -g`), one line each.
+pub fn group_members(pgid: u32) -> String {
+    let out = Command::new("pgrep")
+        .args(["-a", "-g", &pgid.to_string()])
+        .output()
+        .expect("run pgrep");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A child in its own process group, killed with its whole group on Drop.
 ///
 /// Needed because `.bin/codex` is a node launcher that (on node < 22) keeps the native binary as

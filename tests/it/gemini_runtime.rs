@@ -1,0 +1,382 @@
+//! The Gemini CLI runtime against the REAL pinned Gemini CLI TUI (offline, fake Gemini API):
+//! `spex launch` under spex's PTY host (ready once `SessionStart` is recorded), `deliver`
+//! confirmed by the session's own `BeforeAgent` hook (also a prompt queued while busy),
+//! `snapshot`, `attach` from a terminal the test owns, `interrupt`, a recording, `stop` leaving
+//! nothing of the process group (the CLI's launcher relaunches it as its child and ignores
+//! SIGTERM), and `resume` continuing the conversation. Needs `scripts/install-peers.sh`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{World, pretty, read_or_empty, write};
+use crate::runtime::{
+    attach_in_pty, host_log, launch_json, run_json, screen, spex_cmd, std_dirs, stop, wait_screen,
+    wait_status,
+};
+use crate::support::fake_gemini::{self, FakeGemini};
+use crate::support::gemini_home::{INPUT_PLACEHOLDER, seed_gemini_home};
+use crate::support::peers::{group_members, processes_in};
+
+const TURN: Duration = Duration::from_mins(1);
+
+/// A project selecting Gemini, materialized (its hooks, its folder trust), in a home seeded to
+/// start straight into the prompt against the fake.
+pub fn gemini_world() -> (World, FakeGemini) {
+    let w = World::new();
+    std_dirs(&w);
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"gemini\"] }\n",
+    );
+    seed_gemini_home(&w.home);
+    w.ok(&w.repo, &["materialize"]);
+    (w, FakeGemini::start())
+}
+
+/// A launched Gemini session: its id and the pid of the program the host runs (the CLI's
+/// launcher, leader of its process group).
+pub fn launch_gemini(w: &World, fake: &FakeGemini, extra: &[&str]) -> (String, u32) {
+    let launched = launch_json(w, fake, extra);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let pid = launched["session"]["child_pid"]
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok())
+        .unwrap_or_else(|| panic!("no child_pid: {}", pretty(&launched)));
+    (id, pid)
+}
+
+/// Delivers `prompt` and asserts `BeforeAgent` confirmed it; the delivery's result.
+pub fn deliver(w: &World, fake: &FakeGemini, id: &str, prompt: &str) -> Value {
+    let d = run_json(w, fake, &["deliver", id, prompt, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}\nscreen:\n{}", host_log(w, id), screen(w, fake, id)));
+    assert_eq!(d["confirmed"], true, "{}", pretty(&d));
+    d
+}
+
+/// Waits until the session's running turn has ended in `state`.
+pub fn wait_turn(w: &World, id: &str, state: &str) -> Value {
+    let deadline = Instant::now() + TURN;
+    loop {
+        let r = w.record(id);
+        if (r["turn"]["state"] == state && r["status"] == "idle") || Instant::now() >= deadline {
+            assert_eq!(
+                r["turn"]["state"],
+                state,
+                "{}\n{}",
+                pretty(&r),
+                host_log(w, id)
+            );
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until nothing of process group `pgid` runs; panics with what is left.
+fn assert_group_gone(pgid: u32, w: &World, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = group_members(pgid);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        left = group_members(pgid);
+    }
+    assert!(
+        left.is_empty(),
+        "left running:\n{left}\n{}",
+        host_log(w, id)
+    );
+}
+
+#[test]
+fn launch_deliver_queue_snapshot_stop_a_real_gemini_session() {
+    let (w, fake) = gemini_world();
+    let (id, pgid) = launch_gemini(&w, &fake, &[]);
+    let record = w.record(&id);
+    assert_eq!(record["launched_by"], "spex", "{}", pretty(&record));
+    assert_eq!(record["status"], "idle", "{}", pretty(&record));
+    // Ready once Gemini's own `SessionStart` named spex's id (`--session-id`).
+    let events = w.events(&id);
+    assert!(
+        events.iter().any(|e| e["kind"] == "session.started"),
+        "{}",
+        host_log(&w, &id)
+    );
+    let shown = run_json(&w, &fake, &["snapshot", &id, "--json"]).unwrap();
+    let text = crate::common::screen_text(&shown["lines"]);
+    assert!(text.contains(INPUT_PLACEHOLDER), "{text}");
+    assert!(
+        shown["title"].as_str().unwrap().starts_with("◇  Ready"),
+        "{shown}"
+    );
+
+    let prompt = "hello gemini\nwith two lines ✓";
+    let d = deliver(&w, &fake, &id, prompt);
+    assert_eq!(d["mode"], "inject");
+    assert_eq!(w.record(&id)["turn"]["prompt"], prompt);
+    assert!(
+        fake.wait_for_prompt("with two lines ✓", TURN).is_some(),
+        "{:?}",
+        fake.request_lines()
+    );
+    wait_turn(&w, &id, "completed");
+
+    // Busy: a prompt is queued by Gemini and confirmed when it takes it up.
+    deliver(&w, &fake, &id, "SCENARIO:hang HANG=6");
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        fake_gemini::HANG_TEXT,
+        Duration::from_secs(30)
+    ));
+    let queued = run_json(
+        &w,
+        &fake,
+        &[
+            "deliver",
+            &id,
+            "the queued one",
+            "--wait",
+            "--json",
+            "--timeout",
+            "90",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}\n{}", host_log(&w, &id), screen(&w, &fake, &id)));
+    assert_eq!(queued["mode"], "queued", "{}", pretty(&queued));
+    assert_eq!(queued["confirmed"], true, "{}", pretty(&queued));
+    assert!(fake.wait_for_prompt("the queued one", TURN).is_some());
+    wait_turn(&w, &id, "completed");
+
+    let stopped = stop(&w, &fake, &id);
+    assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
+    // Idle at its prompt, Gemini exits on its own exit keys: no signal was needed.
+    assert_eq!(
+        stopped["exit_status"],
+        serde_json::json!({"code": 0, "signal": null}),
+        "{}",
+        host_log(&w, &id)
+    );
+    let log = host_log(&w, &id);
+    assert!(
+        log.contains("stop: typing the exit keys") && !log.contains("SIGTERM"),
+        "{log}"
+    );
+    assert_group_gone(pgid, &w, &id);
+}
+
+#[test]
+fn interrupt_mid_turn_and_stop_a_busy_gemini_leave_nothing_running() {
+    let (w, fake) = gemini_world();
+    let (id, pgid) = launch_gemini(&w, &fake, &[]);
+    deliver(&w, &fake, &id, "SCENARIO:hang HANG=60");
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        fake_gemini::HANG_TEXT,
+        Duration::from_secs(30)
+    ));
+    let after = run_json(&w, &fake, &["interrupt", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(after["status"], "idle", "{}", pretty(&after));
+    assert_eq!(after["turn"]["state"], "interrupted", "{}", pretty(&after));
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        "Request cancelled",
+        Duration::from_secs(10)
+    ));
+    let endings: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"].as_str().is_some_and(|k| k.starts_with("turn.")))
+        .filter(|e| e["kind"] != "turn.started")
+        .collect();
+    assert_eq!(endings.len(), 1, "{endings:?}\n{}", host_log(&w, &id));
+
+    // A shell command running under a busy session: stop ends the CLI, which ends it too.
+    deliver(&w, &fake, &id, "SCENARIO:shellcmd <<sleep 300>>");
+    assert_eq!(
+        wait_status(&w, &id, "needs_attention", TURN)["status"],
+        "needs_attention"
+    );
+    run_json(&w, &fake, &["approve", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !processes_in(&w.repo)
+        .iter()
+        .any(|(_, c)| c.contains("sleep 300"))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stopped = stop(&w, &fake, &id);
+    assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
+    assert_group_gone(pgid, &w, &id);
+    let left: Vec<_> = processes_in(&w.repo);
+    assert!(left.is_empty(), "{left:?}\n{}", host_log(&w, &id));
+}
+
+#[test]
+fn attach_from_a_terminal_types_a_prompt_and_detach_leaves_gemini_running() {
+    use std::io::Write;
+    let (w, fake) = gemini_world();
+    let (id, _) = launch_gemini(&w, &fake, &[]);
+    let mut a = attach_in_pty(&w, &fake, &id);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // The redraw moves the cursor between words: look for one word.
+    while !String::from_utf8_lossy(&seen).contains("@path/to/file") && Instant::now() < deadline {
+        if let Ok(chunk) = a.rx.recv_timeout(Duration::from_millis(100)) {
+            seen.extend(chunk);
+        }
+    }
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert!(text.contains("@path/to/file"), "no redraw:\n{text}");
+    // A person types a prompt at the attached terminal: Gemini takes it as a turn.
+    a.writer
+        .write_all(b"\x1b[200~typed at the attached terminal\x1b[201~")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    a.writer.write_all(b"\r").unwrap();
+    assert!(
+        fake.wait_for_prompt("typed at the attached terminal", TURN)
+            .is_some(),
+        "{}\n{}",
+        host_log(&w, &id),
+        screen(&w, &fake, &id)
+    );
+    let done = wait_turn(&w, &id, "completed");
+    assert_eq!(done["turn"]["prompt"], "typed at the attached terminal");
+    // Esc at the attached terminal cancels a running turn: Gemini reports the cancel as a
+    // completion (`AfterAgent` with the partial answer), the host knows it was interrupted.
+    a.writer
+        .write_all(b"\x1b[200~SCENARIO:hang HANG=60\x1b[201~")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    a.writer.write_all(b"\r").unwrap();
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        fake_gemini::HANG_TEXT,
+        Duration::from_secs(30)
+    ));
+    a.writer.write_all(b"\x1b").unwrap();
+    let cancelled = wait_turn(&w, &id, "interrupted");
+    assert_eq!(
+        cancelled["turn"]["by"],
+        "terminal",
+        "{}",
+        pretty(&cancelled)
+    );
+    // Ctrl-\ detaches; the session runs on and takes prompts.
+    a.writer.write_all(&[0x1c]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = a.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "attach did not detach");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    drop(a);
+    assert_ne!(w.record(&id)["status"], "exited");
+    deliver(&w, &fake, &id, "after the detach");
+    stop(&w, &fake, &id);
+}
+
+#[test]
+fn a_recorded_gemini_session_checks() {
+    let (w, fake) = gemini_world();
+    let (id, _) = launch_gemini(&w, &fake, &["--record"]);
+    let prompt = "a recorded prompt";
+    deliver(&w, &fake, &id, prompt);
+    wait_turn(&w, &id, "completed");
+    std::thread::sleep(Duration::from_secs(1));
+    // The recording ends before the session: as it exits, Gemini prints each hook command it
+    // runs with its folder (`Expanding hook command: … (cwd: <tree>)`), a line that wraps the
+    // tree's path over two rows, which a frame (scrubbed row by row) keeps while the output
+    // that drew it is scrubbed whole.
+    let ended = spex_cmd(&w, &fake, &["record", &id, "--stop"])
+        .output()
+        .unwrap();
+    assert!(ended.status.success(), "{ended:?}");
+    stop(&w, &fake, &id);
+    let check = spex_cmd(&w, &fake, &["cassette", "check", &id])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let dir = w.project_dir().join("sessions").join(&id).join("cassette");
+    let lines = |name: &str| -> Vec<Value> {
+        read_or_empty(&dir.join(name))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let pastes: Vec<Value> = lines("input.jsonl")
+        .into_iter()
+        .filter(|r| r["kind"] == "paste")
+        .collect();
+    assert_eq!(pastes.len(), 1, "{pastes:?}");
+    assert_eq!(pastes[0]["text"], format!("\x1b[200~{prompt}\x1b[201~"));
+    let service = lines("service-events.jsonl");
+    for kind in ["session.started", "turn.started", "turn.completed"] {
+        assert!(
+            service.iter().any(|e| e["kind"] == kind),
+            "{kind}: {service:?}"
+        );
+    }
+    let reasons: Vec<String> = lines("frames.jsonl")
+        .iter()
+        .filter_map(|f| f["reason"].as_str().map(str::to_owned))
+        .collect();
+    for reason in ["session.started", "busy", "idle", "end"] {
+        assert!(reasons.iter().any(|r| r == reason), "{reason}: {reasons:?}");
+    }
+}
+
+#[test]
+fn a_stopped_gemini_session_resumes_the_same_conversation() {
+    let (w, fake) = gemini_world();
+    let (id, _) = launch_gemini(&w, &fake, &[]);
+    deliver(&w, &fake, &id, "remember PINEAPPLE-42 please");
+    wait_turn(&w, &id, "completed");
+    // Gemini writes its chat log as it goes: the turn is in it before the session stops.
+    let transcript = w.record(&id)["transcript"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .expect("the hooks named the transcript");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !read_or_empty(&transcript).contains("PINEAPPLE-42") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop(&w, &fake, &id);
+
+    let resumed = run_json(&w, &fake, &["resume", &id, "--detach", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(resumed["session"]["id"], id.as_str());
+    assert_eq!(w.record(&id)["status"], "idle", "{}", host_log(&w, &id));
+    deliver(&w, &fake, &id, "what did I ask you to remember?");
+    let request = fake
+        .wait_for_prompt("what did I ask you to remember?", TURN)
+        .expect("the resumed prompt reached the model");
+    // The model gets the earlier turn in the history of the same conversation.
+    assert!(
+        request["body"]["contents"]
+            .to_string()
+            .contains("PINEAPPLE-42"),
+        "{}",
+        pretty(&request["body"]["contents"])
+    );
+    stop(&w, &fake, &id);
+}
