@@ -362,7 +362,10 @@ fn the_gemini_slash_menu_is_what_the_real_tui_offers() {
     assert!(!help.contains("Conflicts detected"), "{help}");
     // spex's hook fingerprints were recorded: no banner about new project hooks.
     assert!(!help.contains(HOOK_BANNER), "{help}");
-    assert!(help.contains("Gemini CLI v0.61.0"), "the top scrolled away: {help}");
+    assert!(
+        help.contains("Gemini CLI v0.61.0"),
+        "the top scrolled away: {help}"
+    );
     for (typed, want) in [("/rev", "review "), ("/gre", "greet "), ("/min", "mine ")] {
         // Ctrl-U empties the box first.
         t.send(b"\x15");
