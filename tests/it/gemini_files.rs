@@ -28,6 +28,24 @@ const SHELL_TURN_EVENTS: [&str; 6] = [
 ];
 const TURN_TIMEOUT: Duration = Duration::from_mins(2);
 
+/// A world whose project selects `harnesses` (a JSON list) and has one `surface: system` node.
+fn project(harnesses: &str) -> World {
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        format!("{{ \"harnesses\": {harnesses} }}\n"),
+    );
+    write(&w.repo.join(".spec/rules/spec.md"), SPEC_SYSTEM);
+    w
+}
+
+/// [`project`] with Gemini's home seeded for the fake, and the fake.
+fn gemini_project(harnesses: &str) -> (World, FakeGemini) {
+    let w = project(harnesses);
+    seed_gemini_home(&w.home);
+    (w, FakeGemini::start())
+}
+
 /// The user's own project settings: JSON with comments (Gemini strips them), a setting, and a
 /// hook of their own that appends its payload to `log`.
 fn user_settings(log: &Path) -> String {
@@ -102,14 +120,7 @@ fn gemini_own(path: &Path, w: &World) -> bool {
 
 #[test]
 fn gemini_runs_spex_hooks_in_every_checkout_without_a_banner_and_clean_restores_every_byte() {
-    let w = World::new();
-    let fake = FakeGemini::start();
-    seed_gemini_home(&w.home);
-    write(
-        &w.repo.join("spex.jsonc"),
-        "{ \"harnesses\": [\"gemini\"] }\n",
-    );
-    write(&w.repo.join(".spec/rules/spec.md"), SPEC_SYSTEM);
+    let (w, fake) = gemini_project("[\"gemini\"]");
     let user_log = w.dir.path().join("user-hook.jsonl");
     let settings = user_settings(&user_log);
     write(&w.repo.join(".gemini/settings.json"), &settings);
@@ -194,14 +205,7 @@ const SPEC_GREET: &str =
 /// arguments where `{{args}}` says, and the model gets the contract from `GEMINI.md`.
 #[test]
 fn gemini_reads_spex_skills_commands_and_contract() {
-    let w = World::new();
-    let fake = FakeGemini::start();
-    seed_gemini_home(&w.home);
-    write(
-        &w.repo.join("spex.jsonc"),
-        "{ \"harnesses\": [\"codex\", \"gemini\"] }\n",
-    );
-    write(&w.repo.join(".spec/rules/spec.md"), SPEC_SYSTEM);
+    let (w, fake) = gemini_project("[\"codex\", \"gemini\"]");
     write(&w.repo.join(".spec/review/spec.md"), SPEC_REVIEW);
     write(&w.repo.join(".spec/greet/spec.md"), SPEC_GREET);
     w.ok(&w.repo, &["materialize"]);
@@ -306,13 +310,7 @@ fn help_commands(screen: &str) -> Vec<String> {
 #[test]
 fn the_gemini_slash_menu_is_what_the_real_tui_offers() {
     const WAIT: Duration = Duration::from_secs(90);
-    let w = World::new();
-    let fake = FakeGemini::start();
-    seed_gemini_home(&w.home);
-    write(
-        &w.repo.join("spex.jsonc"),
-        "{ \"harnesses\": [\"gemini\"] }\n",
-    );
+    let (w, fake) = gemini_project("[\"gemini\"]");
     write(&w.repo.join(".spec/review/spec.md"), SPEC_REVIEW);
     write(&w.repo.join(".spec/greet/spec.md"), SPEC_GREET);
     write(
@@ -405,11 +403,7 @@ fn doctor_checks(w: &World, tree: &Path) -> Vec<(String, String)> {
 /// worktree as much as the main checkout.
 #[test]
 fn gemini_doctor_checks_each_checkouts_shims_trust_and_fingerprints() {
-    let w = World::new();
-    write(
-        &w.repo.join("spex.jsonc"),
-        "{ \"harnesses\": [\"gemini\"] }\n",
-    );
+    let w = project("[\"gemini\"]");
     let wt = w.add_worktree("wt");
     for t in [&w.repo, &wt] {
         w.ok(t, &["materialize"]);
@@ -450,11 +444,7 @@ fn gemini_doctor_checks_each_checkouts_shims_trust_and_fingerprints() {
 #[test]
 fn a_removed_worktrees_gemini_trust_goes_with_the_next_run() {
     use std::os::unix::fs::PermissionsExt;
-    let w = World::new();
-    write(
-        &w.repo.join("spex.jsonc"),
-        "{ \"harnesses\": [\"gemini\"] }\n",
-    );
+    let w = project("[\"gemini\"]");
     let wt = w.add_worktree("wt");
     let folders = w.home.join(".gemini/trustedFolders.json");
     let hooks = w.home.join(".gemini/trusted_hooks.json");
@@ -500,11 +490,7 @@ fn a_removed_worktrees_gemini_trust_goes_with_the_next_run() {
 /// the checkout's fingerprint array.
 #[test]
 fn init_names_the_gemini_trust_spex_holds() {
-    let w = World::new();
-    write(
-        &w.repo.join("spex.jsonc"),
-        "{ \"harnesses\": [\"gemini\"] }\n",
-    );
+    let w = project("[\"gemini\"]");
     let out = w.ok(&w.repo, &["init"]);
     let repo = w.repo.display();
     for line in [

@@ -50,27 +50,14 @@ fn trust_key(main: &Path) -> Vec<String> {
 
 /// Custom commands under a `commands` folder: `sub/name.md` is `/sub:name`.
 fn commands_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
-    let mut out = Vec::new();
-    for e in walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
+    files::files_with_ext(dir, "md")
         .into_iter()
-        .filter_map(Result::ok)
-    {
-        let p = e.path();
-        if !e.file_type().is_file() || p.extension().is_none_or(|x| x != "md") {
-            continue;
-        }
-        let Ok(rel) = p.strip_prefix(dir) else {
-            continue;
-        };
-        let name = rel.with_extension("").to_string_lossy().replace('/', ":");
-        out.push(SlashEntry {
-            name,
+        .map(|(p, rel)| SlashEntry {
+            name: rel.with_extension("").to_string_lossy().replace('/', ":"),
             kind: kind.to_owned(),
-            description: files::front_matter_field(p, "description"),
-        });
-    }
-    out
+            description: files::front_matter_field(&p, "description"),
+        })
+        .collect()
 }
 
 impl Files for ClaudeFiles {

@@ -112,6 +112,21 @@ pub fn render_markdown(node: &SpecNode, fields: &[(&str, String)]) -> String {
     out
 }
 
+/// The files under `dir` (at any depth) whose name ends in `.<ext>`, sorted by path, each as
+/// (path, path relative to `dir`): a harness's commands folder.
+pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == ext))
+        .filter_map(|e| {
+            let rel = e.path().strip_prefix(dir).ok()?.to_owned();
+            Some((e.into_path(), rel))
+        })
+        .collect()
+}
+
 /// Skills in `dir` (`<name>/SKILL.md`), by name.
 pub fn skills_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -68,26 +68,14 @@ fn command_name(rel: &Path) -> String {
 /// The commands in `dir` (`**/*.toml`), by path.
 pub fn commands_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
     let mut out = Vec::new();
-    for e in walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_map(Result::ok)
-    {
-        let p = e.path();
-        if !e.file_type().is_file() || p.extension().is_none_or(|x| x != "toml") {
-            continue;
-        }
-        let Ok(rel) = p.strip_prefix(dir) else {
-            continue;
-        };
-        let doc = std::fs::read_to_string(p)
+    for (p, rel) in files::files_with_ext(dir, "toml") {
+        let doc = std::fs::read_to_string(&p)
             .ok()
             .and_then(|t| t.parse::<toml_edit::DocumentMut>().ok());
         // Gemini skips a file without a string `prompt`.
         let Some(doc) = doc.filter(|d| d.get("prompt").and_then(|v| v.as_str()).is_some()) else {
             continue;
         };
-        let name = command_name(rel);
         let description = doc.get("description").and_then(|v| v.as_str()).map_or_else(
             || {
                 format!(
@@ -98,7 +86,7 @@ pub fn commands_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
             str::to_owned,
         );
         out.push(SlashEntry {
-            name,
+            name: command_name(&rel),
             kind: kind.to_owned(),
             description,
         });
