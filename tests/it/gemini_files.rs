@@ -414,6 +414,7 @@ fn gemini_doctor_checks_each_checkouts_shims_trust_and_fingerprints() {
             (shims(t), "ok".to_owned()),
             ("folder trust".to_owned(), "ok".to_owned()),
             ("hook fingerprints".to_owned(), "ok".to_owned()),
+            ("hooks switched on".to_owned(), "ok".to_owned()),
         ]
     };
     assert_eq!(doctor_checks(&w, &w.repo), ok(&w.repo));
@@ -433,8 +434,26 @@ fn gemini_doctor_checks_each_checkouts_shims_trust_and_fingerprints() {
             (shims(&wt), "fail".to_owned()),
             ("folder trust".to_owned(), "fail".to_owned()),
             ("hook fingerprints".to_owned(), "warn".to_owned()),
+            ("hooks switched on".to_owned(), "ok".to_owned()),
         ]
     );
+    assert_eq!(doctor_checks(&w, &w.repo), ok(&w.repo));
+    // The user turns spex's hooks off by name in Gemini's settings: doctor says so.
+    let user = w.home.join(".gemini/settings.json");
+    write(&user, "{\"hooksConfig\": {\"disabled\": [\"spex\"]}}");
+    let checks = doctor_checks(&w, &w.repo);
+    assert_eq!(
+        checks.last(),
+        Some(&("hooks switched on".to_owned(), "fail".to_owned())),
+        "{checks:?}"
+    );
+    // The project's `enabled: true` overrules the user's `false`.
+    write(&user, "{\"hooksConfig\": {\"enabled\": false}}");
+    assert_eq!(doctor_checks(&w, &w.repo).last().unwrap().1, "fail");
+    let project = w.repo.join(".gemini/settings.json");
+    let mut v = json_file(&project);
+    v["hooksConfig"] = json!({"enabled": true});
+    write(&project, v.to_string());
     assert_eq!(doctor_checks(&w, &w.repo), ok(&w.repo));
 }
 

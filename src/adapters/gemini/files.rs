@@ -290,7 +290,62 @@ impl Files for GeminiFiles {
             ),
         });
         checks.push(fingerprint_check(ctx));
+        checks.push(switches_check(ctx));
         checks
+    }
+}
+
+/// Whether Gemini's own switches leave spex's hooks on: `hooksConfig.enabled` (the project's
+/// settings over the user's) and `hooksConfig.disabled`, which names hooks by name (`spex`)
+/// or command.
+fn switches_check(ctx: &DoctorCtx) -> Check {
+    let name = "hooks switched on";
+    if !ctx.selected {
+        return Check::new(name, Status::Ok, "not selected");
+    }
+    let files = [
+        settings_file(&ctx.tree.root),
+        home::gemini_dir(ctx.env).join("settings.json"),
+    ];
+    let mut off = Vec::new();
+    let mut enabled_decided = false;
+    for file in &files {
+        let config = &json_of(std::fs::read(file).ok())["hooksConfig"];
+        if let Some(enabled) = config["enabled"].as_bool().filter(|_| !enabled_decided) {
+            enabled_decided = true;
+            if !enabled {
+                off.push(format!(
+                    "`hooksConfig.enabled` is false in {}",
+                    file.display()
+                ));
+            }
+        }
+        let disabled: Vec<&str> = config["disabled"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|d| *d == HOOK_NAME || files::is_spex_command(d))
+            .collect();
+        if !disabled.is_empty() {
+            off.push(format!(
+                "`hooksConfig.disabled` names {} in {}",
+                disabled.join(", "),
+                file.display()
+            ));
+        }
+    }
+    if off.is_empty() {
+        Check::new(name, Status::Ok, "Gemini CLI runs spex's hooks")
+    } else {
+        Check::new(
+            name,
+            Status::Fail,
+            format!(
+                "{}: Gemini CLI runs none or not all of spex's hooks\nhint: remove that setting",
+                off.join("; ")
+            ),
+        )
     }
 }
 
