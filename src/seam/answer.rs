@@ -98,6 +98,17 @@ pub trait Answering: Sync {
     }
 }
 
+/// Whether `screen` shows every text of `expect` (a dialog's marks): an error naming the first
+/// it lacks, for [`Answering::keys`].
+pub fn dialog_on_screen(expect: &[String], screen: &str) -> Result<(), String> {
+    match expect.iter().find(|m| !screen.contains(m.as_str())) {
+        Some(missing) => Err(format!(
+            "the session's screen does not show this dialog (no `{missing}` on it)"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The choice of `a` that `arg` names: its id, its label, or its number (1-based), as the
 /// person reads them in `spex show`.
 pub fn pick<'a>(a: &'a Attention, arg: &str) -> Option<&'a crate::store::session::Choice> {

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::common::{World, pretty, read_or_empty, write};
 use crate::runtime::{
-    attach_in_pty, host_log, launch_json, run_json, screen, spex_cmd, std_dirs, stop, wait_screen,
-    wait_status,
+    attach_in_pty, checked_recording, host_log, launch_json, run_json, screen, spex_cmd, std_dirs,
+    stop, wait_screen, wait_status,
 };
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{INPUT_PLACEHOLDER, seed_gemini_home};
@@ -73,6 +73,16 @@ pub fn wait_turn(w: &World, id: &str, state: &str) -> Value {
     }
 }
 
+/// Delivers a `hang` turn of `secs` and waits until the model's first words are on screen.
+fn deliver_hang(w: &World, fake: &FakeGemini, id: &str, secs: u32) {
+    deliver(w, fake, id, &format!("SCENARIO:hang HANG={secs}"));
+    assert!(
+        wait_screen(w, fake, id, fake_gemini::HANG_TEXT, Duration::from_secs(30)),
+        "{}",
+        screen(w, fake, id)
+    );
+}
+
 /// Waits until nothing of process group `pgid` runs; panics with what is left.
 fn assert_group_gone(pgid: u32, w: &World, id: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -122,14 +132,7 @@ fn launch_deliver_queue_snapshot_stop_a_real_gemini_session() {
     wait_turn(&w, &id, "completed");
 
     // Busy: a prompt is queued by Gemini and confirmed when it takes it up.
-    deliver(&w, &fake, &id, "SCENARIO:hang HANG=6");
-    assert!(wait_screen(
-        &w,
-        &fake,
-        &id,
-        fake_gemini::HANG_TEXT,
-        Duration::from_secs(30)
-    ));
+    deliver_hang(&w, &fake, &id, 6);
     let queued = run_json(
         &w,
         &fake,
@@ -170,14 +173,7 @@ fn launch_deliver_queue_snapshot_stop_a_real_gemini_session() {
 fn interrupt_mid_turn_and_stop_a_busy_gemini_leave_nothing_running() {
     let (w, fake) = gemini_world();
     let (id, pgid) = launch_gemini(&w, &fake, &[]);
-    deliver(&w, &fake, &id, "SCENARIO:hang HANG=60");
-    assert!(wait_screen(
-        &w,
-        &fake,
-        &id,
-        fake_gemini::HANG_TEXT,
-        Duration::from_secs(30)
-    ));
+    deliver_hang(&w, &fake, &id, 60);
     let after = run_json(&w, &fake, &["interrupt", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
     assert_eq!(after["status"], "idle", "{}", pretty(&after));
@@ -307,36 +303,17 @@ fn a_recorded_gemini_session_checks() {
         .unwrap();
     assert!(ended.status.success(), "{ended:?}");
     stop(&w, &fake, &id);
-    let check = spex_cmd(&w, &fake, &["cassette", "check", &id])
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let dir = w.project_dir().join("sessions").join(&id).join("cassette");
-    let lines = |name: &str| -> Vec<Value> {
-        read_or_empty(&dir.join(name))
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let pastes: Vec<Value> = lines("input.jsonl")
-        .into_iter()
-        .filter(|r| r["kind"] == "paste")
-        .collect();
-    assert_eq!(pastes.len(), 1, "{pastes:?}");
-    assert_eq!(pastes[0]["text"], format!("\x1b[200~{prompt}\x1b[201~"));
-    let service = lines("service-events.jsonl");
+    let rec = checked_recording(&w, &fake, &id);
+    rec.assert_one_paste(prompt);
+    let service = rec.lines("service-events.jsonl");
     for kind in ["session.started", "turn.started", "turn.completed"] {
         assert!(
             service.iter().any(|e| e["kind"] == kind),
             "{kind}: {service:?}"
         );
     }
-    let reasons: Vec<String> = lines("frames.jsonl")
+    let reasons: Vec<String> = rec
+        .lines("frames.jsonl")
         .iter()
         .filter_map(|f| f["reason"].as_str().map(str::to_owned))
         .collect();

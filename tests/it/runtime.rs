@@ -121,6 +121,45 @@ pub fn wait_screen(
     false
 }
 
+/// A session's recording (its `cassette` folder), checked.
+pub struct Recording(pub std::path::PathBuf);
+
+impl Recording {
+    /// The JSON lines of one of its files (`input.jsonl`, `service-events.jsonl`,
+    /// `frames.jsonl`).
+    pub fn lines(&self, name: &str) -> Vec<Value> {
+        read_or_empty(&self.0.join(name))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Asserts it holds one paste, `prompt` in a bracketed paste.
+    pub fn assert_one_paste(&self, prompt: &str) {
+        let pastes: Vec<Value> = self
+            .lines("input.jsonl")
+            .into_iter()
+            .filter(|r| r["kind"] == "paste")
+            .collect();
+        assert_eq!(pastes.len(), 1, "{pastes:?}");
+        assert_eq!(pastes[0]["text"], format!("\x1b[200~{prompt}\x1b[201~"));
+    }
+}
+
+/// `spex cassette check` of session `id`'s recording, asserted to pass.
+pub fn checked_recording(w: &World, fake: &impl FakeApi, id: &str) -> Recording {
+    let check = spex_cmd(w, fake, &["cassette", "check", id])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    Recording(w.project_dir().join("sessions").join(id).join("cassette"))
+}
+
 /// Stops the session, then checks its whole event log against the grammar.
 /// `spex launch --harness <the fake's> --detach --json` plus `extra`: the printed result.
 pub fn launch_json(w: &World, fake: &impl FakeApi, extra: &[&str]) -> Value {
@@ -1079,29 +1118,10 @@ fn a_recorded_session_checks_replays_and_exports() {
     // A moment with nothing on the screen changing: the recording notes the screen.
     std::thread::sleep(Duration::from_secs(1));
     stop(&w, &fake, &id);
-    let dir = w.project_dir().join("sessions").join(&id).join("cassette");
-
-    let check = spex_cmd(&w, &fake, &["cassette", "check", &id])
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let lines = |name: &str| -> Vec<Value> {
-        read_or_empty(&dir.join(name))
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let pastes: Vec<Value> = lines("input.jsonl")
-        .into_iter()
-        .filter(|r| r["kind"] == "paste")
-        .collect();
-    assert_eq!(pastes.len(), 1, "{pastes:?}");
-    assert_eq!(pastes[0]["text"], format!("\x1b[200~{prompt}\x1b[201~"));
+    let rec = checked_recording(&w, &fake, &id);
+    let dir = rec.0.clone();
+    let lines = |name: &str| rec.lines(name);
+    rec.assert_one_paste(prompt);
     let service = lines("service-events.jsonl");
     assert!(
         service

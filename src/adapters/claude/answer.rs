@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::transcript;
 use crate::adapters::common::wire::{choice, question_ask};
 use crate::env::Env;
-use crate::seam::answer::{Answering, KeyStep, Response};
+use crate::seam::answer::{Answering, KeyStep, Response, dialog_on_screen};
 use crate::seam::event::Reply;
 use crate::store::answers::Posted;
 use crate::store::session::{Attention, Session, Via};
@@ -222,16 +222,12 @@ impl Answering for ClaudeAnswering {
     }
 
     fn shows_dialog(&self, a: &Attention, screen: &str) -> bool {
-        marks(a).iter().all(|m| screen.contains(m.as_str()))
+        dialog_on_screen(&marks(a), screen).is_ok()
     }
 
     fn keys(&self, a: &Attention, r: &Response, screen: &str) -> Result<Vec<KeyStep>, String> {
         let expect = marks(a);
-        if let Some(missing) = expect.iter().find(|m| !screen.contains(m.as_str())) {
-            return Err(format!(
-                "the session's screen does not show this dialog (no `{missing}` on it)"
-            ));
-        }
+        dialog_on_screen(&expect, screen)?;
         let opts = options(screen);
         let find = |pred: &dyn Fn(&str) -> bool| opts.iter().find(|(_, t, _)| pred(t)).map(|o| o.0);
         if a.kind.as_deref() == Some("question") {

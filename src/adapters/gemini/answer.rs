@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::seam::answer::{Answering, KeyStep, Response};
+use crate::seam::answer::{Answering, KeyStep, Response, dialog_on_screen};
 use crate::store::session::{Attention, Session, Via};
 
 pub struct GeminiAnswering;
@@ -104,16 +104,12 @@ impl Answering for GeminiAnswering {
     }
 
     fn shows_dialog(&self, a: &Attention, screen: &str) -> bool {
-        marks(a).iter().all(|m| screen.contains(m.as_str()))
+        dialog_on_screen(&marks(a), screen).is_ok()
     }
 
     fn keys(&self, a: &Attention, r: &Response, screen: &str) -> Result<Vec<KeyStep>, String> {
         let expect = marks(a);
-        if let Some(missing) = expect.iter().find(|m| !screen.contains(m.as_str())) {
-            return Err(format!(
-                "the session's screen does not show this dialog (no `{missing}` on it)"
-            ));
-        }
+        dialog_on_screen(&expect, screen)?;
         let opts = options(screen);
         let find = |label: &str| {
             opts.iter()
