@@ -126,6 +126,18 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 child_ended(ctx, s, &mut out, ended);
             }
         }
+        Kind::PromptSubmitted
+            if s.turn_running()
+                && s.flags.stop_gate_asked
+                && ev
+                    .prompt
+                    .as_deref()
+                    .is_some_and(|p| p.contains(STOP_GATE_ASK)) =>
+        {
+            // The stop gate blocked this turn's end and the harness goes on with its text as
+            // the next prompt (Gemini fires its prompt hook for it): the same turn, still
+            // the person's prompt.
+        }
         Kind::PromptSubmitted => {
             let prompt = ev.prompt.clone().unwrap_or_default();
             let same_turn = s.turn_running()
@@ -567,11 +579,12 @@ fn stop_gate(ctx: &Ctx, s: &mut Session, answer: &mut Answer) -> bool {
         return false;
     }
     s.flags.stop_gate_asked = true;
-    answer.block = Some(
-        "Before you stop, declare where this session stands: run `spex session done --note \"<what is done>\"`, `spex session park --note \"<why>\"` or `spex session ask --note \"<your question>\"`.".into(),
-    );
+    answer.block = Some(STOP_GATE_ASK.into());
     true
 }
+
+/// What the stop gate asks an agent that stops without declaring where it stands.
+const STOP_GATE_ASK: &str = "Before you stop, declare where this session stands: run `spex session done --note \"<what is done>\"`, `spex session park --note \"<why>\"` or `spex session ask --note \"<your question>\"`.";
 
 #[cfg(test)]
 mod tests {
@@ -727,6 +740,54 @@ mod tests {
         );
         // A late word of an ended child moves nothing.
         assert!(run(&mut s, &[child_event(Kind::SubagentStopped, "a2")]).is_empty());
+    }
+
+    #[test]
+    fn the_stop_gates_text_sent_back_as_a_prompt_continues_the_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProjectStore::new(dir.path(), dir.path());
+        let mut s = Session::default();
+        let prompt = |text: &str| HookEvent {
+            kind: Some(Kind::PromptSubmitted),
+            turn_id_names_turn: true,
+            prompt: Some(text.into()),
+            ..HookEvent::default()
+        };
+        let stop = |active: bool| HookEvent {
+            kind: Some(Kind::TurnCompleted),
+            stop_hook_active: active,
+            ..HookEvent::default()
+        };
+        let mut run = |ev: &HookEvent, at: &str| {
+            let ctx = Ctx {
+                hook: "hook",
+                ev,
+                edits: &[],
+                now: at,
+                spec_first: Policy::Off,
+                stop_gate: StopGate::Ask,
+                governance: &Governance::Inline(Vec::new()),
+                store: &store,
+                denied: false,
+                server_reports_failures: false,
+                answering: None,
+                hook_wait: None,
+            };
+            let (events, answer) = apply(&ctx, &mut s);
+            (events.into_iter().map(|e| e.0).collect::<Vec<_>>(), answer)
+        };
+        let t = |secs: u32| format!("2026-11-23T12:14:{secs:02}.000Z");
+        assert_eq!(run(&prompt("do it"), &t(1)).0, ["turn.started"]);
+        let (events, answer) = run(&stop(false), &t(5));
+        assert!(events.is_empty());
+        let gate = answer.block.expect("the gate blocks an undeclared stop");
+        // Gemini sends the block's reason as the next prompt, seconds later.
+        let (events, answer) = run(&prompt(&gate), &t(7));
+        assert!(events.is_empty() && answer.is_empty(), "{events:?}");
+        assert_eq!(run(&stop(true), &t(9)).0, ["turn.completed"]);
+        assert_eq!(s.turn.as_ref().unwrap().prompt.as_deref(), Some("do it"));
+        assert_eq!(s.headline.as_deref(), Some("do it"));
+        assert_eq!(s.status, Status::Idle);
     }
 
     #[test]

@@ -218,6 +218,11 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                         };
                     let (handled, answer) = handlers::apply(&ctx, &mut s);
                     events.extend(handled);
+                    // The process the hook runs under is the session's (after `apply`, which
+                    // forgets an exited session's old process when it resumes).
+                    if let Some(p) = ev.process.filter(|_| s.status != session::Status::Exited) {
+                        s.set_process(Some(p));
+                    }
                     // The attention this hook waits on: open, and naming this process.
                     let waiting = s
                         .attention

@@ -97,6 +97,11 @@ pub struct HookEvent {
     /// How a turn failed (`TurnFailed`), as the adapter read the harness's evidence.
     #[serde(skip)]
     pub failure: Option<crate::store::session::Failure>,
+    /// The harness process the hook runs under, where the adapter can tell it (a harness that
+    /// runs one session per process, told by the hook's ancestry): recorded on the session, so
+    /// the readers see it gone when it dies without its ending hook.
+    #[serde(skip)]
+    pub process: Option<crate::store::session::ProcessId>,
 }
 
 /// What spex answers: context to add and, from a policy, a block.

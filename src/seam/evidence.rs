@@ -164,6 +164,13 @@ pub fn parent_of(pid: u32) -> Option<u32> {
         .filter(|p| *p > 1)
 }
 
+/// The command name of process `pid` (`/proc/<pid>/stat` field 2, at most 15 bytes).
+pub fn process_name(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let open = stat.find('(')?;
+    Some(stat.get(open + 1..stat.rfind(')')?)?.to_owned())
+}
+
 /// The process ids from this process up towards init, at most `limit` of them.
 pub fn ancestors(limit: usize) -> Vec<u32> {
     let mut out = vec![std::process::id()];
@@ -270,6 +277,13 @@ fn fields(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_process_has_a_name() {
+        let name = process_name(std::process::id()).expect("this process has a name");
+        assert!(!name.is_empty() && name.len() <= 15, "{name}");
+        assert_eq!(process_name(u32::MAX), None);
+    }
 
     #[test]
     fn own_process_is_alive_and_a_different_start_time_is_not() {

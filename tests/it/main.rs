@@ -13,6 +13,7 @@ mod fuzz_dispatch;
 mod gemini_answering;
 mod gemini_files;
 mod gemini_runtime;
+mod gemini_sessions;
 mod host;
 mod materialize;
 mod names;

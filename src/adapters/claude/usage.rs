@@ -6,16 +6,12 @@
 //! last stopped (`UsageCursor`), never on the hook path. Sub-agents write their own
 //! transcripts: the session's usage is its own requests'.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::seam::evidence::UsageEntry;
 use crate::store::session::{Usage, UsageCursor};
-
-/// How much one read takes at most (the rest waits for the next reader).
-const READ_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Claude's usage object as spex counts it: `input_tokens` with the cache reads and writes
 /// (Claude counts those apart), one request.
@@ -46,66 +42,18 @@ pub(super) fn read(
     cursor: &UsageCursor,
     exited: bool,
 ) -> Option<(Vec<UsageEntry>, UsageCursor)> {
-    // Nothing (more) to read: for a session that exited, nothing more will come.
-    let finished = || {
-        (exited && !cursor.done).then(|| {
-            let done = UsageCursor {
-                done: true,
-                ..cursor.clone()
-            };
-            (Vec::new(), done)
-        })
-    };
-    // No log (never written, or removed): nothing to record, and a store full of such old
-    // records is not rewritten for it (an open that fails is cheaper than a record write).
-    let mut f = std::fs::File::open(transcript).ok()?;
-    let len = f.metadata().ok()?.len();
-    if len <= cursor.offset {
-        return finished();
-    }
-    f.seek(SeekFrom::Start(cursor.offset)).ok()?;
-    let mut bytes = Vec::new();
-    f.take(READ_BYTES).read_to_end(&mut bytes).ok()?;
-    // Only whole lines: a line still being written is read next time.
-    let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    if whole == 0 {
-        return finished();
-    }
-    let mut out: Vec<UsageEntry> = Vec::new();
-    let mut last = cursor.last.clone();
-    for line in bytes[..whole].split(|b| *b == b'\n') {
-        let Ok(entry) = serde_json::from_slice::<Value>(line) else {
-            continue;
-        };
+    crate::adapters::common::log::read_usage(transcript, cursor, exited, |entry| {
         let msg = &entry["message"];
         if entry["type"] != "assistant"
             || msg["model"] == "<synthetic>"
             || !msg["usage"].is_object()
         {
-            continue;
+            return None;
         }
-        let (Some(id), Some(time)) = (msg["id"].as_str(), entry["timestamp"].as_str()) else {
-            continue;
-        };
+        let (id, time) = (msg["id"].as_str()?, entry["timestamp"].as_str()?);
         let usage = from_api(&msg["usage"], msg["model"].as_str().map(str::to_owned));
-        // A later entry of the message last counted replaces its numbers.
-        let again = last.as_ref().is_some_and(|(l, _)| l == id);
-        if again && let Some((_, before)) = &last {
-            let mut minus = before.clone();
-            minus.model = None;
-            out.push((time.to_owned(), minus, true));
-        }
-        out.push((time.to_owned(), usage.clone(), false));
-        last = Some((id.to_owned(), usage));
-    }
-    let offset = cursor.offset + whole as u64;
-    let next = UsageCursor {
-        done: exited && offset >= len,
-        last,
-        offset,
-        other: cursor.other.clone(),
-    };
-    Some((out, next))
+        Some((id.to_owned(), time.to_owned(), usage))
+    })
 }
 
 #[cfg(test)]

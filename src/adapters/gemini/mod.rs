@@ -4,10 +4,13 @@
 
 mod answer;
 mod commands;
+mod evidence;
 mod files;
 mod home;
+mod process;
 mod slash;
 mod terminal;
+mod transcript;
 mod trust;
 mod wire;
 
@@ -69,7 +72,7 @@ impl Harness for Gemini {
     }
 
     fn evidence(&self) -> Option<&'static dyn Observer> {
-        None
+        Some(&evidence::GeminiEvidence)
     }
 
     fn answering(&self) -> Option<&'static dyn Answering> {

@@ -73,6 +73,7 @@ fn decode_payload(event: &str, p: &Value) -> HookEvent {
         "SessionStart" => {
             // `startup`, `resume` or `clear` (a new session id after `/clear`).
             ev.reason = s(p, "source");
+            ev.process = super::process::cli_process();
             Kind::SessionStart
         }
         "SessionEnd" => {
@@ -83,6 +84,7 @@ fn decode_payload(event: &str, p: &Value) -> HookEvent {
         }
         "BeforeAgent" => {
             ev.prompt = s(p, "prompt");
+            ev.process = super::process::cli_process();
             Kind::PromptSubmitted
         }
         "AfterAgent" => {
