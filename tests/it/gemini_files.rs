@@ -519,3 +519,39 @@ fn init_names_the_gemini_trust_spex_holds() {
         assert!(out.contains(&line), "no {line:?} in:\n{out}");
     }
 }
+
+/// A worktree inside the main checkout gets its own trust: the main's entry covers it only
+/// until the main's clean takes that back.
+#[test]
+fn a_worktree_inside_the_main_checkout_keeps_its_own_gemini_trust() {
+    let w = project("[\"gemini\"]");
+    write(&w.repo.join(".gitignore"), "/.wt/\n");
+    crate::common::git(&w.repo, &["add", "-A"]);
+    crate::common::git(&w.repo, &["commit", "-q", "-m", "base"]);
+    let inner = w.repo.join(".wt/inner");
+    crate::common::git(
+        &w.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "inner",
+            inner.to_str().unwrap(),
+        ],
+    );
+    let inner = std::fs::canonicalize(inner).unwrap();
+    let folders = w.home.join(".gemini/trustedFolders.json");
+    let before = w.snapshot(&[]);
+    w.ok(&w.repo, &["materialize"]);
+    w.ok(&inner, &["materialize"]);
+    w.ok(&w.repo, &["clean"]);
+    assert_eq!(
+        json_file(&folders),
+        json!({ inner.to_str().unwrap(): "TRUST_FOLDER" }),
+        "the worktree lost its trust with the main checkout's clean"
+    );
+    w.ok(&inner, &["clean"]);
+    let diff = before.content_diff(&w.snapshot(&[]));
+    assert!(diff.is_empty(), "clean left:\n{}", diff.join("\n"));
+}

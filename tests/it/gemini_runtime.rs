@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::common::{World, pretty, read_or_empty, write};
 use crate::runtime::{
-    attach_in_pty, checked_recording, host_log, launch_json, run_json, screen, spex_cmd, std_dirs,
-    stop, wait_screen, wait_status,
+    attach_in_pty, checked_recording, host_log, launch_fails_soon, launch_json, run_json, screen,
+    spex_cmd, std_dirs, stop, wait_screen, wait_status,
 };
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{INPUT_PLACEHOLDER, seed_gemini_home};
@@ -355,5 +355,45 @@ fn a_stopped_gemini_session_resumes_the_same_conversation() {
         "{}",
         pretty(&request["body"]["contents"])
     );
+    stop(&w, &fake, &id);
+}
+
+/// Gemini CLI stops before its prompt where the home has no authentication chosen, and where
+/// the project has agents it has not acknowledged: launch fails at once with the screen and a
+/// hint that works; the session waits there for a person.
+#[test]
+fn launch_stops_at_the_screens_gemini_asks_before_its_prompt() {
+    let (w, fake) = gemini_world();
+    let settings = crate::support::gemini_home::user_settings(&w.home);
+    crate::support::gemini_home::edit_json(&settings, |v| {
+        v["security"]["auth"] = serde_json::json!({});
+    });
+    let err = launch_fails_soon(&w, &fake);
+    assert!(
+        err.contains("How would you like to authenticate for this project?")
+            && err.contains("hint: choose it once")
+            && err.contains("selectedType"),
+        "{err}"
+    );
+    // As the hint says: the authentication chosen, the next start reaches the prompt; an
+    // agent of the project's own stops it again.
+    crate::support::gemini_home::edit_json(&settings, |v| {
+        v["security"]["auth"]["selectedType"] = "gemini-api-key".into();
+    });
+    write(
+        &w.repo.join(".gemini/agents/helper.md"),
+        "---\nname: helper\ndescription: A helper agent for tests.\n---\nYou help.\n",
+    );
+    let err = launch_fails_soon(&w, &fake);
+    assert!(
+        err.contains("New Agents Discovered") && err.contains("Acknowledge and Enable"),
+        "{err}"
+    );
+    assert!(err.contains("acknowledgments/agents.json"), "{err}");
+    for id in w.session_ids() {
+        stop(&w, &fake, &id);
+    }
+    std::fs::remove_file(w.repo.join(".gemini/agents/helper.md")).unwrap();
+    let (id, _) = launch_gemini(&w, &fake, &[]);
     stop(&w, &fake, &id);
 }

@@ -396,7 +396,7 @@ fn scripted_claude_world(draw: &str) -> (World, FakeAnthropic) {
 
 /// `launch` in `w`, which must fail with exit 2 within 15 s (not when `--ready-timeout`, 60 s,
 /// runs out): what it said.
-fn launch_fails_soon(w: &World, fake: &impl FakeApi) -> String {
+pub fn launch_fails_soon(w: &World, fake: &impl FakeApi) -> String {
     launch_fails_within(w, fake, Duration::from_secs(15))
 }
 
@@ -406,7 +406,7 @@ fn launch_fails_within(w: &World, fake: &impl FakeApi, bound: Duration) -> Strin
     let err = run_json(
         w,
         fake,
-        &["launch", "--harness", "claude", "--detach", "--json"],
+        &["launch", "--harness", fake.harness(), "--detach", "--json"],
     )
     .unwrap_err();
     let took = started.elapsed();

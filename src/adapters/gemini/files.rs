@@ -100,7 +100,24 @@ fn plan_folder_trust(ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), Materializ
     if !ctx.here {
         return ws.json_value(&file, &key, None);
     }
-    match trust::verdict(&json_of(ws.read(&file)?), &ctx.tree.root) {
+    // Spex's entries for other checkouts do not count: a worktree inside the main checkout is
+    // covered by the main's entry only until the main's clean takes it back.
+    let mut rules = json_of(ws.read(&file)?);
+    let others: Vec<String> = ws
+        .owned
+        .json
+        .get(&crate::fsutil::resolve_link(&file))
+        .into_iter()
+        .flat_map(|o| o.written.iter())
+        .filter_map(|(k, _)| match k.as_slice() {
+            [root] if *root != key[0] => Some(root.clone()),
+            _ => None,
+        })
+        .collect();
+    if let Some(rules) = rules.as_object_mut() {
+        rules.retain(|k, _| !others.contains(k));
+    }
+    match trust::verdict(&rules, &ctx.tree.root) {
         Verdict::Trusted => Ok(()),
         Verdict::Unknown => ws.json_value(&file, &key, Some(&Value::from(trust::TRUST_FOLDER))),
         Verdict::Distrusted => {

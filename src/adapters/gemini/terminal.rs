@@ -151,7 +151,7 @@ fn input_box(screen: &str) -> Option<Input> {
 }
 
 /// Screens 0.61.0 stops at before its prompt, each seen live under spex's host (offline, fake
-/// Gemini API, facts/gemini.md §2, §4): (texts any of which marks the screen, what it asks,
+/// Gemini API, facts/gemini.md §2, §4; the agents' one with a `.gemini/agents/<n>.md`): (texts any of which marks the screen, what it asks,
 /// what to do). They count only while the input box is not on screen.
 const DIALOGS: &[(&[&str], &str, &str)] = &[
     (
@@ -166,6 +166,11 @@ const DIALOGS: &[(&[&str], &str, &str)] = &[
         ],
         "Gemini CLI asks how to authenticate (`security.auth.selectedType` is not set)",
         "choose it once: `\"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}` in `~/.gemini/settings.json` with `GEMINI_API_KEY` set (or run `gemini` and pick one)",
+    ),
+    (
+        &["New Agents Discovered"],
+        "Gemini CLI asks to acknowledge the project's agents (`.gemini/agents/`) it has not seen before",
+        "acknowledge them once: run `gemini` in this checkout and pick `1. Acknowledge and Enable` (it records them in `~/.gemini/acknowledgments/agents.json`), or move them out of `.gemini/agents/`",
     ),
     (
         &["Enter Gemini API Key", "Paste your API key here"],
@@ -198,6 +203,7 @@ mod screen_tests {
 
     const TRUST: &str = " ▝▜▄     Gemini CLI v0.61.0\n ╭──────────╮\n │ Do you trust the files in this folder? │\n │ ● 1. Trust folder (ra) │\n │   2. Trust parent folder (gterm) │\n │   3. Don't trust │\n ╰──────────╯";
     const AUTH: &str = "│ ? Get started │\n│   How would you like to authenticate for this project? │\n│     1. Sign in with Google │\n│   ● 2. Use Gemini API Key │\n│   Existing API key detected (GEMINI_API_KEY). Select \"Gemini API Key\" option to use it. │";
+    const AGENTS: &str = " │ New Agents Discovered │\n │ The following agents were found in this project. Please review them: │\n │ │ - helper:  A helper agent for tests. │ │\n │ ● 1. Acknowledge and Enable │\n │   2. Do not enable (Ask again next time) │";
     const API_KEY: &str = "│ Enter Gemini API Key │\n│ Please enter your Gemini API key. │\n│ │ Paste your API key here │ │\n│ (Press Enter to submit, Esc to cancel, Ctrl+C to clear stored key) │";
 
     #[test]
@@ -260,6 +266,7 @@ mod screen_tests {
             (TRUST, Some("trust this folder")),
             (AUTH, Some("how to authenticate")),
             (API_KEY, Some("API key")),
+            (AGENTS, Some("project's agents")),
             (
                 prompt(&["  Type your message or @path/to/file"]).as_str(),
                 None,
