@@ -150,6 +150,58 @@ impl Scrubber {
     pub fn scrub_screen_str(&mut self, s: &str) -> String {
         String::from_utf8_lossy(&self.scrub_mapped(s.as_bytes(), &mut [], true)).into_owned()
     }
+
+    /// A screen's rows, scrubbed also where a rule's text runs from one row on into the next
+    /// (a long line the terminal wrapped: a path or a key cut at the right edge, which no row
+    /// holds whole). The placeholder, padded to the text's width, takes the text's cells, row
+    /// by row, as the output scrubbed whole draws it. Run after the rows were scrubbed one by
+    /// one.
+    pub fn scrub_wrapped_rows(&mut self, rows: &mut [String]) {
+        for i in 0..self.rules.len() {
+            let (find, replace) = (self.rules[i].find.clone(), self.rules[i].replace.clone());
+            let mut n = 0;
+            // Each pass takes one match; a placeholder holding the text cannot loop forever.
+            for _ in 0..rows.len() {
+                let joined = rows.concat();
+                // Where each row starts in the joined text.
+                let starts: Vec<usize> = rows
+                    .iter()
+                    .scan(0, |at, r| {
+                        let start = *at;
+                        *at += r.len();
+                        Some(start)
+                    })
+                    .collect();
+                let row_of = |at: usize| starts.iter().rposition(|&s| s <= at).unwrap_or(0);
+                let Some(at) = joined
+                    .match_indices(&find)
+                    .map(|(at, _)| at)
+                    .find(|&at| row_of(at) != row_of(at + find.len() - 1))
+                else {
+                    break;
+                };
+                let mut cells: Vec<char> = replace.chars().collect();
+                let width = find.chars().count();
+                cells.resize(width.max(cells.len()), ' ');
+                let mut cells = cells.into_iter();
+                let (first, last) = (row_of(at), row_of(at + find.len() - 1));
+                for row in first..=last {
+                    let r = &rows[row];
+                    let from = at.saturating_sub(starts[row]);
+                    let to = (at + find.len() - starts[row]).min(r.len());
+                    let taken = r[from..to].chars().count();
+                    let mut part: String = cells.by_ref().take(taken).collect();
+                    if row == last {
+                        part.extend(cells.by_ref());
+                    }
+                    rows[row] = format!("{}{part}{}", &r[..from], &r[to..]);
+                }
+                n += 1;
+            }
+            let name = self.rules[i].name.clone();
+            self.hit(&name, n);
+        }
+    }
 }
 
 /// Moves positions (ascending offsets into a pass's input) to the same places in its output,
@@ -501,6 +553,14 @@ impl Recorder {
                 let mut v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
                 if !v.is_object() {
                     v = json!({ "data": v });
+                }
+                if let Some(lines) = v["screen"]["lines"].as_array_mut() {
+                    let mut rows: Vec<String> = lines
+                        .iter()
+                        .map(|l| l.as_str().unwrap_or_default().to_owned())
+                        .collect();
+                    self.scrubber.scrub_wrapped_rows(&mut rows);
+                    *lines = rows.into_iter().map(Value::from).collect();
                 }
                 v["seq"] = seq.into();
                 v["t_ms"] = t.into();
@@ -1149,6 +1209,51 @@ mod tests {
             lost.iter()
                 .any(|p| p.contains("shows `Welcome to the app`, which output.raw never drew")),
             "{lost:?}"
+        );
+    }
+
+    /// A path the terminal wrapped at the right edge: the output that drew it is scrubbed whole,
+    /// and the frame of that screen, whose rows hold the path in two pieces, is too; the
+    /// recording checks, and neither piece is in it.
+    #[test]
+    fn a_path_wrapped_over_two_rows_is_scrubbed_in_the_frame_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let tee = Tee::new();
+        let rule = Rule {
+            name: "tree path".into(),
+            find: "/tmp/spxOnYLnU/repo".into(),
+            replace: "$TREE".into(),
+        };
+        tee.add_sink(Box::new(
+            Recorder::create(dir.path(), manifest(), Scrubber::new(vec![rule])).unwrap(),
+        ));
+        // 80 columns: the path starts 6 cells before the edge.
+        let line = format!("{}(cwd: /tmp/spxOnYLnU/repo)", "x".repeat(68));
+        let mut term = super::super::terminal::Terminal::new(24, 80);
+        term.feed(line.as_bytes());
+        tee.record(Event::Output {
+            bytes: line.into_bytes(),
+        });
+        let screen = term.snapshot();
+        assert!(
+            screen.lines[0].ends_with("(cwd: /tmp/s"),
+            "{:?}",
+            screen.lines
+        );
+        tee.record(Event::Mark {
+            stream: "frames".into(),
+            data: json!({ "reason": "idle", "screen": screen }),
+        });
+        tee.close_sinks();
+        let frames = std::fs::read_to_string(dir.path().join("frames.jsonl")).unwrap();
+        assert!(
+            !frames.contains("/tmp/s") && !frames.contains("pxOnYLnU"),
+            "{frames}"
+        );
+        assert!(frames.contains("(cwd: $TREE "), "{frames}");
+        assert_eq!(
+            Cassette::open(dir.path()).unwrap().problems(),
+            Vec::<String>::new()
         );
     }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::common::{World, pretty, read_or_empty, write};
 use crate::runtime::{
     attach_in_pty, checked_recording, host_log, launch_fails_soon, launch_json, run_json, screen,
-    spex_cmd, std_dirs, stop, wait_screen, wait_status,
+    std_dirs, stop, wait_screen, wait_status,
 };
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{INPUT_PLACEHOLDER, seed_gemini_home};
@@ -193,6 +193,20 @@ fn interrupt_mid_turn_and_stop_a_busy_gemini_leave_nothing_running() {
         .collect();
     assert_eq!(endings.len(), 1, "{endings:?}\n{}", host_log(&w, &id));
 
+    // At a permission dialog the interrupt key cancels the whole request, with no hook: the
+    // host ends the turn and the attention as the title goes back to Ready.
+    deliver(&w, &fake, &id, "SCENARIO:shellcmd <<touch never.txt>>");
+    assert_eq!(
+        wait_status(&w, &id, "needs_attention", TURN)["status"],
+        "needs_attention"
+    );
+    let after = run_json(&w, &fake, &["interrupt", &id, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(after["status"], "idle", "{}", pretty(&after));
+    assert_eq!(after["turn"]["state"], "interrupted", "{}", pretty(&after));
+    assert!(after["attention"].is_null(), "{}", pretty(&after));
+    assert!(!w.repo.join("never.txt").exists());
+
     // A shell command running under a busy session: stop ends the CLI, which ends it too.
     deliver(&w, &fake, &id, "SCENARIO:shellcmd <<sleep 300>>");
     assert_eq!(
@@ -294,14 +308,9 @@ fn a_recorded_gemini_session_checks() {
     deliver(&w, &fake, &id, prompt);
     wait_turn(&w, &id, "completed");
     std::thread::sleep(Duration::from_secs(1));
-    // The recording ends before the session: as it exits, Gemini prints each hook command it
-    // runs with its folder (`Expanding hook command: … (cwd: <tree>)`), a line that wraps the
-    // tree's path over two rows, which a frame (scrubbed row by row) keeps while the output
-    // that drew it is scrubbed whole.
-    let ended = spex_cmd(&w, &fake, &["record", &id, "--stop"])
-        .output()
-        .unwrap();
-    assert!(ended.status.success(), "{ended:?}");
+    // As it exits, Gemini prints each hook command it runs with its folder (`Expanding hook
+    // command: … (cwd: <tree>)`), a line that wraps the tree's path over two rows: the last
+    // frame is scrubbed as the output that drew it.
     stop(&w, &fake, &id);
     let rec = checked_recording(&w, &fake, &id);
     rec.assert_one_paste(prompt);
