@@ -81,12 +81,19 @@ const JSONL_TAIL_BYTES: u64 = 256 * 1024;
 /// The entries in the last [`JSONL_TAIL_BYTES`] of a JSON-lines log, oldest first (a cut first
 /// line is not JSON and is skipped).
 pub fn jsonl_tail(path: &Path) -> Option<Vec<Value>> {
+    jsonl_last_bytes(path, JSONL_TAIL_BYTES)
+}
+
+/// The entries in the last `bytes` of a JSON-lines log, oldest first (a cut first line is not
+/// JSON and is skipped): a small read for the hook path, which can afford no more.
+pub fn jsonl_last_bytes(path: &Path, bytes: u64) -> Option<Vec<Value>> {
+    let limit = bytes;
     let mut f = std::fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
-    let from = len.saturating_sub(JSONL_TAIL_BYTES);
+    let from = len.saturating_sub(limit);
     f.seek(SeekFrom::Start(from)).ok()?;
     let mut bytes = Vec::new();
-    f.take(JSONL_TAIL_BYTES).read_to_end(&mut bytes).ok()?;
+    f.take(limit).read_to_end(&mut bytes).ok()?;
     Some(
         String::from_utf8_lossy(&bytes)
             .lines()
