@@ -2,6 +2,8 @@
 //! as its hook output. Its payloads name no turn and no tool call: one `BeforeAgent` starts
 //! each turn and one `AfterAgent` ends it, and a call's start and end pair by tool name.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
 use crate::adapters::common::wire::{self, block_text, choice, question_ask, str_field as s};
@@ -89,7 +91,15 @@ fn decode_payload(event: &str, p: &Value) -> HookEvent {
         }
         "AfterAgent" => {
             ev.stop_hook_active = p.get("stop_hook_active").and_then(Value::as_bool) == Some(true);
-            if s(p, "prompt_response").as_deref() == Some(NO_RESPONSE) {
+            if ev
+                .transcript
+                .as_deref()
+                .is_some_and(|t| super::transcript::ends_cancelled(Path::new(t)))
+            {
+                // Esc while the model streamed: the payload carries the partial text as if
+                // it were the answer; the transcript says the request was cancelled.
+                Kind::TurnInterrupted
+            } else if s(p, "prompt_response").as_deref() == Some(NO_RESPONSE) {
                 let failure = Failure::new(
                     "the model request failed (Gemini CLI reported no response text)",
                     ErrorKind::ModelError,
@@ -275,7 +285,8 @@ mod tests {
             ("SessionEnd.clear", Kind::SessionEnded, Some("clear")),
             ("BeforeAgent", Kind::PromptSubmitted, None),
             ("AfterAgent", Kind::TurnCompleted, None),
-            // Esc while the model streamed: the partial text came back, the turn is over.
+            // Esc while the model streamed: the payload alone reads as a completion (its
+            // transcript, not captured with it, says the request was cancelled).
             ("AfterAgent.cancelled", Kind::TurnCompleted, None),
             ("AfterAgent.api_error", Kind::TurnFailed, None),
             // Not bound: they fire per model request or streamed chunk.
