@@ -65,15 +65,18 @@ const HOOK_TAIL_BYTES: u64 = 16 * 1024;
 /// that before it fires `AfterAgent` for a turn cancelled while the model streamed (seen with
 /// 0.61.0), and `AfterAgent` itself reads the same as a completed turn (the partial text).
 pub(super) fn ends_cancelled(transcript: &Path) -> bool {
-    let Some(entries) = crate::adapters::common::log::jsonl_last_bytes(transcript, HOOK_TAIL_BYTES)
-    else {
+    let Some(bytes) = crate::adapters::common::log::last_bytes(transcript, HOOK_TAIL_BYTES) else {
         return false;
     };
-    entries
-        .iter()
+    // From the end, parsing only what may be a message: `$set` updates (one may hold the whole
+    // history) are passed over unread.
+    bytes
+        .split(|b| *b == b'\n')
         .rev()
+        .filter(|l| !l.is_empty() && !l.starts_with(br#"{"$set""#))
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
         .find(|e| matches!(e["type"].as_str(), Some("user" | "gemini" | "info")))
-        .is_some_and(is_cancel)
+        .is_some_and(|e| is_cancel(&e))
 }
 
 fn is_cancel(e: &Value) -> bool {
