@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::adapters::common::wire::{self, block_text, choice, question_ask, str_field as s};
+use crate::adapters::common::wire::{self, choice, question_ask, str_field as s};
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
 use crate::seam::wire::HookWire;
 use crate::store::session::{Attention, ErrorKind, Failure};
@@ -218,31 +218,15 @@ fn tool_failure(tool: Option<&str>, response: Option<&Value>) -> Option<String> 
 }
 
 fn encode_answer(event: &str, answer: &Answer) -> Reply {
-    if let Some(reason) = block_text(answer) {
-        let out = match event {
-            // The tool does not run; the reason goes to the model (§7).
-            "BeforeTool" | "AfterTool" => json!({ "decision": "deny", "reason": reason }),
-            // BeforeAgent: the prompt is dropped. AfterAgent: the agent goes on with the
-            // reason as its next prompt (`stop_hook_active` then says so).
-            "BeforeAgent" | "AfterAgent" => json!({ "decision": "block", "reason": reason }),
-            _ => {
-                // Plain text on exit 2 is a deny wherever Gemini reads one.
-                return Reply {
-                    stderr: reason,
-                    exit_code: 2,
-                    ..Reply::default()
-                };
-            }
-        };
-        return Reply {
-            stdout: out.to_string(),
-            ..Reply::default()
-        };
-    }
-    if answer.context.is_empty() || !CONTEXT_EVENTS.contains(&event) {
-        return Reply::default();
-    }
-    wire::context_reply(event, &answer.context)
+    wire::encode_answer(event, answer, CONTEXT_EVENTS, |event, reason| match event {
+        // The tool does not run; the reason goes to the model (§7).
+        "BeforeTool" | "AfterTool" => Some(json!({ "decision": "deny", "reason": reason })),
+        // BeforeAgent: the prompt is dropped. AfterAgent: the agent goes on with the reason
+        // as its next prompt (`stop_hook_active` then says so).
+        "BeforeAgent" | "AfterAgent" => Some(json!({ "decision": "block", "reason": reason })),
+        // Plain text on exit 2 is a deny wherever Gemini reads one.
+        _ => None,
+    })
 }
 
 #[cfg(test)]
