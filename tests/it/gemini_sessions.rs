@@ -300,6 +300,15 @@ fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_tru
     t.send(b"\x1b");
     t.wait_for("Request cancelled", WAIT)
         .unwrap_or_else(|e| panic!("no cancel: {e}\n{}", tui_diag(&t, &fake, &w)));
+    // A script waiting on the session hears it, though no hook came.
+    let waited = w.spex(&w.repo, &["wait", &id, "--until", "idle", "--timeout", "30"]);
+    assert_eq!(
+        waited.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&waited.stdout),
+        String::from_utf8_lossy(&waited.stderr)
+    );
     let r = show_until(&w, &id, "idle after Esc", |r| r["status"] == "idle");
     assert_eq!(r["turn"]["state"], "interrupted", "{r}");
     assert_eq!(r["turn"]["by"], "denial", "{r}");
