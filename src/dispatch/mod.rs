@@ -216,8 +216,9 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                         } else {
                             s.note_progress(&now, event)
                         };
-                    let (handled, answer) = handlers::apply(&ctx, &mut s);
+                    let (handled, mut answer) = handlers::apply(&ctx, &mut s);
                     events.extend(handled);
+                    carry_context(wire, event, &mut s, &mut answer);
                     // The process the hook runs under is the session's (after `apply`, which
                     // forgets an exited session's old process when it resumes).
                     if let Some(p) = ev.process.filter(|_| s.status != session::Status::Exited) {
@@ -272,6 +273,26 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         answer.block = from_nodes.block;
     }
     Ok(Some(wire.encode(event, &answer)).filter(|_| !answer.is_empty()))
+}
+
+/// How many pieces of context a record keeps for a later hook (the oldest go first).
+const PENDING_CONTEXT_KEPT: usize = 8;
+
+/// Context the harness cannot take with `event` is kept on the record (unless the answer
+/// blocks: the block's text carries it); context kept earlier goes with an event that can
+/// take it.
+fn carry_context(wire: &dyn HookWire, event: &str, s: &mut Session, answer: &mut Answer) {
+    if wire.takes_context(event) {
+        if !s.flags.pending_context.is_empty() && answer.block.is_none() {
+            let kept = std::mem::take(&mut s.flags.pending_context);
+            answer.context.splice(0..0, kept);
+        }
+    } else if answer.block.is_none() && !answer.context.is_empty() {
+        let p = &mut s.flags.pending_context;
+        p.append(&mut answer.context);
+        let over = p.len().saturating_sub(PENDING_CONTEXT_KEPT);
+        p.drain(..over);
+    }
 }
 
 fn new_session(

@@ -587,6 +587,10 @@ pub struct Flags {
     /// How many attentions the session has opened (the next one's id is `a<n+1>`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub attentions: u64,
+    /// Context for the agent that its harness could not take with the hook it was for (a
+    /// tool call's start, where a harness reads none): given with the next hook that can.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_context: Vec<String>,
     /// Members this spex does not know (a newer spex wrote them): kept, and written back.
     #[serde(flatten)]
     pub other: serde_json::Map<String, Value>,

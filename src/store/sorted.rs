@@ -127,6 +127,8 @@ struct SortedFlags<'a> {
     completed_calls: &'a [String],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     failed_calls: &'a [(String, i64)],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pending_context: &'a [String],
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     spec_first_done: bool,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -223,6 +225,7 @@ impl<'a> SortedRecord<'a> {
             stop_gate_asked,
             failed_calls,
             completed_calls,
+            pending_context,
             other: flags_other,
         } = flags;
         SortedRecord {
@@ -282,6 +285,7 @@ impl<'a> SortedRecord<'a> {
                 attentions: *attentions,
                 completed_calls,
                 failed_calls,
+                pending_context,
                 spec_first_done: *spec_first_done,
                 specs_announced,
                 stop_gate_asked: *stop_gate_asked,
@@ -483,6 +487,7 @@ mod tests {
                 failed_calls: vec![("call_1".into(), -3)],
                 completed_calls: vec!["call_0".into()],
                 attentions: 3,
+                pending_context: vec!["read the spec".into()],
                 other: newer("zz_flags"),
             },
             exit_status: Some(Kept {

@@ -20,6 +20,10 @@ impl HookWire for ClaudeWire {
         encode_answer(event, answer)
     }
 
+    fn takes_context(&self, event: &str) -> bool {
+        CONTEXT_EVENTS.contains(&event)
+    }
+
     fn hook_env_names_session(&self) -> bool {
         true
     }

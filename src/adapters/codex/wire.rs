@@ -20,6 +20,10 @@ impl HookWire for CodexWire {
         encode_answer(event, answer)
     }
 
+    fn takes_context(&self, event: &str) -> bool {
+        EVENTS_WITH_CONTEXT.contains(&event)
+    }
+
     fn hook_env_names_session(&self) -> bool {
         false
     }

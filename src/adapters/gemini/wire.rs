@@ -22,6 +22,10 @@ impl HookWire for GeminiWire {
         encode_answer(event, answer)
     }
 
+    fn takes_context(&self, event: &str) -> bool {
+        CONTEXT_EVENTS.contains(&event)
+    }
+
     fn hook_env_names_session(&self) -> bool {
         // One Gemini process runs one session, and its hooks inherit its environment.
         true
