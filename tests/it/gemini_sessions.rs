@@ -301,7 +301,10 @@ fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_tru
     t.wait_for("Request cancelled", WAIT)
         .unwrap_or_else(|e| panic!("no cancel: {e}\n{}", tui_diag(&t, &fake, &w)));
     // A script waiting on the session hears it, though no hook came.
-    let waited = w.spex(&w.repo, &["wait", &id, "--until", "idle", "--timeout", "30"]);
+    let waited = w.spex(
+        &w.repo,
+        &["wait", &id, "--until", "idle", "--timeout", "30"],
+    );
     assert_eq!(
         waited.status.code(),
         Some(0),
@@ -475,4 +478,33 @@ fn a_gemini_agent_declares_done_from_its_shell_and_its_shell_has_no_session_id()
         "{diag}"
     );
     assert_eq!(r["turn"]["state"], "completed", "{r}");
+}
+
+#[test]
+fn a_governed_files_spec_reaches_gemini_with_its_write_s_result() {
+    let w = gemini_world();
+    write(
+        &w.repo.join(".spec/greeting/spec.md"),
+        "---\ntitle: Greeting\nsurface: system\ncode: [\"hello.txt\"]\n---\nThe greeting.\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let fake = FakeGemini::start();
+    let turn = headless(&w, &fake, "write", "SCENARIO:write it");
+    turn.assert_success();
+    let diag = &turn.diag;
+    // Gemini reads no context at a tool's start: spex's word about the spec comes with the
+    // write's result, which the model reads next.
+    let result = fake
+        .wait_for_function_response("write_file", Duration::ZERO)
+        .unwrap_or_else(|| panic!("no write result reached the model\n{diag}"));
+    let text = result.to_string();
+    assert!(
+        text.contains("`hello.txt` is governed by `.spec/greeting/spec.md`"),
+        "{text}\n{diag}"
+    );
+    let id = w
+        .alias("gemini", turn.session_id.as_deref().unwrap())
+        .unwrap();
+    let r = show(&w, &id);
+    assert!(r["flags"]["pending_context"].is_null(), "{r}");
 }
