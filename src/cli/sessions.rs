@@ -575,6 +575,27 @@ fn until_names(until: &[Until]) -> String {
         .join(" or ")
 }
 
+/// The live session whose recorded harness process this command runs under, for a harness
+/// that runs one session per process and gives its shell commands no session id of its own.
+fn session_above(store: &store::ProjectStore) -> Option<String> {
+    use crate::seam::evidence::{alive, ancestors};
+    let mine = ancestors(256);
+    store
+        .sessions()
+        .into_iter()
+        .filter(|s| s.status != Status::Exited)
+        .filter(|s| {
+            adapters::lookup(&s.harness)
+                .and_then(crate::seam::Harness::wire)
+                .is_some_and(crate::seam::wire::HookWire::hook_env_names_session)
+        })
+        .find(|s| {
+            s.process_id()
+                .is_some_and(|p| mine.contains(&p.pid) && alive(p))
+        })
+        .map(|s| s.id)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Subcommand)]
 pub enum Declare {
     /// The work asked for is done.
@@ -588,7 +609,8 @@ pub enum Declare {
 /// Declare where your session stands: done, park or ask (for agents).
 ///
 /// The session is found from the harness's own id (`CODEX_THREAD_ID`,
-/// `CLAUDE_CODE_SESSION_ID`) through the alias index, else `SPEX_SESSION_ID`.
+/// `CLAUDE_CODE_SESSION_ID`) through the alias index, else `SPEX_SESSION_ID`, else the live
+/// session whose harness process this command runs under.
 #[derive(Debug, clap::Args)]
 pub struct DeclareArgs {
     #[command(subcommand)]
@@ -624,6 +646,7 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
         (None, Some(given)) => store.resolve(given).map_err(|e| {
             anyhow::anyhow!("SPEX_SESSION_ID names no session of this project: {e}")
         })?,
+        (None, None) if let Some(id) = session_above(&store) => id,
         (None, None) => {
             let vars: Vec<&str> = adapters::all()
                 .iter()

@@ -364,3 +364,83 @@ fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_tru
         tui_diag(&t, &fake, &w)
     );
 }
+
+/// `spex.jsonc` asking undeclared stops to declare (`stopGate: ask`), materialized again.
+fn ask_to_declare(w: &World) {
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"gemini\"], \"policies\": { \"stopGate\": \"ask\" } }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+}
+
+#[test]
+fn the_stop_gate_continues_a_gemini_turn_once_and_the_turn_stays_one() {
+    let w = gemini_world();
+    ask_to_declare(&w);
+    let fake = FakeGemini::start();
+    let prompt = "SCENARIO:default stop when done";
+    let turn = headless(&w, &fake, "gate", prompt);
+    turn.assert_success();
+    let diag = &turn.diag;
+    // Gemini sent the gate's text to the model as the next prompt, and stopped after it.
+    assert!(
+        fake.wait_for_prompt("Before you stop, declare", Duration::ZERO)
+            .is_some(),
+        "the model never got the gate's text\n{diag}"
+    );
+    let id = w
+        .alias("gemini", turn.session_id.as_deref().unwrap())
+        .unwrap();
+    assert_eq!(
+        kinds(&w, &id),
+        [
+            "session.started",
+            "turn.started",
+            "turn.completed",
+            "session.exited"
+        ],
+        "{diag}"
+    );
+    let r = show(&w, &id);
+    assert_eq!(r["turn"]["prompt"], prompt, "{r}");
+    assert_eq!(r["headline"], prompt, "{r}");
+}
+
+#[test]
+fn a_gemini_agent_declares_done_from_its_shell_and_its_shell_has_no_session_id() {
+    let w = gemini_world();
+    ask_to_declare(&w);
+    let fake = FakeGemini::start();
+    let command = format!(
+        "env > env.txt; '{}' session done --note 'all done' > declared.txt 2>&1",
+        spex_bin().display()
+    );
+    let turn = headless(
+        &w,
+        &fake,
+        "declare",
+        &format!("SCENARIO:shellcmd <<{command}>>"),
+    );
+    turn.assert_success();
+    let diag = &turn.diag;
+    let env = read_or_empty(&w.repo.join("env.txt"));
+    // The shell's environment is Gemini's (`GEMINI_CLI=1`), with no id of the session: so the
+    // adapter names no session variable, and `spex session` finds it by its process.
+    assert!(env.lines().any(|l| l == "GEMINI_CLI=1"), "{env}");
+    assert!(!env.contains("GEMINI_SESSION_ID"), "{env}");
+    let declared = read_or_empty(&w.repo.join("declared.txt"));
+    let id = w
+        .alias("gemini", turn.session_id.as_deref().unwrap())
+        .unwrap();
+    let r = show(&w, &id);
+    assert_eq!(r["declared"]["state"], "done", "{declared}\n{r}\n{diag}");
+    assert_eq!(r["declared"]["note"], "all done", "{r}");
+    // Declared before it stopped: the gate let the turn end at once.
+    assert!(
+        fake.wait_for_prompt("Before you stop, declare", Duration::ZERO)
+            .is_none(),
+        "{diag}"
+    );
+    assert_eq!(r["turn"]["state"], "completed", "{r}");
+}
