@@ -330,6 +330,26 @@ fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_tru
     assert_eq!(r["turn"]["prompt"], prompt, "{r}");
     assert_eq!(r["attention"]["reason"], "turn_failed", "{r}");
 
+    // Esc while the model streams: AfterAgent fires with the partial text as the response;
+    // the transcript says the request was cancelled.
+    t.wait_for(INPUT_PLACEHOLDER, WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
+    let prompt = "SCENARIO:hang";
+    submit_prompt(&t, prompt, WAIT, || {
+        fake.wait_for_prompt(prompt, Duration::ZERO).is_some()
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
+    t.wait_for(fake_gemini::HANG_TEXT, WAIT)
+        .unwrap_or_else(|e| panic!("no streamed text: {e}\n{}", tui_diag(&t, &fake, &w)));
+    t.send(b"\x1b");
+    let r = show_until(&w, &id, "interrupted", |r| {
+        r["turn"]["prompt"] == prompt && r["turn"]["state"] != "running"
+    });
+    assert_eq!(r["turn"]["state"], "interrupted", "{r}");
+    assert_eq!(r["turn"]["by"], "terminal", "{r}");
+    assert_eq!(r["source"], "hook AfterAgent", "{r}");
+    assert_eq!(r["status"], "idle", "{r}");
+
     // Ctrl-C twice: SessionEnd fires three times, the session exits once.
     t.send(b"\x03");
     t.wait_for("again to exit", WAIT)
@@ -356,8 +376,11 @@ fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_tru
             "attention.closed",
             "turn.started",
             "turn.failed",
-            // A failed turn's alert stays visible after the exit.
             "attention.opened",
+            // The next prompt closes the failed turn's alert.
+            "attention.closed",
+            "turn.started",
+            "turn.interrupted",
             "session.exited",
         ],
         "{}",

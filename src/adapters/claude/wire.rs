@@ -123,28 +123,12 @@ fn decode_payload(event: &str, p: &Value) -> HookEvent {
 }
 
 fn encode_answer(event: &str, answer: &Answer) -> Reply {
-    if let Some(reason) = wire::block_text(answer) {
-        let out = match event {
-            "PreToolUse" => json!({ "hookSpecificOutput": {
-                "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason } }),
-            "UserPromptSubmit" | "Stop" | "SubagentStop" | "PostToolUse" => {
-                json!({ "decision": "block", "reason": reason })
-            }
-            _ => {
-                return Reply {
-                    stderr: reason,
-                    exit_code: 2,
-                    ..Reply::default()
-                };
-            }
-        };
-        return Reply {
-            stdout: out.to_string(),
-            ..Reply::default()
-        };
-    }
-    if answer.context.is_empty() || !CONTEXT_EVENTS.contains(&event) {
-        return Reply::default();
-    }
-    wire::context_reply(event, &answer.context)
+    wire::encode_answer(event, answer, CONTEXT_EVENTS, |event, reason| match event {
+        "PreToolUse" => Some(json!({ "hookSpecificOutput": {
+            "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason } })),
+        "UserPromptSubmit" | "Stop" | "SubagentStop" | "PostToolUse" => {
+            Some(json!({ "decision": "block", "reason": reason }))
+        }
+        _ => None,
+    })
 }

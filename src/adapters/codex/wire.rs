@@ -131,18 +131,8 @@ fn decode_payload(event: &str, p: &Value) -> HookEvent {
 }
 
 fn encode_answer(event: &str, answer: &Answer) -> Reply {
-    if let Some(reason) = wire::block_text(answer) {
-        // Exit 2 + stderr blocks PreToolUse, UserPromptSubmit, PostToolUse and Stop alike.
-        return Reply {
-            stderr: reason,
-            exit_code: 2,
-            ..Reply::default()
-        };
-    }
-    if answer.context.is_empty() || !EVENTS_WITH_CONTEXT.contains(&event) {
-        return Reply::default();
-    }
-    wire::context_reply(event, &answer.context)
+    // Exit 2 + stderr blocks PreToolUse, UserPromptSubmit, PostToolUse and Stop alike.
+    wire::encode_answer(event, answer, EVENTS_WITH_CONTEXT, |_, _| None)
 }
 
 #[cfg(test)]

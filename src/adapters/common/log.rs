@@ -81,16 +81,22 @@ const JSONL_TAIL_BYTES: u64 = 256 * 1024;
 /// The entries in the last [`JSONL_TAIL_BYTES`] of a JSON-lines log, oldest first (a cut first
 /// line is not JSON and is skipped).
 pub fn jsonl_tail(path: &Path) -> Option<Vec<Value>> {
-    let mut f = std::fs::File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    let from = len.saturating_sub(JSONL_TAIL_BYTES);
-    f.seek(SeekFrom::Start(from)).ok()?;
-    let mut bytes = Vec::new();
-    f.take(JSONL_TAIL_BYTES).read_to_end(&mut bytes).ok()?;
+    let bytes = last_bytes(path, JSONL_TAIL_BYTES)?;
     Some(
         String::from_utf8_lossy(&bytes)
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect(),
     )
+}
+
+/// The last `limit` bytes of a log (all of it when shorter): a small read for the hook path,
+/// which parses only the lines it needs.
+pub fn last_bytes(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(limit))).ok()?;
+    let mut bytes = Vec::new();
+    f.take(limit).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }

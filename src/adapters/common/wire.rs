@@ -166,6 +166,35 @@ pub fn question_text(input: &Value) -> String {
     }
 }
 
+/// spex's answer in a hook protocol like Claude Code's: a block as the JSON `block` makes of
+/// the event and the reason (exit 2 with the reason on stderr where it makes none), context as
+/// `hookSpecificOutput.additionalContext` on the events that read it (`context_events`), else
+/// nothing.
+pub fn encode_answer(
+    event: &str,
+    answer: &Answer,
+    context_events: &[&str],
+    block: impl FnOnce(&str, &str) -> Option<Value>,
+) -> Reply {
+    if let Some(reason) = block_text(answer) {
+        return match block(event, &reason) {
+            Some(out) => Reply {
+                stdout: out.to_string(),
+                ..Reply::default()
+            },
+            None => Reply {
+                stderr: reason,
+                exit_code: 2,
+                ..Reply::default()
+            },
+        };
+    }
+    if answer.context.is_empty() || !context_events.contains(&event) {
+        return Reply::default();
+    }
+    context_reply(event, &answer.context)
+}
+
 /// `{"hookSpecificOutput": {"hookEventName": E, "additionalContext": C}}` as a reply.
 pub fn context_reply(event: &str, context: &[String]) -> Reply {
     let out = json!({ "hookSpecificOutput": { "hookEventName": event, "additionalContext": context.join("\n\n") } });

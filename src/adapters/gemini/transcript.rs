@@ -45,11 +45,7 @@ pub(super) fn cancelled_since(transcript: &Path, since: &str) -> Option<Cancelle
                     call = c["name"].as_str().map(str::to_owned);
                 }
             }
-            Some("info")
-                if e["content"]
-                    .as_str()
-                    .is_some_and(|c| c.starts_with("Request cancelled")) =>
-            {
+            Some("info") if is_cancel(e) => {
                 return Some(Cancelled {
                     at: e["timestamp"].as_str().unwrap_or_default().to_owned(),
                     call,
@@ -59,6 +55,35 @@ pub(super) fn cancelled_since(transcript: &Path, since: &str) -> Option<Cancelle
         }
     }
     None
+}
+
+/// How much of the transcript's end `AfterAgent` reads: its last records are small, and the
+/// hook path affords no more (a `$set` of the whole history may fill it: then nothing is found).
+const HOOK_TAIL_BYTES: u64 = 16 * 1024;
+
+/// Whether the newest message in the transcript says the request was cancelled: Gemini writes
+/// that before it fires `AfterAgent` for a turn cancelled while the model streamed (seen with
+/// 0.61.0), and `AfterAgent` itself reads the same as a completed turn (the partial text).
+pub(super) fn ends_cancelled(transcript: &Path) -> bool {
+    let Some(bytes) = crate::adapters::common::log::last_bytes(transcript, HOOK_TAIL_BYTES) else {
+        return false;
+    };
+    // From the end, parsing only what may be a message: `$set` updates (one may hold the whole
+    // history) are passed over unread.
+    bytes
+        .split(|b| *b == b'\n')
+        .rev()
+        .filter(|l| !l.is_empty() && !l.starts_with(br#"{"$set""#))
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .find(|e| matches!(e["type"].as_str(), Some("user" | "gemini" | "info")))
+        .is_some_and(|e| is_cancel(&e))
+}
+
+fn is_cancel(e: &Value) -> bool {
+    e["type"] == "info"
+        && e["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("Request cancelled"))
 }
 
 /// The usage the transcript adds since `cursor` (each `gemini` message's request counted once,
@@ -137,6 +162,21 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn a_transcript_ends_cancelled_when_its_newest_message_says_so() {
+        let (_d, t) = write(CANCELLED);
+        assert!(ends_cancelled(&t));
+        // The prompt after it is newer: not cancelled (yet).
+        let mut more = CANCELLED.to_vec();
+        more.push(r#"{"id":"u2","timestamp":"2026-11-26T10:00:00.000Z","type":"user","content":[{"text":"next"}]}"#);
+        more.push(r#"{"$set":{"lastUpdated":"2026-11-26T10:00:00.000Z"}}"#);
+        let (_d, t) = write(&more);
+        assert!(!ends_cancelled(&t));
+        let (_d, t) = write(&CANCELLED[..6]);
+        assert!(!ends_cancelled(&t));
+        assert!(!ends_cancelled(Path::new("/nonexistent/t.jsonl")));
     }
 
     #[test]

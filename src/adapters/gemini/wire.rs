@@ -2,9 +2,11 @@
 //! as its hook output. Its payloads name no turn and no tool call: one `BeforeAgent` starts
 //! each turn and one `AfterAgent` ends it, and a call's start and end pair by tool name.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
-use crate::adapters::common::wire::{self, block_text, choice, question_ask, str_field as s};
+use crate::adapters::common::wire::{self, choice, question_ask, str_field as s};
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
 use crate::seam::wire::HookWire;
 use crate::store::session::{Attention, ErrorKind, Failure};
@@ -89,7 +91,15 @@ fn decode_payload(event: &str, p: &Value) -> HookEvent {
         }
         "AfterAgent" => {
             ev.stop_hook_active = p.get("stop_hook_active").and_then(Value::as_bool) == Some(true);
-            if s(p, "prompt_response").as_deref() == Some(NO_RESPONSE) {
+            if ev
+                .transcript
+                .as_deref()
+                .is_some_and(|t| super::transcript::ends_cancelled(Path::new(t)))
+            {
+                // Esc while the model streamed: the payload carries the partial text as if
+                // it were the answer; the transcript says the request was cancelled.
+                Kind::TurnInterrupted
+            } else if s(p, "prompt_response").as_deref() == Some(NO_RESPONSE) {
                 let failure = Failure::new(
                     "the model request failed (Gemini CLI reported no response text)",
                     ErrorKind::ModelError,
@@ -208,31 +218,15 @@ fn tool_failure(tool: Option<&str>, response: Option<&Value>) -> Option<String> 
 }
 
 fn encode_answer(event: &str, answer: &Answer) -> Reply {
-    if let Some(reason) = block_text(answer) {
-        let out = match event {
-            // The tool does not run; the reason goes to the model (§7).
-            "BeforeTool" | "AfterTool" => json!({ "decision": "deny", "reason": reason }),
-            // BeforeAgent: the prompt is dropped. AfterAgent: the agent goes on with the
-            // reason as its next prompt (`stop_hook_active` then says so).
-            "BeforeAgent" | "AfterAgent" => json!({ "decision": "block", "reason": reason }),
-            _ => {
-                // Plain text on exit 2 is a deny wherever Gemini reads one.
-                return Reply {
-                    stderr: reason,
-                    exit_code: 2,
-                    ..Reply::default()
-                };
-            }
-        };
-        return Reply {
-            stdout: out.to_string(),
-            ..Reply::default()
-        };
-    }
-    if answer.context.is_empty() || !CONTEXT_EVENTS.contains(&event) {
-        return Reply::default();
-    }
-    wire::context_reply(event, &answer.context)
+    wire::encode_answer(event, answer, CONTEXT_EVENTS, |event, reason| match event {
+        // The tool does not run; the reason goes to the model (§7).
+        "BeforeTool" | "AfterTool" => Some(json!({ "decision": "deny", "reason": reason })),
+        // BeforeAgent: the prompt is dropped. AfterAgent: the agent goes on with the reason
+        // as its next prompt (`stop_hook_active` then says so).
+        "BeforeAgent" | "AfterAgent" => Some(json!({ "decision": "block", "reason": reason })),
+        // Plain text on exit 2 is a deny wherever Gemini reads one.
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -275,7 +269,8 @@ mod tests {
             ("SessionEnd.clear", Kind::SessionEnded, Some("clear")),
             ("BeforeAgent", Kind::PromptSubmitted, None),
             ("AfterAgent", Kind::TurnCompleted, None),
-            // Esc while the model streamed: the partial text came back, the turn is over.
+            // Esc while the model streamed: the payload alone reads as a completion (its
+            // transcript, not captured with it, says the request was cancelled).
             ("AfterAgent.cancelled", Kind::TurnCompleted, None),
             ("AfterAgent.api_error", Kind::TurnFailed, None),
             // Not bound: they fire per model request or streamed chunk.
