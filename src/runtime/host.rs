@@ -1005,7 +1005,10 @@ fn resize(shared: &Shared, rows: u16, cols: u16) -> std::io::Result<()> {
 /// SIGTERM would hold the terminal open and the session would never read exited).
 fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
     let deadline = std::time::Instant::now() + grace;
-    stop_program(shared, grace)?;
+    if stop_program(shared, grace)? {
+        // SIGKILL went to the whole group: nothing of it is left to wait for.
+        return Ok(());
+    }
     // What it started may still be finishing on its own (a hook of its exit).
     let settled = std::time::Instant::now() + LEFTOVER_WAIT.min(grace);
     while lock(&shared.session).group_alive() && std::time::Instant::now() < settled {
@@ -1030,8 +1033,8 @@ fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Ends the program itself (see [`stop`]).
-fn stop_program(shared: &Shared, grace: Duration) -> std::io::Result<()> {
+/// Ends the program itself (see [`stop`]); whether that took SIGKILL of its group.
+fn stop_program(shared: &Shared, grace: Duration) -> std::io::Result<bool> {
     let keys = shared.terminal.exit_keys();
     // A turn that just ended can still be drawing its last lines (Claude runs its Stop hook
     // under a spinner): give the prompt a moment to come back.
@@ -1050,15 +1053,16 @@ fn stop_program(shared: &Shared, grace: Duration) -> std::io::Result<()> {
             }
         }
         if ended_within(shared, EXIT_KEYS_WAIT.min(grace))? {
-            return Ok(());
+            return Ok(false);
         }
     }
     eprintln!("{} stop: SIGTERM", crate::store::now_rfc3339());
     lock(&shared.session).signal(rustix::process::Signal::TERM)?;
-    if !ended_within(shared, grace)? {
-        lock(&shared.session).signal(rustix::process::Signal::KILL)?;
+    if ended_within(shared, grace)? {
+        return Ok(false);
     }
-    Ok(())
+    lock(&shared.session).signal(rustix::process::Signal::KILL)?;
+    Ok(true)
 }
 
 /// Whether the program ends within `limit`; the session lock is held only for each look, so
