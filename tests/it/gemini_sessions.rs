@@ -508,3 +508,53 @@ fn a_governed_files_spec_reaches_gemini_with_its_write_s_result() {
     let r = show(&w, &id);
     assert!(r["flags"]["pending_context"].is_null(), "{r}");
 }
+
+#[test]
+fn a_resumed_headless_gemini_session_is_the_same_record_with_its_new_process() {
+    let w = gemini_world();
+    let fake = FakeGemini::start();
+    let first = headless(&w, &fake, "first", "SCENARIO:default first");
+    first.assert_success();
+    let sid = first.session_id.clone().unwrap();
+    let id = w.alias("gemini", &sid).unwrap();
+    let before = show(&w, &id);
+    let mut cmd = gemini(&w, &fake);
+    cmd.args(["--yolo", "--resume", &sid]);
+    let second = headless_turn(
+        &mut cmd,
+        &fake,
+        &w.repo,
+        w.dir.path(),
+        "second",
+        "SCENARIO:default second",
+        TURN_TIMEOUT,
+    );
+    second.assert_success();
+    assert_eq!(
+        second.session_id.as_deref(),
+        Some(sid.as_str()),
+        "{}",
+        second.diag
+    );
+    let r = show(&w, &id);
+    assert_eq!(w.session_ids(), [id.clone()]);
+    assert_eq!(r["status"], "exited", "{r}");
+    assert_eq!(r["turn"]["prompt"], "SCENARIO:default second", "{r}");
+    assert_ne!(r["process"], before["process"], "{r}");
+    assert_eq!(
+        kinds(&w, &id),
+        [
+            "session.started",
+            "turn.started",
+            "turn.completed",
+            "session.exited",
+            "session.resumed",
+            "session.started",
+            "turn.started",
+            "turn.completed",
+            "session.exited",
+        ],
+        "{}",
+        second.diag
+    );
+}
