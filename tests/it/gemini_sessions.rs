@@ -537,7 +537,7 @@ fn a_resumed_headless_gemini_session_is_the_same_record_with_its_new_process() {
         second.diag
     );
     let r = show(&w, &id);
-    assert_eq!(w.session_ids(), [id.clone()]);
+    assert_eq!(w.session_ids(), std::slice::from_ref(&id));
     assert_eq!(r["status"], "exited", "{r}");
     assert_eq!(r["turn"]["prompt"], "SCENARIO:default second", "{r}");
     assert_ne!(r["process"], before["process"], "{r}");
