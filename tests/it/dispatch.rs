@@ -448,9 +448,14 @@ fn fixture_report(harness: &str) -> String {
             .map(|h| h.join().expect("case thread"))
             .collect()
     });
+    let submit = if harness == "gemini" {
+        "BeforeAgent"
+    } else {
+        "UserPromptSubmit"
+    };
     let mut report = format!(
         "Every captured {harness} payload, each in a fresh store. SessionStart payloads run on an empty store;\n\
-         the others on a session primed to `working` (SessionStart + UserPromptSubmit: turn running).\n\n"
+         the others on a session primed to `working` (SessionStart + {submit}: turn running).\n\n"
     );
     for (i, stanza) in stanzas.iter().enumerate() {
         if i == first_synthetic {
