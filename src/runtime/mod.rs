@@ -703,8 +703,18 @@ pub fn stop(
             .flatten()
             .filter(|s| s.status == Status::Exited && s.exit_status.is_some())
     })?;
-    exited.ok_or_else(|| RuntimeError::HostGone {
+    let exited = exited.ok_or_else(|| RuntimeError::HostGone {
         id: id.to_owned(),
         socket: socket_path(env, id).unwrap_or_default(),
-    })
+    })?;
+    // The host records the exit, then finishes the recording and removes its socket: what
+    // `stop` returns to may read the recording whole (`cassette export` right after). A host
+    // killed before it could remove the socket is not waited for long.
+    let finished_by = deadline.min(Instant::now() + Duration::from_secs(3));
+    if let Ok(socket) = socket_path(env, id) {
+        while socket.exists() && Instant::now() < finished_by {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Ok(exited)
 }
