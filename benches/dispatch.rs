@@ -56,6 +56,16 @@ const HARNESSES: &[Harness] = &[
     },
 ];
 
+/// Events a harness fires as often as its tool calls, measured beside them on the shell call's
+/// session: (adapter id, event, captured payload). Codex fires `PreModelRequest` and
+/// `PostModelRequest` around every model request, one more than its tool calls per turn;
+/// `PostModelRequest` also writes the request's usage, so it is the costlier of the two.
+const ALSO: &[(&str, &str, &str)] = &[(
+    "codex",
+    "PostModelRequest",
+    "PostModelRequest.completed.json",
+)];
+
 /// A harness that can be measured, with its payloads read.
 struct Known {
     h: &'static Harness,
@@ -117,6 +127,22 @@ fn reply(spex: &Path, args: &[&str], env: &[(&str, &Path)], cwd: &Path, stdin: &
         .expect("wait");
     assert!(out.status.success());
     String::from_utf8(out.stdout).expect("utf-8 reply")
+}
+
+/// What one run of `case` tells the agent: its reply, and the context its harness takes only
+/// with a later hook (kept on the record of `session` meanwhile).
+fn told(spex: &Path, case: &Case, env: &[(&str, &Path)], store: &Path, session: &str) -> String {
+    let mut said = reply(spex, &case.args, env, case.cwd, &case.stdin);
+    for dir in session_dirs(store) {
+        if dir.file_name().is_some_and(|n| n == session) {
+            let record: Value = serde_json::from_slice(
+                &std::fs::read(dir.join("session.json")).expect("the session's record"),
+            )
+            .expect("a record is JSON");
+            said.push_str(&record["flags"]["pending_context"].to_string());
+        }
+    }
+    said
 }
 
 /// The value at `per_mille` / 1000 of a sorted sample (nearest rank).
@@ -375,6 +401,22 @@ fn main() {
             stdin: moved(&k.call, &format!("{}-call", k.h.id), &repo),
         })
         .collect();
+    for (id, event, file) in ALSO {
+        let Some(k) = known.iter().find(|k| k.h.id == *id) else {
+            continue;
+        };
+        let payload: Value = serde_json::from_slice(
+            &std::fs::read(fixtures.join(id).join(file)).expect("a captured payload"),
+        )
+        .expect("a payload is JSON");
+        cases.push(Case {
+            label: format!("{id} {event}"),
+            program: &spex,
+            args: vec!["dispatch", id, event],
+            cwd: &repo,
+            stdin: moved(&payload, &format!("{}-call", k.h.id), &repo),
+        });
+    }
     cases.push(cases[0].on_true(&truth));
     let logged: Vec<usize> = known.iter().map(|k| events(&k.record)).collect();
     let took = measure(&cases, &env);
@@ -463,19 +505,13 @@ fn main() {
         }
         // The edit reads as one of a governed file in the project, and of none in the worktree.
         let governed = &cases[cases.len() - 2];
-        let said = reply(&spex, &governed.args, &env, governed.cwd, &governed.stdin);
+        let said = told(&spex, governed, &env, &store, &format!("{id}-edit"));
         assert!(
             said.contains("Edits"),
             "{id}: the governed edit names its spec: {said:?}"
         );
         let plain_case = &cases[cases.len() - 1];
-        let said = reply(
-            &spex,
-            &plain_case.args,
-            &env,
-            plain_case.cwd,
-            &plain_case.stdin,
-        );
+        let said = told(&spex, plain_case, &env, &store, &format!("{id}-edit-plain"));
         assert!(
             !said.contains("Edits"),
             "{id}: no spec governs the worktree: {said:?}"
