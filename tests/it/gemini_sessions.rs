@@ -4,7 +4,8 @@
 //! after the prompt (the process gone ends it), and in a TUI the test owns (a session the
 //! person started in their own terminal): a permission dialog naming the command, rejected
 //! with Esc (no hook fires: the transcript tells), and an API failure (`AfterAgent` with no
-//! response text: failed).
+//! response text: failed), and a shell command allowed there (no hook fires until it ends: the
+//! CLI running it tells).
 
 use std::time::{Duration, Instant};
 
@@ -557,4 +558,112 @@ fn a_resumed_headless_gemini_session_is_the_same_record_with_its_new_process() {
         "{}",
         second.diag
     );
+}
+
+/// The processes whose cwd is `dir` and whose command line holds `needle`: (pid, parent, the
+/// command line with its NULs as spaces).
+fn running_in(dir: &std::path::Path, needle: &str) -> Vec<(u32, String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_link(format!("/proc/{pid}/cwd"))
+            .ok()
+            .as_deref()
+            != Some(dir)
+        {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            out.push((pid, stat, cmdline));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_gemini_tui_permission_allowed_in_the_terminal_is_working_while_its_command_runs() {
+    const WAIT: Duration = Duration::from_secs(90);
+    let w = gemini_world();
+    let fake = FakeGemini::start();
+    let mut t = Term::spawn(&gemini(&w, &fake), 45, 130);
+    wait_tui_ready(&t, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
+    let prompt = "SCENARIO:slowshell run it";
+    submit_prompt(&t, prompt, WAIT, || {
+        fake.wait_for_prompt(prompt, Duration::ZERO).is_some()
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
+    t.wait_for("Allow execution", WAIT)
+        .unwrap_or_else(|e| panic!("no dialog: {e}\n{}", tui_diag(&t, &fake, &w)));
+    let id = only_session(&w);
+    let r = show_until(&w, &id, "needs attention", |r| {
+        r["status"] == "needs_attention"
+    });
+    assert_eq!(r["attention"]["text"], fake_gemini::SLOW_CMD, "{r}");
+    // The dialog is still open: nothing runs, and the session still waits on the person.
+    assert!(running_in(&w.repo, "sleep 20").is_empty());
+    let r = show(&w, &id);
+    assert_eq!(r["status"], "needs_attention", "{r}");
+
+    // "Allow once" in the person's terminal: Gemini fires no hook until the command ends.
+    t.send(b"1");
+    let end = Instant::now() + WAIT;
+    while running_in(&w.repo, "sleep 20").is_empty() {
+        assert!(
+            Instant::now() < end,
+            "the command never started\n{}",
+            tui_diag(&t, &fake, &w)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = show_until(&w, &id, "working while the command runs", |r| {
+        r["status"] == "working"
+    });
+    assert!(r["attention"].is_null(), "{r}");
+    assert_eq!(r["turn"]["state"], "running", "{r}");
+    assert_eq!(r["source"], "process table", "{r}");
+    assert!(
+        !running_in(&w.repo, "sleep 20").is_empty() && !w.repo.join("slow_out.txt").exists(),
+        "the command ended before spex saw it run: {r}"
+    );
+
+    // The command ends, then the turn.
+    let end = Instant::now() + WAIT;
+    let r = loop {
+        let r = show(&w, &id);
+        if r["turn"]["state"] == "completed" {
+            break r;
+        }
+        assert!(
+            Instant::now() < end,
+            "the turn never completed\n{}\n{}",
+            crate::common::pretty(&r),
+            tui_diag(&t, &fake, &w)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(r["status"], "idle", "{r}");
+    assert!(
+        w.repo.join("slow_out.txt").exists(),
+        "the command did not run"
+    );
+    assert_eq!(
+        kinds(&w, &id),
+        [
+            "session.started",
+            "turn.started",
+            "tool.started run_shell_command",
+            "attention.opened run_shell_command",
+            "attention.closed",
+            "tool.completed run_shell_command",
+            "turn.completed",
+        ],
+        "{}",
+        tui_diag(&t, &fake, &w)
+    );
+    drop(t.wait_exit(Duration::ZERO));
 }

@@ -2,7 +2,9 @@
 //! process (recorded from the hooks' ancestry) is gone with no `SessionEnd` (a headless turn
 //! whose model request failed fires nothing after `BeforeAgent` and exits 144; a kill fires
 //! nothing), and its transcript says a request was cancelled (Esc or "No" at a permission
-//! dialog fires no hook at all: no `AfterTool`, no `AfterAgent`).
+//! dialog fires no hook at all: no `AfterTool`, no `AfterAgent`), and its process runs the
+//! shell command whose dialog the person allowed in their terminal (no hook fires at that
+//! either: the next is the command's `AfterTool`).
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +12,8 @@ use crate::env::Env;
 use crate::seam::evidence::{self, Evidence, Finding, LogReading, Observer, Watch};
 use crate::store::session::{Session, Status, TurnState};
 
-use super::transcript;
+use super::wire::SHELL_TOOL;
+use super::{process, transcript};
 
 pub struct GeminiEvidence;
 
@@ -72,6 +75,11 @@ fn judge(s: &Session) -> Option<Evidence> {
             ..Evidence::default()
         });
     }
+    cancelled(s).or_else(|| allowed(s))
+}
+
+/// The running turn cancelled, as the transcript says.
+fn cancelled(s: &Session) -> Option<Evidence> {
     let turn = s.turn.as_ref().filter(|t| t.state == TurnState::Running)?;
     let path = s.transcript.as_deref()?;
     let c = transcript::cancelled_since(path, &turn.started_at)?;
@@ -108,10 +116,33 @@ fn judge(s: &Session) -> Option<Evidence> {
     })
 }
 
+/// The shell command the session asked the person about runs: they allowed it in their
+/// terminal, and it works again. Only while that dialog is what the record waits on, and only
+/// once the CLI runs the command (while the dialog is open it has no such child).
+fn allowed(s: &Session) -> Option<Evidence> {
+    let a = s.attention.as_ref().filter(|a| {
+        s.status == Status::NeedsAttention
+            && a.reason == "permission"
+            && a.tool.as_deref() == Some(SHELL_TOOL)
+    })?;
+    let cli = s.process_id()?;
+    let child = process::running_command(cli.pid, &a.text)?;
+    Some(Evidence {
+        finding: Some(Finding::Resumed),
+        source: "process table".into(),
+        why: Some(format!(
+            "Gemini CLI's process {} runs the command it asked about (process {child}): the person allowed it",
+            cli.pid
+        )),
+        ..Evidence::default()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::session::{Attention, ProcessId, Turn};
+    use std::os::unix::process::CommandExt as _;
 
     fn running(started: &str, transcript: Option<PathBuf>) -> Session {
         Session {
@@ -167,5 +198,55 @@ mod tests {
         );
         // A turn that began after the cancel was not cancelled by it.
         assert_eq!(judge(&running("2026-11-26T09:59:36.000Z", Some(t))), None);
+    }
+
+    #[test]
+    fn an_allowed_shell_command_running_under_the_cli_resumes_its_session_and_an_open_dialog_does_not()
+     {
+        let command = "sleep 30; echo allowed";
+        let pid = std::process::id();
+        let mut s = running("2026-11-26T09:59:32.100Z", None);
+        s.process = Some(
+            ProcessId {
+                pid,
+                start: evidence::process_start(pid).unwrap(),
+            }
+            .into(),
+        );
+        s.status = Status::NeedsAttention;
+        let mut a = Attention::new("permission", command, "2026-11-26T09:59:33.000Z");
+        a.tool = Some(SHELL_TOOL.into());
+        s.attention = Some(a);
+        // The dialog is open: the CLI runs no such command.
+        assert_eq!(judge(&s), None);
+        let mut child = std::process::Command::new("bash")
+            .args(["-c", &format!("(\n{command}\n)\nexit $?")])
+            .process_group(0)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut ev = judge(&s);
+        while ev.is_none() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            ev = judge(&s);
+        }
+        let ev = ev.unwrap();
+        assert_eq!(ev.finding, Some(Finding::Resumed));
+        assert_eq!(ev.source, "process table");
+        // Not another tool's dialog, and not once the record no longer waits on the person.
+        let mut other = s.clone();
+        other.attention.as_mut().unwrap().tool = Some("write_file".into());
+        assert_eq!(judge(&other), None);
+        let mut working = s.clone();
+        working.status = Status::Working;
+        assert_eq!(judge(&working), None);
+        // The group: the subshell and its `sleep` too.
+        std::process::Command::new("kill")
+            .args(["-9", "--", &format!("-{}", child.id())])
+            .status()
+            .unwrap();
+        child.wait().unwrap();
+        assert_eq!(judge(&s), None);
     }
 }

@@ -47,9 +47,58 @@ fn runs_gemini(cmdline: &[u8]) -> bool {
     })
 }
 
+/// A child of the CLI process `cli` that runs `command` (a shell the CLI started whose script
+/// holds it as whole lines: 0.61.0 wraps it as `(\n<command>\n)` in `bash -c`; facts/gemini.md
+/// §12), by its pid. Gemini starts a shell command only once it may run (the person allowed it),
+/// and fires no hook then; its hooks are children too, but their script is a `spex` command.
+pub(super) fn running_command(cli: u32, command: &str) -> Option<u32> {
+    let command = command.trim();
+    if command.is_empty() {
+        return None;
+    }
+    children(cli).into_iter().find(|child| {
+        std::fs::read(format!("/proc/{child}/cmdline")).is_ok_and(|cmdline| {
+            let mut args = cmdline.split(|b| *b == 0);
+            args.next()
+                .and_then(|p| Path::new(std::ffi::OsStr::from_bytes(p)).file_name())
+                .is_some_and(|n| SHELLS.iter().any(|s| n.as_bytes() == s.as_bytes()))
+                && args
+                    .skip_while(|a| *a != b"-c")
+                    .nth(1)
+                    .is_some_and(|script| holds_lines(&String::from_utf8_lossy(script), command))
+        })
+    })
+}
+
+/// The children of process `pid`, by the parent field of every process's `stat` (the kernel's
+/// per-thread `children` lists are not built everywhere); on the readers' path only.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|c| parent_of(*c) == Some(pid))
+        .collect()
+}
+
+/// Whether `script` holds `text` as whole lines (only blanks beside it on its first and last
+/// line), so a short command does not match inside another.
+fn holds_lines(script: &str, text: &str) -> bool {
+    script.match_indices(text).any(|(at, _)| {
+        let before = &script[..at];
+        let after = &script[at + text.len()..];
+        let line_start = before.rsplit('\n').next().unwrap_or_default();
+        let line_end = after.split('\n').next().unwrap_or_default();
+        line_start.trim().is_empty() && line_end.trim().is_empty()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt as _;
     use std::process::Command;
 
     #[test]
@@ -67,6 +116,44 @@ mod tests {
         assert!(!runs(&["cargo", "test", "--bin", "spex", "gemini"]));
         assert!(!runs(&["bash"]));
         assert!(!runs(&[]));
+    }
+
+    #[test]
+    fn a_command_is_whole_lines_of_the_script() {
+        let script = "shopt -u promptvars; _bgpids_file=/tmp/x\n(\n  trap 'jobs -p' EXIT\nsleep 20; echo slow > slow_out.txt\n)\n__code=$?\nexit $__code";
+        assert!(holds_lines(script, "sleep 20; echo slow > slow_out.txt"));
+        assert!(holds_lines("ls", "ls"));
+        assert!(holds_lines("a\n  two\nlines \nb", "two\nlines"));
+        assert!(!holds_lines(script, "sleep 20"));
+        assert!(!holds_lines(script, "ls"));
+    }
+
+    #[test]
+    fn a_child_shell_running_the_command_is_found_and_no_other() {
+        let command = "sleep 30; echo done";
+        let mut child = Command::new("bash")
+            .args(["-c", &format!("(\n{command}\n)\nexit $?")])
+            .process_group(0)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut found = None;
+        while found.is_none() && std::time::Instant::now() < end {
+            found = running_command(me, command);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(found, Some(child.id()));
+        assert_eq!(running_command(me, "sleep 30"), None);
+        assert_eq!(running_command(me, "  "), None);
+        // The group: the subshell and its `sleep` too.
+        std::process::Command::new("kill")
+            .args(["-9", "--", &format!("-{}", child.id())])
+            .status()
+            .unwrap();
+        child.wait().unwrap();
+        assert_eq!(running_command(me, command), None);
     }
 
     #[test]

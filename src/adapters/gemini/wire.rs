@@ -36,7 +36,7 @@ impl HookWire for GeminiWire {
 const ASK_TOOL: &str = "ask_user";
 
 /// The tool that runs shell commands.
-const SHELL_TOOL: &str = "run_shell_command";
+pub(super) const SHELL_TOOL: &str = "run_shell_command";
 
 /// What `AfterAgent` reports as the response when the turn produced no text: the model
 /// request failed (the TUI shows `✕ [API Error: ...]`; §5 "API error"). A model that
