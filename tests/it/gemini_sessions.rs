@@ -269,27 +269,36 @@ fn only_session(w: &World) -> String {
     ids[0].clone()
 }
 
-#[test]
-fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_truly() {
-    const WAIT: Duration = Duration::from_secs(90);
-    let w = gemini_world();
-    let fake = FakeGemini::start();
-    let mut t = Term::spawn(&gemini(&w, &fake), 45, 130);
-    wait_tui_ready(&t, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
+/// How long the TUI tests wait on the screen.
+const TUI_WAIT: Duration = Duration::from_secs(90);
 
-    // A shell call waits on its dialog: the session needs the person, naming the command.
-    let prompt = "SCENARIO:shell run it";
-    submit_prompt(&t, prompt, WAIT, || {
+/// A TUI the test owns in `w`'s repo (a session the person started in their own terminal),
+/// whose `prompt` opened a shell call's permission dialog; the session's id and its record
+/// once it needs the person.
+fn tui_at_shell_dialog(w: &World, fake: &FakeGemini, prompt: &str) -> (Term, String, Value) {
+    let t = Term::spawn(&gemini(w, fake), 45, 130);
+    wait_tui_ready(&t, TUI_WAIT).unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, fake, w)));
+    submit_prompt(&t, prompt, TUI_WAIT, || {
         fake.wait_for_prompt(prompt, Duration::ZERO).is_some()
     })
-    .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
-    t.wait_for("Allow execution", WAIT)
-        .unwrap_or_else(|e| panic!("no dialog: {e}\n{}", tui_diag(&t, &fake, &w)));
-    let id = only_session(&w);
-    let r = show_until(&w, &id, "needs attention", |r| {
+    .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, fake, w)));
+    t.wait_for("Allow execution", TUI_WAIT)
+        .unwrap_or_else(|e| panic!("no dialog: {e}\n{}", tui_diag(&t, fake, w)));
+    let id = only_session(w);
+    let r = show_until(w, &id, "needs attention", |r| {
         r["status"] == "needs_attention"
     });
     assert_eq!(r["attention"]["reason"], "permission", "{r}");
+    (t, id, r)
+}
+
+#[test]
+fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_truly() {
+    const WAIT: Duration = TUI_WAIT;
+    let w = gemini_world();
+    let fake = FakeGemini::start();
+    // A shell call waits on its dialog: the session needs the person, naming the command.
+    let (mut t, id, r) = tui_at_shell_dialog(&w, &fake, "SCENARIO:shell run it");
     assert_eq!(r["attention"]["text"], fake_gemini::SHELL_CMD, "{r}");
     let text = w.ok(&w.repo, &["show", &id]);
     assert!(
@@ -587,22 +596,10 @@ fn running_in(dir: &std::path::Path, needle: &str) -> Vec<(u32, String, String)>
 
 #[test]
 fn a_gemini_tui_permission_allowed_in_the_terminal_is_working_while_its_command_runs() {
-    const WAIT: Duration = Duration::from_secs(90);
+    const WAIT: Duration = TUI_WAIT;
     let w = gemini_world();
     let fake = FakeGemini::start();
-    let mut t = Term::spawn(&gemini(&w, &fake), 45, 130);
-    wait_tui_ready(&t, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
-    let prompt = "SCENARIO:slowshell run it";
-    submit_prompt(&t, prompt, WAIT, || {
-        fake.wait_for_prompt(prompt, Duration::ZERO).is_some()
-    })
-    .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
-    t.wait_for("Allow execution", WAIT)
-        .unwrap_or_else(|e| panic!("no dialog: {e}\n{}", tui_diag(&t, &fake, &w)));
-    let id = only_session(&w);
-    let r = show_until(&w, &id, "needs attention", |r| {
-        r["status"] == "needs_attention"
-    });
+    let (mut t, id, r) = tui_at_shell_dialog(&w, &fake, "SCENARIO:slowshell run it");
     assert_eq!(r["attention"]["text"], fake_gemini::SLOW_CMD, "{r}");
     // The dialog is still open: nothing runs, and the session still waits on the person.
     assert!(running_in(&w.repo, "sleep 20").is_empty());
