@@ -344,13 +344,24 @@ fn the_gemini_slash_menu_is_what_the_real_tui_offers() {
     crate::support::gemini_home::wait_tui_ready(&t, WAIT).unwrap();
     crate::support::gemini_home::type_and_enter(&t, "/help", WAIT).unwrap();
     // An Enter the CLI took too early is sent again (a second one in an empty box does nothing).
+    // A `/help` entered before the CLI had read its configuration is queued as a prompt (its
+    // input box shows before that; it says `Initializing... Prompts will be queued.`): once the
+    // model has answered it, it is typed again.
     let end = std::time::Instant::now() + WAIT;
+    let mut typed_again = false;
     while t
         .wait_for("Keyboard Shortcuts", Duration::from_secs(5))
         .is_err()
     {
         assert!(std::time::Instant::now() < end, "no help\n{}", t.diag());
-        t.send(b"\r");
+        if !typed_again && t.text().contains("Prompts will be queued") {
+            typed_again = true;
+            t.wait_for("ok (", WAIT)
+                .unwrap_or_else(|e| panic!("the queued /help was not answered: {e}"));
+            crate::support::gemini_home::type_and_enter(&t, "/help", WAIT).unwrap();
+        } else {
+            t.send(b"\r");
+        }
     }
     let help = t.text();
     // `/help` lists the custom commands after the built-ins (not the skills).

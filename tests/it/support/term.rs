@@ -341,6 +341,9 @@ impl Term {
         let end = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
+                // What it wrote last (a goodbye line) may still be on its way through the PTY:
+                // read on until its side is closed (briefly, should something else hold it).
+                let _ = self.wait_until(Duration::from_secs(2), |v| v.closed);
                 return Some(status);
             }
             if Instant::now() >= end {
