@@ -81,6 +81,25 @@ pub struct LogReading {
     pub partial: Option<String>,
 }
 
+/// Counts one usage entry into `total`: added, or taken back (`minus`).
+pub fn count(total: &mut Usage, usage: &Usage, minus: bool) {
+    if minus {
+        total.sub(usage);
+    } else {
+        total.add(usage);
+    }
+}
+
+/// What `entries` add up to, each entry that takes back an earlier one subtracted.
+#[cfg(test)]
+pub fn usage_total(entries: &[UsageEntry]) -> Usage {
+    let mut total = Usage::default();
+    for (_, usage, minus) in entries {
+        count(&mut total, usage, *minus);
+    }
+    total
+}
+
 /// Applies what a reader took from the harness's log: usage to the session and, for entries
 /// written since the turn began, to its turn; a failed turn that had written text becomes
 /// `partial_failed` (`turn.amended`: not a second ending, the ending's state corrected by
@@ -101,11 +120,7 @@ pub fn apply_log(s: &mut Session, r: &LogReading, now: &str, source: &str) -> Ve
             targets.push(t.usage.get_or_insert_with(Usage::default));
         }
         for u in targets {
-            if *minus {
-                u.sub(usage);
-            } else {
-                u.add(usage);
-            }
+            count(u, usage, *minus);
         }
     }
     if let Some(c) = &r.cursor {

@@ -72,14 +72,7 @@ mod tests {
         let synthetic = r#"{"type":"assistant","timestamp":"2026-11-26T06:36:12.300Z","message":{"id":"x","model":"<synthetic>","usage":{"input_tokens":0,"output_tokens":0}}}"#;
         std::fs::write(&t, format!("{}\n{}\n", entry("m1", 1), entry("m1", 7))).unwrap();
         let (first, cursor) = read(&t, &UsageCursor::default(), false).unwrap();
-        let mut total = Usage::default();
-        for (_, u, minus) in &first {
-            if *minus {
-                total.sub(u);
-            } else {
-                total.add(u);
-            }
-        }
+        let mut total = crate::seam::evidence::usage_total(&first);
         assert_eq!(
             (
                 total.input_tokens,
@@ -101,11 +94,7 @@ mod tests {
         std::io::Write::write_all(&mut f, more.as_bytes()).unwrap();
         let (second, cursor2) = read(&t, &cursor, false).unwrap();
         for (_, u, minus) in &second {
-            if *minus {
-                total.sub(u);
-            } else {
-                total.add(u);
-            }
+            crate::seam::evidence::count(&mut total, u, *minus);
         }
         assert_eq!((total.output_tokens, total.requests), (11, 2));
         assert!(cursor2.offset < std::fs::metadata(&t).unwrap().len());

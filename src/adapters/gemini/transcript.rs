@@ -183,14 +183,7 @@ mod tests {
     fn each_request_counts_once_with_its_tokens() {
         let (_d, t) = write(CANCELLED);
         let (entries, cursor) = usage(&t, &UsageCursor::default(), false).unwrap();
-        let mut total = Usage::default();
-        for (_, u, minus) in &entries {
-            if *minus {
-                total.sub(u);
-            } else {
-                total.add(u);
-            }
-        }
+        let total = crate::seam::evidence::usage_total(&entries);
         assert_eq!(
             (
                 total.input_tokens,
