@@ -168,6 +168,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             };
         let selected = here.contains(h.id());
         let ctx = DoctorCtx {
+            id: h.id(),
             selected_anywhere: anywhere.contains(h.id()),
             env,
             tree: &tree,

@@ -186,6 +186,7 @@ impl Inputs<'_> {
             .filter_map(|&h| Some((h, h.files()?)))
         {
             let ctx = ShimCtx {
+                id: h.id(),
                 env: self.env,
                 tree: &self.tree,
                 main_spellings: &spellings,

@@ -12,6 +12,8 @@ use crate::spec::SpecNode;
 
 /// What an adapter needs to plan its shims for one tree.
 pub struct ShimCtx<'a> {
+    /// The id of the harness planned for, as its hook commands name it.
+    pub id: &'a str,
     pub env: &'a Env,
     pub tree: &'a Tree,
     /// Other spellings of the main checkout (absolute paths through symlinks that resolve to
@@ -31,8 +33,8 @@ pub struct ShimCtx<'a> {
 
 impl ShimCtx<'_> {
     /// The hook command for one event: identical across runs, so Codex trust stays valid.
-    pub fn hook_command(&self, harness: &str, event: &str) -> String {
-        format!("{} dispatch {harness} {event}", self.spex)
+    pub fn hook_command(&self, event: &str) -> String {
+        format!("{} dispatch {} {event}", self.spex, self.id)
     }
 }
 
@@ -73,6 +75,8 @@ impl Check {
 
 /// What doctor needs to inspect one harness in one tree.
 pub struct DoctorCtx<'a> {
+    /// The id of the harness inspected, as its hook commands name it.
+    pub id: &'a str,
     pub env: &'a Env,
     pub tree: &'a Tree,
     /// Other spellings of the main checkout, as for [`ShimCtx::main_spellings`].

@@ -114,7 +114,7 @@ impl Files for ClaudeFiles {
                     };
                     (
                         (*e).to_owned(),
-                        files::hook_group(&ctx.hook_command("claude", e), timeout),
+                        files::hook_group(&ctx.hook_command(e), timeout),
                     )
                 })
                 .collect()
@@ -174,7 +174,6 @@ impl Files for ClaudeFiles {
 
     fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check> {
         let mut checks = vec![files::check_shims(
-            "claude",
             EVENTS,
             ctx,
             &settings_file(&ctx.tree.root),

@@ -312,7 +312,7 @@ impl Files for CodexFiles {
                     (
                         (*e).to_owned(),
                         files::hook_group(
-                            &ctx.hook_command("codex", e),
+                            &ctx.hook_command(e),
                             timeout_for(e, ctx.answer_wait_secs),
                         ),
                     )
@@ -391,7 +391,6 @@ impl Files for CodexFiles {
         let hooks_path = hooks_file(&ctx.tree.main);
         // The hooks file is shared by every checkout: wanted while any checkout selects Codex.
         checks.push(files::check_shims(
-            "codex",
             EVENTS,
             ctx,
             &hooks_path,

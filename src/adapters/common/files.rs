@@ -156,15 +156,15 @@ pub fn front_matter_field(path: &Path, key: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Shim checks the adapters share: every event of `events` has a spex handler of harness `id`
+/// Shim checks the adapters share: every event of `events` has a spex handler of the harness `ctx.id`
 /// pointing at this spex; handlers pointing at another spex are reported as stale.
-pub fn check_shims(id: &str, events: &[&str], ctx: &DoctorCtx, file: &Path, wanted: bool) -> Check {
+pub fn check_shims(events: &[&str], ctx: &DoctorCtx, file: &Path, wanted: bool) -> Check {
     let doc = std::fs::read(file)
         .ok()
         .and_then(|b| JsonDoc::parse(&b).ok())
         .map_or(Value::Null, |d| d.value());
     let found = spex_commands(&doc);
-    let prefix = format!("{} dispatch {id} ", ctx.spex);
+    let prefix = format!("{} dispatch {} ", ctx.spex, ctx.id);
     let stale: Vec<&String> = found
         .iter()
         .map(|(_, c)| c)

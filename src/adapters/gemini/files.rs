@@ -207,10 +207,7 @@ impl Files for GeminiFiles {
                 .map(|e| {
                     (
                         (*e).to_owned(),
-                        hook_group(
-                            &ctx.hook_command("gemini", e),
-                            timeout_ms(e, ctx.answer_wait_secs),
-                        ),
+                        hook_group(&ctx.hook_command(e), timeout_ms(e, ctx.answer_wait_secs)),
                     )
                 })
                 .collect()
@@ -269,7 +266,6 @@ impl Files for GeminiFiles {
 
     fn doctor(&self, ctx: &DoctorCtx) -> Vec<Check> {
         let mut checks = vec![files::check_shims(
-            "gemini",
             EVENTS,
             ctx,
             &settings_file(&ctx.tree.root),
