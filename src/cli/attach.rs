@@ -6,8 +6,13 @@ use super::terminal::{attach, detach_key};
 use crate::env::Env;
 use crate::runtime::protocol::Request;
 
-/// Attach this terminal to a hosted session; `Ctrl-\` (or the configured `detachKey`) detaches
-/// and leaves it running.
+/// Attach this terminal to a hosted session; `Ctrl-\` (or the configured `detachKey`) detaches and
+/// leaves it running.
+///
+/// This terminal becomes the session's (several terminals may attach at once) until the detach key
+/// or the session's end, however quiet it is. Leaving prints one line (`detached`, `ended` or
+/// `disconnected`) below the program's screen and gives the terminal back: cursor shown; bracketed
+/// paste, mouse and keypad modes off; alternate screen left; termios restored.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]

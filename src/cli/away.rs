@@ -9,15 +9,18 @@ use super::output;
 use crate::env::Env;
 use crate::store::away;
 
-/// Say you are away from your terminals (per user): hooks then wait for `spex answer` where
-/// nothing else can answer.
+/// Say you are away from your terminals (per user): hooks then wait for `spex answer` where nothing
+/// else can answer.
 ///
-/// While on, the permission hook of a Codex TUI started with `--no-daemon` (whose prompt
-/// nothing else can answer) waits up to `answering.hookWaitSecs` for `spex answer`, `approve`
-/// or `deny`, then lets the TUI show its prompt; while it waits the TUI shows no prompt (Esc
-/// there interrupts the turn). Never for a thread of spex's own server, or of Codex's
-/// background server (those are answered as its client). Without `spex away on|off` ever run,
-/// `answering.away` in the configuration (read by `spex materialize`) is the default.
+/// While on, the permission hook of a Codex TUI started with `--no-daemon` (whose prompt nothing
+/// else can answer) waits up to `answering.hookWaitSecs` for `spex answer`, `approve` or `deny`,
+/// then lets the TUI show its prompt; while it waits the TUI shows no prompt (Esc there interrupts
+/// the turn). Never for a thread of spex's own server, or of Codex's background server (those are
+/// answered as its client). Without `spex away on|off` ever run, `answering.away` in the
+/// configuration (read by `spex materialize`) is the default.
+///
+/// `status` (the default) says whether it is on, since when and from where (`spex away` or the
+/// configuration's `answering.away`).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// `on`, `off`, or `status` (the default).

@@ -30,6 +30,7 @@ pub enum Action {
         /// a handle or id.
         #[arg(add = super::complete::sessions())]
         cassette: String,
+        /// The asciicast file to write.
         #[arg(long, value_name = "FILE")]
         cast: PathBuf,
     },

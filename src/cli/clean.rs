@@ -9,8 +9,9 @@ use crate::materialize::Mode;
 
 /// Remove everything `spex materialize` put into this checkout.
 ///
-/// Shared files go once no other checkout still needs them. Removes only what carries spex's
-/// stamp; deletes a file or folder only if spex created it and it is now empty.
+/// The exact inverse of `materialize`, byte for byte. Shared files go once no other checkout still
+/// needs them. Removes only what carries spex's stamp; deletes a file or folder only if spex
+/// created it and it is now empty.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Clean every checkout of the repository (main and linked worktrees).

@@ -14,18 +14,43 @@ use crate::text::visible;
 
 /// Deliver a prompt to a running session, confirmed by the session's own prompt hook.
 ///
-/// Refused while a dialog is open (a permission, a question asked through the harness's ask
-/// tool): keys typed there answer the dialog, whatever they say. The answer to a question the
-/// agent declared in text (`spex session ask`) is a prompt, delivered as any other. A busy
-/// session queues the prompt (`mode: queued`). Control characters in the text are made visible
-/// rather than typed (`sanitized: true`), so the prompt arrives as one paste. A session that
-/// has exited, or whose host no longer answers, exits 3 (whatever its transport); with
-/// `--json` a failure prints `{delivered, confirmed: false, reason, error}` too.
+/// Refused while a dialog is open (a permission, a question asked through the harness's ask tool):
+/// keys typed there answer the dialog, whatever they say, so answer it with `spex answer` or in the
+/// session's terminal. The answer to a question the agent declared in text (`spex session ask`) is
+/// a prompt, delivered as any other, and closes it. A busy session queues the prompt (`mode:
+/// queued`). Control characters in the text that would end the paste or act as keys (`ESC[201~`,
+/// Shift+Tab's `ESC[Z`) are made visible (`␛`) rather than typed (`sanitized: true`), so the prompt
+/// arrives as one paste. `--force` is retired (it typed into the dialog, whose Enter picked the
+/// default whatever the text said) and is refused with that reason.
 ///
-/// `--wait-until accepted|started|done` waits for that stage (accepted: the harness took the
-/// text; started: a turn runs with it; done: that turn ended): exit 0 when it is reached
-/// (`done` only when the turn `completed`; 4 when it ended any other way, with its state and
-/// why), 1 on timeout (saying the stage reached), 3 when the session exited.
+/// Claude Code: typed into the hosted session as one paste, confirmed when its own prompt hook
+/// reports that text as Claude normalises a prompt (trailing blanks and newlines trimmed, a tab as
+/// four spaces). Gemini CLI: typed as one paste, Enter 250 ms later, confirmed when its
+/// `BeforeAgent` hook reports the text as Gemini normalises a prompt (line breaks as `\n`, the
+/// whole trimmed at both ends, tabs kept); a prompt that never reached the input box (Gemini reads
+/// no keys for a moment after loading a resumed conversation) is typed again once the session shows
+/// idle with its box empty. Codex: `turn/steer` into the running turn (`mode: steer`, that turn's
+/// id), else `turn/start` (`mode: start`, the new turn's id), confirmed by the server's answer; a
+/// steer that loses the race to the turn's end becomes a start.
+///
+/// An empty prompt, an exited session or a server that is down is an error that says what to run. A
+/// session spex does not host (started in the person's own terminal) is refused as such (exit 2;
+/// `stop`, `interrupt`, `snapshot`, `record` and `attach` say the same). A session that has exited
+/// (the error says how and when), or whose host no longer answers, exits 3 (whatever its
+/// transport); with `--json` a failure prints `{delivered, confirmed: false, reason, error}` too
+/// (`reason`: `host_gone`, `exited`, `needs_attention`, `not_confirmed`, ...).
+///
+/// `--json` lists the `stages` reached, each `{stage, at, elapsed_ms}`: `accepted` (the harness
+/// took the text: typed into the hosted terminal, or answered by the server), `started` (a turn
+/// runs with it: the prompt hook reported it, or the server's answer named the turn).
+///
+/// `--wait-until accepted|started|done` waits for that stage within `--timeout` (accepted: the
+/// harness took the text; started: a turn runs with it, a queued prompt taken up as with `--wait`;
+/// done: that turn ended, and `outcome` is the turn's record: state, `note`, `error_kind`, `next`,
+/// `by`). It prints `delivered to <handle>: <stage reached>[, turn <state and why>]`, or with
+/// `--json` adds `reached` and `outcome`. Exit 0 when the stage is reached (`done` only when the
+/// turn `completed`; 4 when it ended any other way, with its state and why), 1 on timeout (saying
+/// the stage reached), 3 when the session exited.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]

@@ -16,8 +16,19 @@ use crate::store::ProjectStore;
 
 /// Check the installation of each harness.
 ///
-/// Per harness: binary and version, then what its adapter checks (hook shims present and
-/// pointing at this spex, the trust the harness needs to run them). Exits 1 when a check fails.
+/// Per harness: binary and version, then what its adapter checks (hook shims present and pointing
+/// at this spex, the trust the harness needs to run them). Exits 1 when a check fails.
+///
+/// Codex: trust as the real `codex app-server` `hooks/list` reports it. Claude Code: its trust.
+/// Gemini CLI, per checkout: this checkout's own `.gemini/settings.json` shims; its folder trust as
+/// Gemini decides it (fails when untrusted or distrusted); spex's hook fingerprints recorded (a
+/// warning); Gemini's own switches (`hooksConfig.enabled: false`, or `hooksConfig.disabled` naming
+/// `spex` or a spex command) fail.
+///
+/// Then pending changes (a checkout never materialized, such as a worktree made with `git worktree
+/// add`, fails), git excludes (spex's per-checkout file, a stale copy of your global excludes, a
+/// `core.excludesFile` of your own in `config.worktree`), and the project's server (running: pid,
+/// uptime, threads; a warning when it runs without its supervisor or does not answer).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print the result as JSON.

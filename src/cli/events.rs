@@ -19,9 +19,11 @@ use crate::text::visible;
 /// Print every change of every session's record (state, turns, tool calls, attention, exits,
 /// renames) as one line each, oldest first.
 ///
-/// Each `--json` line carries a `cursor`: `--since CURSOR` resumes right after it, with no
-/// event lost or repeated, also from another process. Without `--since`, `--follow` prints only
-/// what happens from now on, and a plain `spex events` prints every event kept.
+/// State, turns, tool calls, attention raised and cleared, exits, renames and resumes, in one order
+/// for the whole project. Each `--json` line carries a `cursor`: `--since CURSOR` resumes right
+/// after it, with no event lost or repeated, also from another process. Without `--since`,
+/// `--follow` prints only what happens from now on, and a plain `spex events` prints every event
+/// kept; `--follow` keeps printing as the store changes.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Keep printing events as they happen (woken by the store changing).

@@ -12,11 +12,12 @@ use crate::materialize::Mode;
 
 /// Set spex up in this repository, then materialize.
 ///
-/// Writes `spex.jsonc` (selecting the harnesses found on PATH, else all) and a starter
-/// contract node under `.spec/`, git-excludes `spex.local.jsonc`, materializes, and says what
-/// it wrote, what trust it holds in your home, and what to commit. Existing files are left
-/// alone, so running it twice changes nothing. In a linked worktree it materializes from the
-/// main checkout's setup (or says to run it there).
+/// Writes `spex.jsonc` (selecting the harnesses found on PATH, else all) and a starter contract
+/// node, `.spec/contract/spec.md`, adds `/spex.local.jsonc` to `.git/info/exclude`, materializes,
+/// and says what it wrote, the trust entries it holds in your home, and what to commit
+/// (`spex.jsonc` and `.spec/`). Existing files are left alone, so running it twice changes nothing.
+/// In a linked worktree it writes no configuration: it materializes from the main checkout's setup,
+/// or says to run it there.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print the result as JSON.

@@ -8,6 +8,8 @@ use crate::env::Env;
 use crate::runtime;
 
 /// Interrupt a hosted session's running turn (the harness's own interrupt key, e.g. Esc).
+///
+/// Claude Code and Gemini CLI: their interrupt key, Esc. Codex: `turn/interrupt` on its server.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]

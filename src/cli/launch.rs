@@ -18,8 +18,31 @@ use crate::store::session::{Session, Status};
 
 /// Start an agent session in this checkout under spex's terminal host, then attach to it.
 ///
-/// The session runs detached from this terminal: `Ctrl-\` (config `detachKey`) detaches,
-/// `spex attach` comes back, `spex deliver` sends it prompts, `spex stop` ends it.
+/// The session runs detached from this terminal: `Ctrl-\` (config `detachKey`) detaches, `spex
+/// attach` comes back, `spex deliver` sends it prompts, `spex stop` ends it. With `--worktree NAME`
+/// it runs in the linked worktree `<main>-NAME` (branch NAME; created and materialized when
+/// missing). PROMPT is sent as its first turn.
+///
+/// Claude Code runs under spex's PTY host and takes the prompt once it is ready for one (it fails
+/// at once, with the screen and what to do, when Claude stops at a screen spex cannot answer); it
+/// is ready in every permission mode (default, `acceptEdits`, `plan`, `bypassPermissions`). Codex:
+/// a thread on the project's app-server, the Codex TUI on that thread under spex's PTY host (the
+/// same host, detach key, `snapshot` and recording as Claude's; quitting the TUI leaves the thread
+/// running, and `spex attach` opens it again), and the prompt as the thread's first turn through
+/// the server. Gemini CLI runs under spex's PTY host as Claude does (`--session-id` gives it spex's
+/// id), ready at its empty input box once its `SessionStart` is recorded; it fails at once, with
+/// the screen and what to do, at its folder-trust, authentication, API-key and new-agents dialogs.
+/// Then this terminal attaches.
+///
+/// With `--detach` it prints the session's handle (and name) and the commands to attach and
+/// deliver; `--json` prints `{session: {id, handle, name, socket, host_pid, child_pid}, delivery}`.
+/// Arguments after `--` go to the harness after the configured `harness.<id>.args` (`spex launch --
+/// --permission-mode acceptEdits`).
+///
+/// Ctrl-C while the session starts or takes its first prompt stops the session it started and says
+/// so, with its handle and whether the prompt went in (exit 130). Refused, before anything starts,
+/// in a checkout where `spex materialize` has not installed that harness's hooks (they report the
+/// session's start and its turns).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The harness (default: the configuration's `defaultHarness`).

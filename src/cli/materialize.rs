@@ -9,8 +9,8 @@ use crate::materialize::Mode;
 
 /// Render the selected harnesses' artifacts into this checkout.
 ///
-/// The contract, skills, agents, hook shims and trust, in the main checkout or a linked
-/// worktree. Writes only what differs.
+/// The contract, skills, agents, commands, hook shims and trust, in the main checkout or a linked
+/// worktree. Writes only what differs; `--check` exits 1 when something would change.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Change nothing; exit 1 if anything would change.

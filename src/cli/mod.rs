@@ -22,6 +22,8 @@ pub mod output;
 pub mod plan;
 pub mod prune;
 pub mod record;
+#[cfg(test)]
+mod reference;
 pub mod rename;
 pub mod replay;
 pub mod resume;

@@ -7,7 +7,9 @@ use crate::runtime;
 
 /// Record a running hosted session from now on (`--stop` ends the recording).
 ///
-/// A recording started mid-session opens with the current screen and is marked `partial`.
+/// The recording goes into a new folder beside the session's earlier recordings (`cassette`,
+/// `cassette-2`, ...). A recording started mid-session opens with the current screen and is marked
+/// `partial`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]

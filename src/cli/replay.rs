@@ -12,6 +12,10 @@ use crate::pty::normalize;
 use crate::pty::terminal::Terminal;
 
 /// Play a recorded session: in real time, scaled, or collapsed (no pauses, same bytes).
+///
+/// Plays to this terminal; `--frames` prints its frames instead; `--at MS` prints, as JSON, the
+/// screen and session state at a moment of the recording. A session's latest recording is played; a
+/// folder path names any of them.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A cassette folder, or a session recorded with `launch --record`: its handle (the `ID`

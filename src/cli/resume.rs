@@ -8,6 +8,10 @@ use crate::env::Env;
 use crate::runtime;
 
 /// Resume an exited session (its conversation) under a new terminal host, then attach.
+///
+/// Claude Code: its conversation under a new host. Gemini CLI: the same, with `--resume <id>`.
+/// Codex: the same thread on the server, started if needed. A live session is refused, `--force` or
+/// not (one in the person's own terminal is said to run there).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]

@@ -8,9 +8,11 @@ use crate::runtime::server::{self, ServerStatus};
 
 /// The project's server: whether it runs, its pid, uptime and the threads it holds; or stop it.
 ///
-/// spex starts one server per project for a harness whose sessions are threads of a server
-/// (the first `spex launch` starts it, under a `spex serve` supervisor). `spex server stop`
-/// stops it and every session on it reads `exited` (`server gone`).
+/// spex starts one server per project for a harness whose sessions are threads of a server (the
+/// first `spex launch` starts it, under a `spex serve` supervisor). `spex server` says whether it
+/// runs and answers, its pid, uptime, supervisor, socket and log, and the threads it holds with the
+/// session (handle, status) each belongs to. `spex server stop` stops it (SIGTERM to its process
+/// group, SIGKILL after 5 s) and every session on it reads `exited` (`server gone`).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(subcommand)]

@@ -21,6 +21,16 @@ use crate::store::{self};
 use crate::text::visible;
 
 /// List the agent sessions of this project (every harness, launched by spex or not).
+///
+/// The sessions that are live and ran a turn (a live session spex launched shows before its first
+/// turn too); `--all` adds exited ones and records that never ran a turn.
+///
+/// `UPDATED` is the last change of state (a hook that changes nothing, such as Claude's idle
+/// notification at an idle prompt, writes nothing), with its date when older than today. `TURN`
+/// names the turn's state and what its sub-agents did (`completed, 1 of 3 sub-agents failed`,
+/// `running, 2 sub-agents running`). `USAGE` is the session's input / output tokens as the harness
+/// recorded them (`12.3k/1.2k`). An attention (a failed turn's alert, a question) closes only by an
+/// answer, a new turn, an interrupt or an exit.
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// Include exited sessions and sessions that never ran a turn.
@@ -211,6 +221,9 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
 }
 
 /// Show one session: its record and its latest events.
+///
+/// The record, a one-line explanation of its state, its sub-agents and usage, and its latest
+/// events.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
@@ -415,10 +428,14 @@ const LIVENESS_TICK: Duration = Duration::from_millis(500);
 
 /// Block until a session reaches a state.
 ///
-/// Woken by file-change notifications on the record and on the harness's own state files, and
-/// every 0.5 s to check that the harness process still runs. Exits 1 on timeout, 3 when the
-/// session has exited (or its process is gone) before reaching the state, and with
-/// `--until turn-end` 4 when the turn ended other than `completed` (its state and why printed).
+/// `--until` takes one state, or several separated by commas for the first reached (`--until
+/// idle,needs-attention`); `needs_attention`, as `spex sessions` prints it, is accepted too.
+/// `turn-end` is the end of the running turn, or of the next one if none runs.
+///
+/// Woken by file-change notifications on the record and on the harness's own state files, and every
+/// 0.5 s to check that the harness process still runs. Exits 1 on timeout, 3 at once when the
+/// session has exited (or its process is gone) before reaching the state, and with `--until
+/// turn-end` 4 when the turn ended other than `completed` (its state and why printed).
 #[derive(Debug, clap::Args)]
 pub struct WaitArgs {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
@@ -608,9 +625,10 @@ pub enum Declare {
 
 /// Declare where your session stands: done, park or ask (for agents).
 ///
-/// The session is found from the harness's own id (`CODEX_THREAD_ID`,
-/// `CLAUDE_CODE_SESSION_ID`) through the alias index, else `SPEX_SESSION_ID`, else the live
-/// session whose harness process this command runs under.
+/// The session is the one the harness's own session variable names (`CLAUDE_CODE_SESSION_ID`,
+/// `CODEX_THREAD_ID`), found through the alias index, else `SPEX_SESSION_ID`, else the live session
+/// whose recorded harness process runs this command (Gemini CLI gives its shell commands no session
+/// id).
 #[derive(Debug, clap::Args)]
 pub struct DeclareArgs {
     #[command(subcommand)]

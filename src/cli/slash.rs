@@ -10,7 +10,10 @@ use crate::seam::files::SlashEntry;
 
 /// List each harness's `/` menu.
 ///
-/// The pinned version's built-ins, then the project's and the user's commands and skills.
+/// The pinned version's built-ins, then the project's and the user's commands and skills. Gemini
+/// CLI: the 42 built-ins its `/help` lists with default settings, `/oncall` when it takes itself
+/// for a nightly build (no `version` in the nearest `package.json`), then the skills (each a `/`
+/// command there), then the user's and the project's `.gemini/commands/`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only this harness (an id `spex doctor` lists).

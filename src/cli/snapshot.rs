@@ -6,6 +6,9 @@ use crate::env::Env;
 use crate::runtime;
 
 /// Print the screen of a hosted session (text, or JSON with rows, cursor and title).
+///
+/// The screen as text, or `{rows, cols, cursor, title, lines}`; with `--scrollback N` also the last
+/// N rows that scrolled off it (`scrollback`; the host keeps 1,000).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]

@@ -8,8 +8,15 @@ use crate::env::Env;
 use crate::runtime;
 use crate::store::session::{Session, Status};
 
-/// End a hosted session: its own exit keys at an idle prompt, then SIGTERM to its process
-/// group, then SIGKILL after the grace period.
+/// End a hosted session: its own exit keys at an idle prompt, then SIGTERM to its process group,
+/// then SIGKILL after the grace period.
+///
+/// Claude Code and Gemini CLI: at an idle prompt their own exit keys (Ctrl-D twice); else, or when
+/// that has not ended the session within 3 s, SIGTERM, then SIGKILL of its process group after
+/// `--grace`. Whatever the program left running in its process group once it ended gets 1 s to end,
+/// then SIGTERM, then SIGKILL at the grace's end (Gemini's launcher ignores SIGTERM and runs the
+/// real CLI as its child, which ends on it). Codex: the thread is closed. A session that has
+/// already exited is no error: `stop` says how it ended.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[arg(value_name = "ID", help = super::args::ID_HELP, add = super::complete::sessions())]
