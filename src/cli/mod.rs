@@ -89,7 +89,8 @@ pub enum Command {
     /// sessions' handles and names for every session argument).
     ///
     /// bash: `source <(spex completions bash)`; zsh: `source <(spex completions zsh)`; fish:
-    /// `spex completions fish | source`.
+    /// `spex completions fish | source`. The shell calls spex back (`COMPLETE=<shell>`), which
+    /// offers the live sessions' handles and names for session arguments.
     Completions {
         /// bash, zsh, fish, elvish or powershell
         shell: clap_complete::Shell,
