@@ -8,6 +8,7 @@ mod cli;
 mod codex_runtime;
 mod common;
 mod dispatch;
+mod docs;
 mod events;
 mod fuzz_dispatch;
 mod gemini_answering;
