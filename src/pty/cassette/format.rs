@@ -31,6 +31,9 @@ pub enum CassetteError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A file could not be read or written; the error names it (`fs_err`).
+    #[error(transparent)]
+    File(#[from] std::io::Error),
     #[error(
         "`{0}` is not a cassette: `{1}` is missing\nhint: a cassette is the folder spex recorded, with all of its files"
     )]

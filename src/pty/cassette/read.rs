@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::format::{CassetteError, Manifest, REQUIRED, STREAMS, VERSION, io};
+use super::format::{CassetteError, Manifest, REQUIRED, STREAMS, VERSION};
 use crate::pty::terminal::Terminal;
 
 /// How many output records after a frame may still hold bytes the frame shows (the
@@ -39,8 +39,7 @@ impl Cassette {
             }
         }
         let read = |name: &str| -> Result<String, CassetteError> {
-            let p = dir.join(name);
-            std::fs::read_to_string(&p).map_err(io(&p))
+            Ok(fs_err::read_to_string(dir.join(name))?)
         };
         let mpath = dir.join("manifest.json");
         let raw: Value =
@@ -85,8 +84,7 @@ impl Cassette {
             }
         }
         records.sort_by_key(|r| r.seq);
-        let opath = dir.join("output.raw");
-        let output = std::fs::read(&opath).map_err(io(&opath))?;
+        let output = fs_err::read(dir.join("output.raw"))?;
         Ok(Cassette {
             manifest,
             records,

@@ -1,10 +1,10 @@
 //! The recorder: the tee sink that writes a cassette as a session runs, scrubbed as it goes.
 //! Writes only; reading a cassette back is `read`'s.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use fs_err::os::unix::fs::OpenOptionsExt as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -26,11 +26,11 @@ pub struct Recorder {
     dir: PathBuf,
     manifest: Manifest,
     resolution_ms: u64,
-    input: BufWriter<File>,
-    output_raw: BufWriter<File>,
-    output_index: BufWriter<File>,
-    frames: BufWriter<File>,
-    service: BufWriter<File>,
+    input: BufWriter<fs_err::File>,
+    output_raw: BufWriter<fs_err::File>,
+    output_index: BufWriter<fs_err::File>,
+    frames: BufWriter<fs_err::File>,
+    service: BufWriter<fs_err::File>,
     offset: u64,
     /// Output held back so a secret split across chunks is still found.
     carry: Vec<u8>,
@@ -80,24 +80,21 @@ impl Recorder {
         }
         // Never over another recording: a file that holds anything makes this one fail, and
         // stays as it was (what is written to is new, empty, or not a file at all).
-        let open = |name: &str| -> Result<BufWriter<File>, CassetteError> {
+        let open = |name: &str| -> Result<BufWriter<fs_err::File>, CassetteError> {
             let p = dir.join(name);
-            if std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() > 0) {
+            if fs_err::metadata(&p).is_ok_and(|m| m.is_file() && m.len() > 0) {
                 return Err(io(&p)(std::io::Error::new(
                     std::io::ErrorKind::AlreadyExists,
                     "a recording is already there",
                 )));
             }
-            std::os::unix::fs::OpenOptionsExt::mode(
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true),
-                crate::fsutil::PRIVATE_FILE,
-            )
-            .open(&p)
-            .map(BufWriter::new)
-            .map_err(io(&p))
+            let file = fs_err::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(crate::fsutil::PRIVATE_FILE)
+                .open(&p)?;
+            Ok(BufWriter::new(file))
         };
         let resolution_ms = manifest
             .timing
@@ -137,7 +134,7 @@ impl Recorder {
         let p = self.dir.join(name);
         let mut bytes = serde_json::to_vec_pretty(v).expect("JSON serializes");
         bytes.push(b'\n');
-        std::fs::write(&p, bytes).map_err(io(&p))
+        Ok(fs_err::write(&p, bytes)?)
     }
 
     fn t_ms(&mut self, t_us: u64) -> u64 {
@@ -147,7 +144,7 @@ impl Recorder {
         self.last_t
     }
 
-    fn line(w: &mut BufWriter<File>, v: &Value) -> std::io::Result<()> {
+    fn line(w: &mut BufWriter<fs_err::File>, v: &Value) -> std::io::Result<()> {
         serde_json::to_writer(&mut *w, v)?;
         w.write_all(b"\n")
     }
@@ -406,16 +403,16 @@ pub(super) mod tests {
         small_cassette(dir.path());
         let before: Vec<Vec<u8>> = REQUIRED
             .iter()
-            .map(|n| std::fs::read(dir.path().join(n)).unwrap())
+            .map(|n| fs_err::read(dir.path().join(n)).unwrap())
             .collect();
         let again = Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new()));
         assert!(again.is_err());
         // Nor over a cassette's streams when its manifest is missing.
-        std::fs::remove_file(dir.path().join("manifest.json")).unwrap();
+        fs_err::remove_file(dir.path().join("manifest.json")).unwrap();
         assert!(Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).is_err());
         for (name, bytes) in REQUIRED.iter().zip(before).skip(1) {
             assert_eq!(
-                std::fs::read(dir.path().join(name)).unwrap(),
+                fs_err::read(dir.path().join(name)).unwrap(),
                 bytes,
                 "{name}"
             );
@@ -427,7 +424,7 @@ pub(super) mod tests {
         use crate::pty::session::{Session, Size, Spawn};
         let dir = tempfile::tempdir().unwrap();
         // Every write to `output.raw` fails (ENOSPC) once its buffer fills.
-        std::os::unix::fs::symlink("/dev/full", dir.path().join("output.raw")).unwrap();
+        fs_err::os::unix::fs::symlink("/dev/full", dir.path().join("output.raw")).unwrap();
         let tee = Tee::new();
         tee.add_sink(Box::new(
             Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap(),
@@ -475,7 +472,7 @@ pub(super) mod tests {
         // The recording stopped where it failed: it indexed a little of the output and never
         // finished (no `final.json`).
         assert!(!dir.path().join("final.json").exists());
-        let indexed: u64 = std::fs::read_to_string(dir.path().join("output.jsonl"))
+        let indexed: u64 = fs_err::read_to_string(dir.path().join("output.jsonl"))
             .unwrap()
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok()?["len"].as_u64())

@@ -57,7 +57,7 @@ fn scrubs_paths_and_keys_even_across_chunks() {
     assert_eq!(raw, "cd $HOME    /x Bearer <scrubbed>    ✓\x1b[?25h");
     let all: String = STREAMS
         .iter()
-        .map(|s| std::fs::read_to_string(dir.path().join(s)).unwrap())
+        .map(|s| fs_err::read_to_string(dir.path().join(s)).unwrap())
         .collect();
     assert!(
         !all.contains("/home/dev") && !all.contains("0123456789abcdef"),
@@ -68,11 +68,11 @@ fn scrubs_paths_and_keys_even_across_chunks() {
     // under the numbers of the chunks it came in.
     assert_eq!(c.records.len(), 7);
     let last: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("final.json")).unwrap())
+        serde_json::from_str(&fs_err::read_to_string(dir.path().join("final.json")).unwrap())
             .unwrap();
     assert_eq!(last["exit"], json!({"code": 0, "signal": null}));
     assert_eq!(last["screen"], "cd $HOME    /x\nbye");
-    let report = std::fs::read_to_string(dir.path().join("scrub-report.json")).unwrap();
+    let report = fs_err::read_to_string(dir.path().join("scrub-report.json")).unwrap();
     // The home folder in the output, the service event and the last screen.
     assert!(report.contains("\"hits\": 3"), "{report}");
     assert!(c.asciicast().starts_with("{\"env\""));
@@ -187,15 +187,15 @@ fn refuses_newer_versions_and_missing_files() {
     tee.close_sinks();
     assert!(Cassette::open(dir.path()).is_ok());
     let m = dir.path().join("manifest.json");
-    let text = std::fs::read_to_string(&m)
+    let text = fs_err::read_to_string(&m)
         .unwrap()
         .replace("\"version\": 1", "\"version\": 2");
-    std::fs::write(&m, text).unwrap();
+    fs_err::write(&m, text).unwrap();
     assert!(matches!(
         Cassette::open(dir.path()),
         Err(CassetteError::Version { found: 2, .. })
     ));
-    std::fs::remove_file(dir.path().join("final.json")).unwrap();
+    fs_err::remove_file(dir.path().join("final.json")).unwrap();
     assert!(matches!(
         Cassette::open(dir.path()),
         Err(CassetteError::Missing(_, "final.json"))
@@ -276,7 +276,7 @@ fn a_path_wrapped_over_two_rows_is_scrubbed_in_the_frame_too() {
         data: json!({ "reason": "idle", "screen": screen }),
     });
     tee.close_sinks();
-    let frames = std::fs::read_to_string(dir.path().join("frames.jsonl")).unwrap();
+    let frames = fs_err::read_to_string(dir.path().join("frames.jsonl")).unwrap();
     assert!(
         !frames.contains("/tmp/s") && !frames.contains("pxOnYLnU"),
         "{frames}"
@@ -306,18 +306,18 @@ fn check_finds_a_changed_digest_a_seq_gap_and_untiled_output() {
     // One byte of the output changed.
     let d = fresh();
     let raw = d.path().join("output.raw");
-    let mut bytes = std::fs::read(&raw).unwrap();
+    let mut bytes = fs_err::read(&raw).unwrap();
     bytes[0] = b'z';
-    std::fs::write(&raw, bytes).unwrap();
+    fs_err::write(&raw, bytes).unwrap();
     has(d.path(), "content_digest");
     // A record dropped from a stream.
     let d = fresh();
-    std::fs::write(d.path().join("input.jsonl"), "").unwrap();
+    fs_err::write(d.path().join("input.jsonl"), "").unwrap();
     has(d.path(), "without gaps");
     // A chunk that does not start where the previous one ended.
     let d = fresh();
     let index = d.path().join("output.jsonl");
-    let mut chunks: Vec<Value> = std::fs::read_to_string(&index)
+    let mut chunks: Vec<Value> = fs_err::read_to_string(&index)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -330,11 +330,11 @@ fn check_finds_a_changed_digest_a_seq_gap_and_untiled_output() {
         .map(Value::to_string)
         .collect::<Vec<_>>()
         .join("\n");
-    std::fs::write(&index, text).unwrap();
+    fs_err::write(&index, text).unwrap();
     has(d.path(), &format!("starts at Some({})", second - 1));
     // A record without its number is refused when read.
     let d = fresh();
-    std::fs::write(d.path().join("input.jsonl"), "{\"t_ms\":0}\n").unwrap();
+    fs_err::write(d.path().join("input.jsonl"), "{\"t_ms\":0}\n").unwrap();
     assert!(matches!(
         Cassette::open(d.path()),
         Err(CassetteError::Bad { line: 1, .. })

@@ -65,10 +65,10 @@ pub(super) fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
                 path.display()
             );
         }
-        std::fs::remove_file(path)?;
+        fs_err::remove_file(path)?;
     }
     let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
 }
 

@@ -55,7 +55,7 @@ pub(super) fn recorder(
     let binary = spawn.argv.first().map(PathBuf::from).unwrap_or_default();
     // What the binary says it is (its `--version`), beside the version spex was verified with.
     let version = crate::env::version_output(&binary).and_then(|o| harness.parse_version(&o));
-    let fingerprint = std::fs::metadata(&binary).ok().map(|m| {
+    let fingerprint = fs_err::metadata(&binary).ok().map(|m| {
         use std::os::unix::fs::MetadataExt;
         format!("size {} mtime {}", m.len(), m.mtime())
     });

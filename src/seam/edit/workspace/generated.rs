@@ -106,7 +106,7 @@ impl Workspace {
                 !name.starts_with(fsutil::TEMP_PREFIX) && !name.starts_with(fsutil::ASIDE_PREFIX)
             })
             .filter(|e| {
-                std::fs::read(e.path()).is_ok_and(|b| String::from_utf8_lossy(&b).contains(STAMP))
+                fs_err::read(e.path()).is_ok_and(|b| String::from_utf8_lossy(&b).contains(STAMP))
             })
             .map(walkdir::DirEntry::into_path)
             .collect()
@@ -123,10 +123,10 @@ mod tests {
     fn leftovers_of_a_killed_write_are_not_user_files() {
         let dir = tempfile::tempdir().unwrap();
         let skill = dir.path().join("skills/s2");
-        std::fs::create_dir_all(&skill).unwrap();
+        fs_err::create_dir_all(&skill).unwrap();
         let stamped = format!("{STAMP} -->\nbody\n");
         for name in [".spex-tmpdp0yF0", ".spex-del-12-34", "MINE.md"] {
-            std::fs::write(skill.join(name), &stamped).unwrap();
+            fs_err::write(skill.join(name), &stamped).unwrap();
         }
         let found = Workspace::stamped_files(dir.path(), &std::collections::HashSet::new());
         assert_eq!(found, vec![skill.join("MINE.md")]);

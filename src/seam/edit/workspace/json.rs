@@ -375,9 +375,9 @@ mod tests {
         let mut ws = Workspace::new(owned);
         ws.json_elements(path, k, wanted).unwrap();
         match ws.files.get(path).and_then(|e| e.after.clone()) {
-            Some(b) => std::fs::write(path, b).unwrap(),
+            Some(b) => fs_err::write(path, b).unwrap(),
             None => {
-                let _ = std::fs::remove_file(path);
+                let _ = fs_err::remove_file(path);
             }
         }
         if ws.files.get(path).is_some_and(|e| e.before.is_none()) {
@@ -391,11 +391,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("trusted.json");
         let original = "{\n  \"/repo\": [\n    \"mine:echo hi\"\n  ],\n  \"/other\": []\n}";
-        std::fs::write(&path, original).unwrap();
+        fs_err::write(&path, original).unwrap();
         let k = key(&["/repo"]);
         let ours = [json!("spex:a"), json!("spex:b")];
         let owned = elements_run(&path, Owned::default(), &k, &ours);
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = fs_err::read_to_string(&path).unwrap();
         assert_eq!(
             serde_json::from_str::<Value>(&text).unwrap()["/repo"],
             json!(["mine:echo hi", "spex:a", "spex:b"]),
@@ -404,13 +404,13 @@ mod tests {
         // Another writer appends its own, and rewrites the file its way.
         let mut v: Value = serde_json::from_str(&text).unwrap();
         v["/repo"].as_array_mut().unwrap().push(json!("other:new"));
-        std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+        fs_err::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
         // A wanted value already there (the other writer's) stays theirs.
         let owned = elements_run(&path, owned, &k, &[json!("spex:b"), json!("mine:echo hi")]);
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let v: Value = serde_json::from_str(&fs_err::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(v["/repo"], json!(["mine:echo hi", "spex:b", "other:new"]));
         let owned = elements_run(&path, owned, &k, &[]);
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let v: Value = serde_json::from_str(&fs_err::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(v["/repo"], json!(["mine:echo hi", "other:new"]));
         assert!(
             owned.json.get(&path).is_none_or(|j| j.elements.is_empty()),
@@ -424,18 +424,18 @@ mod tests {
         let path = dir.path().join("t.json");
         let k = key(&["a", "/repo"]);
         let owned = elements_run(&path, Owned::default(), &k, &[json!("x")]);
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let v: Value = serde_json::from_str(&fs_err::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(v, json!({"a": {"/repo": ["x"]}}));
         let owned = elements_run(&path, owned, &k, &[]);
         assert!(!path.exists());
         assert!(owned.json.is_empty(), "{owned:?}");
         for original in ["", "  \n", "{\"b\": 1}\n", "{\"a\": {}}"] {
-            std::fs::write(&path, original).unwrap();
+            fs_err::write(&path, original).unwrap();
             let owned = elements_run(&path, Owned::default(), &k, &[json!("x"), json!("y")]);
-            let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let v: Value = serde_json::from_str(&fs_err::read_to_string(&path).unwrap()).unwrap();
             assert_eq!(v["a"]["/repo"], json!(["x", "y"]), "{original:?}");
             elements_run(&path, owned, &k, &[]);
-            assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+            assert_eq!(fs_err::read_to_string(&path).unwrap(), original);
         }
     }
 
@@ -443,7 +443,7 @@ mod tests {
     fn elements_of_something_not_an_array_are_refused_naming_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.json");
-        std::fs::write(&path, "{\"/repo\": \"x\"}").unwrap();
+        fs_err::write(&path, "{\"/repo\": \"x\"}").unwrap();
         let mut ws = Workspace::new(Owned::default());
         let err = ws
             .json_elements(&path, &key(&["/repo"]), &[json!("y")])
@@ -502,13 +502,13 @@ mod tests {
         ) {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("t.json");
-            std::fs::write(&path, &original).unwrap();
+            fs_err::write(&path, &original).unwrap();
             let k = key(&["/repo"]);
             let mut owned = Owned::default();
             for wanted in &runs {
                 let wanted: Vec<Value> = wanted.iter().map(|w| json!(w)).collect();
                 owned = elements_run(&path, owned, &k, &wanted);
-                let text = std::fs::read_to_string(&path).unwrap();
+                let text = fs_err::read_to_string(&path).unwrap();
                 let doc = JsonDoc::parse(text.as_bytes()).unwrap();
                 let have = doc.get(&k).unwrap_or(json!([]));
                 let have = have.as_array().unwrap();
@@ -520,7 +520,7 @@ mod tests {
                 }
             }
             elements_run(&path, owned, &k, &[]);
-            prop_assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+            prop_assert_eq!(fs_err::read_to_string(&path).unwrap(), original);
         }
     }
 }

@@ -100,7 +100,7 @@ impl Workspace {
                 .files
                 .iter()
                 .filter_map(|p| {
-                    let bytes = std::fs::read(p).ok()?;
+                    let bytes = fs_err::read(p).ok()?;
                     String::from_utf8_lossy(&bytes)
                         .contains(STAMP)
                         .then(|| (p.clone(), super::owned::digest(&bytes)))
