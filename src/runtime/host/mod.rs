@@ -16,6 +16,7 @@ mod session;
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -65,6 +66,51 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     let mut session = Session::spawn(&spec.spawn, Some(tee.clone()))?;
     let output = session.take_output();
     let child_pid = session.pid();
+    let shared = share(spec, session, tee);
+    if shared.tee.has_sinks() {
+        shared.follow_events();
+    }
+    write_host_record(&spec.store, &spec.id, child_pid);
+    {
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("host-accept".into())
+            .spawn(move || accept(&listener, &shared))?;
+    }
+    listen_again_on_request(&spec.socket, &shared)?;
+    if spec.program_is_session {
+        watch_budgets(&shared);
+    }
+    pump(&shared, &output);
+    let exit = loop {
+        if let Some(exit) = lock(&shared.session).wait_timeout(Duration::from_secs(1))? {
+            break exit;
+        }
+    };
+    if spec.program_is_session {
+        record_exit(&spec.store, &spec.id, exit);
+    } else {
+        eprintln!(
+            "{} the terminal UI ended ({exit:?}); the session lives on in its server",
+            crate::store::now_rfc3339()
+        );
+    }
+    // The recording ends with the last screen (its `final.json` quotes it) and every byte the
+    // program wrote, even after it was reaped.
+    shared.frame("end");
+    shared.tee.close_sinks();
+    // The last screen says why a program ended early (a refused flag, a dialog).
+    eprintln!("final screen:\n{}", lock(&shared.term).text());
+    let _ = fs_err::remove_file(&spec.socket);
+    for (_, c) in lock(&shared.clients).iter() {
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+    Ok(exit)
+}
+
+/// What the host's threads share, around the program `session` runs.
+fn share(spec: &HostSpec, session: Session, tee: Tee) -> Arc<Shared> {
+    let child_pid = session.pid();
     let Size { rows, cols } = spec.spawn.size;
     let term = Arc::new(Mutex::new(Terminal::with_scrollback(
         rows,
@@ -76,7 +122,7 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         term: Arc::clone(&term),
         last: Mutex::new(None),
     });
-    let shared = Arc::new(Shared {
+    Arc::new(Shared {
         session: Mutex::new(session),
         term,
         frames,
@@ -103,31 +149,20 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         progress: Mutex::new(None),
         stalled: std::sync::atomic::AtomicBool::new(false),
         program_is_session: spec.program_is_session,
-    });
-    if shared.tee.has_sinks() {
-        shared.follow_events();
-    }
-    write_host_record(&spec.store, &spec.id, child_pid);
-    {
-        let shared = Arc::clone(&shared);
-        std::thread::Builder::new()
-            .name("host-accept".into())
-            .spawn(move || accept(&listener, &shared))?;
-    }
-    listen_again_on_request(&spec.socket, &shared)?;
-    if spec.program_is_session {
-        watch_budgets(&shared);
-    }
-    // The pump: every output chunk goes to the model (which may answer a query) and to every
-    // attached terminal; the stream ends when the program has closed the terminal. While the
-    // session is recorded, the screen is noted once output has paused for a moment (a timed
-    // wait only after output and only while recording: an idle host never wakes).
+    })
+}
+
+/// The pump: every output chunk goes to the model (which may answer a query) and to every
+/// attached terminal; the stream ends when the program has closed the terminal. While the
+/// session is recorded, the screen is noted once output has paused for a moment (a timed
+/// wait only after output and only while recording: an idle host never wakes).
+fn pump(shared: &Shared, output: &Receiver<Vec<u8>>) {
     let mut unframed = false;
     loop {
         let chunk = if unframed && shared.tee.has_sinks() {
             match output.recv_timeout(QUIET_FRAME) {
                 Ok(chunk) => chunk,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                Err(RecvTimeoutError::Timeout) => {
                     // Only when the screen changed since the last frame: a quiet period
                     // after output that redrew the same text (a cursor blink, a repaint) adds
                     // nothing to the recording.
@@ -135,7 +170,7 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
                     unframed = false;
                     continue;
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Disconnected) => break,
             }
         } else {
             match output.recv() {
@@ -160,30 +195,6 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
         }
         shared.chunks.1.notify_all();
     }
-    let exit = loop {
-        if let Some(exit) = lock(&shared.session).wait_timeout(Duration::from_secs(1))? {
-            break exit;
-        }
-    };
-    if spec.program_is_session {
-        record_exit(&spec.store, &spec.id, exit);
-    } else {
-        eprintln!(
-            "{} the terminal UI ended ({exit:?}); the session lives on in its server",
-            crate::store::now_rfc3339()
-        );
-    }
-    // The recording ends with the last screen (its `final.json` quotes it) and every byte the
-    // program wrote, even after it was reaped.
-    shared.frame("end");
-    shared.tee.close_sinks();
-    // The last screen says why a program ended early (a refused flag, a dialog).
-    eprintln!("final screen:\n{}", lock(&shared.term).text());
-    let _ = std::fs::remove_file(&spec.socket);
-    for (_, c) in lock(&shared.clients).iter() {
-        let _ = c.shutdown(std::net::Shutdown::Both);
-    }
-    Ok(exit)
 }
 
 /// How many rows that scrolled off the screen the host keeps (for `snapshot --scrollback`):
