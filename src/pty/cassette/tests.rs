@@ -1,0 +1,342 @@
+//! The cassette's round trip: what the recorder writes, read back and checked.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::format::{CassetteError, STREAMS};
+use super::read::Cassette;
+use super::record::Recorder;
+use super::record::tests::{manifest, small_cassette};
+use super::scrub::{Rule, Scrubber};
+use crate::pty::tee::{Event, Observation, Sink, Tee};
+use crate::pty::terminal::Terminal;
+
+#[test]
+fn scrubs_paths_and_keys_even_across_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let scrub = Scrubber::new(vec![Rule {
+        name: "home".into(),
+        find: "/home/dev".into(),
+        replace: "$HOME".into(),
+    }]);
+    let tee = Tee::new();
+    tee.add_sink(Box::new(
+        Recorder::create(dir.path(), manifest(), scrub).unwrap(),
+    ));
+    tee.record(Event::Input {
+        bytes: b"\x1b[200~key sk-ant-0123456789abcdefXYZ\x1b[201~".to_vec(),
+    });
+    tee.record(Event::Output {
+        bytes: b"cd /home/d".to_vec(),
+    });
+    tee.record(Event::Output {
+        bytes: b"ev/x Bearer abcdefgh12345 \xe2\x9c\x93".to_vec(),
+    });
+    tee.record(Event::Mark {
+        stream: "service".into(),
+        data: json!({"kind": "turn.started", "prompt": "in /home/dev"}),
+    });
+    tee.record(Event::Exit {
+        code: Some(0),
+        signal: None,
+    });
+    // Output after the exit (a terminal reset) and the last screen still go in.
+    tee.record(Event::Output {
+        bytes: b"\x1b[?25h".to_vec(),
+    });
+    tee.record(Event::Mark {
+        stream: "frames".into(),
+        data: json!({"reason": "end", "screen": {"lines": ["cd /home/dev/x", "bye", ""]}}),
+    });
+    tee.close_sinks();
+    let c = Cassette::open(dir.path()).unwrap();
+    assert_eq!(c.problems(), Vec::<String>::new());
+    let raw = String::from_utf8(c.output.clone()).unwrap();
+    // Each placeholder keeps the width of what it replaced (a terminal's geometry).
+    assert_eq!(raw, "cd $HOME    /x Bearer <scrubbed>    ✓\x1b[?25h");
+    let all: String = STREAMS
+        .iter()
+        .map(|s| fs_err::read_to_string(dir.path().join(s)).unwrap())
+        .collect();
+    assert!(
+        !all.contains("/home/dev") && !all.contains("0123456789abcdef"),
+        "{all}"
+    );
+    assert!(all.contains("\"kind\":\"paste\""), "{all}");
+    // Seven observations, one record each: what was held back until the close went out
+    // under the numbers of the chunks it came in.
+    assert_eq!(c.records.len(), 7);
+    let last: Value =
+        serde_json::from_str(&fs_err::read_to_string(dir.path().join("final.json")).unwrap())
+            .unwrap();
+    assert_eq!(last["exit"], json!({"code": 0, "signal": null}));
+    assert_eq!(last["screen"], "cd $HOME    /x\nbye");
+    let report = fs_err::read_to_string(dir.path().join("scrub-report.json")).unwrap();
+    // The home folder in the output, the service event and the last screen.
+    assert!(report.contains("\"hits\": 3"), "{report}");
+    assert!(c.asciicast().starts_with("{\"env\""));
+}
+
+/// An observation at `ms` milliseconds, numbered `seq`.
+fn at(seq: u64, ms: u64, event: Event) -> Observation {
+    Observation {
+        seq,
+        t_us: ms * 1000,
+        event,
+    }
+}
+
+/// A TUI that redraws only the cells that changed: it drew `loading`, then the checkout's
+/// path over it. The placeholder keeps the path's width, so the recording
+/// replays to the screen its frame shows (a shorter one left `$TREEng`, and the check
+/// found a frame the output never drew).
+#[test]
+fn a_placeholder_keeps_the_width_of_what_a_terminal_drew() {
+    let dir = tempfile::tempdir().unwrap();
+    let scrub = Scrubber::new(vec![Rule {
+        name: "tree path".into(),
+        find: "/tmp/project/tree".into(),
+        replace: "$TREE".into(),
+    }]);
+    let mut r = Recorder::create(dir.path(), manifest(), scrub).unwrap();
+    let out = |bytes: &[u8]| Event::Output {
+        bytes: bytes.to_vec(),
+    };
+    r.observe(&at(0, 0, out(b"\x1b[3;6Hloading")));
+    r.observe(&at(1, 100, out(b"\x1b[3;6H/tmp/project/tree")));
+    r.observe(&at(
+        2,
+        200,
+        Event::Mark {
+            stream: "frames".into(),
+            data: json!({"reason": "quiet", "screen": {"rows": 24, "cols": 80,
+                "lines": ["", "", "     /tmp/project/tree"]}}),
+        },
+    ));
+    r.close();
+    let c = Cassette::open(dir.path()).unwrap();
+    assert_eq!(c.problems(), Vec::<String>::new());
+    let mut term = Terminal::new(24, 80);
+    term.feed(&c.output);
+    assert_eq!(term.snapshot().lines[2].trim_end(), "     $TREE");
+}
+
+#[test]
+fn held_back_output_keeps_the_time_it_was_received() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap();
+    let out = |bytes: &[u8]| Event::Output {
+        bytes: bytes.to_vec(),
+    };
+    // A key split across two chunks 600 ms apart, then a short tail, then a minute of
+    // nothing but a frame.
+    let first = [vec![b'x'; 100], b" key sk-ant-0123".to_vec()].concat();
+    let second = [b"456789abcdefXYZ done ".to_vec(), vec![b'y'; 100]].concat();
+    r.observe(&at(0, 0, out(b"")));
+    r.observe(&at(1, 1100, out(&first)));
+    r.observe(&at(2, 1700, out(&second)));
+    r.observe(&at(3, 2000, out(b"tail")));
+    r.observe(&at(
+        4,
+        62_000,
+        Event::Mark {
+            stream: "frames".into(),
+            data: json!({"reason": "quiet", "screen": {"lines": ["tail"]}}),
+        },
+    ));
+    r.close();
+    let c = Cassette::open(dir.path()).unwrap();
+    assert_eq!(c.problems(), Vec::<String>::new());
+    let chunks: Vec<(u64, String)> = c
+        .output_chunks()
+        .into_iter()
+        .map(|(t, b)| (t, String::from_utf8(b.to_vec()).unwrap()))
+        .collect();
+    let want = [
+        (0, String::new()),
+        // The placeholder (as wide as the key) goes with the chunk the key started in, at
+        // that chunk's time.
+        (
+            1100,
+            format!("{} key sk-<scrubbed>{}", "x".repeat(100), " ".repeat(13)),
+        ),
+        (1700, format!(" done {}", "y".repeat(100))),
+        // Held until the close a minute later, stamped when it came.
+        (2000, "tail".to_owned()),
+    ];
+    assert_eq!(chunks, want);
+    assert_eq!(
+        c.records.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4]
+    );
+    assert!(!String::from_utf8_lossy(&c.output).contains("0123456789"));
+}
+
+#[test]
+fn refuses_newer_versions_and_missing_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let tee = Tee::new();
+    tee.add_sink(Box::new(
+        Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap(),
+    ));
+    tee.record(Event::Exit {
+        code: Some(0),
+        signal: None,
+    });
+    tee.close_sinks();
+    assert!(Cassette::open(dir.path()).is_ok());
+    let m = dir.path().join("manifest.json");
+    let text = fs_err::read_to_string(&m)
+        .unwrap()
+        .replace("\"version\": 1", "\"version\": 2");
+    fs_err::write(&m, text).unwrap();
+    assert!(matches!(
+        Cassette::open(dir.path()),
+        Err(CassetteError::Version { found: 2, .. })
+    ));
+    fs_err::remove_file(dir.path().join("final.json")).unwrap();
+    assert!(matches!(
+        Cassette::open(dir.path()),
+        Err(CassetteError::Missing(_, "final.json"))
+    ));
+}
+
+/// A recorder that missed the program's first bytes: its frames show a screen that its
+/// `output.raw` never drew. The same screen, drawn, checks clean.
+#[test]
+fn check_finds_a_frame_whose_output_the_recording_lacks() {
+    let record = |draw: &[u8]| {
+        let dir = tempfile::tempdir().unwrap();
+        let tee = Tee::new();
+        tee.add_sink(Box::new(
+            Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap(),
+        ));
+        if !draw.is_empty() {
+            tee.record(Event::Output {
+                bytes: draw.to_vec(),
+            });
+        }
+        let mut lines = vec![String::new(); 24];
+        lines[0] = "Welcome   to the app".into();
+        lines[2] = "> ".into();
+        tee.record(Event::Mark {
+            stream: "frames".into(),
+            data: json!({"reason": "idle", "screen": {"rows": 24, "cols": 80,
+                "cursor": [2, 2], "title": "", "lines": lines}}),
+        });
+        tee.record(Event::Output {
+            bytes: b"\x1b[3;3Hx".to_vec(),
+        });
+        tee.close_sinks();
+        Cassette::open(dir.path()).unwrap().problems()
+    };
+    assert_eq!(
+        record(b"Welcome\x1b[11Gto the app\r\n\r\n> "),
+        Vec::<String>::new()
+    );
+    let lost = record(b"");
+    assert!(
+        lost.iter()
+            .any(|p| p.contains("shows `Welcome to the app`, which output.raw never drew")),
+        "{lost:?}"
+    );
+}
+
+/// A path the terminal wrapped at the right edge: the output that drew it is scrubbed whole,
+/// and the frame of that screen, whose rows hold the path in two pieces, is too; the
+/// recording checks, and neither piece is in it.
+#[test]
+fn a_path_wrapped_over_two_rows_is_scrubbed_in_the_frame_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let tee = Tee::new();
+    let rule = Rule {
+        name: "tree path".into(),
+        find: "/tmp/spxOnYLnU/repo".into(),
+        replace: "$TREE".into(),
+    };
+    tee.add_sink(Box::new(
+        Recorder::create(dir.path(), manifest(), Scrubber::new(vec![rule])).unwrap(),
+    ));
+    // 80 columns: the path starts 6 cells before the edge.
+    let line = format!("{}(cwd: /tmp/spxOnYLnU/repo)", "x".repeat(68));
+    let mut term = Terminal::new(24, 80);
+    term.feed(line.as_bytes());
+    tee.record(Event::Output {
+        bytes: line.into_bytes(),
+    });
+    let screen = term.snapshot();
+    assert!(
+        screen.lines[0].ends_with("(cwd: /tmp/s"),
+        "{:?}",
+        screen.lines
+    );
+    tee.record(Event::Mark {
+        stream: "frames".into(),
+        data: json!({ "reason": "idle", "screen": screen }),
+    });
+    tee.close_sinks();
+    let frames = fs_err::read_to_string(dir.path().join("frames.jsonl")).unwrap();
+    assert!(
+        !frames.contains("/tmp/s") && !frames.contains("pxOnYLnU"),
+        "{frames}"
+    );
+    assert!(frames.contains("(cwd: $TREE "), "{frames}");
+    assert_eq!(
+        Cassette::open(dir.path()).unwrap().problems(),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn check_finds_a_changed_digest_a_seq_gap_and_untiled_output() {
+    let fresh = || {
+        let dir = tempfile::tempdir().unwrap();
+        small_cassette(dir.path());
+        assert_eq!(
+            Cassette::open(dir.path()).unwrap().problems(),
+            Vec::<String>::new()
+        );
+        dir
+    };
+    let has = |dir: &Path, needle: &str| {
+        let problems = Cassette::open(dir).unwrap().problems();
+        assert!(problems.iter().any(|p| p.contains(needle)), "{problems:?}");
+    };
+    // One byte of the output changed.
+    let d = fresh();
+    let raw = d.path().join("output.raw");
+    let mut bytes = fs_err::read(&raw).unwrap();
+    bytes[0] = b'z';
+    fs_err::write(&raw, bytes).unwrap();
+    has(d.path(), "content_digest");
+    // A record dropped from a stream.
+    let d = fresh();
+    fs_err::write(d.path().join("input.jsonl"), "").unwrap();
+    has(d.path(), "without gaps");
+    // A chunk that does not start where the previous one ended.
+    let d = fresh();
+    let index = d.path().join("output.jsonl");
+    let mut chunks: Vec<Value> = fs_err::read_to_string(&index)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let second = chunks[1]["offset"].as_u64().unwrap();
+    assert!(second > 0);
+    chunks[1]["offset"] = (second - 1).into();
+    let text = chunks
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    fs_err::write(&index, text).unwrap();
+    has(d.path(), &format!("starts at Some({})", second - 1));
+    // A record without its number is refused when read.
+    let d = fresh();
+    fs_err::write(d.path().join("input.jsonl"), "{\"t_ms\":0}\n").unwrap();
+    assert!(matches!(
+        Cassette::open(d.path()),
+        Err(CassetteError::Bad { line: 1, .. })
+    ));
+}

@@ -1,0 +1,380 @@
+//! The host's socket: binding it (again, when its folder was removed), and serving each
+//! client its requests (ping, inject, keys, snapshot, resize, record, interrupt, stop) or the
+//! raw terminal after `attach`. Acts through the hosted session; holds no state of its own.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::session::{Shared, lock};
+use crate::pty::session::Size;
+use crate::runtime::protocol::{Envelope, Request, Response, VERSION};
+use crate::seam::terminal::Activity;
+
+/// On SIGUSR1 (spex sends it when it finds this host alive and its socket gone, e.g. the
+/// runtime folder was removed at logout), binds the socket again, re-creating its folder.
+pub(super) fn listen_again_on_request(
+    socket: &std::path::Path,
+    shared: &Arc<Shared>,
+) -> std::io::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGUSR1])?;
+    let (socket, shared) = (socket.to_owned(), Arc::clone(shared));
+    std::thread::Builder::new()
+        .name("host-rebind".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                if UnixStream::connect(&socket).is_ok() {
+                    continue;
+                }
+                let listener = socket
+                    .parent()
+                    .map_or(Ok(()), crate::fsutil::create_private_dir)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|()| bind(&socket));
+                match listener {
+                    Ok(listener) => {
+                        eprintln!(
+                            "{} socket `{}` was gone: listening there again",
+                            crate::store::now_rfc3339(),
+                            socket.display()
+                        );
+                        let shared = Arc::clone(&shared);
+                        let _ = std::thread::Builder::new()
+                            .name("host-accept".into())
+                            .spawn(move || accept(&listener, &shared));
+                    }
+                    Err(e) => eprintln!(
+                        "{} socket `{}` is gone and cannot be bound again: {e}",
+                        crate::store::now_rfc3339(),
+                        socket.display()
+                    ),
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Binds the session's socket, replacing a stale file (one nobody answers on), never a live one.
+pub(super) fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            anyhow::bail!(
+                "`{}` is served by a running host\nhint: this session already runs; `spex attach` to it",
+                path.display()
+            );
+        }
+        fs_err::remove_file(path)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+pub(super) fn accept(listener: &UnixListener, shared: &Arc<Shared>) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        // Only the user who owns the session may drive it.
+        let same_user = rustix::net::sockopt::socket_peercred(&stream)
+            .is_ok_and(|cred| cred.uid == rustix::process::getuid());
+        if !same_user {
+            continue;
+        }
+        let shared = Arc::clone(shared);
+        let _ = std::thread::Builder::new()
+            .name("host-client".into())
+            .spawn(move || serve(stream, &shared));
+    }
+}
+
+fn respond(stream: &mut UnixStream, r: &Response) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(r).expect("a response serializes");
+    line.push(b'\n');
+    stream.write_all(&line)
+}
+
+/// One client connection: requests until it closes, or the raw stream after `attach`.
+fn serve(stream: UnixStream, shared: &Shared) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let request = match serde_json::from_str::<Envelope>(&line) {
+            Ok(e) if e.v == VERSION => e.request,
+            Ok(e) => {
+                let _ = respond(
+                    &mut writer,
+                    &Response::fail(format!(
+                        "protocol version {} is not served (this host speaks {VERSION})",
+                        e.v
+                    )),
+                );
+                continue;
+            }
+            Err(e) => {
+                let _ = respond(&mut writer, &Response::fail(format!("bad request: {e}")));
+                continue;
+            }
+        };
+        if let Request::Attach { rows, cols } = request {
+            attach(reader, writer, shared, rows, cols);
+            return;
+        }
+        let response = handle(shared, request);
+        if respond(&mut writer, &response).is_err() {
+            return;
+        }
+    }
+}
+
+fn handle(shared: &Shared, request: Request) -> Response {
+    let ok = Response {
+        ok: true,
+        host_pid: Some(std::process::id()),
+        child_pid: Some(shared.child_pid),
+        ..Response::default()
+    };
+    let result = match request {
+        Request::Ping => Ok(()),
+        Request::Snapshot => {
+            return Response {
+                snapshot: Some(lock(&shared.term).snapshot()),
+                ..ok
+            };
+        }
+        Request::Scrollback { lines } => {
+            let mut term = lock(&shared.term);
+            let snapshot = crate::pty::terminal::Snapshot {
+                scrollback: term.scrollback(lines),
+                ..term.snapshot()
+            };
+            return Response {
+                snapshot: Some(snapshot),
+                ..ok
+            };
+        }
+        Request::Inject { text, submit } => {
+            eprintln!(
+                "{} inject {} bytes{}",
+                crate::store::now_rfc3339(),
+                text.len(),
+                if submit { " + submit" } else { "" }
+            );
+            let mut one_at_a_time = shared.start_typing();
+            let Some((paste, pause, enter)) = shared.terminal.paste(&text) else {
+                return Response::fail(
+                    "prompts are not typed into this harness's terminal".to_owned(),
+                );
+            };
+            let typed = if text.is_empty() {
+                Ok(())
+            } else {
+                shared.clear_input().and_then(|()| shared.write(&paste))
+            };
+            typed.and_then(|()| {
+                if submit {
+                    if !text.is_empty() {
+                        std::thread::sleep(pause);
+                    }
+                    let seen = lock(&shared.chunks.0).count;
+                    shared.write(&enter)?;
+                    *one_at_a_time = Some(seen);
+                }
+                Ok(())
+            })
+        }
+        Request::Keys { expect, keys } => {
+            // The screen is checked and the keys written under the terminal's lock, so no
+            // redraw slips between the check and the keys.
+            let term = lock(&shared.term);
+            let screen = term.snapshot().lines.join("\n");
+            if let Some(missing) = expect.iter().find(|e| !screen.contains(e.as_str())) {
+                Err(std::io::Error::other(format!(
+                    "the screen does not show `{missing}`"
+                )))
+            } else {
+                eprintln!("{} keys {} bytes", crate::store::now_rfc3339(), keys.len());
+                let written = shared.write_input_by(&keys, "spex answer");
+                drop(term);
+                written
+            }
+        }
+        Request::Resize { rows, cols } => resize(shared, rows, cols),
+        Request::Stop { grace_ms } => stop(shared, Duration::from_millis(grace_ms)),
+        Request::Record { dir: Some(dir) } => shared.start_recording(&dir),
+        Request::Record { dir: None } => {
+            shared.frame("end");
+            shared.tee.close_sinks();
+            Ok(())
+        }
+        Request::Interrupt => match shared.terminal.interrupt_keys() {
+            Some(keys) => shared.write_input_by(keys, "spex interrupt"),
+            None => Err(std::io::Error::other("this harness has no interrupt key")),
+        },
+        Request::Attach { .. } => unreachable!("handled by serve"),
+    };
+    match result {
+        Ok(()) => ok,
+        Err(e) => Response::fail(e.to_string()),
+    }
+}
+
+fn resize(shared: &Shared, rows: u16, cols: u16) -> std::io::Result<()> {
+    lock(&shared.term).resize(rows, cols);
+    lock(&shared.session).resize(Size { rows, cols })
+}
+
+/// Ends the program and its whole process group: at an idle prompt first as a person would
+/// (the harness's exit keys), then SIGTERM to the group, then SIGKILL after `grace`; and once
+/// the program has ended, whatever of its group it left running (a process that ignores
+/// SIGTERM would hold the terminal open and the session would never read exited).
+fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + grace;
+    if stop_program(shared, grace)? {
+        // SIGKILL went to the whole group: nothing of it is left to wait for.
+        return Ok(());
+    }
+    // What it started may still be finishing on its own (a hook of its exit).
+    let settled = std::time::Instant::now() + LEFTOVER_WAIT.min(grace);
+    while lock(&shared.session).group_alive() && std::time::Instant::now() < settled {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !lock(&shared.session).group_alive() {
+        return Ok(());
+    }
+    let deadline = deadline.max(std::time::Instant::now() + LEFTOVER_WAIT.min(grace));
+    eprintln!(
+        "{} stop: the program ended, its process group did not: SIGTERM",
+        crate::store::now_rfc3339()
+    );
+    lock(&shared.session).signal(rustix::process::Signal::TERM)?;
+    while lock(&shared.session).group_alive() {
+        if std::time::Instant::now() >= deadline {
+            eprintln!("{} stop: SIGKILL to the group", crate::store::now_rfc3339());
+            return lock(&shared.session).signal(rustix::process::Signal::KILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Ends the program itself (see [`stop`]); whether that took SIGKILL of its group.
+fn stop_program(shared: &Shared, grace: Duration) -> std::io::Result<bool> {
+    let keys = shared.terminal.exit_keys();
+    // A turn that just ended can still be drawing its last lines (Claude runs its Stop hook
+    // under a spinner): give the prompt a moment to come back.
+    let idle = || lock(&shared.watch).activity == Some(Activity::Idle);
+    let deadline = std::time::Instant::now() + IDLE_WAIT.min(grace);
+    while !keys.is_empty() && !idle() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if idle() && !keys.is_empty() {
+        eprintln!("{} stop: typing the exit keys", crate::store::now_rfc3339());
+        {
+            let _typing = shared.start_typing();
+            for key in keys {
+                shared.write(key)?;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if ended_within(shared, EXIT_KEYS_WAIT.min(grace))? {
+            return Ok(false);
+        }
+    }
+    eprintln!("{} stop: SIGTERM", crate::store::now_rfc3339());
+    lock(&shared.session).signal(rustix::process::Signal::TERM)?;
+    if ended_within(shared, grace)? {
+        return Ok(false);
+    }
+    lock(&shared.session).signal(rustix::process::Signal::KILL)?;
+    Ok(true)
+}
+
+/// Whether the program ends within `limit`; the session lock is held only for each look, so
+/// the pump can still answer the program's terminal queries meanwhile.
+fn ended_within(shared: &Shared, limit: Duration) -> std::io::Result<bool> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if lock(&shared.session).try_wait()?.is_some() {
+            return Ok(true);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Streams the terminal to one client: a redraw of the screen, then every chunk (the pump
+/// writes them); the client's bytes go to the program until it disconnects.
+fn attach(
+    mut reader: BufReader<UnixStream>,
+    mut writer: UnixStream,
+    shared: &Shared,
+    rows: u16,
+    cols: u16,
+) {
+    if respond(
+        &mut writer,
+        &Response {
+            ok: true,
+            ..Response::default()
+        },
+    )
+    .is_err()
+    {
+        return;
+    }
+    // A stalled client must not stall the program: its writes time out and it is dropped.
+    let _ = writer.set_write_timeout(Some(Duration::from_secs(2)));
+    if rows > 0 && cols > 0 {
+        let _ = resize(shared, rows, cols);
+    }
+    let me = shared
+        .next_client
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    {
+        let mut clients = lock(&shared.clients);
+        let redraw = lock(&shared.term).redraw();
+        if writer.write_all(&redraw).is_err() {
+            return;
+        }
+        let Ok(clone) = writer.try_clone() else {
+            return;
+        };
+        clients.push((me, clone));
+        shared.set_clients(&clients);
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if shared.write_input(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = writer.shutdown(std::net::Shutdown::Both);
+    let mut clients = lock(&shared.clients);
+    clients.retain(|(n, _)| *n != me);
+    shared.set_clients(&clients);
+}
+
+/// How long `stop` waits for a session's screen to come back to its prompt before it signals.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+/// How long `stop` lets what the program left in its process group end on its own (and then
+/// at least, after SIGTERM, before SIGKILL).
+const LEFTOVER_WAIT: Duration = Duration::from_secs(1);
+
+/// How long `stop` waits for the harness to exit on its own exit keys before signalling.
+const EXIT_KEYS_WAIT: Duration = Duration::from_secs(3);

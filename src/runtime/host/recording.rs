@@ -1,0 +1,201 @@
+//! The host's recordings: the recorder it starts for a session (what to scrub, the manifest),
+//! the screens it notes as frames, and the record events it copies in. Knows nothing of the
+//! socket.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::pty::cassette::{self, Manifest, Recorder, Rule, Scrubber};
+use crate::pty::session::Spawn;
+use crate::pty::tee::{Event as TeeEvent, Tee};
+use crate::pty::terminal::Terminal;
+use crate::seam::Harness;
+use crate::store::ProjectStore;
+
+/// The recorder writing a cassette into `dir`, or `None` (logged) when it cannot start: a
+/// recording never stands in the session's way.
+pub(super) fn recorder(
+    harness: &dyn Harness,
+    spawn: &Spawn,
+    scrub: &[String],
+    dir: &std::path::Path,
+) -> Option<Recorder> {
+    let env = crate::env::Env::from_process(crate::adapters::env_vars());
+    let rule = |name: &str, find: &std::path::Path, replace: &str| Rule {
+        name: name.to_owned(),
+        find: find.to_string_lossy().into_owned(),
+        replace: replace.to_owned(),
+    };
+    let mut rules = vec![rule("tree path", &spawn.cwd, "$TREE")];
+    if let Some(home) = &env.home {
+        rules.push(rule("home path", home, "$HOME"));
+    }
+    rules.push(rule("spex store", &env.spex_home(), "$SPEX_HOME"));
+    for (name, value) in crate::env::Env::secret_values() {
+        rules.push(Rule {
+            name: format!("${name}"),
+            find: value,
+            replace: format!("${name}"),
+        });
+    }
+    for (i, text) in scrub.iter().enumerate() {
+        rules.push(Rule {
+            name: format!("config scrub[{i}]"),
+            find: text.clone(),
+            replace: "<scrubbed>".into(),
+        });
+    }
+    let mut scrubber = Scrubber::new(rules);
+    let argv: Vec<String> = spawn
+        .argv
+        .iter()
+        .map(|a| scrubber.scrub_str(&a.to_string_lossy()))
+        .collect();
+    let binary = spawn.argv.first().map(PathBuf::from).unwrap_or_default();
+    // What the binary says it is (its `--version`), beside the version spex was verified with.
+    let version = crate::env::version_output(&binary).and_then(|o| harness.parse_version(&o));
+    let fingerprint = fs_err::metadata(&binary).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        format!("size {} mtime {}", m.len(), m.mtime())
+    });
+    let manifest = Manifest {
+        version: cassette::VERSION,
+        id: crate::runtime::start::new_id().unwrap_or_default(),
+        content_digest: None,
+        harness: serde_json::json!({"id": harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "version": version, "pinned_version": harness.pinned_version()}),
+        command: serde_json::json!({"argv": argv, "cwd": "$TREE", "env_names": crate::env::Env::names()}),
+        terminal: serde_json::json!({"rows": spawn.size.rows, "cols": spawn.size.cols,
+            "term": std::env::var("TERM").ok(), "locale": std::env::var("LANG").ok(),
+            "model": "vt100", "model_version": "0.16"}),
+        timing: serde_json::json!({"resolution_ms": 100}),
+        provenance: serde_json::json!({"spex_version": env!("CARGO_PKG_VERSION"),
+            "os": std::env::consts::OS, "arch": std::env::consts::ARCH,
+            "recorded_at": crate::store::now_rfc3339()}),
+        capture: "full".into(),
+    };
+    match Recorder::create(dir, manifest, scrubber) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("error: not recording: {e}");
+            None
+        }
+    }
+}
+
+/// Copies the session's new record events into the recording as they are appended (inotify on
+/// the session folder), so they are numbered in the order they happened, each followed by a
+/// frame: the screen when the event was seen. An event is copied once the record written with
+/// it is saved (the store appends the events first); the last one copied carries the state the
+/// record reached (`record`: status and turn state), so a replay reads spex's own state
+/// instead of deriving it from the event kinds.
+pub(super) fn follow_events(store: &ProjectStore, id: &str, frames: Arc<Frames>) {
+    let dir = store.session_dir(id);
+    let store = store.clone();
+    let id = id.to_owned();
+    let _ = std::thread::Builder::new()
+        .name("host-events".into())
+        .spawn(move || {
+            let mut seen = store.events(&id, None).map_or(0, |e| e.len());
+            let forever = std::time::Instant::now() + Duration::from_secs(u64::from(u32::MAX));
+            let _ = crate::runtime::wait::wait_for(&dir, forever, || -> Option<()> {
+                let (record, events) = store.committed(&id).ok()?;
+                let done = events.len();
+                for (i, e) in events.iter().enumerate().skip(seen) {
+                    if !frames.tee.has_sinks() {
+                        break;
+                    }
+                    let mut data = serde_json::to_value(e).unwrap_or_default();
+                    if let Some(r) = record.as_ref().filter(|r| i + 1 == done && r.seq == e.seq) {
+                        data["record"] = serde_json::json!({
+                            "status": r.status.as_str(),
+                            "turn": r.turn.as_ref().map(|t| t.state.as_str()),
+                        });
+                    }
+                    frames.tee.record(TeeEvent::Mark {
+                        stream: "service".into(),
+                        data,
+                    });
+                    frames.note(&e.kind, false);
+                }
+                seen = seen.max(done);
+                None
+            });
+        });
+}
+
+/// Notes the screen in a recording as a frame, remembering the text of the last one.
+pub(super) struct Frames {
+    pub(super) tee: Tee,
+    pub(super) term: Arc<Mutex<Terminal>>,
+    /// The lines of the last frame noted in the current recording.
+    pub(super) last: Mutex<Option<Vec<String>>>,
+}
+
+impl Frames {
+    /// Notes the screen with `reason` while recording; with `if_changed`, only when its text
+    /// differs from the last frame's.
+    pub(super) fn note(&self, reason: &str, if_changed: bool) {
+        if !self.tee.has_sinks() {
+            return;
+        }
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let snapshot = self
+            .term
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .snapshot();
+        if if_changed && last.as_ref() == Some(&snapshot.lines) {
+            return;
+        }
+        *last = Some(snapshot.lines.clone());
+        self.tee.record(TeeEvent::Mark {
+            stream: "frames".into(),
+            data: serde_json::json!({ "reason": reason, "screen": snapshot }),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::Frames;
+    use crate::pty::tee::{Event as TeeEvent, Memory, Tee};
+    use crate::pty::terminal::Terminal;
+
+    #[test]
+    fn a_quiet_frame_of_an_unchanged_screen_is_not_written() {
+        let tee = Tee::new();
+        let memory = Memory::default();
+        tee.add_sink(Box::new(memory.clone()));
+        let term = Arc::new(Mutex::new(Terminal::new(4, 20)));
+        let frames = Frames {
+            tee: tee.clone(),
+            term: Arc::clone(&term),
+            last: Mutex::new(None),
+        };
+        let reasons = || -> Vec<String> {
+            memory
+                .observations()
+                .iter()
+                .filter_map(|o| match &o.event {
+                    TeeEvent::Mark { data, .. } => data["reason"].as_str().map(str::to_owned),
+                    _ => None,
+                })
+                .collect()
+        };
+        term.lock().unwrap().feed(b"hello");
+        frames.note("turn.started", false);
+        // The same text, redrawn (the cursor moved): nothing new to note.
+        term.lock().unwrap().feed(b"\rhello\x1b[H");
+        frames.note("quiet", true);
+        assert_eq!(reasons(), ["turn.started"]);
+        term.lock().unwrap().feed(b"\r\nworld");
+        frames.note("quiet", true);
+        frames.note("quiet", true);
+        // A frame of any other reason is written even when nothing changed.
+        frames.note("end", false);
+        assert_eq!(reasons(), ["turn.started", "quiet", "end"]);
+    }
+}
