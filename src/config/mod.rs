@@ -21,11 +21,9 @@ pub enum ConfigError {
         message: String,
         hint: String,
     },
-    #[error("cannot read `{file}`: {source}")]
-    Io {
-        file: PathBuf,
-        source: std::io::Error,
-    },
+    /// `fs_err`'s error, which names the file.
+    #[error("cannot read the configuration: {0}")]
+    Io(#[source] std::io::Error),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -596,10 +594,10 @@ pub fn load(user_file: &Path, tree_root: &Path, known: &Known) -> Result<Config,
         tree_root.join(PROJECT_FILE),
         tree_root.join(LOCAL_FILE),
     ] {
-        let text = match std::fs::read_to_string(&file) {
+        let text = match fs_err::read_to_string(&file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(ConfigError::Io { file, source }),
+            Err(e) => return Err(ConfigError::Io(e)),
         };
         // Editors on some systems save with a byte-order mark; it is not JSON, but not an error
         // either (spex never rewrites these files, so the mark stays).

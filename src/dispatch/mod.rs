@@ -373,7 +373,7 @@ fn repo_relative(root: &Path, cwd: &Path, p: &str) -> Option<String> {
         .map(Path::to_path_buf)
         .or_else(|| {
             // The payload may spell the tree through a symlink; compare canonical parents.
-            let parent = std::fs::canonicalize(abs.parent()?).ok()?;
+            let parent = fs_err::canonicalize(abs.parent()?).ok()?;
             parent
                 .join(abs.file_name()?)
                 .strip_prefix(root)
