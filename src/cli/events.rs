@@ -52,6 +52,10 @@ struct Project {
     dir_wd: Option<i32>,
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the first read and the follow loop share the watches, the projects' cursors and the printer set up before them"
+)]
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let cursor = match &args.since {
         Some(text) => Some(Cursor::parse(text)?),

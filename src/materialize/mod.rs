@@ -119,6 +119,10 @@ impl Inputs<'_> {
     }
 
     /// Computes the plan for this tree.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the plan in the order it is built: inputs, what every harness wants, what the receipt and index record"
+    )]
     pub fn plan(&self, mode: Mode) -> Result<Plan, MaterializeError> {
         let known = adapters::known();
         let cfg = match mode {
@@ -366,6 +370,10 @@ impl DispatchFiles {
     }
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the plan's changes, then the owned folders left empty, both from the same files and folders"
+)]
 fn finish(
     tree: PathBuf,
     others: &[PathBuf],

@@ -478,6 +478,10 @@ fn dialog_attention(s: &Session) -> bool {
 /// confirmed only with `wait_queued`. Refused while a dialog is open, whatever asked: keys
 /// typed into a dialog answer it. The answer to a question the agent declared in text is a
 /// prompt: it is delivered, and the new turn closes the attention.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the delivery in the order it happens (checks, typing, confirmation and the one resend), sharing its clock and stages"
+)]
 pub fn deliver(
     env: &Env,
     store: &ProjectStore,

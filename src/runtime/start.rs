@@ -75,14 +75,18 @@ pub(super) fn identity_vars() -> Vec<&'static str> {
     vars
 }
 
-/// Starts the host of session `id` running `argv` and waits until the harness is ready.
-/// Sessions on a server get their host through [`server::Server::host`].
 /// The terminal spex hosts for `h`, or why it hosts none.
 pub(super) fn terminal_of(h: &dyn Harness) -> Result<&'static dyn TerminalHost, RuntimeError> {
     h.terminal()
         .ok_or_else(|| RuntimeError::NotHosted(h.id().to_owned()))
 }
 
+/// Starts the host of session `id` running `argv` and waits until the harness is ready.
+/// Sessions on a server get their host through [`server::Server::host`].
+#[expect(
+    clippy::too_many_lines,
+    reason = "the host's command line, its start and the wait until the harness is ready share the launch's paths and log"
+)]
 pub(super) fn start_host(
     l: &Launch,
     store: &ProjectStore,
