@@ -11,6 +11,7 @@ mod config;
 mod dispatch;
 mod env;
 mod fsutil;
+mod log;
 mod materialize;
 mod pty;
 mod reconcile;
