@@ -6,6 +6,12 @@
 
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 #![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::too_many_lines,
+    reason = "benchmark rigging, not product code: a failed setup call panics on the spot, so fs_err's path adds little, and a scenario reads best as one function"
+)]
+#![allow(
     dead_code,
     reason = "the shared test support has more than this benchmark uses"
 )]

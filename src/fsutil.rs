@@ -1,5 +1,7 @@
 //! The one way spex writes files: a temp file beside the target, renamed over it, and only when
-//! the bytes differ. Reads that treat "missing" as a value live here too.
+//! the bytes differ. Reads that treat "missing" as a value live here too. Every call goes
+//! through `fs_err` (its errors name the path); [`named`] words the errors of the few calls it
+//! does not wrap the same way.
 
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -27,7 +29,7 @@ pub fn resolve_link(path: &Path) -> std::path::PathBuf {
     let mut p = path.to_path_buf();
     // As many hops as the kernel follows (`ELOOP` past 40); a longer chain is edited as is.
     for _ in 0..40 {
-        let Ok(target) = std::fs::read_link(&p) else {
+        let Ok(target) = fs_err::read_link(&p) else {
             return p;
         };
         p = match p.parent() {
@@ -82,7 +84,7 @@ fn dir_of(path: &Path) -> &Path {
 /// Keep the mode of the file we replace (config files may be private); a new file gets the
 /// usual 0644 rather than the temp file's 0600.
 fn mode_for(path: &Path) -> std::fs::Permissions {
-    std::fs::metadata(path).map_or_else(
+    fs_err::metadata(path).map_or_else(
         |_| std::fs::Permissions::from_mode(0o644),
         |m| m.permissions(),
     )
@@ -112,7 +114,7 @@ pub fn swap_if_unchanged(
             match tmp.persist_noclobber(path) {
                 Ok(_) => Ok(Swap::Done),
                 Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(Swap::Changed),
-                Err(e) => Err(rename_error(&e.error, path)),
+                Err(e) => Err(named(&e.error, "rename into", path)),
             }
         }
         (Some(old), Some(bytes)) => {
@@ -127,14 +129,14 @@ pub fn swap_if_unchanged(
                 Ok(()) => {}
                 // No atomic exchange on this file system: the window is the check above.
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-                    tmp.as_file().sync_all()?;
+                    sync_temp(&tmp, path)?;
                     tmp.persist(path)
-                        .map_err(|e| rename_error(&e.error, path))?;
+                        .map_err(|e| named(&e.error, "rename into", path))?;
                     return Ok(Swap::Done);
                 }
                 Err(e) => return Err(e),
             }
-            tmp.as_file().sync_all()?;
+            sync_temp(&tmp, path)?;
             // The temp path now holds what was swapped out; dropping `tmp` deletes it.
             let theirs = fs_err::read(tmp.path())?;
             Ok(if theirs == old {
@@ -158,7 +160,7 @@ pub fn swap_if_unchanged(
                 &aside,
                 rustix::fs::RenameFlags::NOREPLACE,
             )
-            .map_err(|e| rename_error(&e.into(), path))?;
+            .map_err(|e| named(&e.into(), "rename into", path))?;
             if fs_err::read(&aside)? == old {
                 remove_file(&aside)?;
                 return Ok(Swap::Done);
@@ -212,16 +214,54 @@ fn exchange(a: &Path, b: &Path) -> io::Result<()> {
         if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS {
             io::Error::new(io::ErrorKind::Unsupported, "no RENAME_EXCHANGE")
         } else {
-            rename_error(&e.into(), b)
+            named(&e.into(), "rename into", b)
         }
     })
 }
 
-fn rename_error(e: &io::Error, path: &Path) -> io::Error {
+/// `e`, from a call `fs_err` does not wrap (tempfile's rename, rustix's `renameat2`, std's
+/// `DirBuilder`, an open on the hook path), worded as `fs_err` words its own: "failed to
+/// `doing` `path`: cause".
+pub fn named(e: &io::Error, doing: &str, path: &Path) -> io::Error {
     io::Error::new(
         e.kind(),
-        format!("{e} (renaming into `{}`)", path.display()),
+        format!("failed to {doing} `{}`: {e}", path.display()),
     )
+}
+
+/// Opens `path` with `options`, as `fs_err::OpenOptions::open` does but without its copy of the
+/// path in the file it returns: an allocation on every open of the hook path (the lock, the
+/// event log), for an error that almost never comes. The error still names the path.
+#[expect(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the std file fs_err wraps, opened through fs_err's own options; the error is worded as fs_err words it"
+)]
+pub fn open_lean(options: &fs_err::OpenOptions, path: &Path) -> io::Result<std::fs::File> {
+    options
+        .options()
+        .open(path)
+        .map_err(|e| named(&e, "open file", path))
+}
+
+/// Opens `path` for reading; `None` when it cannot be (missing, unreadable). For the hook
+/// path's reads that take any failure as "nothing there" (a transcript not written yet): no
+/// path is copied or worded, on success or failure, for an error no one reads.
+#[expect(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the error is dropped, so fs_err's path in it would be built for nothing"
+)]
+pub fn open_quiet(path: &Path) -> Option<std::fs::File> {
+    std::fs::File::open(path).ok()
+}
+
+/// Syncs the temp file `tmp`, whose data is (or is about to be) the file at `path`, to disk:
+/// tempfile leaves `sync_all` to the std file, whose error names nothing.
+fn sync_temp(tmp: &tempfile::NamedTempFile, path: &Path) -> io::Result<()> {
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| named(&e, "sync file", path))
 }
 
 /// Replaces `path` with `bytes` by rename, without comparing first and without `fsync`: for
@@ -240,7 +280,7 @@ fn rename_into(
 ) -> io::Result<()> {
     let tmp = temp_with(dir_of(path), bytes, mode, sync)?;
     tmp.persist(path)
-        .map_err(|e| rename_error(&e.error, path))?;
+        .map_err(|e| named(&e.error, "rename into", path))?;
     Ok(())
 }
 
@@ -253,19 +293,16 @@ fn temp_with(
 ) -> io::Result<tempfile::NamedTempFile> {
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{e} (creating a temp file in `{}`)", dir.display()),
-            )
-        })?;
+        // tempfile's own errors name the temp file.
+        .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     if let Some(mode) = mode {
-        tmp.as_file().set_permissions(mode)?;
+        tmp.as_file()
+            .set_permissions(mode)
+            .map_err(|e| named(&e, "set permissions for file", tmp.path()))?;
     }
     if sync {
-        tmp.as_file().sync_all()?;
+        sync_temp(&tmp, tmp.path())?;
     }
     Ok(tmp)
 }
@@ -275,23 +312,18 @@ fn temp_with(
 /// These are spex's own files (logs, event logs, indexes in the store): a new one is private
 /// (0600, its new folders 0700).
 pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let open = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(PRIVATE_FILE)
-            .open(path)
-    };
-    let mut file = match open() {
+    use fs_err::os::unix::fs::OpenOptionsExt as _;
+    let mut options = fs_err::OpenOptions::new();
+    options.create(true).append(true).mode(PRIVATE_FILE);
+    let mut file = match open_lean(&options, path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             create_private_dir_all(path.parent().unwrap_or(path))?;
-            open()
+            open_lean(&options, path)
         }
         other => other,
-    }
-    .map_err(|e| io::Error::new(e.kind(), format!("{e} (appending to `{}`)", path.display())))?;
+    }?;
     file.write_all(bytes)
+        .map_err(|e| named(&e, "append to", path))
 }
 
 /// Appends like [`append`], keeping the file under `limit` bytes: when the line would cross it,
@@ -301,15 +333,13 @@ pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// private, and the caller may tighten what lies around it.
 pub fn append_bounded(path: &Path, bytes: &[u8], limit: u64) -> io::Result<bool> {
     let mut loose = false;
-    if let Ok(meta) = std::fs::metadata(path) {
+    if let Ok(meta) = fs_err::metadata(path) {
         if meta.permissions().mode() & 0o077 != 0 {
             loose = true;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(PRIVATE_FILE))?;
+            fs_err::set_permissions(path, std::fs::Permissions::from_mode(PRIVATE_FILE))?;
         }
         if meta.len() > 0 && meta.len() + bytes.len() as u64 > limit {
-            std::fs::rename(path, previous_segment(path)).map_err(|e| {
-                io::Error::new(e.kind(), format!("{e} (rotating `{}`)", path.display()))
-            })?;
+            fs_err::rename(path, previous_segment(path))?;
         }
     }
     append(path, bytes)?;
@@ -328,7 +358,7 @@ pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
         .recursive(true)
         .mode(PRIVATE_DIR)
         .create(dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("{e} (creating `{}`)", dir.display())))
+        .map_err(|e| named(&e, "create directory", dir))
 }
 
 /// [`write_atomic`] for spex's own files: the file private (0600) whether new or not, its new
@@ -336,8 +366,8 @@ pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
 pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     let private = std::fs::Permissions::from_mode(PRIVATE_FILE);
     if read_opt(path)?.as_deref() == Some(bytes) {
-        if std::fs::metadata(path)?.permissions().mode() & 0o777 != PRIVATE_FILE {
-            std::fs::set_permissions(path, private)?;
+        if fs_err::metadata(path)?.permissions().mode() & 0o777 != PRIVATE_FILE {
+            fs_err::set_permissions(path, private)?;
         }
         return Ok(false);
     }
@@ -348,7 +378,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<bool> {
 
 /// Makes the file at `path` private (0600).
 pub fn make_private(path: &Path) -> io::Result<()> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(PRIVATE_FILE))
+    fs_err::set_permissions(path, std::fs::Permissions::from_mode(PRIVATE_FILE))
 }
 
 /// Makes every folder under `root` (itself included) 0700 and every file 0600, where others
@@ -368,7 +398,7 @@ pub fn tighten(root: &Path) {
             continue;
         };
         if mode & 0o077 != 0 {
-            let _ = std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(want));
+            let _ = fs_err::set_permissions(e.path(), std::fs::Permissions::from_mode(want));
         }
     }
 }
@@ -390,7 +420,7 @@ pub fn remove_file(path: &Path) -> io::Result<()> {
 
 /// Removes a directory only if it is empty; reports whether it did.
 pub fn remove_dir_if_empty(path: &Path) -> bool {
-    std::fs::remove_dir(path).is_ok()
+    fs_err::remove_dir(path).is_ok()
 }
 
 /// Creates `dir` (its parents as the umask makes them) with the folder itself born 0700, so
@@ -399,11 +429,12 @@ pub fn remove_dir_if_empty(path: &Path) -> bool {
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
+        fs_err::create_dir_all(parent)?;
     }
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        other => other,
+        Err(e) => Err(named(&e, "create directory", dir)),
+        Ok(()) => Ok(()),
     }
 }
 
@@ -469,7 +500,7 @@ mod tests {
                     let dir = dir.clone();
                     std::thread::spawn(move || {
                         super::create_private_dir(&dir).unwrap();
-                        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777
+                        fs_err::metadata(&dir).unwrap().permissions().mode() & 0o777
                     })
                 })
                 .collect();

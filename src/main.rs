@@ -11,6 +11,7 @@ mod config;
 mod dispatch;
 mod env;
 mod fsutil;
+mod log;
 mod materialize;
 mod pty;
 mod reconcile;
@@ -65,11 +66,11 @@ fn entry() -> u8 {
 /// spex opens takes their number and receives what is printed.
 fn stdio_open() {
     loop {
-        let Ok(null) = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/null")
-        else {
+        // Through `open_lean`: every hook runs this, and fs_err's own open copies the path.
+        let Ok(null) = fsutil::open_lean(
+            fs_err::OpenOptions::new().read(true).write(true),
+            std::path::Path::new("/dev/null"),
+        ) else {
             return;
         };
         if std::os::fd::AsRawFd::as_raw_fd(&null) > 2 {

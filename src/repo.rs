@@ -10,11 +10,9 @@ pub enum RepoError {
         "`{0}` is not inside a git checkout\nhint: run spex from a git repository (or `git init` first)"
     )]
     NotARepo(PathBuf),
-    #[error("cannot read git metadata `{path}`: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// `fs_err`'s error, which names the file.
+    #[error("cannot read git metadata: {0}")]
+    Io(#[source] std::io::Error),
     #[error("`{0}` does not look like a `.git` file (expected `gitdir: <path>`)")]
     BadGitFile(PathBuf),
     #[error(
@@ -36,19 +34,12 @@ pub struct Tree {
     pub common_dir: PathBuf,
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RepoError + '_ {
-    move |source| RepoError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 fn canon(path: &Path) -> Result<PathBuf, RepoError> {
-    std::fs::canonicalize(path).map_err(io_err(path))
+    fs_err::canonicalize(path).map_err(RepoError::Io)
 }
 
 fn read_pointer(file: &Path, base: &Path) -> Result<PathBuf, RepoError> {
-    let text = std::fs::read_to_string(file).map_err(io_err(file))?;
+    let text = fs_err::read_to_string(file).map_err(RepoError::Io)?;
     let target = text.trim_end_matches(['\n', '\r']);
     let target = target.strip_prefix("gitdir: ").unwrap_or(target);
     if target.is_empty() {
@@ -60,7 +51,7 @@ fn read_pointer(file: &Path, base: &Path) -> Result<PathBuf, RepoError> {
 /// The main checkout of the repository whose shared git dir is `common_dir`, as git finds it:
 /// `core.worktree` when the git dir sets it (a submodule's), else the folder holding `.git`.
 fn main_of(common_dir: &Path) -> Result<PathBuf, RepoError> {
-    let config = std::fs::read_to_string(common_dir.join("config")).unwrap_or_default();
+    let config = fs_err::read_to_string(common_dir.join("config")).unwrap_or_default();
     if let Some(dir) = core_worktree(&config) {
         return canon(&common_dir.join(dir));
     }
@@ -96,7 +87,7 @@ impl Tree {
         let mut dir = start.as_path();
         loop {
             let dot_git = dir.join(".git");
-            if let Ok(meta) = std::fs::metadata(&dot_git) {
+            if let Ok(meta) = fs_err::metadata(&dot_git) {
                 return Tree::at(dir, &dot_git, meta.is_dir());
             }
             dir = dir
@@ -110,13 +101,13 @@ impl Tree {
             dot_git.to_owned()
         } else {
             let dir = read_pointer(dot_git, root).map_err(|e| match e {
-                RepoError::Io { .. } => e,
+                RepoError::Io(_) => e,
                 _ => RepoError::BadGitFile(dot_git.to_owned()),
             })?;
             canon(&dir)?
         };
         let linked = git_dir.join("commondir");
-        let common_dir = match std::fs::read_to_string(&linked) {
+        let common_dir = match fs_err::read_to_string(&linked) {
             Ok(_) => canon(&read_pointer(&linked, &git_dir)?)?,
             Err(_) => git_dir.clone(),
         };
@@ -153,7 +144,7 @@ impl Tree {
     /// linked worktrees in name order.
     pub fn all_trees(&self) -> Vec<Tree> {
         let mut out = vec![self.main_tree()];
-        let Ok(entries) = std::fs::read_dir(self.common_dir.join("worktrees")) else {
+        let Ok(entries) = fs_err::read_dir(self.common_dir.join("worktrees")) else {
             return out;
         };
         let mut names: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
@@ -191,7 +182,7 @@ impl Tree {
         // The deepest match is the folder the user's path enters the checkout through.
         let found = logical
             .ancestors()
-            .find(|a| std::fs::canonicalize(a).is_ok_and(|c| c == self.main))?;
+            .find(|a| fs_err::canonicalize(a).is_ok_and(|c| c == self.main))?;
         (found != self.main).then(|| found.to_owned())
     }
 
@@ -202,7 +193,7 @@ impl Tree {
 
     /// The checked-out branch, or `None` on a detached HEAD.
     pub fn branch(&self) -> Option<String> {
-        let head = std::fs::read_to_string(self.git_dir.join("HEAD")).ok()?;
+        let head = fs_err::read_to_string(self.git_dir.join("HEAD")).ok()?;
         head.trim_end()
             .strip_prefix("ref: refs/heads/")
             .map(str::to_owned)
@@ -217,11 +208,11 @@ mod tests {
     /// `<tmp>/alias -> real`, `<tmp>/real/repo/inner -> sub` and `<tmp>/elsewhere -> real/repo/sub`.
     fn layout() -> (tempfile::TempDir, PathBuf, Tree) {
         let dir = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let base = fs_err::canonicalize(dir.path()).unwrap();
         let repo = base.join("real/repo");
-        std::fs::create_dir_all(repo.join(".git")).unwrap();
-        std::fs::create_dir_all(repo.join("sub")).unwrap();
-        let link = |target: &str, at: &str| std::os::unix::fs::symlink(target, base.join(at));
+        fs_err::create_dir_all(repo.join(".git")).unwrap();
+        fs_err::create_dir_all(repo.join("sub")).unwrap();
+        let link = |target: &str, at: &str| fs_err::os::unix::fs::symlink(target, base.join(at));
         link("real/repo", "link").unwrap();
         link("real", "alias").unwrap();
         link("sub", "real/repo/inner").unwrap();

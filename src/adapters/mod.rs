@@ -69,7 +69,7 @@ mod tests {
             let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("tests/fixtures/payloads")
                 .join(h.id());
-            let n = std::fs::read_dir(&dir).map_or(0, Iterator::count);
+            let n = fs_err::read_dir(&dir).map_or(0, Iterator::count);
             assert!(n > 0, "no payload fixtures in {}", dir.display());
         }
     }

@@ -18,7 +18,7 @@ pub const ID_HELP: &str = "The session: its handle (the `ID` column of `spex ses
 /// The running spex binary, as hook commands should call it.
 pub fn spex_binary() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    Ok(std::fs::canonicalize(&exe).unwrap_or(exe))
+    Ok(fs_err::canonicalize(&exe).unwrap_or(exe))
 }
 
 /// The checkout the current folder is in.

@@ -54,6 +54,10 @@ struct Project {
     dir_wd: Option<i32>,
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the first read and the follow loop share the watches, the projects' cursors and the printer set up before them"
+)]
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let cursor = match &args.since {
         Some(text) => Some(Cursor::parse(text)?),
@@ -80,7 +84,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         .context("inotify_init")?;
     let projects_dir = env.spex_home().join("projects");
     let projects_wd = if args.follow && args.all_projects {
-        let _ = std::fs::create_dir_all(&projects_dir);
+        let _ = fs_err::create_dir_all(&projects_dir);
         inotify::add_watch(
             &fd,
             &projects_dir,
@@ -260,7 +264,7 @@ fn judge(env: &Env, p: &mut Project, ids: &[String], book: &mut runtime::budget:
 /// replaced by rename after their events are appended: the rename is the commit).
 fn watch(fd: &impl rustix::fd::AsFd, p: &mut Project) {
     let dir = p.reader.store.dir.clone();
-    let _ = std::fs::create_dir_all(&dir);
+    let _ = fs_err::create_dir_all(&dir);
     if p.dir_wd.is_none() {
         p.dir_wd = inotify::add_watch(fd, &dir, inotify::WatchFlags::CREATE).ok();
     }
@@ -290,7 +294,7 @@ fn watch(fd: &impl rustix::fd::AsFd, p: &mut Project) {
 /// The project folders of the store.
 fn all_projects(env: &Env) -> Vec<ProjectStore> {
     let root = env.spex_home().join("projects");
-    let Ok(entries) = std::fs::read_dir(&root) else {
+    let Ok(entries) = fs_err::read_dir(&root) else {
         return Vec::new();
     };
     let mut dirs: Vec<std::path::PathBuf> = entries

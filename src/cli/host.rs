@@ -7,6 +7,7 @@ use anyhow::Context;
 use super::outcome::Outcome;
 use crate::adapters;
 use crate::env::Env;
+use crate::log::log;
 use crate::pty::session::{Size, Spawn};
 use crate::repo::Tree;
 use crate::runtime::host::{self, HostSpec};
@@ -51,7 +52,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     ) {
         Ok(cfg) => cfg.scrub,
         Err(e) => {
-            eprintln!("error: {e}");
+            log!("error: {e}");
             Vec::new()
         }
     };
@@ -78,6 +79,6 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         program_is_session: harness.server().is_none(),
     };
     let exit = host::run(&spec)?;
-    eprintln!("session {} ended: {exit:?}", args.session);
+    log!("session {} ended: {exit:?}", args.session);
     Ok(Outcome::Ok)
 }

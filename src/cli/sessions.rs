@@ -236,6 +236,10 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one block of rows per part of the record, in the order `show` prints them"
+)]
 pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let store = project(env)?;
     let id = store.resolve(&args.id)?;
@@ -452,6 +456,10 @@ pub struct WaitArgs {
     pub json: bool,
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one wait loop over the watches, the progress line and the budget book it sets up"
+)]
 pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
     use rustix::fs::inotify;
     let store = project(env)?;

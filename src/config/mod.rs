@@ -21,11 +21,9 @@ pub enum ConfigError {
         message: String,
         hint: String,
     },
-    #[error("cannot read `{file}`: {source}")]
-    Io {
-        file: PathBuf,
-        source: std::io::Error,
-    },
+    /// `fs_err`'s error, which names the file.
+    #[error("cannot read the configuration: {0}")]
+    Io(#[source] std::io::Error),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -301,203 +299,14 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
         let v = &prop.value;
         match key.as_str() {
             "$schema" => {}
-            "harnesses" => {
-                let Ast::Array(arr) = v else {
-                    return Err(layer.err(
-                        v.start(),
-                        "`harnesses` must be a list",
-                        format!("e.g. [{}]; known: {}", known.json_items(), known.list()),
-                    ));
-                };
-                let mut ids = Vec::new();
-                for el in &arr.elements {
-                    let id = harness_id(layer, known, el, "harnesses")?;
-                    if !ids.contains(&id) {
-                        ids.push(id);
-                    }
-                }
-                cfg.harnesses = ids;
-            }
+            "harnesses" => apply_harnesses(cfg, layer, v, known)?,
             "defaultHarness" => {
                 cfg.default_harness = harness_id(layer, known, v, "defaultHarness")?;
             }
-            "harness" => {
-                let Ast::Object(per) = v else {
-                    return Err(layer.err(
-                        v.start(),
-                        "`harness` must be an object",
-                        format!(
-                            "e.g. {{\"{id}\": {{\"command\": \"/opt/bin/{id}\"}}}}",
-                            id = known.ids.first().copied().unwrap_or("<id>")
-                        ),
-                    ));
-                };
-                for p in &per.properties {
-                    let id_name = name_of(&p.name);
-                    let id = (known.canonical)(&id_name).ok_or_else(|| {
-                        layer.err(
-                            p.start(),
-                            format!("`harness.{id_name}`: unknown harness"),
-                            format!("use one of {}", known.list()),
-                        )
-                    })?;
-                    let Ast::Object(fields) = &p.value else {
-                        return Err(layer.err(
-                            p.value.start(),
-                            format!("`harness.{id_name}` must be an object"),
-                            "keys: `command`, `args`",
-                        ));
-                    };
-                    let entry = cfg.harness.entry(id).or_default();
-                    for f in &fields.properties {
-                        let fk = name_of(&f.name);
-                        match fk.as_str() {
-                            "command" => {
-                                entry.command = Some(string(
-                                    layer,
-                                    &f.value,
-                                    &format!("harness.{id_name}.command"),
-                                )?);
-                            }
-                            "args" => {
-                                let Ast::Array(a) = &f.value else {
-                                    return Err(layer.err(
-                                        f.value.start(),
-                                        format!(
-                                            "`harness.{id_name}.args` must be a list of strings"
-                                        ),
-                                        "e.g. [\"--model\", \"x\"]",
-                                    ));
-                                };
-                                entry.args = a
-                                    .elements
-                                    .iter()
-                                    .map(|e| string(layer, e, &format!("harness.{id_name}.args")))
-                                    .collect::<Result<_, _>>()?;
-                            }
-                            other => {
-                                return Err(layer.err(
-                                    f.start(),
-                                    format!("unknown key `harness.{id_name}.{other}`"),
-                                    "keys: `command`, `args`",
-                                ));
-                            }
-                        }
-                    }
-                }
-            }
-            "policies" => {
-                let Ast::Object(pol) = v else {
-                    return Err(layer.err(
-                        v.start(),
-                        "`policies` must be an object",
-                        "keys: `specFirst`, `stopGate`",
-                    ));
-                };
-                for p in &pol.properties {
-                    let pk = name_of(&p.name);
-                    let val = string(layer, &p.value, &format!("policies.{pk}"))?;
-                    match (pk.as_str(), val.as_str()) {
-                        ("specFirst", "off") => cfg.spec_first = Policy::Off,
-                        ("specFirst", "nudge") => cfg.spec_first = Policy::Nudge,
-                        ("specFirst", "block") => cfg.spec_first = Policy::Block,
-                        ("specFirst", _) => {
-                            return Err(layer.err(
-                                p.value.start(),
-                                format!("`policies.specFirst`: unknown value `{val}`"),
-                                "use `off`, `nudge` or `block`",
-                            ));
-                        }
-                        ("stopGate", "off") => cfg.stop_gate = StopGate::Off,
-                        ("stopGate", "ask") => cfg.stop_gate = StopGate::Ask,
-                        ("stopGate", _) => {
-                            return Err(layer.err(
-                                p.value.start(),
-                                format!("`policies.stopGate`: unknown value `{val}`"),
-                                "use `off` or `ask`",
-                            ));
-                        }
-                        _ => {
-                            return Err(layer.err(
-                                p.start(),
-                                format!("unknown key `policies.{pk}`"),
-                                "keys: `specFirst`, `stopGate`",
-                            ));
-                        }
-                    }
-                }
-            }
-            "store" => {
-                let Ast::Object(fields) = v else {
-                    return Err(layer.err(
-                        v.start(),
-                        "`store` must be an object",
-                        "keys: `eventLogBytes`",
-                    ));
-                };
-                for f in &fields.properties {
-                    let fk = name_of(&f.name);
-                    let parsed = match (fk.as_str(), &f.value) {
-                        ("eventLogBytes", Ast::NumberLit(n)) => n.value.parse::<u64>().ok(),
-                        ("eventLogBytes", _) => None,
-                        (other, _) => {
-                            return Err(layer.err(
-                                f.start(),
-                                format!("unknown key `store.{other}`"),
-                                "keys: `eventLogBytes`",
-                            ));
-                        }
-                    };
-                    cfg.event_log_bytes = parsed.filter(|b| *b >= 4096).ok_or_else(|| {
-                        layer.err(
-                            f.value.start(),
-                            "`store.eventLogBytes` must be a whole number of bytes, at least 4096",
-                            "e.g. 8388608 (8 MiB, the default)",
-                        )
-                    })?;
-                }
-            }
-            "answering" => {
-                let Ast::Object(fields) = v else {
-                    return Err(layer.err(
-                        v.start(),
-                        "`answering` must be an object",
-                        "keys: `hookWaitSecs`, `away`",
-                    ));
-                };
-                for f in &fields.properties {
-                    let fk = name_of(&f.name);
-                    if fk == "away" {
-                        let Ast::BooleanLit(b) = &f.value else {
-                            return Err(layer.err(
-                                f.value.start(),
-                                "`answering.away` must be true or false",
-                                "e.g. false (the default): `spex away on|off` sets it for now",
-                            ));
-                        };
-                        cfg.away = b.value;
-                        continue;
-                    }
-                    let parsed = match (fk.as_str(), &f.value) {
-                        ("hookWaitSecs", Ast::NumberLit(n)) => n.value.parse::<u64>().ok(),
-                        ("hookWaitSecs", _) => None,
-                        (other, _) => {
-                            return Err(layer.err(
-                                f.start(),
-                                format!("unknown key `answering.{other}`"),
-                                "keys: `hookWaitSecs`, `away`",
-                            ));
-                        }
-                    };
-                    cfg.answer_wait_secs = parsed.filter(|s| *s <= 86_400).ok_or_else(|| {
-                        layer.err(
-                            f.value.start(),
-                            "`answering.hookWaitSecs` must be a whole number of seconds, 0 to 86400",
-                            "e.g. 600 (the default); 0 turns the waiting hook off",
-                        )
-                    })?;
-                }
-            }
+            "harness" => apply_harness(cfg, layer, v, known)?,
+            "policies" => apply_policies(cfg, layer, v)?,
+            "store" => apply_store(cfg, layer, v)?,
+            "answering" => apply_answering(cfg, layer, v)?,
             "record" => {
                 let Ast::BooleanLit(b) = v else {
                     return Err(layer.err(
@@ -508,25 +317,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 };
                 cfg.record = b.value;
             }
-            "scrub" => {
-                let hint = "e.g. [\"internal.example.com\"]: literal text, 4 characters or more";
-                let Ast::Array(a) = v else {
-                    return Err(layer.err(v.start(), "`scrub` must be a list of strings", hint));
-                };
-                for e in &a.elements {
-                    let text = string(layer, e, "scrub")?;
-                    if text.len() < 4 {
-                        return Err(layer.err(
-                            e.start(),
-                            "a `scrub` entry must be at least 4 characters long",
-                            hint,
-                        ));
-                    }
-                    if !cfg.scrub.contains(&text) {
-                        cfg.scrub.push(text);
-                    }
-                }
-            }
+            "scrub" => apply_scrub(cfg, layer, v)?,
             "detachKey" => {
                 let name = string(layer, v, "detachKey")?;
                 cfg.detach_key = control_key(&name).filter(|b| ![0x03, 0x0d].contains(b)).ok_or_else(|| {
@@ -569,6 +360,244 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
     }
     Ok(())
 }
+/// The `scrub` key: literal text a recording replaces with `<scrubbed>`, each once.
+fn apply_scrub(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), ConfigError> {
+    let hint = "e.g. [\"internal.example.com\"]: literal text, 4 characters or more";
+    let Ast::Array(a) = v else {
+        return Err(layer.err(v.start(), "`scrub` must be a list of strings", hint));
+    };
+    for e in &a.elements {
+        let text = string(layer, e, "scrub")?;
+        if text.len() < 4 {
+            return Err(layer.err(
+                e.start(),
+                "a `scrub` entry must be at least 4 characters long",
+                hint,
+            ));
+        }
+        if !cfg.scrub.contains(&text) {
+            cfg.scrub.push(text);
+        }
+    }
+    Ok(())
+}
+
+/// The `harnesses` key: the adapters to materialize, each once.
+fn apply_harnesses(
+    cfg: &mut Config,
+    layer: &Layer,
+    v: &Ast,
+    known: &Known,
+) -> Result<(), ConfigError> {
+    let Ast::Array(arr) = v else {
+        return Err(layer.err(
+            v.start(),
+            "`harnesses` must be a list",
+            format!("e.g. [{}]; known: {}", known.json_items(), known.list()),
+        ));
+    };
+    let mut ids = Vec::new();
+    for el in &arr.elements {
+        let id = harness_id(layer, known, el, "harnesses")?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    cfg.harnesses = ids;
+    Ok(())
+}
+
+/// The `harness` key: per harness, the `command` that starts it and its `args`.
+fn apply_harness(
+    cfg: &mut Config,
+    layer: &Layer,
+    v: &Ast,
+    known: &Known,
+) -> Result<(), ConfigError> {
+    let Ast::Object(per) = v else {
+        return Err(layer.err(
+            v.start(),
+            "`harness` must be an object",
+            format!(
+                "e.g. {{\"{id}\": {{\"command\": \"/opt/bin/{id}\"}}}}",
+                id = known.ids.first().copied().unwrap_or("<id>")
+            ),
+        ));
+    };
+    for p in &per.properties {
+        let id_name = name_of(&p.name);
+        let id = (known.canonical)(&id_name).ok_or_else(|| {
+            layer.err(
+                p.start(),
+                format!("`harness.{id_name}`: unknown harness"),
+                format!("use one of {}", known.list()),
+            )
+        })?;
+        let Ast::Object(fields) = &p.value else {
+            return Err(layer.err(
+                p.value.start(),
+                format!("`harness.{id_name}` must be an object"),
+                "keys: `command`, `args`",
+            ));
+        };
+        let entry = cfg.harness.entry(id).or_default();
+        for f in &fields.properties {
+            let fk = name_of(&f.name);
+            match fk.as_str() {
+                "command" => {
+                    entry.command = Some(string(
+                        layer,
+                        &f.value,
+                        &format!("harness.{id_name}.command"),
+                    )?);
+                }
+                "args" => {
+                    let Ast::Array(a) = &f.value else {
+                        return Err(layer.err(
+                            f.value.start(),
+                            format!("`harness.{id_name}.args` must be a list of strings"),
+                            "e.g. [\"--model\", \"x\"]",
+                        ));
+                    };
+                    entry.args = a
+                        .elements
+                        .iter()
+                        .map(|e| string(layer, e, &format!("harness.{id_name}.args")))
+                        .collect::<Result<_, _>>()?;
+                }
+                other => {
+                    return Err(layer.err(
+                        f.start(),
+                        format!("unknown key `harness.{id_name}.{other}`"),
+                        "keys: `command`, `args`",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `policies` key: `specFirst` and `stopGate`.
+fn apply_policies(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), ConfigError> {
+    let Ast::Object(pol) = v else {
+        return Err(layer.err(
+            v.start(),
+            "`policies` must be an object",
+            "keys: `specFirst`, `stopGate`",
+        ));
+    };
+    for p in &pol.properties {
+        let pk = name_of(&p.name);
+        let val = string(layer, &p.value, &format!("policies.{pk}"))?;
+        match (pk.as_str(), val.as_str()) {
+            ("specFirst", "off") => cfg.spec_first = Policy::Off,
+            ("specFirst", "nudge") => cfg.spec_first = Policy::Nudge,
+            ("specFirst", "block") => cfg.spec_first = Policy::Block,
+            ("specFirst", _) => {
+                return Err(layer.err(
+                    p.value.start(),
+                    format!("`policies.specFirst`: unknown value `{val}`"),
+                    "use `off`, `nudge` or `block`",
+                ));
+            }
+            ("stopGate", "off") => cfg.stop_gate = StopGate::Off,
+            ("stopGate", "ask") => cfg.stop_gate = StopGate::Ask,
+            ("stopGate", _) => {
+                return Err(layer.err(
+                    p.value.start(),
+                    format!("`policies.stopGate`: unknown value `{val}`"),
+                    "use `off` or `ask`",
+                ));
+            }
+            _ => {
+                return Err(layer.err(
+                    p.start(),
+                    format!("unknown key `policies.{pk}`"),
+                    "keys: `specFirst`, `stopGate`",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `store` key: `eventLogBytes`.
+fn apply_store(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), ConfigError> {
+    let Ast::Object(fields) = v else {
+        return Err(layer.err(
+            v.start(),
+            "`store` must be an object",
+            "keys: `eventLogBytes`",
+        ));
+    };
+    for f in &fields.properties {
+        let fk = name_of(&f.name);
+        let parsed = match (fk.as_str(), &f.value) {
+            ("eventLogBytes", Ast::NumberLit(n)) => n.value.parse::<u64>().ok(),
+            ("eventLogBytes", _) => None,
+            (other, _) => {
+                return Err(layer.err(
+                    f.start(),
+                    format!("unknown key `store.{other}`"),
+                    "keys: `eventLogBytes`",
+                ));
+            }
+        };
+        cfg.event_log_bytes = parsed.filter(|b| *b >= 4096).ok_or_else(|| {
+            layer.err(
+                f.value.start(),
+                "`store.eventLogBytes` must be a whole number of bytes, at least 4096",
+                "e.g. 8388608 (8 MiB, the default)",
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The `answering` key: `hookWaitSecs` and `away`.
+fn apply_answering(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), ConfigError> {
+    let Ast::Object(fields) = v else {
+        return Err(layer.err(
+            v.start(),
+            "`answering` must be an object",
+            "keys: `hookWaitSecs`, `away`",
+        ));
+    };
+    for f in &fields.properties {
+        let fk = name_of(&f.name);
+        if fk == "away" {
+            let Ast::BooleanLit(b) = &f.value else {
+                return Err(layer.err(
+                    f.value.start(),
+                    "`answering.away` must be true or false",
+                    "e.g. false (the default): `spex away on|off` sets it for now",
+                ));
+            };
+            cfg.away = b.value;
+            continue;
+        }
+        let parsed = match (fk.as_str(), &f.value) {
+            ("hookWaitSecs", Ast::NumberLit(n)) => n.value.parse::<u64>().ok(),
+            ("hookWaitSecs", _) => None,
+            (other, _) => {
+                return Err(layer.err(
+                    f.start(),
+                    format!("unknown key `answering.{other}`"),
+                    "keys: `hookWaitSecs`, `away`",
+                ));
+            }
+        };
+        cfg.answer_wait_secs = parsed.filter(|s| *s <= 86_400).ok_or_else(|| {
+            layer.err(
+                f.value.start(),
+                "`answering.hookWaitSecs` must be a whole number of seconds, 0 to 86400",
+                "e.g. 600 (the default); 0 turns the waiting hook off",
+            )
+        })?;
+    }
+    Ok(())
+}
 
 /// Where a checkout's project files (`spex.jsonc`, `spex.local.jsonc`, `.spec/`) are read
 /// from: the checkout itself, unless it is a linked worktree whose branch has none of them
@@ -596,10 +625,10 @@ pub fn load(user_file: &Path, tree_root: &Path, known: &Known) -> Result<Config,
         tree_root.join(PROJECT_FILE),
         tree_root.join(LOCAL_FILE),
     ] {
-        let text = match std::fs::read_to_string(&file) {
+        let text = match fs_err::read_to_string(&file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(ConfigError::Io { file, source }),
+            Err(e) => return Err(ConfigError::Io(e)),
         };
         // Editors on some systems save with a byte-order mark; it is not JSON, but not an error
         // either (spex never rewrites these files, so the mark stays).

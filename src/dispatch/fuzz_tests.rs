@@ -5,6 +5,10 @@
 //! own reader must still load afterwards. A panic anywhere fails the case.
 
 #[path = "../../tests/it/support/payloads.rs"]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the integration tests' file, under their crate's allow"
+)]
 mod payloads;
 
 use std::path::Path;
@@ -78,7 +82,7 @@ fn fuzz_every_adapter_decodes_and_encodes_mutated_payloads() {
 
 /// Every record and event line of every project under `spex_home` loads with spex's own types.
 fn assert_store_loads(spex_home: &Path) {
-    for project in std::fs::read_dir(spex_home.join("projects"))
+    for project in fs_err::read_dir(spex_home.join("projects"))
         .into_iter()
         .flatten()
         .filter_map(Result::ok)
@@ -94,7 +98,7 @@ fn assert_store_loads(spex_home: &Path) {
                 "record {id} does not load: {record:?}"
             );
             let log = store.session_dir(&id).join("events.jsonl");
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let text = fs_err::read_to_string(&log).unwrap_or_default();
             for line in text.lines() {
                 if let Err(e) = serde_json::from_str::<Event>(line) {
                     panic!("{}: a line does not load ({e}): {line:.300}", log.display());
@@ -107,10 +111,10 @@ fn assert_store_loads(spex_home: &Path) {
 #[test]
 fn fuzz_the_hook_pipeline_survives_mutated_payloads() {
     let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let base = fs_err::canonicalize(dir.path()).unwrap();
     let (repo, home, spex_home) = (base.join("repo"), base.join("home"), base.join("store"));
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
+    fs_err::create_dir_all(&repo).unwrap();
+    fs_err::create_dir_all(&home).unwrap();
     let git = Command::new("git")
         .args(["init", "-q", "-b", "main"])
         .current_dir(&repo)

@@ -78,6 +78,10 @@ fn log_error(env: &Env, harness: &str, event: &str, error: &str) {
 
 /// The whole pipeline; an `Err` is logged by the caller and never reaches the harness. `raw`
 /// longer than [`MAX_PAYLOAD`] is taken as cut there.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the hook pipeline in the order it runs; its stages share the payload, receipt and record borrowed in place"
+)]
 pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Option<Reply>, String> {
     let Some(h) = adapters::lookup(harness) else {
         return Err(format!("unknown harness id `{harness}`"));
@@ -373,7 +377,7 @@ fn repo_relative(root: &Path, cwd: &Path, p: &str) -> Option<String> {
         .map(Path::to_path_buf)
         .or_else(|| {
             // The payload may spell the tree through a symlink; compare canonical parents.
-            let parent = std::fs::canonicalize(abs.parent()?).ok()?;
+            let parent = fs_err::canonicalize(abs.parent()?).ok()?;
             parent
                 .join(abs.file_name()?)
                 .strip_prefix(root)

@@ -51,7 +51,7 @@ pub fn run_by(binary: &str) -> bool {
             return false;
         };
         // `comm` is the program's name, cut at 15 bytes.
-        let comm = std::fs::read_to_string(format!("/proc/{parent}/comm")).unwrap_or_default();
+        let comm = fs_err::read_to_string(format!("/proc/{parent}/comm")).unwrap_or_default();
         let cut = &binary.as_bytes()[..binary.len().min(15)];
         if comm.trim_end().as_bytes() == cut {
             return true;

@@ -73,7 +73,7 @@ pub fn user_excludes(env: &Env, tree: &Tree) -> UserExcludes {
             .unwrap_or_default()
             .join("git/ignore"),
     };
-    let bytes = std::fs::read(&path).ok();
+    let bytes = fs_err::read(&path).ok();
     UserExcludes { path, bytes }
 }
 
@@ -294,7 +294,7 @@ pub enum Health {
 
 pub fn health(env: &Env, tree: &Tree) -> Health {
     let (config, file) = files_of(tree);
-    let text = std::fs::read_to_string(&config).unwrap_or_default();
+    let text = fs_err::read_to_string(&config).unwrap_or_default();
     let Some(value) = git_config::last_value(&text, "core", "excludesFile") else {
         return Health::Unset;
     };
@@ -304,7 +304,7 @@ pub fn health(env: &Env, tree: &Tree) -> Health {
     let user = user_excludes(env, tree);
     // Everything before the generated lines is the header and the user's copy.
     let copy = exclude_bytes(tree, &user, &[]);
-    let held = std::fs::read(&file).unwrap_or_default();
+    let held = fs_err::read(&file).unwrap_or_default();
     if held.starts_with(&copy) {
         Health::Current {
             file,

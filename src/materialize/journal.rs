@@ -98,7 +98,7 @@ impl Journal {
 
     /// Removes spex's temp files from `dir` (the store's own writes).
     pub fn sweep_dir(dir: &Path) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        let Ok(entries) = fs_err::read_dir(dir) else {
             return;
         };
         for e in entries.filter_map(Result::ok) {
@@ -130,7 +130,7 @@ impl Journal {
     fn sweep_files(&self) {
         let dirs: BTreeSet<&Path> = self.files.iter().filter_map(|p| p.path.parent()).collect();
         for dir in dirs {
-            let Ok(entries) = std::fs::read_dir(dir) else {
+            let Ok(entries) = fs_err::read_dir(dir) else {
                 continue;
             };
             for e in entries.filter_map(Result::ok) {
@@ -154,7 +154,7 @@ impl Journal {
         if name.starts_with(fsutil::TEMP_PREFIX) {
             planned.next().is_some()
         } else if name.starts_with(fsutil::ASIDE_PREFIX) {
-            let digest = std::fs::read(path).ok().map(|b| owned::digest(&b));
+            let digest = fs_err::read(path).ok().map(|b| owned::digest(&b));
             planned.any(|p| p.after.is_none() && p.before.is_some() && p.before == digest)
         } else {
             false
@@ -273,14 +273,14 @@ mod tests {
                 dir.path().join("kept"),
             ],
         };
-        std::fs::create_dir_all(dir.path().join("skills/s0")).unwrap();
-        std::fs::create_dir_all(dir.path().join("kept")).unwrap();
-        std::fs::write(dir.path().join("kept/SKILL.md"), "x").unwrap();
+        fs_err::create_dir_all(dir.path().join("skills/s0")).unwrap();
+        fs_err::create_dir_all(dir.path().join("kept")).unwrap();
+        fs_err::write(dir.path().join("kept/SKILL.md"), "x").unwrap();
         // `a` was written; `b` not yet; `c` is still there; `d` another program wrote.
-        std::fs::write(&a, "new a").unwrap();
-        std::fs::write(&c, "old").unwrap();
-        std::fs::write(&d, "theirs").unwrap();
-        std::fs::write(dir.path().join(".spex-tmpXYZ"), "new b").unwrap();
+        fs_err::write(&a, "new a").unwrap();
+        fs_err::write(&c, "old").unwrap();
+        fs_err::write(&d, "theirs").unwrap();
+        fs_err::write(dir.path().join(".spex-tmpXYZ"), "new b").unwrap();
         let rec = journal.recovered();
         let generated = rec.generated.as_ref().unwrap();
         assert!(
@@ -306,7 +306,7 @@ mod tests {
             "the empty folders the run made go"
         );
         assert!(dir.path().join("kept/SKILL.md").exists());
-        let left: Vec<String> = std::fs::read_dir(dir.path())
+        let left: Vec<String> = fs_err::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with(".spex-"))

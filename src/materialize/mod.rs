@@ -95,7 +95,7 @@ impl Inputs<'_> {
             .spellings()
             .main
             .into_iter()
-            .filter(|p| p != main && std::fs::canonicalize(p).is_ok_and(|c| c == *main))
+            .filter(|p| p != main && fs_err::canonicalize(p).is_ok_and(|c| c == *main))
             .collect();
         out.extend(
             self.env
@@ -110,7 +110,7 @@ impl Inputs<'_> {
     /// project) never interleave their read-modify-write of shared files.
     pub fn locked<R>(&self, f: impl FnOnce() -> R) -> Result<R, MaterializeError> {
         let lock = self.env.spex_home().join("materialize.lock");
-        store::lock::with(&lock, f).map_err(|source| MaterializeError::Io { path: lock, source })
+        store::lock::with(&lock, f).map_err(MaterializeError::Fs)
     }
 
     /// Where this tree's config and spec are read from (`config::source_root`).
@@ -119,6 +119,10 @@ impl Inputs<'_> {
     }
 
     /// Computes the plan for this tree.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the plan in the order it is built: inputs, what every harness wants, what the receipt and index record"
+    )]
     pub fn plan(&self, mode: Mode) -> Result<Plan, MaterializeError> {
         let known = adapters::known();
         let cfg = match mode {
@@ -366,6 +370,10 @@ impl DispatchFiles {
     }
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the plan's changes, then the owned folders left empty, both from the same files and folders"
+)]
 fn finish(
     tree: PathBuf,
     others: &[PathBuf],
@@ -455,7 +463,7 @@ fn finish(
         .collect();
     candidates.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     for d in candidates {
-        let Ok(entries) = std::fs::read_dir(&d) else {
+        let Ok(entries) = fs_err::read_dir(&d) else {
             owned.dirs.remove(&d);
             continue;
         };
@@ -562,12 +570,10 @@ impl Plan {
                     .map(|c| c.path.clone())
                     .collect(),
             };
-            journal
-                .write(&journal_path)
-                .map_err(io_err(&journal_path))?;
+            journal.write(&journal_path).map_err(MaterializeError::Fs)?;
         }
         for c in self.changes.iter().filter(|c| c.action == Action::Mkdir) {
-            fs_err::create_dir_all(&c.path).map_err(io_err(&c.path))?;
+            fs_err::create_dir_all(&c.path).map_err(MaterializeError::Fs)?;
         }
         let mut written = Vec::new();
         for i in 0..self.changes.len() {
@@ -580,7 +586,7 @@ impl Plan {
                 self.apply_by_key(i)?
             } else {
                 match fsutil::swap_if_unchanged(&path, c.before.as_deref(), c.after.as_deref())
-                    .map_err(io_err(&path))?
+                    .map_err(MaterializeError::Fs)?
                 {
                     Swap::Done => true,
                     Swap::Changed => false,
@@ -588,7 +594,7 @@ impl Plan {
                     Swap::Raced(theirs) => {
                         let ours = c.after.as_deref();
                         fsutil::swap_if_unchanged(&path, ours, Some(&theirs))
-                            .map_err(io_err(&path))?;
+                            .map_err(MaterializeError::Fs)?;
                         false
                     }
                 }
@@ -597,8 +603,8 @@ impl Plan {
                 let partial = self.owned_before.merged_for(&self.owned, &written);
                 let owned_path = self.store.owned_file();
                 fsutil::write_private(&owned_path, &partial.to_bytes())
-                    .map_err(io_err(&owned_path))?;
-                fsutil::remove_file(&journal_path).map_err(io_err(&journal_path))?;
+                    .map_err(MaterializeError::Fs)?;
+                fsutil::remove_file(&journal_path).map_err(MaterializeError::Fs)?;
                 return Err(MaterializeError::Changed(path));
             }
             written.push(path);
@@ -607,31 +613,31 @@ impl Plan {
             fsutil::remove_dir_if_empty(&c.path);
         }
         let owned_path = self.store.owned_file();
-        fsutil::write_private(&owned_path, &self.owned.to_bytes()).map_err(io_err(&owned_path))?;
-        fsutil::remove_file(&journal_path).map_err(io_err(&journal_path))?;
+        fsutil::write_private(&owned_path, &self.owned.to_bytes()).map_err(MaterializeError::Fs)?;
+        fsutil::remove_file(&journal_path).map_err(MaterializeError::Fs)?;
         let spellings_path = self.store.spellings_file();
         match &self.spellings {
             Some(s) => {
                 fsutil::write_private(&spellings_path, &store::json_bytes(s))
-                    .map_err(io_err(&spellings_path))?;
+                    .map_err(MaterializeError::Fs)?;
             }
-            None => fsutil::remove_file(&spellings_path).map_err(io_err(&spellings_path))?,
+            None => fsutil::remove_file(&spellings_path).map_err(MaterializeError::Fs)?,
         }
         // The index before the receipt that points to it.
         let index_path = self.store.governance_file(&self.tree);
         match &self.dispatch.index {
             Some(bytes) => {
-                fsutil::write_private(&index_path, bytes).map_err(io_err(&index_path))?;
+                fsutil::write_private(&index_path, bytes).map_err(MaterializeError::Fs)?;
             }
-            None => fsutil::remove_file(&index_path).map_err(io_err(&index_path))?,
+            None => fsutil::remove_file(&index_path).map_err(MaterializeError::Fs)?,
         }
         let receipt_path = self.store.receipt_file(&self.tree);
         match &self.dispatch.receipt {
             Some(r) => {
                 fsutil::write_private(&receipt_path, &store::json_bytes(r))
-                    .map_err(io_err(&receipt_path))?;
+                    .map_err(MaterializeError::Fs)?;
             }
-            None => fsutil::remove_file(&receipt_path).map_err(io_err(&receipt_path))?,
+            None => fsutil::remove_file(&receipt_path).map_err(MaterializeError::Fs)?,
         }
         Ok(())
     }
@@ -655,13 +661,13 @@ impl Plan {
             // `(what the file holds now, what to redo the edit on)`, or done.
             let (in_place, base, raced) =
                 match fsutil::swap_if_unchanged(&path, expected.as_deref(), after.as_deref())
-                    .map_err(io_err(&path))?
+                    .map_err(MaterializeError::Fs)?
                 {
                     Swap::Done => {
                         if expected.is_none() && after.is_some() {
                             // A harness's own state file (edited by key) that spex created: as
                             // private as the harness makes it (0600 for `~/.claude.json`).
-                            fsutil::make_private(&path).map_err(io_err(&path))?;
+                            fsutil::make_private(&path).map_err(MaterializeError::Fs)?;
                         }
                         if let Some(r) = redone.take() {
                             self.adopt(&path, r);
@@ -673,7 +679,7 @@ impl Plan {
                             .as_ref()
                             .map(|_| changed_within(&path, after.as_deref(), LINGER))
                             .transpose()
-                            .map_err(io_err(&path))?
+                            .map_err(MaterializeError::Fs)?
                             .flatten()
                         else {
                             return Ok(true);
@@ -681,7 +687,7 @@ impl Plan {
                         (now.clone(), now, false)
                     }
                     Swap::Changed => {
-                        let now = fsutil::read_opt(&path).map_err(io_err(&path))?;
+                        let now = fsutil::read_opt(&path).map_err(MaterializeError::Fs)?;
                         (now.clone(), now, false)
                     }
                     // Ours went in over theirs: redo the edit on theirs, expecting ours in place.
@@ -810,13 +816,6 @@ impl Rekeyed {
     }
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> MaterializeError + '_ {
-    move |source| MaterializeError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -829,8 +828,8 @@ mod tests {
         let tree = dir.path().join("repo");
         let agent = tree.join(".agent");
         let commands = agent.join("commands");
-        std::fs::create_dir_all(&commands).unwrap();
-        std::fs::write(commands.join(".spex-tmpABC"), "half").unwrap();
+        fs_err::create_dir_all(&commands).unwrap();
+        fs_err::write(commands.join(".spex-tmpABC"), "half").unwrap();
         let mut owned = Owned::default();
         owned.dirs.extend([agent.clone(), commands.clone()]);
         let stale = Journal {

@@ -222,11 +222,11 @@ impl Session {
             return false;
         }
         // A zombie counts for `kill`, but runs nothing: only a living member keeps the group.
-        let Ok(procs) = std::fs::read_dir("/proc") else {
+        let Ok(procs) = fs_err::read_dir("/proc") else {
             return true;
         };
         procs.flatten().any(|p| {
-            std::fs::read_to_string(p.path().join("stat")).is_ok_and(|stat| {
+            fs_err::read_to_string(p.path().join("stat")).is_ok_and(|stat| {
                 // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
                 let mut rest = stat
                     .rsplit_once(')')
@@ -494,7 +494,7 @@ mod tests {
         let gone = (0..200).any(|_| {
             std::thread::sleep(Duration::from_millis(10));
             !std::path::Path::new(&format!("/proc/{child}")).exists()
-                || std::fs::read_to_string(format!("/proc/{child}/stat"))
+                || fs_err::read_to_string(format!("/proc/{child}/stat"))
                     .is_ok_and(|s| s.contains(") Z "))
         });
         assert!(gone, "the group's other process {child} survived");

@@ -247,6 +247,10 @@ pub fn close(store: &ProjectStore, id: &str, att: &str) {
 /// Answers a dialog of a session spex hosts with its keys: each step only while the host's
 /// screen shows what the adapter expects (checked by the host as it types), then waits until
 /// the dialog is gone from the screen and the record has closed the attention.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the dialog answered step by step, each step checked against the screen, then confirmed: one sequence"
+)]
 pub fn by_keys(
     env: &Env,
     store: &ProjectStore,
@@ -408,6 +412,10 @@ pub fn hook_waiting(a: &Attention) -> bool {
 /// ran; or its transcript shows the denial or the answers, the turn going on). An answer the
 /// hook did not take (the dialog closed another way, the hook ended) is taken back and the
 /// answer fails, changing nothing.
+#[expect(
+    clippy::too_many_lines,
+    reason = "post, wait for the hook to take it, confirm or take it back: one sequence over the same attention"
+)]
 pub fn by_hook(
     store: &ProjectStore,
     s: &Session,

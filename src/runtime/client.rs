@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::error::{RuntimeError, io};
+use super::error::RuntimeError;
 use super::protocol::{Envelope, Request, Response, VERSION};
 use crate::env::Env;
 
@@ -19,8 +19,8 @@ pub fn runtime_dir(env: &Env) -> Result<PathBuf, RuntimeError> {
         Some(d) => d.join("spex"),
         None => PathBuf::from(format!("/tmp/spex-{uid}")),
     };
-    crate::fsutil::create_private_dir(&dir).map_err(io(&dir))?;
-    let meta = std::fs::symlink_metadata(&dir).map_err(io(&dir))?;
+    crate::fsutil::create_private_dir(&dir).map_err(RuntimeError::Fs)?;
+    let meta = fs_err::symlink_metadata(&dir).map_err(RuntimeError::Fs)?;
     if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
         return Err(RuntimeError::RuntimeDir {
             path: dir,

@@ -143,11 +143,15 @@ pub enum RuntimeError {
     },
     #[error(transparent)]
     Store(#[from] crate::store::session::StoreError),
+    /// An IO error of something that is not a file operation (a spawn, a socket) at `path`.
     #[error("`{path}`: {source}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// An error of `fs_err` (or of `fsutil`, worded the same way): it names its path itself.
+    #[error(transparent)]
+    Fs(std::io::Error),
 }
 
 impl RuntimeError {

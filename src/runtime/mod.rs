@@ -253,7 +253,7 @@ pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<
     }
     match reach(env, store, &s.id) {
         Err(RuntimeError::HostGone { socket, .. }) => {
-            let _ = std::fs::remove_file(&socket);
+            let _ = fs_err::remove_file(&socket);
         }
         // Answering, or alive with its socket gone: live either way.
         _ => return None,
@@ -326,7 +326,7 @@ pub fn host_record_path(store: &ProjectStore, id: &str) -> PathBuf {
 
 /// Session `id`'s host record, when its host wrote one.
 pub fn host_record(store: &ProjectStore, id: &str) -> Option<HostRecord> {
-    let bytes = std::fs::read(host_record_path(store, id)).ok()?;
+    let bytes = fs_err::read(host_record_path(store, id)).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
@@ -478,6 +478,10 @@ fn dialog_attention(s: &Session) -> bool {
 /// confirmed only with `wait_queued`. Refused while a dialog is open, whatever asked: keys
 /// typed into a dialog answer it. The answer to a question the agent declared in text is a
 /// prompt: it is delivered, and the new turn closes the attention.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the delivery in the order it happens (checks, typing, confirmation and the one resend), sharing its clock and stages"
+)]
 pub fn deliver(
     env: &Env,
     store: &ProjectStore,

@@ -50,8 +50,11 @@ pub struct Launched {
 pub fn new_id() -> Result<String, RuntimeError> {
     let path = Path::new("/dev/urandom");
     let mut b = [0u8; 16];
-    std::io::Read::read_exact(&mut std::fs::File::open(path).map_err(io(path))?, &mut b)
-        .map_err(io(path))?;
+    std::io::Read::read_exact(
+        &mut fs_err::File::open(path).map_err(RuntimeError::Fs)?,
+        &mut b,
+    )
+    .map_err(RuntimeError::Fs)?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = hex::encode(b);
@@ -72,14 +75,18 @@ pub(super) fn identity_vars() -> Vec<&'static str> {
     vars
 }
 
-/// Starts the host of session `id` running `argv` and waits until the harness is ready.
-/// Sessions on a server get their host through [`server::Server::host`].
 /// The terminal spex hosts for `h`, or why it hosts none.
 pub(super) fn terminal_of(h: &dyn Harness) -> Result<&'static dyn TerminalHost, RuntimeError> {
     h.terminal()
         .ok_or_else(|| RuntimeError::NotHosted(h.id().to_owned()))
 }
 
+/// Starts the host of session `id` running `argv` and waits until the harness is ready.
+/// Sessions on a server get their host through [`server::Server::host`].
+#[expect(
+    clippy::too_many_lines,
+    reason = "the host's command line, its start and the wait until the harness is ready share the launch's paths and log"
+)]
 pub(super) fn start_host(
     l: &Launch,
     store: &ProjectStore,
@@ -91,14 +98,14 @@ pub(super) fn start_host(
     let dir = store.session_dir(id);
     let log = dir.join("host.log");
     let log_file = {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        std::fs::OpenOptions::new()
+        use fs_err::os::unix::fs::OpenOptionsExt as _;
+        fs_err::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(crate::fsutil::PRIVATE_FILE)
             .open(&log)
-            .map_err(io(&log))?
+            .map_err(RuntimeError::Fs)?
     };
     let mut cmd = Command::new(&l.spex_bin);
     cmd.arg("host")
@@ -122,8 +129,8 @@ pub(super) fn start_host(
         // The harness reads project settings from its launch folder only.
         .current_dir(&l.tree.root)
         .stdin(Stdio::null())
-        .stdout(log_file.try_clone().map_err(io(&log))?)
-        .stderr(log_file);
+        .stdout(log_file.try_clone().map_err(RuntimeError::Fs)?.into_file())
+        .stderr(log_file.into_file());
     for var in identity_vars() {
         cmd.env_remove(var);
     }
@@ -131,7 +138,7 @@ pub(super) fn start_host(
     let mut host = cmd.spawn().map_err(io(&l.spex_bin))?;
     let failed = |host: &mut std::process::Child| {
         host.try_wait().ok().flatten().map(|_| {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let text = fs_err::read_to_string(&log).unwrap_or_default();
             let hint = term.blocking_screen(&text).map_or_else(
                 || "the program's last screen above says why it ended".to_owned(),
                 |b| format!("{}: {}", b.what, b.hint),

@@ -155,7 +155,7 @@ pub fn apply_log(s: &mut Session, r: &LogReading, now: &str, source: &str) -> Ve
 /// The start time of process `pid` (clock ticks since boot, `/proc/<pid>/stat` field 22), or
 /// `None` when there is no such process or it is a zombie (dead, not yet reaped).
 pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut fields = rest.split_whitespace();
@@ -169,7 +169,7 @@ pub fn process_start(pid: u32) -> Option<u64> {
 /// The parent of process `pid` (`/proc/<pid>/stat` field 4), `None` when there is no such
 /// process or its parent is init.
 pub fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Field 4 (ppid) comes after the command name, which may hold `)`.
     stat[stat.rfind(')')? + 1..]
         .split_whitespace()
@@ -181,7 +181,7 @@ pub fn parent_of(pid: u32) -> Option<u32> {
 
 /// The command name of process `pid` (`/proc/<pid>/stat` field 2, at most 15 bytes).
 pub fn process_name(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = fs_err::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let open = stat.find('(')?;
     Some(stat.get(open + 1..stat.rfind(')')?)?.to_owned())
 }

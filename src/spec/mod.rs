@@ -33,11 +33,9 @@ pub enum SpecError {
         line: usize,
         message: String,
     },
-    #[error("cannot read `{file}`: {source}")]
-    Io {
-        file: PathBuf,
-        source: std::io::Error,
-    },
+    /// `fs_err`'s error, which names the file.
+    #[error("cannot read the spec tree: {0}")]
+    Io(#[source] std::io::Error),
 }
 
 #[derive(Debug, Deserialize)]
@@ -201,11 +199,8 @@ pub fn parse_node(root: &Path, rel: &Path, text: &str) -> Result<Option<SpecNode
     }
     let handler = if surfaces.contains(&Surface::Hook) {
         let dir = root.join(rel.parent().unwrap_or(Path::new("")));
-        let mut shs: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|source| SpecError::Io {
-                file: dir.clone(),
-                source,
-            })?
+        let mut shs: Vec<PathBuf> = fs_err::read_dir(&dir)
+            .map_err(SpecError::Io)?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "sh") && p.is_file())
@@ -258,10 +253,7 @@ pub fn load(root: &Path) -> Result<Vec<SpecNode>, SpecError> {
     let mut nodes = Vec::new();
     for path in files {
         let rel = path.strip_prefix(root).unwrap_or(&path).to_owned();
-        let text = std::fs::read_to_string(&path).map_err(|source| SpecError::Io {
-            file: rel.clone(),
-            source,
-        })?;
+        let text = fs_err::read_to_string(&path).map_err(SpecError::Io)?;
         if let Some(node) = parse_node(root, &rel, &text)? {
             nodes.push(node);
         }

@@ -59,7 +59,7 @@ impl ProjectStore {
         if p.attention != att || p.call_id.as_deref() != call_id {
             return None;
         }
-        std::fs::remove_file(&path).ok()?;
+        fs_err::remove_file(&path).ok()?;
         Some(p)
     }
 
@@ -70,7 +70,7 @@ impl ProjectStore {
 
     /// Takes back an answer no hook took; true when there was one.
     pub fn withdraw_answer(&self, id: &str, att: &str) -> bool {
-        is_valid_id(att) && std::fs::remove_file(self.answer_file(id, att)).is_ok()
+        is_valid_id(att) && fs_err::remove_file(self.answer_file(id, att)).is_ok()
     }
 }
 
@@ -93,7 +93,7 @@ mod tests {
         store.post_answer("s1", &p).unwrap();
         let file = store.answer_file("s1", "a2");
         assert_eq!(
-            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            fs_err::metadata(&file).unwrap().permissions().mode() & 0o777,
             0o600
         );
         // The stale hook of the last dialog (a1), and a hook of a2 for another call: nothing.

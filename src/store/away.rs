@@ -22,7 +22,7 @@ pub fn file(spex_home: &Path) -> PathBuf {
 
 /// What `spex away` last set, if anything; a file that is not this shape counts as unset.
 pub fn read(spex_home: &Path) -> Option<Away> {
-    let bytes = std::fs::read(file(spex_home)).ok()?;
+    let bytes = fs_err::read(file(spex_home)).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
@@ -55,11 +55,11 @@ mod tests {
         assert_eq!(read(&home), None);
         let on = set(&home, true).unwrap();
         assert_eq!(read(&home), Some(on));
-        let mode = std::fs::metadata(file(&home)).unwrap().permissions().mode();
+        let mode = fs_err::metadata(file(&home)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(!set(&home, false).unwrap().on);
         assert!(!read(&home).unwrap().on);
-        std::fs::write(file(&home), "{not json").unwrap();
+        fs_err::write(file(&home), "{not json").unwrap();
         assert_eq!(read(&home), None);
     }
 }

@@ -87,7 +87,7 @@ pub fn index_bytes(governed: &[Governed]) -> Vec<u8> {
 /// The entries in the buckets `rel` can hit (its first component, its extension, the
 /// catch-all), in no particular order; a glob among them may still not match.
 pub fn candidates(index: &Path, rel: &str) -> io::Result<Vec<Entry>> {
-    candidates_in(&fs_err::File::open(index)?.into_file(), rel)
+    candidates_in(&fs_err::File::open(index)?, rel)
 }
 
 /// Reading a piece of the index, from a file or (in tests) from memory.
@@ -95,9 +95,9 @@ pub trait ReadAt {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
 }
 
-impl ReadAt for std::fs::File {
+impl ReadAt for fs_err::File {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+        fs_err::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
     }
 }
 

@@ -5,37 +5,35 @@
 //! no one else can find: so once locked, the lock is checked to still be the file at its path,
 //! and taken again from the path when it is not. Two holders never work at once.
 
-use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::AsFd;
 use std::path::Path;
 
-fn open(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    OpenOptions::new()
+use crate::fsutil;
+
+/// Opens the lock file (creating it and its folder).
+fn open_creating(path: &Path) -> io::Result<impl AsFd> {
+    use fs_err::os::unix::fs::OpenOptionsExt as _;
+    let mut options = fs_err::OpenOptions::new();
+    options
         .create(true)
         .truncate(false)
         .write(true)
-        .mode(crate::fsutil::PRIVATE_FILE)
-        .open(path)
-}
-
-/// Opens the lock file (creating it and its folder).
-fn open_creating(path: &Path) -> io::Result<File> {
+        .mode(fsutil::PRIVATE_FILE);
     // The folder usually exists: try the open first (one syscall on the hook path).
-    match open(path) {
+    match fsutil::open_lean(&options, path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
-                crate::fsutil::create_private_dir_all(dir)?;
+                fsutil::create_private_dir_all(dir)?;
             }
-            open(path)
+            fsutil::open_lean(&options, path)
         }
         other => other,
     }
-    .map_err(|e| io::Error::new(e.kind(), format!("{e} (opening `{}`)", path.display())))
 }
 
 /// Whether the open `file` is still the file at `path` (not removed or replaced meanwhile).
-fn still_at(file: &File, path: &Path) -> bool {
+fn still_at(file: impl AsFd, path: &Path) -> bool {
     let (Ok(held), Ok(there)) = (rustix::fs::fstat(file), rustix::fs::stat(path)) else {
         return false;
     };
@@ -47,10 +45,8 @@ pub fn with<R>(path: &Path, f: impl FnOnce() -> R) -> io::Result<R> {
     // Each round means the lock file was removed or replaced while this waited on it.
     for _ in 0..64 {
         let mut lock = fd_lock::RwLock::new(open_creating(path)?);
-        let guard = lock
-            .write()
-            .map_err(|e| io::Error::new(e.kind(), format!("{e} (locking `{}`)", path.display())))?;
-        if still_at(&guard, path) {
+        let guard = lock.write().map_err(|e| fsutil::named(&e, "lock", path))?;
+        if still_at(&*guard, path) {
             return Ok(f());
         }
     }
@@ -85,7 +81,7 @@ mod tests {
                 // The waiter opens the lock file that is about to go.
                 scope.spawn(|| with(&path, work).unwrap());
                 std::thread::sleep(Duration::from_millis(150));
-                std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+                fs_err::remove_dir_all(path.parent().unwrap()).unwrap();
             })
             .unwrap();
             // The newcomer finds no file and makes a new one.

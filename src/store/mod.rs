@@ -128,7 +128,7 @@ impl ProjectStore {
     }
 
     pub fn receipt(&self, tree: &Path) -> Option<Receipt> {
-        serde_json::from_slice(&std::fs::read(self.receipt_file(tree)).ok()?).ok()
+        serde_json::from_slice(&fs_err::read(self.receipt_file(tree)).ok()?).ok()
     }
 
     /// Harness ids that the receipts of the checkouts rooted at `roots` select.
@@ -148,7 +148,7 @@ impl ProjectStore {
 
     /// The spellings of the main checkout spex knows; none when there is no readable record.
     pub fn spellings(&self) -> Spellings {
-        std::fs::read(self.spellings_file())
+        fs_err::read(self.spellings_file())
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()

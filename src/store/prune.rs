@@ -50,8 +50,8 @@ impl ProjectStore {
                 let aside = self
                     .sessions_dir()
                     .join(format!(".pruned-{}", candidate.id));
-                std::fs::rename(&dir, &aside).map_err(io(&dir))?;
-                std::fs::remove_dir_all(&aside).map_err(io(&aside))?;
+                fs_err::rename(&dir, &aside).map_err(io(&dir))?;
+                fs_err::remove_dir_all(&aside).map_err(io(&aside))?;
                 Ok(Some(s))
             })
             .map_err(io(&lock))??;
@@ -67,12 +67,12 @@ impl ProjectStore {
 
     fn drop_aliases(&self, ids: &[&str]) -> Result<(), StoreError> {
         let dir = self.dir.join("aliases");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = fs_err::read_dir(&dir) else {
             return Ok(());
         };
         for e in entries.filter_map(Result::ok) {
             let path = e.path();
-            let target = std::fs::read_to_string(&path).unwrap_or_default();
+            let target = fs_err::read_to_string(&path).unwrap_or_default();
             if ids.contains(&target.trim()) {
                 fsutil::remove_file(&path).map_err(io(&path))?;
             }
@@ -84,7 +84,7 @@ impl ProjectStore {
     /// without a lock, so each rewrite lands only on the bytes it read (else it is redone).
     fn drop_touched(&self, ids: &[&str]) -> Result<(), StoreError> {
         let dir = self.dir.join("touched");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = fs_err::read_dir(&dir) else {
             return Ok(());
         };
         for e in entries.filter_map(Result::ok) {

@@ -181,6 +181,10 @@ struct SortedTurn<'a> {
 }
 
 impl<'a> SortedRecord<'a> {
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one binding per record field: destructured in full, so a field added to the record is not forgotten"
+    )]
     pub fn new(s: &'a Session, live: Option<bool>) -> SortedRecord<'a> {
         // Destructured in full, so a field added to a record type is not forgotten here.
         let Session {
@@ -380,6 +384,10 @@ mod tests {
     }
 
     /// Every field set (no `..Default`: a new field must be added here, and to `SortedRecord`).
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one value per record field, every one set"
+    )]
     fn full() -> Session {
         Session {
             schema: 1,

@@ -66,19 +66,9 @@ pub enum StreamError {
     Cursor(#[from] CursorError),
     #[error(transparent)]
     Store(#[from] super::session::StoreError),
-    #[error("`{path}`: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-/// The error of an IO on `path`.
-fn at(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> StreamError + '_ {
-    move |source| StreamError::Io {
-        path: path.to_owned(),
-        source,
-    }
+    /// `fs_err`'s error (or `fsutil`'s, worded the same way), which names the file.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }
 
 /// A resumable position in one or several projects' streams: `<project key>:<pos>`, comma
@@ -185,14 +175,13 @@ impl Reader {
         super::lock::with(&lock, || -> Result<Vec<Value>, StreamError> {
             let state = sync(&store, ids)?;
             self.read_new(&state)
-        })
-        .map_err(at(&lock))?
+        })?
     }
 
     fn read_new(&mut self, state: &State) -> Result<Vec<Value>, StreamError> {
         let path = self.store.stream_file();
         let prev = fsutil::previous_segment(&path);
-        let ino = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| ino_of(&m));
+        let ino = |p: &std::path::Path| fs_err::metadata(p).ok().map(|m| ino_of(&m));
         let mut text = String::new();
         let first_read = self.at.is_none();
         match self.at {
@@ -209,7 +198,7 @@ impl Reader {
                 text += &read_from(&path, 0)?;
             }
         }
-        let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let len = fs_err::metadata(&path).map_or(0, |m| m.len());
         // Only whole lines count: what follows the last newline is read next time.
         let whole = text.rfind('\n').map_or(0, |i| i + 1);
         let unread = (text.len() - whole) as u64;
@@ -275,8 +264,7 @@ fn read_from(path: &std::path::Path, off: u64) -> Result<String, StreamError> {
 fn sync(store: &ProjectStore, ids: Option<&[String]>) -> Result<State, StreamError> {
     let path = store.stream_file();
     let state_file = store.stream_state_file();
-    let mut state: State = fsutil::read_opt(&state_file)
-        .map_err(at(&state_file))?
+    let mut state: State = fsutil::read_opt(&state_file)?
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
     if recover(&path, &mut state)? {
@@ -353,7 +341,7 @@ fn sync(store: &ProjectStore, ids: Option<&[String]>) -> Result<State, StreamErr
     }
     append(&path, out.as_bytes())?;
     fault("appended");
-    let meta = std::fs::metadata(&path).map_err(at(&path))?;
+    let meta = fs_err::metadata(&path)?;
     state.ino = ino_of(&meta);
     state.bytes = meta.len();
     save(&state_file, &mut state)?;
@@ -363,23 +351,23 @@ fn sync(store: &ProjectStore, ids: Option<&[String]>) -> Result<State, StreamErr
 /// Replaces the saved state in one step (a rename: a reader killed meanwhile leaves the old).
 fn save(file: &std::path::Path, state: &mut State) -> Result<(), StreamError> {
     state.schema = 1;
-    fsutil::replace(file, &super::json_bytes(state)).map_err(at(file))
+    Ok(fsutil::replace(file, &super::json_bytes(state))?)
 }
 
 /// Appends `bytes` to the stream, which first becomes `stream.jsonl.1` (replacing the segment
 /// before it) when they would take it past its bound.
 fn append(path: &std::path::Path, bytes: &[u8]) -> Result<(), StreamError> {
-    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    let len = fs_err::metadata(path).map_or(0, |m| m.len());
     if len > 0 && len + bytes.len() as u64 > stream_bytes() {
-        std::fs::rename(path, fsutil::previous_segment(path)).map_err(at(path))?;
+        fs_err::rename(path, fsutil::previous_segment(path))?;
         fault("rotated");
     }
     if cfg!(debug_assertions) && fault_is("torn") {
         // Half the batch, as a write cut short by a kill.
-        fsutil::append(path, &bytes[..bytes.len() / 2]).map_err(at(path))?;
+        fsutil::append(path, &bytes[..bytes.len() / 2])?;
         fault("torn");
     }
-    fsutil::append(path, bytes).map_err(at(path))
+    Ok(fsutil::append(path, bytes)?)
 }
 
 /// The stream's bound: [`STREAM_BYTES`]; test builds take `SPEX_STREAM_BYTES`, so a test can
@@ -418,7 +406,7 @@ fn fault(point: &str) {
 /// line cut short (a reader killed mid-write) was never a line anyone read (readers take whole
 /// lines only): it is cut off, and its event is copied again at the position it was to have.
 fn recover(path: &std::path::Path, state: &mut State) -> Result<bool, StreamError> {
-    let len_ino = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (ino_of(&m), m.len()));
+    let len_ino = |p: &std::path::Path| fs_err::metadata(p).ok().map(|m| (ino_of(&m), m.len()));
     let cur = len_ino(path);
     if cur == Some((state.ino, state.bytes)) {
         return Ok(false);
@@ -440,11 +428,8 @@ fn recover(path: &std::path::Path, state: &mut State) -> Result<bool, StreamErro
         .rposition(|b| *b == b'\n')
         .map_or(0, |i| i + 1);
     if whole < current.len() {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(at(path))?;
-        f.set_len(from + whole as u64).map_err(at(path))?;
+        let f = fs_err::OpenOptions::new().write(true).open(path)?;
+        f.set_len(from + whole as u64)?;
         current.truncate(whole);
     }
     for text in [&older, &current] {
@@ -474,15 +459,14 @@ fn recover(path: &std::path::Path, state: &mut State) -> Result<bool, StreamErro
 
 /// The file's bytes from `off` (none when it does not exist).
 fn read_bytes(path: &std::path::Path, off: u64) -> Result<Vec<u8>, StreamError> {
-    let mut f = match std::fs::File::open(path) {
+    let mut f = match fs_err::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(at(path)(e)),
+        Err(e) => return Err(e.into()),
     };
     let mut bytes = Vec::new();
     f.seek(std::io::SeekFrom::Start(off))
-        .and_then(|_| f.read_to_end(&mut bytes))
-        .map_err(at(path))?;
+        .and_then(|_| f.read_to_end(&mut bytes))?;
     Ok(bytes)
 }
 

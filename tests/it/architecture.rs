@@ -25,7 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("ground (records)", &["store"]),
     (
         "ground",
-        &["spec", "config", "env", "repo", "fsutil", "text"],
+        &["spec", "config", "env", "repo", "fsutil", "text", "log"],
     ),
 ];
 

@@ -1,5 +1,15 @@
 //! Integration tests: one binary (see Cargo.toml `[[test]] name = "it"`).
 
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "tests set up and inspect files with std::fs: a failed call panics at its own line, which says what it was doing"
+)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "an end-to-end test is one scenario, read top to bottom"
+)]
+
 mod answering;
 mod architecture;
 mod attach;

@@ -225,6 +225,10 @@ impl Answering for ClaudeAnswering {
         dialog_on_screen(&marks(a), screen).is_ok()
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the keys for each kind of dialog and each answer, one arm apiece, checked against the same screen"
+    )]
     fn keys(&self, a: &Attention, r: &Response, screen: &str) -> Result<Vec<KeyStep>, String> {
         let expect = marks(a);
         dialog_on_screen(&expect, screen)?;

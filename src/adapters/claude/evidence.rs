@@ -128,7 +128,7 @@ pub fn registry_dir(env: &Env, s: &Session) -> PathBuf {
 /// Every registry file in `dir`, by session id.
 fn scan(dir: &Path) -> HashMap<String, Entry> {
     let mut out = HashMap::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = fs_err::read_dir(dir) else {
         return out;
     };
     for e in entries.filter_map(Result::ok) {
@@ -139,7 +139,7 @@ fn scan(dir: &Path) -> HashMap<String, Entry> {
         {
             continue;
         }
-        let Some(v) = std::fs::read(e.path())
+        let Some(v) = fs_err::read(e.path())
             .ok()
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         else {

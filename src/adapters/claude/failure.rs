@@ -119,7 +119,7 @@ mod tests {
             r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"x"}]}}"#,
             r#"{"type":"assistant","timestamp":"2026-11-26T06:36:12.300Z","isApiErrorMessage":true,"message":{"model":"<synthetic>","content":[{"type":"text","text":"API Error: 400 x"}]}}"#,
         ];
-        std::fs::write(&t, lines.join("\n")).unwrap();
+        fs_err::write(&t, lines.join("\n")).unwrap();
         let p = serde_json::json!({"error": "unknown", "last_assistant_message": "API Error: 400 x",
             "transcript_path": t});
         let f = stop_failure(&p);

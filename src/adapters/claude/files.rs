@@ -180,7 +180,7 @@ impl Files for ClaudeFiles {
             ctx.selected,
         )];
         let state = state_file(ctx.env);
-        let trusted = std::fs::read(&state)
+        let trusted = fs_err::read(&state)
             .ok()
             .and_then(|b| crate::seam::edit::json_edit::JsonDoc::parse(&b).ok())
             .and_then(|d| d.get(&trust_key(&ctx.tree.main)))

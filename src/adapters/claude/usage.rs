@@ -70,7 +70,7 @@ mod tests {
             )
         };
         let synthetic = r#"{"type":"assistant","timestamp":"2026-11-26T06:36:12.300Z","message":{"id":"x","model":"<synthetic>","usage":{"input_tokens":0,"output_tokens":0}}}"#;
-        std::fs::write(&t, format!("{}\n{}\n", entry("m1", 1), entry("m1", 7))).unwrap();
+        fs_err::write(&t, format!("{}\n{}\n", entry("m1", 1), entry("m1", 7))).unwrap();
         let (first, cursor) = read(&t, &UsageCursor::default(), false).unwrap();
         let mut total = crate::seam::evidence::usage_total(&first);
         assert_eq!(
@@ -90,14 +90,14 @@ mod tests {
             entry("m1", 9),
             entry("m2", 2)
         );
-        let mut f = std::fs::OpenOptions::new().append(true).open(&t).unwrap();
+        let mut f = fs_err::OpenOptions::new().append(true).open(&t).unwrap();
         std::io::Write::write_all(&mut f, more.as_bytes()).unwrap();
         let (second, cursor2) = read(&t, &cursor, false).unwrap();
         for (_, u, minus) in &second {
             crate::seam::evidence::count(&mut total, u, *minus);
         }
         assert_eq!((total.output_tokens, total.requests), (11, 2));
-        assert!(cursor2.offset < std::fs::metadata(&t).unwrap().len());
+        assert!(cursor2.offset < fs_err::metadata(&t).unwrap().len());
         assert!(read(&t, &cursor2, false).is_none(), "half a line waits");
         // Once the session exited, nothing more comes: the log is read (half a line included).
         let (nothing, last) = read(&t, &cursor2, true).unwrap();

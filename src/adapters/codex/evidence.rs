@@ -123,18 +123,18 @@ fn judge(s: &Session, now: SystemTime) -> Option<Evidence> {
 /// Which process holds each of `wanted` open: one walk over `/proc/*/fd`.
 fn holders(wanted: &[&Path]) -> HashMap<PathBuf, ProcessId> {
     let mut out = HashMap::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
+    let Ok(procs) = fs_err::read_dir("/proc") else {
         return out;
     };
     for p in procs.filter_map(Result::ok) {
         let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
-        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+        let Ok(fds) = fs_err::read_dir(p.path().join("fd")) else {
             continue;
         };
         for fd in fds.filter_map(Result::ok) {
-            let Ok(target) = std::fs::read_link(fd.path()) else {
+            let Ok(target) = fs_err::read_link(fd.path()) else {
                 continue;
             };
             if wanted.contains(&target.as_path())
@@ -153,7 +153,7 @@ fn holders(wanted: &[&Path]) -> HashMap<PathBuf, ProcessId> {
 /// Whether `pid` is Codex's managed app-server daemon (the TUI's default mode starts it as
 /// `codex app-server --listen unix:// --managed-daemon`; it outlives the TUI).
 pub(super) fn is_managed_daemon(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+    fs_err::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
         let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
         args.contains(&&b"app-server"[..]) && args.contains(&&b"--managed-daemon"[..])
     })
@@ -169,7 +169,7 @@ pub(super) fn under_managed_daemon() -> bool {
         let Some(parent) = evidence::parent_of(pid) else {
             return false;
         };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{parent}/cmdline")) else {
+        let Ok(cmdline) = fs_err::read(format!("/proc/{parent}/cmdline")) else {
             return false;
         };
         let mut args = cmdline.split(|b| *b == 0);
@@ -186,7 +186,7 @@ pub(super) fn under_managed_daemon() -> bool {
 /// The working directories of the Codex TUIs running (processes of a binary named `codex`
 /// that run no subcommand of a server or of `exec`): one walk over `/proc`.
 fn tui_dirs() -> Vec<PathBuf> {
-    let Ok(procs) = std::fs::read_dir("/proc") else {
+    let Ok(procs) = fs_err::read_dir("/proc") else {
         return Vec::new();
     };
     procs
@@ -197,16 +197,16 @@ fn tui_dirs() -> Vec<PathBuf> {
                 .is_some_and(|n| n.parse::<u32>().is_ok())
         })
         .filter(|p| {
-            std::fs::read_link(p.path().join("exe"))
+            fs_err::read_link(p.path().join("exe"))
                 .is_ok_and(|exe| exe.file_name().is_some_and(|n| n == "codex"))
         })
         .filter(|p| {
-            std::fs::read(p.path().join("cmdline")).is_ok_and(|c| {
+            fs_err::read(p.path().join("cmdline")).is_ok_and(|c| {
                 let sub = c.split(|b| *b == 0).nth(1).unwrap_or_default();
                 !matches!(sub, b"app-server" | b"exec" | b"e" | b"mcp-server")
             })
         })
-        .filter_map(|p| std::fs::read_link(p.path().join("cwd")).ok())
+        .filter_map(|p| fs_err::read_link(p.path().join("cwd")).ok())
         .collect()
 }
 

@@ -129,7 +129,7 @@ pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<(std::path::PathBuf, std::pa
 
 /// Skills in `dir` (`<name>/SKILL.md`), by name.
 pub fn skills_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = fs_err::read_dir(dir) else {
         return Vec::new();
     };
     let mut out: Vec<SlashEntry> = entries
@@ -147,7 +147,7 @@ pub fn skills_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
 
 /// One scalar field of a Markdown file's front matter (empty when absent).
 pub fn front_matter_field(path: &Path, key: &str) -> String {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = fs_err::read_to_string(path) else {
         return String::new();
     };
     crate::spec::split_front_matter(&text)
@@ -159,7 +159,7 @@ pub fn front_matter_field(path: &Path, key: &str) -> String {
 /// Shim checks the adapters share: every event of `events` has a spex handler of the harness `ctx.id`
 /// pointing at this spex; handlers pointing at another spex are reported as stale.
 pub fn check_shims(events: &[&str], ctx: &DoctorCtx, file: &Path, wanted: bool) -> Check {
-    let doc = std::fs::read(file)
+    let doc = fs_err::read(file)
         .ok()
         .and_then(|b| JsonDoc::parse(&b).ok())
         .map_or(Value::Null, |d| d.value());

@@ -34,7 +34,7 @@ pub fn read_usage(
     };
     // No log (never written, or removed): nothing to record, and a store full of such old
     // records is not rewritten for it (an open that fails is cheaper than a record write).
-    let mut f = std::fs::File::open(log).ok()?;
+    let mut f = crate::fsutil::open_quiet(log)?;
     let len = f.metadata().ok()?.len();
     if len <= cursor.offset {
         return finished();
@@ -93,7 +93,7 @@ pub fn jsonl_tail(path: &Path) -> Option<Vec<Value>> {
 /// The last `limit` bytes of a log (all of it when shorter): a small read for the hook path,
 /// which parses only the lines it needs.
 pub fn last_bytes(path: &Path, limit: u64) -> Option<Vec<u8>> {
-    let mut f = std::fs::File::open(path).ok()?;
+    let mut f = crate::fsutil::open_quiet(path)?;
     let len = f.metadata().ok()?.len();
     f.seek(SeekFrom::Start(len.saturating_sub(limit))).ok()?;
     let mut bytes = Vec::new();

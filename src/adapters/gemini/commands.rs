@@ -69,7 +69,7 @@ fn command_name(rel: &Path) -> String {
 pub fn commands_in(dir: &Path, kind: &str) -> Vec<SlashEntry> {
     let mut out = Vec::new();
     for (p, rel) in files::files_with_ext(dir, "toml") {
-        let doc = std::fs::read_to_string(&p)
+        let doc = fs_err::read_to_string(&p)
             .ok()
             .and_then(|t| t.parse::<toml_edit::DocumentMut>().ok());
         // Gemini skips a file without a string `prompt`.

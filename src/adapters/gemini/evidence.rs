@@ -181,7 +181,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path().join("session-x.jsonl");
         let cancel = r#"{"id":"i1","timestamp":"2026-11-26T09:59:35.538Z","type":"info","content":"Request cancelled."}"#;
-        std::fs::write(&t, format!("{cancel}\n")).unwrap();
+        fs_err::write(&t, format!("{cancel}\n")).unwrap();
         let mut s = running("2026-11-26T09:59:32.100Z", Some(t.clone()));
         let ev = judge(&s).unwrap();
         assert_eq!(ev.finding, Some(Finding::TurnInterrupted("terminal")));

@@ -272,7 +272,7 @@ impl Files for GeminiFiles {
             ctx.selected,
         )];
         let file = trusted_folders_file(ctx.env);
-        let rules = json_of(std::fs::read(&file).ok());
+        let rules = json_of(fs_err::read(&file).ok());
         let root = &ctx.tree.root;
         let name = "folder trust";
         checks.push(match (trust::verdict(&rules, root), ctx.selected) {
@@ -323,7 +323,7 @@ fn switches_check(ctx: &DoctorCtx) -> Check {
     let mut off = Vec::new();
     let mut enabled_decided = false;
     for file in &files {
-        let config = &json_of(std::fs::read(file).ok())["hooksConfig"];
+        let config = &json_of(fs_err::read(file).ok())["hooksConfig"];
         if let Some(enabled) = config["enabled"].as_bool().filter(|_| !enabled_decided) {
             enabled_decided = true;
             if !enabled {
@@ -370,7 +370,7 @@ fn fingerprint_check(ctx: &DoctorCtx) -> Check {
     if !ctx.selected {
         return Check::new(name, Status::Ok, "not selected");
     }
-    let recorded = json_of(std::fs::read(&file).ok());
+    let recorded = json_of(fs_err::read(&file).ok());
     let recorded = recorded[ctx.tree.root.to_string_lossy().as_ref()]
         .as_array()
         .cloned()

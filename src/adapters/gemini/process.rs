@@ -23,7 +23,7 @@ pub(super) fn cli_process() -> Option<ProcessId> {
     let mut pid = std::os::unix::process::parent_id();
     for _ in 0..MAX_HOPS {
         if !SHELLS.contains(&process_name(pid)?.as_str()) {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = fs_err::read(format!("/proc/{pid}/cmdline")).ok()?;
             return runs_gemini(&cmdline)
                 .then(|| process_start(pid))
                 .flatten()
@@ -57,7 +57,7 @@ pub(super) fn running_command(cli: u32, command: &str) -> Option<u32> {
         return None;
     }
     children(cli).into_iter().find(|child| {
-        std::fs::read(format!("/proc/{child}/cmdline")).is_ok_and(|cmdline| {
+        fs_err::read(format!("/proc/{child}/cmdline")).is_ok_and(|cmdline| {
             let mut args = cmdline.split(|b| *b == 0);
             args.next()
                 .and_then(|p| Path::new(std::ffi::OsStr::from_bytes(p)).file_name())
@@ -73,7 +73,7 @@ pub(super) fn running_command(cli: u32, command: &str) -> Option<u32> {
 /// The children of process `pid`, by the parent field of every process's `stat` (the kernel's
 /// per-thread `children` lists are not built everywhere); on the readers' path only.
 fn children(pid: u32) -> Vec<u32> {
-    let Ok(procs) = std::fs::read_dir("/proc") else {
+    let Ok(procs) = fs_err::read_dir("/proc") else {
         return Vec::new();
     };
     procs
@@ -165,7 +165,7 @@ mod tests {
         let me = std::env::current_exe().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("gemini-cli-fake");
-        std::fs::copy("/bin/sh", &fake).unwrap();
+        fs_err::copy("/bin/sh", &fake).unwrap();
         let out = Command::new(&fake)
             .args([
                 "-c",

@@ -107,7 +107,7 @@ pub fn nightly_channel(tree: &Path) -> bool {
         .ancestors()
         .map(|d| d.join("package.json"))
         .find(|p| p.is_file())
-        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|p| fs_err::read(p).ok())
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| v["version"].as_str().map(str::to_owned))
         .unwrap_or_default();
@@ -140,13 +140,13 @@ mod tests {
     fn oncall_shows_only_on_the_nightly_channel_of_the_nearest_package_json() {
         let dir = tempfile::tempdir().unwrap();
         let tree = dir.path().join("repo");
-        std::fs::create_dir_all(&tree).unwrap();
+        fs_err::create_dir_all(&tree).unwrap();
         let has_oncall = |t: &Path| builtins(t).iter().any(|e| e.name == "oncall");
         // No package.json up to `/` (a temp dir has none) counts as nightly.
         assert!(has_oncall(&tree));
-        std::fs::write(dir.path().join("package.json"), r#"{"version": "1.2.0"}"#).unwrap();
+        fs_err::write(dir.path().join("package.json"), r#"{"version": "1.2.0"}"#).unwrap();
         assert!(!has_oncall(&tree));
-        std::fs::write(
+        fs_err::write(
             tree.join("package.json"),
             r#"{"version": "0.1.0-nightly.1"}"#,
         )

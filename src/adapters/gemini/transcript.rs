@@ -138,7 +138,7 @@ mod tests {
     fn write(lines: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path().join("session.jsonl");
-        std::fs::write(&t, lines.join("\n") + "\n").unwrap();
+        fs_err::write(&t, lines.join("\n") + "\n").unwrap();
         (dir, t)
     }
 

@@ -20,7 +20,7 @@ pub enum Verdict {
 }
 
 fn real(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned())
+    fs_err::canonicalize(p).unwrap_or_else(|_| p.to_owned())
 }
 
 /// The verdict of `rules` (the file's JSON object) on the folder `location`.
@@ -60,11 +60,11 @@ mod tests {
     #[test]
     fn the_longest_covering_rule_decides() {
         let dir = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let base = fs_err::canonicalize(dir.path()).unwrap();
         let repo = base.join("repo");
         let wt = base.join("wt");
-        std::fs::create_dir_all(&repo).unwrap();
-        std::fs::create_dir_all(&wt).unwrap();
+        fs_err::create_dir_all(&repo).unwrap();
+        fs_err::create_dir_all(&wt).unwrap();
         let s = |p: &Path| p.to_string_lossy().into_owned();
         assert_eq!(verdict(&json!({}), &repo), Verdict::Unknown);
         assert_eq!(
@@ -101,14 +101,14 @@ mod tests {
         );
         // Through a link, both sides compared by their real paths.
         let link = base.join("link");
-        std::os::unix::fs::symlink(&repo, &link).unwrap();
+        fs_err::os::unix::fs::symlink(&repo, &link).unwrap();
         assert_eq!(
             verdict(&json!({ s(&link): "TRUST_FOLDER" }), &repo),
             Verdict::Trusted
         );
         // `/a/bc` is not inside `/a/b`.
         let repo2 = base.join("repo2");
-        std::fs::create_dir_all(&repo2).unwrap();
+        fs_err::create_dir_all(&repo2).unwrap();
         assert_eq!(
             verdict(&json!({ s(&repo): "TRUST_FOLDER" }), &repo2),
             Verdict::Unknown

@@ -242,7 +242,7 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/payloads/gemini")
             .join(format!("{stem}.json"));
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+        serde_json::from_slice(&fs_err::read(&path).unwrap()).unwrap()
     }
 
     fn decode(stem: &str) -> HookEvent {
@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn every_captured_payload_decodes_with_its_session_and_transcript() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/payloads/gemini");
-        for e in std::fs::read_dir(dir).unwrap() {
+        for e in fs_err::read_dir(dir).unwrap() {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
             let ev = decode(name.trim_end_matches(".json"));
             assert!(ev.session_id.is_some(), "{name}");

@@ -54,6 +54,9 @@ pub enum MaterializeError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// An error of `fs_err` (or of `fsutil`, worded the same way): it names its path itself.
+    #[error(transparent)]
+    Fs(std::io::Error),
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
