@@ -27,7 +27,7 @@ use super::wait::{interrupted, wait_for};
 use crate::env::Env;
 use crate::seam::Harness;
 use crate::seam::evidence::{self, Evidence, Finding};
-use crate::seam::server::{
+use crate::seam::session_server::{
     DeliverMode, ServerCtx, ServerError, ServerErrorKind, ServerEvent, SessionServer, TurnEnd,
 };
 use crate::store::session::{ProcessId, Session, Status, StoreError, new_event};
@@ -266,7 +266,7 @@ impl<'a> Server<'a> {
         for var in identity_vars() {
             cmd.env_remove(var);
         }
-        cmd.env(crate::seam::server::SERVER_MARK, "1");
+        cmd.env(crate::seam::session_server::SERVER_MARK, "1");
         let mut child = cmd.spawn().map_err(io(spex_bin))?;
         let deadline = Instant::now() + START_TIMEOUT + Duration::from_secs(5);
         loop {
