@@ -11,7 +11,7 @@ use super::outcome::Outcome;
 use super::output;
 use super::start::{report, resolve};
 use crate::env::Env;
-use crate::runtime::server::Server;
+use crate::runtime::harness_server::Server;
 use crate::runtime::{self};
 use crate::store::ProjectStore;
 use crate::store::session::{Session, Status};

@@ -13,7 +13,7 @@ use crate::adapters;
 use crate::config;
 use crate::env::Env;
 use crate::pty::session::Size;
-use crate::runtime::server::Server;
+use crate::runtime::harness_server::Server;
 use crate::runtime::{self, Launch};
 use crate::store::ProjectStore;
 use crate::store::session::Session;

@@ -73,7 +73,7 @@ pub(super) fn identity_vars() -> Vec<&'static str> {
 }
 
 /// Starts the host of session `id` running `argv` and waits until the harness is ready.
-/// Sessions on a server get their host through [`server::Server::host`].
+/// Sessions on a server get their host through [`harness_server::Server::host`].
 /// The terminal spex hosts for `h`, or why it hosts none.
 pub(super) fn terminal_of(h: &dyn Harness) -> Result<&'static dyn TerminalHost, RuntimeError> {
     h.terminal()
