@@ -15,6 +15,7 @@ pub mod marks;
 pub mod protocol;
 pub mod recordings;
 pub mod start;
+pub mod transport;
 pub mod wait;
 
 use std::os::unix::net::UnixStream;

@@ -139,6 +139,22 @@ impl<'a> Server<'a> {
         }))
     }
 
+    /// This server with the harness binary and the user's arguments for it, which starting
+    /// the server or its terminal UI needs.
+    pub fn with_binary(&self, binary: PathBuf, args: Vec<String>) -> Server<'a> {
+        Server {
+            env: self.env,
+            harness: self.harness,
+            proto: self.proto,
+            store: self.store.clone(),
+            main: self.main.clone(),
+            binary,
+            args,
+            socket: self.socket.clone(),
+            log: self.log.clone(),
+        }
+    }
+
     fn dir(&self) -> PathBuf {
         self.store.dir.join("servers")
     }
