@@ -18,6 +18,50 @@ use crate::seam::answer::Response;
 use crate::store::ProjectStore;
 use crate::store::session::{Attention, Session};
 
+/// Starts a new session as `l` says: a thread of the harness's server when the harness runs
+/// its sessions on one, else its terminal under a spex host; `prompt` becomes its first turn.
+/// `started` runs once the session exists (on a host before the prompt is typed, on a server
+/// after the server took it). A Ctrl-C meanwhile ends it with [`RuntimeError::Cancelled`].
+pub fn launch(
+    l: &Launch,
+    store: &ProjectStore,
+    prompt: Option<&str>,
+    started: impl FnOnce(&Launched) -> Result<(), RuntimeError>,
+) -> Result<(Launched, Option<Delivery>), RuntimeError> {
+    if let Some(server) = Server::new(
+        l.env,
+        l.harness,
+        store,
+        &l.tree.main,
+        l.binary.clone(),
+        l.args.clone(),
+    )? {
+        let (launched, delivery) = server.launch(l, prompt)?;
+        started(&launched)?;
+        return Ok((launched, delivery));
+    }
+    let launched = super::launch(l)?;
+    started(&launched)?;
+    let delivery = prompt
+        .map(|text| {
+            super::deliver(
+                l.env,
+                store,
+                &launched.id,
+                text,
+                false,
+                Duration::from_secs(30),
+            )
+        })
+        .transpose()?;
+    if super::interrupted() {
+        return Err(RuntimeError::Cancelled {
+            id: launched.id.clone(),
+        });
+    }
+    Ok((launched, delivery))
+}
+
 /// How spex reaches one session: chosen once, from the session's harness, by [`of`].
 pub struct Transport<'e> {
     env: &'e Env,
