@@ -99,16 +99,12 @@ fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Resul
         if runtime::answer::hook_waiting(&a) {
             return runtime::answer::by_hook(&store, &s, &a, &r, timeout);
         }
-        match super::start::server_of(env, &store, &record, false).map_err(|e| {
-            RuntimeError::Answer {
+        runtime::transport::of(env, &store, &record)
+            .map_err(|e| RuntimeError::Answer {
                 id: id.clone(),
                 message: e.to_string(),
-            }
-        })? {
-            Some(server) => server.answer(&id, &a, &r),
-            None if host_pids.is_empty() => Err(runtime::answer::terminal_only(&s, &a)),
-            None => runtime::answer::by_keys(env, &store, &s, &a, &r, timeout),
-        }
+            })?
+            .answer(&s, &a, &r, &host_pids, timeout)
     })();
     match result {
         Ok(done) => {

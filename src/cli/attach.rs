@@ -4,7 +4,6 @@
 use super::outcome::Outcome;
 use super::terminal::{attach, detach_key};
 use crate::env::Env;
-use crate::runtime::protocol::Request;
 
 /// Attach this terminal to a hosted session; `Ctrl-\` (or the configured `detachKey`) detaches and
 /// leaves it running.
@@ -24,22 +23,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
-    // A session on a server gets its terminal back under a host if it was closed.
-    if let Some(server) = super::start::server_of(env, &store, &record, true)? {
-        let l = super::start::relaunch(env, &record, std::time::Duration::from_mins(1))?;
-        server.host(&l, &id)?;
-    } else {
-        crate::runtime::reach_if_alive(env, &store, &id)?;
-        // A host that does not answer is explained: the session ended, or runs in a terminal
-        // of its own, or its host died.
-        crate::runtime::explained(
-            env,
-            &store,
-            &id,
-            crate::runtime::Act::Attach,
-            crate::runtime::call(env, &id, Request::Ping),
-        )?;
-    }
+    // A terminal answers for the session (one on a server gets it back if it was closed).
+    crate::runtime::transport::of(env, &store, &record)?.open_terminal(|| {
+        super::start::relaunch(env, &record, std::time::Duration::from_mins(1))
+    })?;
     attach(env, &id, detach_key(env, &record.tree))?;
     Ok(Outcome::Ok)
 }

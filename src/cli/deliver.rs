@@ -106,17 +106,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             record.tree.display()
         );
     }
-    let delivered = match super::start::server_of(env, &store, &record, false)? {
-        Some(server) => server.deliver(&id, &text),
-        None => runtime::deliver(
-            env,
-            &store,
-            &id,
-            &text,
-            args.wait || args.wait_until >= Some(Stage::Started),
-            Duration::from_secs(args.timeout),
-        ),
-    };
+    let delivered = runtime::transport::of(env, &store, &record)?.deliver(
+        &text,
+        args.wait || args.wait_until >= Some(Stage::Started),
+        Duration::from_secs(args.timeout),
+    );
     let d = match delivered {
         Ok(d) => d,
         Err(e) => return failed(args.json, e, env),

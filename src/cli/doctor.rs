@@ -46,7 +46,7 @@ fn mark(style: Style, status: Status) -> String {
 
 /// The project's server of one harness: not running, running (pid, uptime, threads), or
 /// running without its supervisor or not answering (a warning with what to run).
-fn server_check(server: &crate::runtime::server::Server) -> Check {
+fn server_check(server: &crate::runtime::harness_server::Server) -> Check {
     let st = server.status();
     let name = format!("{} server", st.harness);
     let Some(pid) = st.pid.filter(|_| st.running) else {
@@ -54,7 +54,7 @@ fn server_check(server: &crate::runtime::server::Server) -> Check {
     };
     let up = st
         .uptime_s
-        .map(|s| format!(", up {}", crate::runtime::server::duration_words(s)))
+        .map(|s| format!(", up {}", crate::runtime::harness_server::duration_words(s)))
         .unwrap_or_default();
     let what = format!("pid {pid}{up}, {} thread(s)", st.threads.len());
     if !st.answers {
@@ -255,7 +255,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     };
     let mut checks = vec![check, excludes_check(env, &tree)];
     checks.extend(
-        crate::runtime::server::of_project(env, &store, &tree.main)?
+        crate::runtime::harness_server::of_project(env, &store, &tree.main)?
             .iter()
             .map(server_check),
     );

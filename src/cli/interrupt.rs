@@ -28,10 +28,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
     let timeout = Duration::from_secs(args.timeout);
-    let s = match super::start::server_of(env, &store, &record, false)? {
-        Some(server) => server.interrupt(&id, timeout)?,
-        None => runtime::interrupt(env, &store, &id, timeout)?,
-    };
+    let s = runtime::transport::of(env, &store, &record)?.interrupt(timeout)?;
     if args.json {
         output::json(&s);
     } else {

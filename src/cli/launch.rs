@@ -11,7 +11,6 @@ use super::outcome::Outcome;
 use super::output;
 use super::start::{report, resolve};
 use crate::env::Env;
-use crate::runtime::server::Server;
 use crate::runtime::{self};
 use crate::store::ProjectStore;
 use crate::store::session::{Session, Status};
@@ -176,64 +175,19 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     // started is stopped, and the person is told so (killed outright, spex would leave the
     // session running with its prompt never sent, and say nothing).
     runtime::catch_interrupt().context("cannot catch Ctrl-C")?;
-    if let Some(server) = Server::new(
-        env,
-        launch.harness,
-        &store,
-        &tree.main,
-        launch.binary.clone(),
-        launch.args.clone(),
-    )? {
-        let (launched, delivery) = match server.launch(&launch, prompt.as_deref()) {
-            Err(runtime::RuntimeError::Cancelled { id }) => {
-                cancelled(&store, &id, prompt.is_some(), args.json, || {
-                    server.stop(&id)
-                });
-                return Ok(Outcome::Interrupted);
-            }
-            started => started?,
-        };
+    let started = runtime::transport::launch(&launch, &store, prompt.as_deref(), |launched| {
         if let Some(name) = &args.name {
             store.set_name(&launched.id, Some(name))?;
         }
-        report(&store, args.json, args.detach, &launched, delivery.as_ref());
-        if !args.detach {
-            super::terminal::attach(
-                env,
-                &launched.id,
-                super::terminal::detach_key(env, &tree.root),
-            )?;
-        }
-        return Ok(Outcome::Ok);
-    }
-    let started = runtime::launch(&launch).and_then(|launched| {
-        if let Some(name) = &args.name {
-            store.set_name(&launched.id, Some(name))?;
-        }
-        let delivery = prompt
-            .as_deref()
-            .map(|text| {
-                runtime::deliver(
-                    env,
-                    &store,
-                    &launched.id,
-                    text,
-                    false,
-                    Duration::from_secs(30),
-                )
-            })
-            .transpose()?;
-        if runtime::interrupted() {
-            return Err(runtime::RuntimeError::Cancelled {
-                id: launched.id.clone(),
-            });
-        }
-        Ok((launched, delivery))
+        Ok(())
     });
     let (launched, delivery) = match started {
         Err(runtime::RuntimeError::Cancelled { id }) => {
             cancelled(&store, &id, prompt.is_some(), args.json, || {
-                runtime::stop(env, &store, &id, Duration::from_secs(3))
+                let record = store
+                    .load(&id)?
+                    .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+                runtime::transport::of(env, &store, &record)?.stop(Duration::from_secs(3))
             });
             return Ok(Outcome::Interrupted);
         }

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use super::args::current_tree;
 use super::outcome::Outcome;
 use crate::env::Env;
 use crate::runtime;
@@ -35,30 +34,15 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::args::project_and_id(env, &args.id)?;
     // With the harness's own evidence folded in: a session whose process is gone reads exited.
     let record = crate::reconcile::session(env, &store, &id)?;
-    if let Some(server) = super::start::server_of(env, &store, &record, true)? {
-        let l = super::start::relaunch(env, &record, Duration::from_secs(args.ready_timeout))?;
-        let launched = server.resume(&l, &id, false)?;
-        super::start::report(&store, args.json, args.detach, &launched, None);
-        if !args.detach {
-            super::terminal::attach(env, &id, super::terminal::detach_key(env, &record.tree))?;
-        }
-        return Ok(Outcome::Ok);
-    }
-    let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
-    let launch = super::start::resolve(
-        env,
-        &tree,
-        Some(&record.harness),
-        Duration::from_secs(args.ready_timeout),
-        false,
-    )?;
-    let launched = runtime::resume(&launch, &store, &id)?;
+    let transport = runtime::transport::of(env, &store, &record)?;
+    let launch = super::start::relaunch(env, &record, Duration::from_secs(args.ready_timeout))?;
+    let launched = transport.resume(&launch)?;
     super::start::report(&store, args.json, args.detach, &launched, None);
     if !args.detach {
         super::terminal::attach(
             env,
             &launched.id,
-            super::terminal::detach_key(env, &tree.root),
+            super::terminal::detach_key(env, &launch.tree.root),
         )?;
     }
     Ok(Outcome::Ok)

@@ -8,7 +8,7 @@ use anyhow::Context;
 use super::outcome::Outcome;
 use crate::adapters;
 use crate::env::Env;
-use crate::runtime::server::Server;
+use crate::runtime::harness_server::Server;
 use crate::store::ProjectStore;
 
 /// Run one project's harness server (started by `spex launch`; not for people).

@@ -4,7 +4,7 @@
 use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
-use crate::runtime::server::{self, ServerStatus};
+use crate::runtime::harness_server::{self, ServerStatus};
 
 /// The project's server: whether it runs, its pid, uptime and the threads it holds; or stop it.
 ///
@@ -33,7 +33,7 @@ pub enum Action {
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = super::args::current_tree()?;
     let store = crate::store::ProjectStore::new(&env.spex_home(), &tree.main);
-    let servers = server::of_project(env, &store, &tree.main)?;
+    let servers = harness_server::of_project(env, &store, &tree.main)?;
     let action = args.action.unwrap_or(Action::Status);
     let mut report = Vec::new();
     let mut text = String::new();
@@ -95,7 +95,7 @@ fn describe(st: &ServerStatus) -> String {
     };
     let mut out = format!("{head}running, pid {pid}");
     if let Some(up) = st.uptime_s {
-        out.push_str(&format!(", up {}", server::duration_words(up)));
+        out.push_str(&format!(", up {}", harness_server::duration_words(up)));
     }
     if !st.answers {
         out.push_str(", NOT answering on its socket");

@@ -1,6 +1,5 @@
-//! Starting a session's harness, shared by `launch`, `resume`, `attach` and the commands that
-//! reach a session on a harness server: the harness, its binary and this terminal's size
-//! resolved into a launch, the server a session runs on, and what a start prints. Imports no
+//! Starting a session's harness, shared by `launch`, `resume` and `attach`: the harness, its
+//! binary and this terminal's size resolved into a launch, and what a start prints. Imports no
 //! subcommand.
 
 use std::time::Duration;
@@ -13,7 +12,6 @@ use crate::adapters;
 use crate::config;
 use crate::env::Env;
 use crate::pty::session::Size;
-use crate::runtime::server::Server;
 use crate::runtime::{self, Launch};
 use crate::store::ProjectStore;
 use crate::store::session::Session;
@@ -74,47 +72,6 @@ pub fn resolve<'e>(
         ready_timeout,
         record: record || cfg.record,
     })
-}
-
-/// The server session `record` runs on, when its harness runs sessions on a server. With
-/// `binary`, the harness binary and the user's arguments are resolved (to start the server
-/// or its terminal UI; [`relaunch`] resolves the rest).
-pub fn server_of<'e>(
-    env: &'e Env,
-    store: &ProjectStore,
-    record: &Session,
-    binary: bool,
-) -> anyhow::Result<Option<Server<'e>>> {
-    let harness = adapters::lookup(&record.harness).with_context(|| {
-        format!(
-            "session `{}` names harness `{}`, which this spex does not know",
-            record.id, record.harness
-        )
-    })?;
-    if harness.server().is_none() {
-        return Ok(None);
-    }
-    let (bin, bin_args) = if binary {
-        let tree = crate::repo::Tree::discover(&record.tree).or_else(|_| current_tree())?;
-        let l = resolve(
-            env,
-            &tree,
-            Some(&record.harness),
-            Duration::from_mins(1),
-            false,
-        )?;
-        (l.binary, l.args)
-    } else {
-        (std::path::PathBuf::new(), Vec::new())
-    };
-    Ok(Server::new(
-        env,
-        harness,
-        store,
-        &record.project,
-        bin,
-        bin_args,
-    )?)
 }
 
 /// What starting a terminal for `record`'s session again needs (its tree, harness, binary,

@@ -41,10 +41,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let s = if already {
         record
     } else {
-        match super::start::server_of(env, &store, &record, false)? {
-            Some(server) => server.stop(&id)?,
-            None => runtime::stop(env, &store, &id, Duration::from_secs(args.grace))?,
-        }
+        runtime::transport::of(env, &store, &record)?.stop(Duration::from_secs(args.grace))?
     };
     if args.json {
         output::json(&s);

@@ -141,6 +141,8 @@ pub enum RuntimeError {
         message: String,
         hint: String,
     },
+    #[error("session `{id}` names harness `{harness}`, which this spex does not know")]
+    UnknownHarness { id: String, harness: String },
     #[error(transparent)]
     Store(#[from] crate::store::session::StoreError),
     /// An IO error of something that is not a file operation (a spawn, a socket) at `path`.

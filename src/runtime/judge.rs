@@ -19,8 +19,14 @@ pub fn owned(env: &Env, store: &ProjectStore, s: &Session) -> bool {
         return false;
     };
     if s.launched_by == "spex"
-        && let Ok(Some(server)) =
-            super::server::Server::new(env, harness, store, &s.project, PathBuf::new(), Vec::new())
+        && let Ok(Some(server)) = super::harness_server::Server::new(
+            env,
+            harness,
+            store,
+            &s.project,
+            PathBuf::new(),
+            Vec::new(),
+        )
     {
         return server.supervised();
     }

@@ -8,13 +8,14 @@ pub mod budget;
 pub mod client;
 pub mod delivery;
 pub mod error;
+pub mod harness_server;
 pub mod host;
 pub mod judge;
 pub mod marks;
 pub mod protocol;
 pub mod recordings;
-pub mod server;
 pub mod start;
+pub mod transport;
 pub mod wait;
 
 use std::os::unix::net::UnixStream;
@@ -299,7 +300,7 @@ pub fn live(env: &Env, store: &ProjectStore, s: &Session) -> Option<bool> {
     }
     let harness = adapters::lookup(&s.harness)?;
     if let Ok(Some(server)) =
-        server::Server::new(env, harness, store, &s.project, PathBuf::new(), Vec::new())
+        harness_server::Server::new(env, harness, store, &s.project, PathBuf::new(), Vec::new())
     {
         return Some(server.live(s));
     }

@@ -82,7 +82,7 @@ pub(super) fn terminal_of(h: &dyn Harness) -> Result<&'static dyn TerminalHost, 
 }
 
 /// Starts the host of session `id` running `argv` and waits until the harness is ready.
-/// Sessions on a server get their host through [`server::Server::host`].
+/// Sessions on a server get their host through [`harness_server::Server::host`].
 #[expect(
     clippy::too_many_lines,
     reason = "the host's command line, its start and the wait until the harness is ready share the launch's paths and log"

@@ -1,15 +1,15 @@
 //! The seam's vocabulary: the `Harness` trait every adapter implements, as an identity and the
-//! facets a harness may offer (`files`, `wire`, `terminal`, `server`, `evidence`, `answer`),
-//! and the types they speak (hook events and answers in `event`; the byte-exact edit
-//! primitives adapters plan with in `edit`). It sits beneath the engines and the adapters,
-//! holds no harness-specific code, and imports only the ground.
+//! facets a harness may offer (`files`, `wire`, `terminal`, `session_server`, `evidence`,
+//! `answer`), and the types they speak (hook events and answers in `event`; the byte-exact
+//! edit primitives adapters plan with in `edit`). It sits beneath the engines and the
+//! adapters, holds no harness-specific code, and imports only the ground.
 
 pub mod answer;
 pub mod edit;
 pub mod event;
 pub mod evidence;
 pub mod files;
-pub mod server;
+pub mod session_server;
 pub mod terminal;
 pub mod wire;
 
@@ -41,7 +41,7 @@ pub trait Harness: Sync {
     fn terminal(&self) -> Option<&'static dyn terminal::TerminalHost>;
     /// The server runtime, for a harness whose sessions spex runs as threads of one server per
     /// project.
-    fn server(&self) -> Option<&'static dyn server::SessionServer>;
+    fn server(&self) -> Option<&'static dyn session_server::SessionServer>;
     /// Evidence beyond hooks: the harness's own state files, logs and processes.
     fn evidence(&self) -> Option<&'static dyn evidence::Observer>;
     /// Answering what a session waits on from outside its terminal.

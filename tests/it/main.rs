@@ -15,6 +15,7 @@ mod architecture;
 mod attach;
 mod cassettes;
 mod cli;
+mod codex_rpc;
 mod codex_runtime;
 mod common;
 mod dispatch;

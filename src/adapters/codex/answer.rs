@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::rpc::Notification;
 use crate::adapters::common::wire::choice;
 use crate::seam::answer::{Answering, Confirmed, Response};
-use crate::seam::server::{ServerCtx, ServerError, ServerErrorKind};
+use crate::seam::session_server::{ServerCtx, ServerError, ServerErrorKind};
 use crate::store::session::{Attention, Session, Via};
 
 pub struct CodexAnswering;
@@ -37,7 +37,7 @@ impl Answering for CodexAnswering {
         // waiting hook hides it (§3). A thread on spex's server or on the person's background
         // server is answered as a client of that server, with the prompt left on screen.
         event == "PermissionRequest"
-            && env.var(crate::seam::server::SERVER_MARK).is_none()
+            && env.var(crate::seam::session_server::SERVER_MARK).is_none()
             && away()
             && !super::evidence::under_managed_daemon()
     }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::rpc::{Client, RpcError};
-use crate::seam::server::{ServerCtx, ServerError, ServerErrorKind};
+use crate::seam::session_server::{ServerCtx, ServerError, ServerErrorKind};
 
 /// How long one request may take; a turn start or steer answers in milliseconds.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);

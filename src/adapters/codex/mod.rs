@@ -2,7 +2,8 @@
 //! worktree's project hooks from there, provided the worktree has a `.codex/` folder), project
 //! and per-hook trust in `$CODEX_HOME/config.toml`, contract in `AGENTS.md`, skills under
 //! `.agents/skills`. No agent or custom-command files: 0.169.0 loads neither. `rpc` speaks to
-//! `codex app-server`; `trust` asks it which hooks it trusts.
+//! `codex app-server`; `session_server` runs spex's sessions as threads of it; `trust` asks it
+//! which hooks it trusts.
 
 mod answer;
 mod client;
@@ -10,7 +11,7 @@ mod evidence;
 mod files;
 mod home;
 pub mod rpc;
-mod server;
+mod session_server;
 mod terminal;
 pub mod trust;
 mod wire;
@@ -19,7 +20,7 @@ use crate::seam::Harness;
 use crate::seam::answer::Answering;
 use crate::seam::evidence::Observer;
 use crate::seam::files::Files;
-use crate::seam::server::SessionServer;
+use crate::seam::session_server::SessionServer;
 use crate::seam::terminal::TerminalHost;
 use crate::seam::wire::HookWire;
 
@@ -48,7 +49,7 @@ impl Harness for Codex {
     }
 
     fn env_vars(&self) -> &'static [&'static str] {
-        &[home::HOME_VAR, crate::seam::server::SERVER_MARK]
+        &[home::HOME_VAR, crate::seam::session_server::SERVER_MARK]
     }
 
     fn aliases(&self) -> &'static [&'static str] {
@@ -68,7 +69,7 @@ impl Harness for Codex {
     }
 
     fn server(&self) -> Option<&'static dyn SessionServer> {
-        Some(&server::CodexServer)
+        Some(&session_server::CodexServer)
     }
 
     fn evidence(&self) -> Option<&'static dyn Observer> {

@@ -18,7 +18,7 @@ use crate::seam::Harness;
 use crate::seam::answer::Answering;
 use crate::seam::evidence::Observer;
 use crate::seam::files::Files;
-use crate::seam::server::SessionServer;
+use crate::seam::session_server::SessionServer;
 use crate::seam::terminal::TerminalHost;
 use crate::seam::wire::HookWire;
 

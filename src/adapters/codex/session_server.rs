@@ -1,5 +1,6 @@
-//! Codex sessions as threads of one `codex app-server` per project (facts/codex.md §5): the
-//! runtime's server protocol spoken through the one JSON-RPC client in `rpc`.
+//! Codex's session-server facet: sessions as threads of one `codex app-server` per project
+//! (facts/codex.md §5), the runtime's server protocol spoken through the one JSON-RPC client in
+//! `rpc`.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -10,7 +11,7 @@ use serde_json::Value;
 use super::client::{client, error};
 use super::rpc::{self, AppServer, AppServerConfig, Client, RpcError};
 use crate::seam::answer::{Confirmed, Response};
-use crate::seam::server::{
+use crate::seam::session_server::{
     DeliverMode, Delivered, ServerCtx, ServerError, ServerErrorKind, ServerEvent, SessionServer,
     TurnEnd,
 };

@@ -1,7 +1,7 @@
-//! The server runtime: harnesses whose sessions live as threads in a long-lived server process
-//! that spex starts once per project (one socket, many threads, several clients at once). The
-//! adapter speaks the server's protocol; the runtime engine decides when to start and stop the
-//! server, which record a thread belongs to and what its events mean for the record.
+//! The session-server facet: harnesses whose sessions live as threads in a long-lived server
+//! process that spex starts once per project (one socket, many threads, several clients at
+//! once). The adapter speaks the server's protocol; the runtime engine decides when to start and
+//! stop the server, which record a thread belongs to and what its events mean for the record.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
