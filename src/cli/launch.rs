@@ -135,10 +135,6 @@ fn worktree(env: &Env, tree: &crate::repo::Tree, name: &str) -> anyhow::Result<c
     Ok(wt)
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "the launch in the order it happens: resolve, refuse early, start, take the first prompt, undo on Ctrl-C, report"
-)]
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let tree = current_tree()?;
     let tree = match &args.worktree {
