@@ -2,7 +2,7 @@
 //! resolution of what a person typed (a full id, a handle, a name or a unique prefix) to a
 //! session id.
 
-use std::os::unix::fs::OpenOptionsExt as _;
+use fs_err::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use super::error::{StoreError, check_id, io};
@@ -40,7 +40,7 @@ impl ProjectStore {
                 continue;
             }
             let path = self.handle_file(&handle);
-            match std::fs::OpenOptions::new()
+            match fs_err::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(fsutil::PRIVATE_FILE)
@@ -51,7 +51,7 @@ impl ProjectStore {
                     return Ok(handle);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let owner = std::fs::read_to_string(&path).map_err(io(&path))?;
+                    let owner = fs_err::read_to_string(&path).map_err(io(&path))?;
                     // An empty file is a claim being written right now by another reader.
                     if owner.trim() == id {
                         return Ok(handle);
@@ -65,7 +65,7 @@ impl ProjectStore {
 
     /// The session a handle or name file names, when that session's record exists.
     fn owner(&self, file: &Path) -> Option<String> {
-        let owner = std::fs::read_to_string(file).ok()?;
+        let owner = fs_err::read_to_string(file).ok()?;
         let owner = owner.trim();
         (is_valid_id(owner) && self.session_dir(owner).join("session.json").is_file())
             .then(|| owner.to_owned())
@@ -91,7 +91,7 @@ impl ProjectStore {
             .into_iter()
             .filter(|id| id.starts_with(arg))
             .collect();
-        if let Ok(entries) = std::fs::read_dir(self.dir.join("handles")) {
+        if let Ok(entries) = fs_err::read_dir(self.dir.join("handles")) {
             for e in entries.filter_map(Result::ok) {
                 if e.file_name().to_string_lossy().starts_with(arg)
                     && let Some(owner) = self.owner(&e.path())
@@ -191,7 +191,7 @@ impl ProjectStore {
             if let Some(old) = old.filter(|o| Some(o.as_str()) != name) {
                 let file = self.name_file(&old);
                 if self.owner(&file).as_deref() == Some(id) {
-                    let _ = std::fs::remove_file(&file);
+                    let _ = fs_err::remove_file(&file);
                 }
             }
             Ok(s)

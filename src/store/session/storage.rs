@@ -41,7 +41,7 @@ impl ProjectStore {
         harness_id: &str,
     ) -> Result<Option<String>, StoreError> {
         let path = self.alias_file(harness, harness_id);
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        let Ok(text) = fs_err::read_to_string(&path) else {
             return Ok(None);
         };
         let id = text.trim();
@@ -135,7 +135,7 @@ impl ProjectStore {
     /// The last `n` events of a session (all when `n` is `None`).
     pub fn events(&self, id: &str, n: Option<usize>) -> Result<Vec<Event>, StoreError> {
         let path = self.session_dir(id).join("events.jsonl");
-        let read = |path: &Path| match std::fs::read_to_string(path) {
+        let read = |path: &Path| match fs_err::read_to_string(path) {
             Ok(t) => Ok(t),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
             Err(e) => Err(io(path)(e)),
@@ -163,7 +163,7 @@ impl ProjectStore {
 
     /// Every session id of the project.
     pub fn session_ids(&self) -> Vec<String> {
-        let Ok(entries) = std::fs::read_dir(self.sessions_dir()) else {
+        let Ok(entries) = fs_err::read_dir(self.sessions_dir()) else {
             return Vec::new();
         };
         let mut ids: Vec<String> = entries
@@ -208,7 +208,7 @@ impl ProjectStore {
 
     /// Sessions that recorded an edit of `rel` (repo-relative), in first-touch order.
     pub fn touched_by(&self, rel: &str) -> Vec<String> {
-        let Ok(text) = std::fs::read_to_string(self.touched_file(rel)) else {
+        let Ok(text) = fs_err::read_to_string(self.touched_file(rel)) else {
             return Vec::new();
         };
         let mut out: Vec<String> = Vec::new();
