@@ -30,7 +30,7 @@ use crate::seam::evidence::{self, Evidence, Finding};
 use crate::seam::server::{
     DeliverMode, ServerCtx, ServerError, ServerErrorKind, ServerEvent, SessionServer, TurnEnd,
 };
-use crate::store::session::{ProcessId, Session, Status, StoreError, new_event};
+use crate::store::session::{LaunchedBy, ProcessId, Session, Status, StoreError, new_event};
 use crate::store::{self, ProjectStore};
 
 /// How long a server may take to answer its first request.
@@ -520,7 +520,7 @@ impl<'a> Server<'a> {
 
     /// Whether `s` is a thread on this server (launched or resumed by spex).
     fn on_server(&self, s: &Session) -> bool {
-        s.harness == self.harness.id() && s.launched_by == "spex"
+        s.harness == self.harness.id() && s.launched_by == LaunchedBy::Spex
     }
 
     /// The record of a thread, when spex knows it.
@@ -687,11 +687,11 @@ impl<'a> Server<'a> {
                     self.harness.id(),
                     Some(thread.clone()),
                     tree,
-                    "spex",
+                    LaunchedBy::Spex,
                     &now,
                 )
             });
-            "spex".clone_into(&mut s.launched_by);
+            s.launched_by = LaunchedBy::Spex;
             s.set_process(server);
             if s.status == Status::Starting {
                 s.status = Status::Idle;
@@ -1033,7 +1033,7 @@ impl<'a> Server<'a> {
             s.exit_reason = None;
             s.forget_process();
             s.set_process(server);
-            "spex".clone_into(&mut s.launched_by);
+            s.launched_by = LaunchedBy::Spex;
             s.stamp(before, &now, "resume", None);
             s.updated_at = now;
             let mut f = serde_json::Map::new();

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::process::ProcessId;
+use super::vocab::{AnswerWay, AttentionKind};
 
 /// What a session waits on a person for: a first-class object with an id (`a1`, `a2`, ...:
 /// short, stable, unique within the session), what it asks, the choices the harness offers
@@ -14,7 +15,7 @@ use super::process::ProcessId;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attention {
     /// `permission`, `question`, `turn_failed`, ...
-    pub reason: String,
+    pub reason: AttentionKind,
     pub text: String,
     /// When it opened.
     pub since: String,
@@ -23,7 +24,7 @@ pub struct Attention {
     pub id: Option<String>,
     /// `permission`, `question`, `plan` or `other`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub kind: Option<AttentionKind>,
     /// The choices of a permission or plan dialog.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choices: Vec<Choice>,
@@ -90,7 +91,7 @@ pub struct Question {
 /// why.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Via {
-    pub how: String,
+    pub how: AnswerWay,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
 }
@@ -107,7 +108,7 @@ pub struct Answering {
 
 impl Attention {
     /// A new attention of `reason` asking `text`, opened `now`.
-    pub fn new(reason: impl Into<String>, text: impl Into<String>, now: &str) -> Attention {
+    pub fn new(reason: impl Into<AttentionKind>, text: impl Into<String>, now: &str) -> Attention {
         Attention {
             reason: reason.into(),
             text: text.into(),

@@ -2,9 +2,10 @@
 //! of a record shares, reading and writing them under the session's lock, and the names a person
 //! finds a session by. It knows no harness. Its files, by job: the record's types (`record`,
 //! `turn`, `attention`, `usage`, `process`), the transitions (`state`, `budgets`), storage
-//! (`storage`) and name lookup (`lookup`), and the id and text helpers (`ids`, `text`, with
-//! `error`). Every public item is re-exported here, so callers name `store::session::X`; the
-//! files import each other by their own paths, never through this one.
+//! (`storage`) and name lookup (`lookup`), the id and text helpers (`ids`, `text`, with
+//! `error`), and the words a record holds that spex decides by (`vocab`). Every public item is
+//! re-exported here, so callers name `store::session::X`; the files import each other by their
+//! own paths, never through this one.
 
 mod attention;
 mod budgets;
@@ -18,6 +19,7 @@ mod storage;
 mod text;
 mod turn;
 mod usage;
+mod vocab;
 
 pub use attention::{Answering, Attention, Choice, Question, Via};
 pub use error::{StoreError, check_id};
@@ -36,3 +38,4 @@ pub use state::{NewEvent, new_event};
 pub use text::{elapsed_ms, ellipsis};
 pub use turn::{Child, ChildState, ErrorKind, Failure, Timeout, Turn, TurnState};
 pub use usage::{Usage, UsageCursor, count};
+pub use vocab::{AnswerWay, AttentionKind, LaunchedBy};

@@ -11,6 +11,7 @@ use super::attention::Attention;
 use super::process::{ExitStatus, Kept, ProcessId};
 use super::turn::{Child, Turn};
 use super::usage::{Usage, UsageCursor, is_zero};
+use super::vocab::LaunchedBy;
 
 pub const SCHEMA: u32 = 1;
 
@@ -128,7 +129,7 @@ pub struct Session {
     pub tree: PathBuf,
     pub branch: Option<String>,
     /// `spex` or `self`.
-    pub launched_by: String,
+    pub launched_by: LaunchedBy,
     pub status: Status,
     /// When the current state (status and turn state) began.
     #[serde(default)]
@@ -231,7 +232,7 @@ impl Session {
         harness: &str,
         harness_session_id: Option<String>,
         tree: &crate::repo::Tree,
-        launched_by: &str,
+        launched_by: LaunchedBy,
         now: &str,
     ) -> Session {
         Session {
@@ -242,7 +243,7 @@ impl Session {
             project: tree.main.clone(),
             tree: tree.root.clone(),
             branch: tree.branch(),
-            launched_by: launched_by.to_owned(),
+            launched_by,
             status: Status::Starting,
             created_at: now.to_owned(),
             updated_at: now.to_owned(),

@@ -8,6 +8,7 @@ use super::attention::{Attention, Via};
 use super::record::{CHILDREN_KEPT, Session, Status};
 use super::text::{elapsed_ms, one_line};
 use super::turn::{Child, ChildState, Failure, TurnState};
+use super::vocab::{AnswerWay, AttentionKind};
 
 /// One event to append: (kind, source, fields).
 pub type NewEvent = (String, String, serde_json::Map<String, Value>);
@@ -335,10 +336,10 @@ impl Session {
             .collect();
         out.extend(ended);
         self.status = Status::Idle;
-        let mut failed = Attention::new("turn_failed", failure.error.clone(), now);
-        failed.kind = Some("other".into());
+        let mut failed = Attention::new(AttentionKind::TurnFailed, failure.error.clone(), now);
+        failed.kind = Some(AttentionKind::other());
         failed.via = Some(Via {
-            how: "terminal only".into(),
+            how: AnswerWay::TerminalOnly,
             why: Some(
                 "a failed turn asks no question: a new prompt (`spex deliver`) answers it".into(),
             ),
@@ -356,9 +357,11 @@ impl Session {
             .collect();
         self.flags.attentions += 1;
         a.id = Some(format!("a{}", self.flags.attentions));
-        a.kind.get_or_insert_with(|| match a.reason.as_str() {
-            "permission" | "question" | "plan" => a.reason.clone(),
-            _ => "other".into(),
+        a.kind.get_or_insert_with(|| match a.reason {
+            AttentionKind::Permission | AttentionKind::Question | AttentionKind::Plan => {
+                a.reason.clone()
+            }
+            _ => AttentionKind::other(),
         });
         let mut fields = match serde_json::to_value(&a) {
             Ok(Value::Object(m)) => m,
@@ -455,7 +458,7 @@ impl Session {
         if self
             .attention
             .as_ref()
-            .is_some_and(|a| a.reason != "turn_failed")
+            .is_some_and(|a| a.reason != AttentionKind::TurnFailed)
         {
             out.extend(self.close_attention(source, "unanswered"));
         }
