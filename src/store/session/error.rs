@@ -1,5 +1,5 @@
 //! What can go wrong reading, writing or naming a session record, and the check that an id
-//! may become a path in the store.
+//! may become a path in the store. Messages only: it decides nothing.
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,5 @@
-//! The shape of a session id, handle and name: what may become a path in the store.
+//! The shape of a session id, handle and name: what may become a path in the store. Pure checks:
+//! it reads no file.
 
 /// File-name-safe form of a harness id (they are UUID-like, but never trust input).
 pub(super) fn sanitize(s: &str) -> String {

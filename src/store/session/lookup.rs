@@ -1,6 +1,6 @@
 //! Naming sessions: the short handle each one claims, the name a person gives it, and the
 //! resolution of what a person typed (a full id, a handle, a name or a unique prefix) to a
-//! session id.
+//! session id. It changes a record only through `storage.rs`'s `update`, under the lock.
 
 use fs_err::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! The harness process a session runs in, and how it ended, as the record holds them.
+//! The harness process a session runs in, and how it ended, as the record holds them. Types
+//! only: the readers that watch the process live elsewhere.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -1,5 +1,5 @@
 //! Short text for people from what a record holds: one line, a cut with an ellipsis, the
-//! milliseconds between two of its times.
+//! milliseconds between two of its times. Pure: no file, no record.
 
 /// The first non-empty line of `text`, cut to 120 characters.
 pub fn one_line(text: &str) -> String {
