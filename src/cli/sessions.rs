@@ -14,7 +14,8 @@ use crate::env::Env;
 use crate::reconcile;
 use crate::runtime;
 use crate::store::session::{
-    Attention, Declared, DeclaredState, Session, Status, TurnState, Via, count, ellipsis,
+    AnswerWay, Attention, AttentionKind, Declared, DeclaredState, LaunchedBy, Session, Status,
+    TurnState, Via, count, ellipsis,
 };
 use crate::store::sorted::SortedRecord;
 use crate::store::{self};
@@ -164,7 +165,8 @@ pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
         // Records that never ran a turn say nothing, except a live session spex started.
         .filter(|s| {
             args.all
-                || (s.status != Status::Exited && (s.turn.is_some() || s.launched_by == "spex"))
+                || (s.status != Status::Exited
+                    && (s.turn.is_some() || s.launched_by == LaunchedBy::Spex))
         })
         .collect();
     // Sorted by reference: moving thousands of records costs more than comparing them.
@@ -275,7 +277,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
                 if s.tree_gone() { ", worktree gone" } else { "" }
             )),
         ],
-        vec!["launched by".into(), s.launched_by.clone()],
+        vec!["launched by".into(), s.launched_by.to_string()],
     ];
     if let Some(live) = runtime::live(env, &store, &s) {
         rows.push(vec![
@@ -704,9 +706,9 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
         let mut events = Vec::new();
         if state == DeclaredState::Asking {
             // The declaration raises the attention (its `declared` event); any other is cleared.
-            let mut asked = Attention::new("question", note.clone(), &now);
+            let mut asked = Attention::new(AttentionKind::Question, note.clone(), &now);
             asked.via = Some(Via {
-                how: "prompt".into(),
+                how: AnswerWay::Prompt,
                 why: Some("the agent asked in text: a prompt (`spex deliver`) answers it".into()),
             });
             s.status = Status::NeedsAttention;

@@ -9,8 +9,8 @@ use crate::config::{Policy, StopGate};
 use crate::seam::event::{Answer, HookEvent, Kind};
 use crate::store::ProjectStore;
 use crate::store::session::{
-    ChildState, DeclaredState, ErrorKind, Failure, Session, Status, Turn, TurnState, Usage,
-    new_event,
+    AnswerWay, AttentionKind, ChildState, DeclaredState, ErrorKind, Failure, LaunchedBy, Session,
+    Status, Turn, TurnState, Usage, Via, new_event,
 };
 
 /// Everything the handlers read besides the record.
@@ -217,7 +217,7 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
             let mut error = ev.error.clone();
             // The harness's server may have told spex the command failed (a payload without
             // an exit code); only its sessions keep that bookkeeping.
-            let on_server = ctx.server_reports_failures && s.launched_by == "spex";
+            let on_server = ctx.server_reports_failures && s.launched_by == LaunchedBy::Spex;
             let failed = ev.call_id.as_deref().filter(|_| on_server);
             if let Some(code) = failed.and_then(|c| s.flags.take_failure(c)) {
                 ok = false;
@@ -445,6 +445,7 @@ fn call_key(ev: &HookEvent) -> String {
 /// and closes pair up), with what the harness asks in full when its adapter decoded it. One
 /// question or request opens once, however many hooks report it.
 fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text: &str) {
+    let reason = AttentionKind::from(reason);
     s.status = Status::NeedsAttention;
     let asked = asked_call(ctx, s);
     if let Some(a) = s
@@ -459,15 +460,15 @@ fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text
             if a.call_id.is_none() {
                 a.call_id = asked;
             }
-            a.via = Some(crate::store::session::Via {
-                how: "hook".into(),
+            a.via = Some(Via {
+                how: AnswerWay::Hook,
                 why: None,
             });
         }
         return;
     }
     let mut a = ctx.ev.ask.clone().unwrap_or_default();
-    reason.clone_into(&mut a.reason);
+    a.reason = reason;
     text.clone_into(&mut a.text);
     ctx.now.clone_into(&mut a.since);
     if a.tool.is_none() {
@@ -481,8 +482,8 @@ fn raise(s: &mut Session, out: &mut Vec<NewEvent>, ctx: &Ctx, reason: &str, text
     }
     a.hook = ctx.hook_wait;
     a.via = if a.hook.is_some() {
-        Some(crate::store::session::Via {
-            how: "hook".into(),
+        Some(Via {
+            how: AnswerWay::Hook,
             why: None,
         })
     } else {

@@ -26,7 +26,7 @@ use crate::repo::Tree;
 use crate::seam::Harness;
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
 use crate::seam::wire::HookWire;
-use crate::store::session::{self, Session};
+use crate::store::session::{self, LaunchedBy, Session};
 use crate::store::{self, ProjectStore};
 
 /// Payloads above this size are not read further (a hook payload is a few KB; a runaway one
@@ -307,7 +307,11 @@ fn new_session(
     launched_by_spex: bool,
     now: &str,
 ) -> Session {
-    let by = if launched_by_spex { "spex" } else { "self" };
+    let by = if launched_by_spex {
+        LaunchedBy::Spex
+    } else {
+        LaunchedBy::Itself
+    };
     Session::new(id, h.id(), ev.session_id.clone(), tree, by, now)
 }
 

@@ -10,7 +10,7 @@ use super::budget::Book;
 use crate::adapters;
 use crate::env::Env;
 use crate::store::ProjectStore;
-use crate::store::session::{Session, Status, TurnState};
+use crate::store::session::{LaunchedBy, Session, Status, TurnState};
 
 /// Whether a long-lived spex process judges session `s` itself: the host that runs its
 /// program, or the supervisor of the server that holds its thread.
@@ -18,7 +18,7 @@ pub fn owned(env: &Env, store: &ProjectStore, s: &Session) -> bool {
     let Some(harness) = adapters::lookup(&s.harness) else {
         return false;
     };
-    if s.launched_by == "spex"
+    if s.launched_by == LaunchedBy::Spex
         && let Ok(Some(server)) = super::harness_server::Server::new(
             env,
             harness,

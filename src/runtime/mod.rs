@@ -29,7 +29,7 @@ use crate::env::Env;
 use crate::pty::terminal::Snapshot;
 use crate::seam::terminal::Activity;
 use crate::store::ProjectStore;
-use crate::store::session::{ProcessId, Session, Status};
+use crate::store::session::{AttentionKind, LaunchedBy, ProcessId, Session, Status};
 use client::CALL_TIMEOUT;
 pub use client::{Client, call, socket_path};
 pub use delivery::{Delivery, Mode, StageAt, elapsed_ms};
@@ -91,7 +91,8 @@ impl Act {
 /// person started, or took back into their own terminal after spex's host ended, is not.
 fn hosted(store: &ProjectStore, s: &Session) -> bool {
     s.exit_status.is_none()
-        && (s.launched_by == "spex" || store.session_dir(&s.id).join("host.log").is_file())
+        && (s.launched_by == LaunchedBy::Spex
+            || store.session_dir(&s.id).join("host.log").is_file())
 }
 
 /// The truth about a session whose host did not answer `act`: it has exited (how and when);
@@ -109,7 +110,7 @@ pub fn not_reached(env: &Env, store: &ProjectStore, id: &str, act: Act) -> Runti
     }
     // A session a server holds outlives the terminal spex hosted on it.
     if s.status != Status::Exited
-        && s.launched_by == "spex"
+        && s.launched_by == LaunchedBy::Spex
         && adapters::lookup(&s.harness).is_some_and(|h| h.server().is_some())
     {
         return RuntimeError::NoTerminal {
@@ -154,7 +155,7 @@ pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
     let store = ProjectStore::new(&l.env.spex_home(), &l.tree.main);
     let now = crate::store::now_rfc3339();
     store.update(&id, |_| {
-        let record = Session::new(&id, l.harness.id(), None, &l.tree, "spex", &now);
+        let record = Session::new(&id, l.harness.id(), None, &l.tree, LaunchedBy::Spex, &now);
         let mut f = serde_json::Map::new();
         f.insert("harness".into(), l.harness.id().into());
         (
@@ -292,7 +293,7 @@ fn start_unfinished(env: &Env, store: &ProjectStore, s: &Session) -> Option<Sess
 /// Whether a session spex launched can still be reached through its transport (its host
 /// answers, or its server holds its thread); `None` for sessions spex did not launch.
 pub fn live(env: &Env, store: &ProjectStore, s: &Session) -> Option<bool> {
-    if s.launched_by != "spex" {
+    if s.launched_by != LaunchedBy::Spex {
         return None;
     }
     if s.status == Status::Exited {
@@ -466,11 +467,11 @@ fn dialog_attention(s: &Session) -> bool {
     use crate::store::session::DeclaredState;
     s.status == Status::NeedsAttention
         && s.attention.as_ref().is_none_or(|a| {
-            let declared = a.reason == "question"
+            let declared = a.reason == AttentionKind::Question
                 && s.declared
                     .as_ref()
                     .is_some_and(|d| d.state == DeclaredState::Asking && d.note == a.text);
-            !declared && a.reason != "turn_failed"
+            !declared && a.reason != AttentionKind::TurnFailed
         })
 }
 
@@ -523,7 +524,7 @@ pub fn deliver(
                     None,
                 )
             },
-            |a| (a.reason, a.text, a.id),
+            |a| (a.reason.to_string(), a.text, a.id),
         );
         return Err(RuntimeError::NeedsAttention {
             id: s.handle.clone().unwrap_or_else(|| id.to_owned()),

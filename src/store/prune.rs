@@ -125,7 +125,7 @@ impl ProjectStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::session::Session;
+    use crate::store::session::{LaunchedBy, Session};
     use std::time::Duration;
 
     fn record(store: &ProjectStore, id: &str, status: Status, updated: SystemTime) {
@@ -135,7 +135,14 @@ mod tests {
             git_dir: "/r/.git".into(),
             common_dir: "/r/.git".into(),
         };
-        let mut s = Session::new(id, "h", Some(format!("h-{id}")), &tree, "self", "x");
+        let mut s = Session::new(
+            id,
+            "h",
+            Some(format!("h-{id}")),
+            &tree,
+            LaunchedBy::Itself,
+            "x",
+        );
         s.status = status;
         s.updated_at = humantime::format_rfc3339_millis(updated).to_string();
         store.update(id, |_| (Some(s), Vec::new(), ())).unwrap();

@@ -38,7 +38,7 @@ pub struct SortedRecord<'a> {
     harness_session_id: Option<&'a str>,
     headline: Option<&'a str>,
     id: &'a str,
-    launched_by: &'a str,
+    launched_by: &'a super::session::LaunchedBy,
     live: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<&'a str>,
@@ -92,10 +92,10 @@ struct SortedAttention<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<&'a str>,
+    kind: Option<&'a super::session::AttentionKind>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     questions: &'a [Question],
-    reason: &'a str,
+    reason: &'a super::session::AttentionKind,
     since: &'a str,
     text: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -256,7 +256,7 @@ impl<'a> SortedRecord<'a> {
                     choices,
                     hook: hook.as_ref(),
                     id: id.as_deref(),
-                    kind: kind.as_deref(),
+                    kind: kind.as_ref(),
                     questions,
                     reason,
                     since,
@@ -426,7 +426,7 @@ mod tests {
                 call_id: Some("toolu_1".into()),
                 turn_id: Some("t1".into()),
                 via: Some(Via {
-                    how: "terminal only".into(),
+                    how: crate::store::session::AnswerWay::TerminalOnly,
                     why: Some("no host".into()),
                 }),
                 answering: Some(Answering {

@@ -14,7 +14,7 @@ use crate::env::Env;
 use crate::seam::answer::{Answering, KeyStep, Response, dialog_on_screen};
 use crate::seam::event::Reply;
 use crate::store::answers::Posted;
-use crate::store::session::{Attention, Session, Via};
+use crate::store::session::{AnswerWay, Attention, AttentionKind, LaunchedBy, Session, Via};
 
 pub struct ClaudeAnswering;
 
@@ -25,7 +25,7 @@ pub fn ask(tool: &str, input: &Value, payload: &Value) -> Attention {
     match tool {
         "AskUserQuestion" => question_ask(input, None),
         "ExitPlanMode" => Attention {
-            kind: Some("plan".into()),
+            kind: Some(AttentionKind::Plan),
             choices: vec![
                 choice("allow", "Yes, manually approve edits", false),
                 choice("deny", "Tell Claude what to change", true),
@@ -51,7 +51,7 @@ pub fn ask(tool: &str, input: &Value, payload: &Value) -> Attention {
                 true,
             ));
             Attention {
-                kind: Some("permission".into()),
+                kind: Some(AttentionKind::Permission),
                 choices,
                 ..Attention::default()
             }
@@ -85,13 +85,13 @@ fn options(screen: &str) -> Vec<(u32, String, bool)> {
 /// (the command's first line, a question's text, the plan's heading).
 fn marks(a: &Attention) -> Vec<String> {
     let mut out = vec![DIALOG_MARK.to_owned()];
-    match a.kind.as_deref() {
-        Some("question") => {
+    match a.kind {
+        Some(AttentionKind::Question) => {
             if let Some(q) = a.questions.first() {
                 out.push(q.question.chars().take(40).collect());
             }
         }
-        Some("plan") => out.push("Would you like to proceed?".into()),
+        Some(AttentionKind::Plan) => out.push("Would you like to proceed?".into()),
         _ => {
             // `Bash: <command>`: the command as the dialog prints it, its first 30 characters
             // (a long one wraps).
@@ -182,7 +182,7 @@ impl Answering for ClaudeAnswering {
         let (error, text) = transcript::result_of(s.transcript.as_deref()?, a.call_id.as_deref()?)?;
         let tool = a.tool.as_deref().unwrap_or("the tool");
         Some(match (answer.choice.as_str(), &answer.message) {
-            _ if a.kind.as_deref() == Some("question") && !error => {
+            _ if a.kind == Some(AttentionKind::Question) && !error => {
                 "Claude got the answers".to_owned()
             }
             ("deny", Some(m)) if error && text.contains(m.as_str()) => {
@@ -201,22 +201,22 @@ impl Answering for ClaudeAnswering {
     }
 
     fn via(&self, a: &Attention, s: &Session) -> Via {
-        if s.launched_by != "spex" {
+        if s.launched_by != LaunchedBy::Spex {
             return Via {
-                how: "terminal only".into(),
+                how: AnswerWay::TerminalOnly,
                 why: Some("the session runs in a terminal spex does not host, and no `PermissionRequest` hook waits for this answer (one waits `answering.hookWaitSecs` while its dialog is open)".into()),
             };
         }
-        if a.kind.as_deref() == Some("question")
+        if a.kind == Some(AttentionKind::Question)
             && (a.questions.len() != 1 || a.questions.iter().any(|q| q.multi_select))
         {
             return Via {
-                how: "terminal only".into(),
+                how: AnswerWay::TerminalOnly,
                 why: Some("several questions or a multi-select: spex answers one single-choice question with keys".into()),
             };
         }
         Via {
-            how: "keys".into(),
+            how: AnswerWay::Keys,
             why: None,
         }
     }
@@ -234,7 +234,7 @@ impl Answering for ClaudeAnswering {
         dialog_on_screen(&expect, screen)?;
         let opts = options(screen);
         let find = |pred: &dyn Fn(&str) -> bool| opts.iter().find(|(_, t, _)| pred(t)).map(|o| o.0);
-        if a.kind.as_deref() == Some("question") {
+        if a.kind == Some(AttentionKind::Question) {
             let q = a.questions.first().ok_or("the question has no options")?;
             let n = r
                 .choice
@@ -268,7 +268,7 @@ impl Answering for ClaudeAnswering {
             .ok_or("the screen shows no `Yes` option")?;
         match (r.choice.as_str(), &r.message) {
             ("allow", None) => {
-                let n = if a.kind.as_deref() == Some("plan") {
+                let n = if a.kind == Some(AttentionKind::Plan) {
                     find(&|t| t.contains("manually approve")).unwrap_or(yes)
                 } else {
                     yes
@@ -277,11 +277,11 @@ impl Answering for ClaudeAnswering {
             }
             ("allow-session", None) => {
                 let n = find(&|t| t.starts_with("Yes,") && !t.contains("manually"))
-                    .filter(|n| *n != yes || a.kind.as_deref() == Some("plan"))
+                    .filter(|n| *n != yes || a.kind == Some(AttentionKind::Plan))
                     .ok_or("the dialog offers no allow-for-the-session option")?;
                 Ok(vec![digit(n, &expect)])
             }
-            ("deny", None) if a.kind.as_deref() != Some("plan") => {
+            ("deny", None) if a.kind != Some(AttentionKind::Plan) => {
                 let n = find(&|t| t == "No" || t.starts_with("No"))
                     .ok_or("the screen shows no `No` option")?;
                 Ok(vec![digit(n, &expect)])

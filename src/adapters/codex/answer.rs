@@ -10,7 +10,7 @@ use super::rpc::Notification;
 use crate::adapters::common::wire::choice;
 use crate::seam::answer::{Answering, Confirmed, Response};
 use crate::seam::session_server::{ServerCtx, ServerError, ServerErrorKind};
-use crate::store::session::{Attention, Session, Via};
+use crate::store::session::{AnswerWay, Attention, AttentionKind, LaunchedBy, Session, Via};
 
 pub struct CodexAnswering;
 
@@ -19,7 +19,7 @@ pub struct CodexAnswering;
 /// the permanent execpolicy amendment). A decline carries no message to the model.
 pub fn ask(tool: Option<&str>, _input: &Value) -> Attention {
     Attention {
-        kind: Some("permission".into()),
+        kind: Some(AttentionKind::Permission),
         tool: tool.map(str::to_owned),
         choices: vec![
             choice("allow", "accept", false),
@@ -97,15 +97,18 @@ impl Answering for CodexAnswering {
         // Called by the attention's hook: a thread of the person's TUI in its default mode is
         // held by the per-user background server that runs the hook, which another client
         // may join (§4); a `--no-daemon` TUI runs its server inside itself, with no socket.
-        let asks = matches!(a.kind.as_deref(), Some("permission" | "question"));
-        if s.launched_by == "spex" || (asks && super::evidence::under_managed_daemon()) {
+        let asks = matches!(
+            a.kind,
+            Some(AttentionKind::Permission | AttentionKind::Question)
+        );
+        if s.launched_by == LaunchedBy::Spex || (asks && super::evidence::under_managed_daemon()) {
             Via {
-                how: "server".into(),
+                how: AnswerWay::Server,
                 why: None,
             }
         } else {
             Via {
-                how: "terminal only".into(),
+                how: AnswerWay::TerminalOnly,
                 why: Some("a Codex TUI started with `--no-daemon` holds its thread in its own process, which no other client can join".into()),
             }
         }
@@ -155,8 +158,8 @@ const OUTCOME_WAIT: Duration = Duration::from_secs(30);
 /// and for a command the command the hook reported.
 fn matches(req: &Notification, thread: &str, a: &Attention) -> bool {
     let p = &req.params;
-    let kind_fits = match a.kind.as_deref() {
-        Some("question") => req.method == "item/tool/requestUserInput",
+    let kind_fits = match a.kind {
+        Some(AttentionKind::Question) => req.method == "item/tool/requestUserInput",
         _ => matches!(
             req.method.as_str(),
             "item/commandExecution/requestApproval" | "item/fileChange/requestApproval"

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::env::Env;
 use crate::seam::evidence::{self, Evidence, Finding};
-use crate::store::session::{ChildState, ErrorKind, Failure, ProcessId, Session};
+use crate::store::session::{ChildState, ErrorKind, Failure, LaunchedBy, ProcessId, Session};
 
 pub struct CodexEvidence;
 
@@ -262,7 +262,7 @@ fn liveness(
 
 /// A session spex launched: its process is the server spex started, recorded at launch.
 fn launched_by_spex(s: &Session) -> bool {
-    s.launched_by == "spex"
+    s.launched_by == LaunchedBy::Spex
 }
 
 pub fn observe(sessions: &[&Session]) -> Vec<(usize, Evidence)> {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
-use crate::store::session::{Attention, Choice, Question};
+use crate::store::session::{Attention, AttentionKind, Choice, Question};
 
 /// How a harness spells the parts of the hook wire format the harnesses share (Codex's hooks
 /// follow Claude Code's format: same event names, `session_id`, `tool_name`, `tool_input`).
@@ -115,7 +115,7 @@ pub fn question_ask(input: &Value, call_id: Option<String>) -> Attention {
         })
         .unwrap_or_default();
     Attention {
-        kind: Some("question".into()),
+        kind: Some(AttentionKind::Question),
         questions,
         call_id,
         ..Attention::default()

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::seam::answer::{Answering, KeyStep, Response, dialog_on_screen};
-use crate::store::session::{Attention, Session, Via};
+use crate::store::session::{AnswerWay, Attention, AttentionKind, LaunchedBy, Session, Via};
 
 pub struct GeminiAnswering;
 
@@ -45,7 +45,7 @@ fn options(screen: &str) -> Vec<(u32, String)> {
 /// Texts that tell this attention's dialog from any other: the dialog's own mark and what it
 /// asks about (the command's first 30 characters, the file's name, the question's first 40).
 fn marks(a: &Attention) -> Vec<String> {
-    if a.kind.as_deref() == Some("question") {
+    if a.kind == Some(AttentionKind::Question) {
         let mut out = vec![QUESTION_MARK.to_owned()];
         if let Some(q) = a.questions.first() {
             out.push(q.question.chars().take(40).collect());
@@ -85,20 +85,20 @@ fn keys_answer(a: &Attention) -> bool {
 
 impl Answering for GeminiAnswering {
     fn via(&self, a: &Attention, s: &Session) -> Via {
-        if s.launched_by != "spex" {
+        if s.launched_by != LaunchedBy::Spex {
             return Via {
-                how: "terminal only".into(),
+                how: AnswerWay::TerminalOnly,
                 why: Some("the session runs in a terminal spex does not host, and Gemini CLI's hooks cannot answer its dialogs".into()),
             };
         }
-        if a.kind.as_deref() == Some("question") && !keys_answer(a) {
+        if a.kind == Some(AttentionKind::Question) && !keys_answer(a) {
             return Via {
-                how: "terminal only".into(),
+                how: AnswerWay::TerminalOnly,
                 why: Some("several questions, a multi-select or a question without options: spex answers one question with options with keys".into()),
             };
         }
         Via {
-            how: "keys".into(),
+            how: AnswerWay::Keys,
             why: None,
         }
     }
@@ -116,7 +116,7 @@ impl Answering for GeminiAnswering {
                 .find(|(_, t)| t.starts_with(label))
                 .map(|(n, _)| *n)
         };
-        if a.kind.as_deref() == Some("question") {
+        if a.kind == Some(AttentionKind::Question) {
             let q = a.questions.first().ok_or("the question has no options")?;
             if r.choice == "deny" {
                 return Err("a question is answered, or cancelled at its terminal (Esc)".into());
@@ -299,15 +299,15 @@ mod tests {
             launched_by: "user".into(),
             ..Session::default()
         };
-        assert_eq!(g.via(&shell, &hosted).how, "keys");
+        assert_eq!(g.via(&shell, &hosted).how, AnswerWay::Keys);
         let v = g.via(&shell, &own);
-        assert_eq!(v.how, "terminal only");
+        assert_eq!(v.how, AnswerWay::TerminalOnly);
         assert!(v.why.is_some_and(|w| w.contains("hooks cannot answer")));
         let two = Attention {
             kind: Some("question".into()),
             questions: vec![Question::default(), Question::default()],
             ..Attention::default()
         };
-        assert_eq!(g.via(&two, &hosted).how, "terminal only");
+        assert_eq!(g.via(&two, &hosted).how, AnswerWay::TerminalOnly);
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::env::Env;
 use crate::seam::evidence::{self, Evidence, Finding, LogReading, Observer, Watch};
-use crate::store::session::{Session, Status, TurnState};
+use crate::store::session::{AttentionKind, Session, Status, TurnState};
 
 use super::wire::SHELL_TOOL;
 use super::{process, transcript};
@@ -122,7 +122,7 @@ fn cancelled(s: &Session) -> Option<Evidence> {
 fn allowed(s: &Session) -> Option<Evidence> {
     let a = s.attention.as_ref().filter(|a| {
         s.status == Status::NeedsAttention
-            && a.reason == "permission"
+            && a.reason == AttentionKind::Permission
             && a.tool.as_deref() == Some(SHELL_TOOL)
     })?;
     let cli = s.process_id()?;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::adapters::common::wire::{self, choice, question_ask, str_field as s};
 use crate::seam::event::{Answer, HookEvent, Kind, Reply};
 use crate::seam::wire::HookWire;
-use crate::store::session::{Attention, ErrorKind, Failure};
+use crate::store::session::{Attention, AttentionKind, ErrorKind, Failure};
 
 pub struct GeminiWire;
 
@@ -185,7 +185,7 @@ fn permission_ask(kind: Option<&str>) -> Attention {
     }
     choices.push(choice("deny", "No, suggest changes", false));
     Attention {
-        kind: Some("permission".into()),
+        kind: Some(AttentionKind::Permission),
         choices,
         ..Attention::default()
     }
@@ -360,7 +360,7 @@ mod tests {
             Some(("question".to_owned(), "Which colour?".to_owned()))
         );
         let ask = ev.ask.unwrap();
-        assert_eq!(ask.kind.as_deref(), Some("question"));
+        assert_eq!(ask.kind, Some(AttentionKind::Question));
         assert_eq!(ask.questions.len(), 1);
         assert_eq!(ask.questions[0].header.as_deref(), Some("Colour"));
         assert_eq!(ask.questions[0].options, ["red", "blue"]);

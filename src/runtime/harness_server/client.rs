@@ -20,7 +20,7 @@ use crate::runtime::wait::{interrupted, wait_for};
 use crate::seam::evidence::{self, Finding};
 use crate::seam::session_server::{DeliverMode, ServerCtx, ServerError, ServerErrorKind};
 use crate::store;
-use crate::store::session::{Session, Status};
+use crate::store::session::{LaunchedBy, Session, Status};
 
 impl Server<'_> {
     /// Starts the server unless one answers, under the project's lock so two commands never
@@ -123,11 +123,11 @@ impl Server<'_> {
                     self.harness.id(),
                     Some(thread.clone()),
                     tree,
-                    "spex",
+                    LaunchedBy::Spex,
                     &now,
                 )
             });
-            "spex".clone_into(&mut s.launched_by);
+            s.launched_by = LaunchedBy::Spex;
             s.set_process(server);
             if s.status == Status::Starting {
                 s.status = Status::Idle;
@@ -464,7 +464,7 @@ impl Server<'_> {
             s.exit_reason = None;
             s.forget_process();
             s.set_process(server);
-            "spex".clone_into(&mut s.launched_by);
+            s.launched_by = LaunchedBy::Spex;
             s.stamp(before, &now, "resume", None);
             s.updated_at = now;
             let mut f = serde_json::Map::new();

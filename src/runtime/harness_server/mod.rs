@@ -21,7 +21,7 @@ use crate::env::Env;
 use crate::seam::Harness;
 use crate::seam::evidence::{self, Evidence, Finding};
 use crate::seam::session_server::{ServerCtx, ServerError, ServerErrorKind, SessionServer};
-use crate::store::session::{ProcessId, Session, Status, StoreError};
+use crate::store::session::{LaunchedBy, ProcessId, Session, Status, StoreError};
 use crate::store::{self, ProjectStore};
 
 /// How long a server may take to answer its first request.
@@ -224,7 +224,7 @@ impl<'a> Server<'a> {
 
     /// Whether `s` is a thread on this server (launched or resumed by spex).
     fn on_server(&self, s: &Session) -> bool {
-        s.harness == self.harness.id() && s.launched_by == "spex"
+        s.harness == self.harness.id() && s.launched_by == LaunchedBy::Spex
     }
 
     /// The record of a thread, when spex knows it.
