@@ -589,7 +589,35 @@ fn the_store_and_a_created_harness_state_file_are_private() {
     let id = working(&w, "claude");
     let post = fixture(&w, "claude", "PostToolUse.Write");
     dispatch_raw(&w, "claude", "PostToolUse", post.to_string().as_bytes());
-    assert!(!w.events(&id).is_empty());
+    // The call itself is recorded (not merely some event): its completion with its tool,
+    // call id and file, and the file among what the session touched.
+    let events = w.events(&id);
+    let last = events.last().expect("an event after the tool call");
+    assert_eq!(
+        (
+            &last["kind"],
+            &last["tool"],
+            &last["call_id"],
+            &last["ok"],
+            &last["files"]
+        ),
+        (
+            &json!("tool.completed"),
+            &post["tool_name"],
+            &post["tool_use_id"],
+            &json!(true),
+            &json!(["hello.txt"])
+        ),
+        "{}",
+        pretty(last)
+    );
+    let r = w.record(&id);
+    assert_eq!(
+        (&r["status"], &r["touched"]),
+        (&json!("working"), &json!(["hello.txt"])),
+        "{}",
+        pretty(&r)
+    );
     for (event, stem) in [
         ("SessionStart", "SessionStart.startup"),
         ("PreToolUse", "PreToolUse.Bash"),
