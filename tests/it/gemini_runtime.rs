@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{World, pretty, read_or_empty, write};
 use crate::runtime::{
     attach_in_pty, checked_recording, host_log, launch_fails_soon, launch_json, run_json, screen,
     std_dirs, stop, wait_screen, wait_status,
@@ -17,6 +16,7 @@ use crate::runtime::{
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{INPUT_PLACEHOLDER, seed_gemini_home};
 use crate::support::peers::{group_members, processes_in};
+use crate::support::world::{World, pretty, read_or_empty, write};
 
 const TURN: Duration = Duration::from_mins(1);
 
@@ -113,7 +113,7 @@ fn launch_deliver_queue_snapshot_stop_a_real_gemini_session() {
         host_log(&w, &id)
     );
     let shown = run_json(&w, &fake, &["snapshot", &id, "--json"]).unwrap();
-    let text = crate::common::screen_text(&shown["lines"]);
+    let text = crate::support::world::screen_text(&shown["lines"]);
     assert!(text.contains(INPUT_PLACEHOLDER), "{text}");
     assert!(
         shown["title"].as_str().unwrap().starts_with("◇  Ready"),

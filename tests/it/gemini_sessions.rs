@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{World, read_or_empty, spex_bin, write};
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{
     HeadlessTurn, INPUT_PLACEHOLDER, gemini_command, headless_turn, seed_gemini_home,
     submit_prompt, wait_tui_ready,
 };
 use crate::support::term::Term;
+use crate::support::world::{World, read_or_empty, spex_bin, write};
 
 const TURN_TIMEOUT: Duration = Duration::from_mins(2);
 /// How long a reader may need to see what the evidence says (a loaded machine).
@@ -96,7 +96,7 @@ fn show_until(w: &World, id: &str, what: &str, pred: impl Fn(&Value) -> bool) ->
         assert!(
             Instant::now() < end,
             "{what}: the record never got there\n{}\nevents: {:#?}\nerrors: {}",
-            crate::common::pretty(&r),
+            crate::support::world::pretty(&r),
             kinds(w, id),
             w.errors_log()
         );
@@ -638,7 +638,7 @@ fn a_gemini_tui_permission_allowed_in_the_terminal_is_working_while_its_command_
         assert!(
             Instant::now() < end,
             "the turn never completed\n{}\n{}",
-            crate::common::pretty(&r),
+            crate::support::world::pretty(&r),
             tui_diag(&t, &fake, &w)
         );
         std::thread::sleep(Duration::from_millis(300));

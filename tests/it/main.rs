@@ -6,7 +6,6 @@ mod attach;
 mod cassettes;
 mod cli;
 mod codex_runtime;
-mod common;
 mod dispatch;
 mod events;
 mod fuzz_dispatch;

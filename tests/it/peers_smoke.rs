@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::common::read_or_empty;
 use crate::support::claude_home::{claude_command, print_turn};
 use crate::support::codex_home::{codex_command, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
@@ -22,6 +21,7 @@ use crate::support::gemini_home::{
 use crate::support::peers::{group_members, processes_in};
 use crate::support::rpc::AppServer;
 use crate::support::term::Term;
+use crate::support::world::read_or_empty;
 
 const TURN_TIMEOUT: Duration = Duration::from_secs(90);
 

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, pretty, read_or_empty, write};
 use crate::support::claude_home::claude_command;
 use crate::support::codex_home::{codex_command, set_stream_retries, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
@@ -21,6 +20,7 @@ use crate::support::fake_responses::FakeResponses;
 use crate::support::http::random_hex;
 use crate::support::peers::GroupChild;
 use crate::support::rpc::AppServer;
+use crate::support::world::{World, pretty, read_or_empty, write};
 
 /// One Claude turn (startup, model round trips, hooks) or one Codex turn.
 const TURN_TIMEOUT: Duration = Duration::from_secs(45);
@@ -619,7 +619,7 @@ fn run_claude_case(w: &World, fake: &FakeAnthropic, case: &ClaudeCase) {
         );
     }
     assert_contiguous(&fin, &events, &diag);
-    crate::common::assert_grammar(&fin, &events, &diag);
+    crate::support::world::assert_grammar(&fin, &events, &diag);
     eprintln!("claude {}: {:?}", case.name, started.elapsed());
 }
 
@@ -946,7 +946,7 @@ fn codex_turns_produce_true_records_keyed_by_thread_id() {
         let diag = || rig.diag(id);
         assert_eq!(kinds(&events).last(), Some(&"session.exited"), "{}", diag());
         assert_contiguous(&rec, &events, &diag);
-        crate::common::assert_grammar(&rec, &events, &diag);
+        crate::support::world::assert_grammar(&rec, &events, &diag);
     }
     let mut want = vec![first.clone(), second];
     want.sort();
@@ -1007,7 +1007,7 @@ fn codex_model_failure_is_a_failed_turn_and_handles_differ() {
         "the turn failed with Codex's error text: `{text}`\n{}",
         diag()
     );
-    crate::common::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
+    crate::support::world::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
     let other = show(&twin);
     let (h1, h2) = (
         s["handle"].as_str().unwrap(),
@@ -1052,7 +1052,7 @@ fn codex_failed_attempt_then_success_is_completed() {
     let out = rig.w.ok(&rig.w.repo, &["show", &id, "--json"]);
     let shown: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(shown["session"]["turn"]["state"], "completed", "{}", diag());
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
 }
 
 /// An escalation the person cancels (Esc in the TUI; `cancel` over RPC): Codex interrupts the
@@ -1098,7 +1098,7 @@ fn codex_cancelled_escalation_leaves_no_attention() {
         diag()
     );
     assert!(kinds(&events).contains(&"attention.closed"), "{}", diag());
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
 }
 
 /// `kill -9` of the Codex process that holds a thread fires no hook: the next reader finds the
@@ -1150,5 +1150,5 @@ fn codex_server_killed_is_exited_server_gone() {
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     let events = rig.w.events(&id);
     assert_eq!(kinds(&events).last(), Some(&"session.exited"), "{}", diag());
-    crate::common::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
+    crate::support::world::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
 }

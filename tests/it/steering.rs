@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, feed, json_result, pretty, read_or_empty, write};
 use crate::runtime::{
     claude_world, host_log, launch, run_json, screen, spex_cmd, stop, wait_screen, wait_status,
 };
@@ -18,6 +17,7 @@ use crate::support::claude_home::{SeedOptions, claude_command};
 use crate::support::fake_anthropic::FakeAnthropic;
 use crate::support::http::random_hex;
 use crate::support::term::Term;
+use crate::support::world::{World, feed, json_result, pretty, read_or_empty, write};
 
 fn text(out: &Output) -> String {
     format!(

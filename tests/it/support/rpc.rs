@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tungstenite::{Message, WebSocket};
 
 use super::peers::GroupChild;
-use crate::common::read_or_empty;
+use crate::support::world::read_or_empty;
 
 /// How long the server may take to listen, and to answer one request.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
