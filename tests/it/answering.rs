@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use crate::runtime::{
     claude_world, host_log, launch, launch_json, run_json, screen, spex_cmd, stop, wait_screen,
-    wait_status,
 };
 use crate::support::claude_home::DUMMY_API_KEY;
 use crate::support::claude_home::SeedOptions;
@@ -18,7 +17,9 @@ use crate::support::fake_responses::FakeResponses;
 use crate::support::http::random_hex;
 use crate::support::peers::{claude_bin, peers_path};
 use crate::support::term::Term;
-use crate::support::world::{World, feed, json_result, pretty, read_or_empty, spex_bin, write};
+use crate::support::world::{
+    World, feed, json_result, pretty, read_or_empty, spex_bin, wait_status, write,
+};
 
 /// `spex <args>` and its exit code, stdout and stderr together.
 fn said(

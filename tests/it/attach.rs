@@ -292,11 +292,9 @@ fn a_session_whose_runtime_dir_was_removed_stays_live_and_is_reached_again() {
 /// byte as it was; both check clean, and `replay <id>` plays the latest.
 #[test]
 fn a_resumed_recorded_session_never_overwrites_its_first_recording() {
-    use crate::runtime::{
-        claude_world, host_log, launch, run_json, stop, wait_screen, wait_status,
-    };
+    use crate::runtime::{claude_world, host_log, launch, run_json, stop, wait_screen};
     use crate::support::claude_home::SeedOptions;
-    use crate::support::world::write;
+    use crate::support::world::{wait_status, write};
 
     let (w, fake) = claude_world(SeedOptions::default());
     write(

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::gemini_runtime::{deliver, gemini_world, launch_gemini, wait_turn};
-use crate::runtime::{host_log, run_json, screen, spex_cmd, stop, wait_status};
+use crate::runtime::{host_log, run_json, screen, spex_cmd, stop};
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{gemini_command, wait_tui_ready};
 use crate::support::term::Term;
-use crate::support::world::{World, pretty, read_or_empty};
+use crate::support::world::{World, pretty, read_or_empty, wait_status};
 
 const TURN: Duration = Duration::from_mins(1);
 

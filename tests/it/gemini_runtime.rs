@@ -11,12 +11,12 @@ use serde_json::Value;
 
 use crate::runtime::{
     attach_in_pty, checked_recording, host_log, launch_fails_soon, launch_json, run_json, screen,
-    std_dirs, stop, wait_screen, wait_status,
+    std_dirs, stop, wait_screen,
 };
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{INPUT_PLACEHOLDER, seed_gemini_home};
 use crate::support::peers::{group_members, processes_in};
-use crate::support::world::{World, pretty, read_or_empty, write};
+use crate::support::world::{World, pretty, read_or_empty, wait_status, write};
 
 const TURN: Duration = Duration::from_mins(1);
 

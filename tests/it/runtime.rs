@@ -14,7 +14,7 @@ use crate::support::fake_anthropic::{FAKE_TITLE, FakeAnthropic, PLAIN_ANSWER};
 use crate::support::fake_gemini::FakeGemini;
 use crate::support::gemini_home::gemini_env;
 use crate::support::peers::peers_path;
-use crate::support::world::{World, json_result, pretty, read_or_empty, write};
+use crate::support::world::{World, json_result, pretty, read_or_empty, wait_status, write};
 
 /// A fake model API that a real harness runs against offline: the harness, and what spex's
 /// environment needs for spex to run that harness against it.
@@ -471,18 +471,6 @@ fn launch_fails_soon_at_an_unknown_screen_that_does_not_change() {
     let stopped = run_json(&w, &fake, &["stop", &ids[0], "--json", "--grace", "2"])
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
-}
-
-/// Waits until the record of `id` has `status`.
-pub fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let r = w.record(id);
-        if r["status"] == status || Instant::now() >= deadline {
-            return r;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Refuses `deliver` at the dialog that `prompt` opens, with and without `--force`; the
