@@ -22,16 +22,17 @@ pub fn all() -> &'static [&'static dyn Harness] {
 pub fn lookup(id: &str) -> Option<&'static dyn Harness> {
     ALL.iter()
         .copied()
-        .find(|h| h.id() == id || h.aliases().contains(&id))
+        .find(|h| h.id() == id || h.identity().aliases.contains(&id))
 }
 
 /// Every environment variable some adapter reads, for `Env::from_process` to read with the
 /// rest of the environment.
 pub fn env_vars() -> impl Iterator<Item = &'static str> {
     ALL.iter().flat_map(|h| {
-        h.session_env_var()
+        let i = h.identity();
+        i.session_env_var
             .into_iter()
-            .chain(h.env_vars().iter().copied())
+            .chain(i.env_vars.iter().copied())
     })
 }
 
@@ -39,7 +40,7 @@ pub fn env_vars() -> impl Iterator<Item = &'static str> {
 pub fn known() -> Known {
     Known {
         ids: ALL.iter().map(|h| h.id()).collect(),
-        canonical: |id| lookup(id).map(Harness::id),
+        canonical: |id| lookup(id).map(<dyn Harness>::id),
     }
 }
 
@@ -51,7 +52,11 @@ mod tests {
     #[test]
     fn registry_ids_are_unique_and_resolve() {
         let mut ids: Vec<&str> = all().iter().map(|h| h.id()).collect();
-        ids.extend(all().iter().flat_map(|h| h.aliases().iter().copied()));
+        ids.extend(
+            all()
+                .iter()
+                .flat_map(|h| h.identity().aliases.iter().copied()),
+        );
         let n = ids.len();
         ids.sort_unstable();
         ids.dedup();
@@ -59,7 +64,7 @@ mod tests {
         for id in ids {
             assert!(lookup(id).is_some());
         }
-        assert_eq!(lookup("plugin").map(Harness::id), Some("claude"));
+        assert_eq!(lookup("plugin").map(<dyn Harness>::id), Some("claude"));
         assert!(lookup("vim").is_none());
     }
 

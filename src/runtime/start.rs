@@ -68,7 +68,11 @@ pub fn new_id() -> Result<String, RuntimeError> {
 /// The variables that name another session; a hosted session must not inherit them.
 pub(super) fn identity_vars() -> Vec<&'static str> {
     let mut vars = vec!["SPEX_SESSION_ID"];
-    vars.extend(adapters::all().iter().filter_map(|h| h.session_env_var()));
+    vars.extend(
+        adapters::all()
+            .iter()
+            .filter_map(|h| h.identity().session_env_var),
+    );
     vars
 }
 
