@@ -187,7 +187,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                 governance: &governance,
                 store: &project,
                 denied: from_nodes.block.is_some(),
-                server_reports_failures: h.server().is_some(),
+                server_reports_failures: h.capabilities().server,
                 answering,
                 hook_wait,
             };

@@ -153,7 +153,7 @@ pub(super) fn start_host(
     let mut changed_at = Instant::now();
     let mut prompt_since: Option<Instant> = None;
     // The program is a client of the harness's server rather than the session itself.
-    let client = l.harness.server().is_some();
+    let client = l.harness.capabilities().server;
     let ready = loop {
         if let Some(e) = failed(&mut host) {
             // The start will never finish: the record must not stay `starting`.

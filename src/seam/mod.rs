@@ -14,13 +14,13 @@ pub mod server;
 pub mod terminal;
 pub mod wire;
 
-pub use identity::Identity;
+pub use identity::{AnswerPaths, Capabilities, Identity};
 
-/// A harness spex knows: who it is (one const [`Identity`]), and the facets it offers. Each
-/// facet is optional; a harness without one says so with `None`, and no facet has a default
-/// that describes one harness's behaviour.
+/// A harness spex knows: who it is and what it can do (one const [`Identity`]), and the
+/// facets it offers. Each facet is optional; a harness without one says so with `None`, and
+/// no facet has a default that describes one harness's behaviour.
 pub trait Harness: Sync {
-    /// Who the harness is: the adapter's one `const IDENTITY`.
+    /// Who the harness is and what it can do: the adapter's one `const IDENTITY`.
     fn identity(&self) -> &'static Identity;
 
     /// Files and hooks: materialize, clean, trust, doctor, the `/` menu.
@@ -43,5 +43,10 @@ impl dyn Harness + '_ {
     /// The harness's id ([`Identity::id`]), which most callers want.
     pub fn id(&self) -> &'static str {
         self.identity().id
+    }
+
+    /// What the harness can do ([`Identity::capabilities`]).
+    pub fn capabilities(&self) -> &'static Capabilities {
+        &self.identity().capabilities
     }
 }

@@ -20,7 +20,7 @@ use crate::seam::files::Files;
 use crate::seam::server::SessionServer;
 use crate::seam::terminal::TerminalHost;
 use crate::seam::wire::HookWire;
-use crate::seam::{Harness, Identity};
+use crate::seam::{AnswerPaths, Capabilities, Harness, Identity};
 
 pub struct Claude;
 
@@ -33,6 +33,19 @@ const IDENTITY: Identity = Identity {
     parse_version: crate::adapters::common::leading_version,
     session_env_var: Some("CLAUDE_CODE_SESSION_ID"),
     env_vars: &[home::CONFIG_DIR_VAR],
+    capabilities: Capabilities {
+        hosted_terminal: true,
+        server: false,
+        evidence: true,
+        // Its dialog's keys, and the `PermissionRequest` hook, which waits for an answer.
+        answers: AnswerPaths {
+            keys: true,
+            hook: true,
+            server: false,
+        },
+        idle_notification: true,
+        title_summary: true,
+    },
 };
 
 impl Harness for Claude {

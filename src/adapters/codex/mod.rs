@@ -21,7 +21,7 @@ use crate::seam::files::Files;
 use crate::seam::server::SessionServer;
 use crate::seam::terminal::TerminalHost;
 use crate::seam::wire::HookWire;
-use crate::seam::{Harness, Identity};
+use crate::seam::{AnswerPaths, Capabilities, Harness, Identity};
 
 pub struct Codex;
 
@@ -34,6 +34,19 @@ const IDENTITY: Identity = Identity {
     parse_version,
     session_env_var: Some("CODEX_THREAD_ID"),
     env_vars: &[home::HOME_VAR, crate::seam::server::SERVER_MARK],
+    capabilities: Capabilities {
+        hosted_terminal: true,
+        server: true,
+        evidence: true,
+        // Its server's requests; while the person is away, its waiting hook.
+        answers: AnswerPaths {
+            keys: false,
+            hook: true,
+            server: true,
+        },
+        idle_notification: false,
+        title_summary: false,
+    },
 };
 
 /// The version in `codex --version` output: `codex-cli 0.169.0`.

@@ -20,7 +20,7 @@ use crate::seam::files::Files;
 use crate::seam::server::SessionServer;
 use crate::seam::terminal::TerminalHost;
 use crate::seam::wire::HookWire;
-use crate::seam::{Harness, Identity};
+use crate::seam::{AnswerPaths, Capabilities, Harness, Identity};
 
 pub struct Gemini;
 
@@ -33,6 +33,21 @@ const IDENTITY: Identity = Identity {
     parse_version: crate::adapters::common::leading_version,
     session_env_var: None,
     env_vars: &[home::HOME_VAR, home::TRUSTED_FOLDERS_VAR],
+    capabilities: Capabilities {
+        hosted_terminal: true,
+        // Its sessions run in terminals; `--acp` serves one session per process, not a
+        // project's threads.
+        server: false,
+        evidence: true,
+        // Its dialog's keys only: its hooks cannot answer its dialogs.
+        answers: AnswerPaths {
+            keys: true,
+            hook: false,
+            server: false,
+        },
+        idle_notification: false,
+        title_summary: false,
+    },
 };
 
 impl Harness for Gemini {
@@ -53,8 +68,6 @@ impl Harness for Gemini {
     }
 
     fn server(&self) -> Option<&'static dyn SessionServer> {
-        // Its sessions run in terminals; `--acp` serves one session per process, not a
-        // project's threads.
         None
     }
 
