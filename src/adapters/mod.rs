@@ -45,37 +45,9 @@ pub fn known() -> Known {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::Path;
-
-    #[test]
-    fn registry_ids_are_unique_and_resolve() {
-        let mut ids: Vec<&str> = all().iter().map(|h| h.id()).collect();
-        ids.extend(
-            all()
-                .iter()
-                .flat_map(|h| h.identity().aliases.iter().copied()),
-        );
-        let n = ids.len();
-        ids.sort_unstable();
-        ids.dedup();
-        assert_eq!(ids.len(), n, "ids and aliases are unique");
-        for id in ids {
-            assert!(lookup(id).is_some());
-        }
-        assert_eq!(lookup("plugin").map(<dyn Harness>::id), Some("claude"));
-        assert!(lookup("vim").is_none());
-    }
-
-    #[test]
-    fn every_adapter_has_fixtures() {
-        for h in all() {
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/fixtures/payloads")
-                .join(h.id());
-            let n = std::fs::read_dir(&dir).map_or(0, Iterator::count);
-            assert!(n > 0, "no payload fixtures in {}", dir.display());
-        }
-    }
-}
+mod conformance;
+// The captured payloads as a corpus (shared with the integration tests), for the checks every
+// adapter passes and the fuzz tests of the hook path.
+#[cfg(test)]
+#[path = "../../tests/it/support/payloads.rs"]
+pub mod payloads;
