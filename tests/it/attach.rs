@@ -48,7 +48,7 @@ sleep 30"#;
     );
     assert!(t.running());
     t.resize(20, 60);
-    assert!(t.wait_exit(Duration::from_millis(100)).is_none());
+    assert!(t.exit_within(Duration::from_millis(100)).is_none());
 }
 
 /// The TUI's first screen, from a cold start on a loaded 2-core machine.
@@ -69,7 +69,7 @@ fn leaving_lines(said: &str) -> usize {
 /// Waits until the program has exited and its terminal has closed: its last bytes are read.
 fn left(t: &mut Term) -> portable_pty::ExitStatus {
     let status = t
-        .wait_exit(LEAVE)
+        .exit_within(LEAVE)
         .unwrap_or_else(|| panic!("still attached\n{}", t.diag()));
     t.wait_until(LEAVE, |v| v.closed)
         .unwrap_or_else(|e| panic!("the terminal never closed: {e}"));

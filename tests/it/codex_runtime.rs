@@ -603,7 +603,7 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
     std::thread::sleep(Duration::from_millis(300));
     tui.send(b"\x03");
     assert!(
-        tui.wait_exit(Duration::from_secs(15)).is_some(),
+        tui.exit_within(Duration::from_secs(15)).is_some(),
         "the TUI did not quit:\n{}",
         tui.text()
     );
@@ -760,7 +760,7 @@ fn codex_launch_is_hosted_detaches_with_the_key_and_records() {
     let mark = t.mark();
     t.send(b"\x1c");
     assert!(
-        t.wait_exit(Duration::from_secs(10)).is_some(),
+        t.exit_within(Duration::from_secs(10)).is_some(),
         "Ctrl-\\ did not detach:\n{}",
         t.diag()
     );
@@ -1212,7 +1212,7 @@ fn ctrl_c_during_a_codex_launch_stops_the_thread_and_says_so() {
     assert!(t.running(), "{}", t.diag());
     t.send(b"\x03");
     let status = t
-        .wait_exit(SETTLE)
+        .exit_within(SETTLE)
         .unwrap_or_else(|| panic!("the launch did not end:\n{}\n{}", t.diag(), rig.diag()));
     assert_eq!(status.exit_code(), 130, "{}\n{}", t.diag(), rig.diag());
     t.wait_for(

@@ -130,7 +130,7 @@ fn a_hosted_gemini_question_is_answered_by_option_and_by_free_text() {
         answer(&w, &fake, &id, &["answer", &id, given]);
         // The model got the answer as the tool's result.
         let sent = fake
-            .wait_for_request(
+            .request_within(
                 |r| {
                     let c = r["body"]["contents"].to_string();
                     c.contains(prompt) && c.contains(&format!("\\\"0\\\":\\\"{got}\\\""))
@@ -158,7 +158,7 @@ fn a_dialog_of_gemini_in_the_persons_own_terminal_is_answered_there_only() {
         "SCENARIO:shellcmd <<touch mine.txt>>",
         TURN,
         || {
-            fake.wait_for_prompt("touch mine.txt", Duration::ZERO)
+            fake.prompt_within("touch mine.txt", Duration::ZERO)
                 .is_some()
         },
     )

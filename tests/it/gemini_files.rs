@@ -239,7 +239,7 @@ fn gemini_reads_spex_skills_commands_and_contract() {
     );
     turn.assert_success();
     let request = fake
-        .wait_for_prompt("Greet them.\n\nworld", Duration::ZERO)
+        .prompt_within("Greet them.\n\nworld", Duration::ZERO)
         .unwrap_or_else(|| {
             panic!(
                 "the expanded command did not reach the model\n{}",

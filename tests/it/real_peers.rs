@@ -744,7 +744,7 @@ fn codex_trusts_spex_hooks_in_both_spellings_of_a_symlinked_checkout() {
     ] {
         let thread = cx.start_thread(&json!({ "cwd": cwd }));
         let turn = cx.start_turn(&thread, prompt);
-        let done = cx.wait_completed(&turn, TURN_TIMEOUT);
+        let done = cx.completed_within(&turn, TURN_TIMEOUT);
         let log = cx.log();
         let diag = || {
             format!(

@@ -247,7 +247,7 @@ impl ClaudeSession {
     /// mode exits 1 when its last turn failed.
     pub(crate) fn end(&mut self, w: &World, turn_ok: bool) {
         drop(self.stdin.take());
-        let status = self.child.wait_timeout(TURN_TIMEOUT);
+        let status = self.child.exit_within(TURN_TIMEOUT);
         let status = status
             .unwrap_or_else(|| panic!("claude did not exit after stdin closed\n{}", self.diag(w)));
         // Drain what it printed last, for diagnostics.
@@ -705,7 +705,7 @@ impl CodexRig {
     /// Runs a turn to its end; asserts Codex reports `status`. Returns the turn id.
     pub(crate) fn turn(&mut self, thread: &str, text: &str, status: &str) -> String {
         let turn = self.cx.start_turn(thread, text);
-        let done = self.cx.wait_completed(&turn, TURN_TIMEOUT);
+        let done = self.cx.completed_within(&turn, TURN_TIMEOUT);
         let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", self.diag(thread)));
         assert_eq!(
             done["turn"]["status"],
@@ -849,7 +849,7 @@ fn codex_escalation(rig: &mut CodexRig) -> String {
     rig.cx
         .rpc
         .respond(&req["id"], &json!({"decision": "accept"}));
-    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = rig.cx.completed_within(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&id)));
     assert_eq!(
         done["turn"]["status"],
@@ -887,7 +887,7 @@ fn codex_interrupt(rig: &mut CodexRig, thread: &str) {
     // The model request is out, so the prompt hook has run: the turn is in progress.
     let hang = rig
         .fake
-        .wait_for_request(|r| r["scenario"] == "hang", TURN_TIMEOUT);
+        .request_within(|r| r["scenario"] == "hang", TURN_TIMEOUT);
     hang.unwrap_or_else(|| panic!("the hang request never came\n{}", rig.diag(thread)));
     let (rec, _) = rig.settled(thread, "the hanging turn is not running", |rec, _| {
         rec["turn"]["id"] == turn.as_str() && turn_state(rec) == "running"
@@ -898,7 +898,7 @@ fn codex_interrupt(rig: &mut CodexRig, thread: &str) {
         "turn/interrupt",
         &json!({"threadId": thread, "turnId": turn}),
     );
-    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = rig.cx.completed_within(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(thread)));
     assert_eq!(
         done["turn"]["status"],
@@ -971,7 +971,7 @@ fn codex_model_failure_is_a_failed_turn_and_handles_differ() {
     let thread = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
     let twin = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
     let turn = rig.cx.start_turn(&thread, "SCENARIO:fail");
-    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = rig.cx.completed_within(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&thread)));
     assert_eq!(
         done["turn"]["status"],
@@ -1079,7 +1079,7 @@ fn codex_cancelled_escalation_leaves_no_attention() {
     rig.cx
         .rpc
         .respond(&req["id"], &json!({"decision": "cancel"}));
-    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = rig.cx.completed_within(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&id)));
     assert_eq!(
         done["turn"]["status"],

@@ -565,7 +565,7 @@ impl CodexTui {
     }
 
     /// The program's exit, once it has ended within `timeout`.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<portable_pty::ExitStatus> {
+    pub fn exit_within(&mut self, timeout: Duration) -> Option<portable_pty::ExitStatus> {
         let end = Instant::now() + timeout;
         while Instant::now() < end {
             if let Ok(Some(status)) = self.child.try_wait() {

@@ -513,7 +513,7 @@ fn ctrl_c_during_an_attached_launch_stops_the_session_and_says_so() {
     );
     t.send(b"\x03");
     let status = t
-        .wait_exit(Duration::from_secs(30))
+        .exit_within(Duration::from_secs(30))
         .unwrap_or_else(|| panic!("the launch did not end:\n{}", t.diag()));
     let diag = || {
         format!(

@@ -204,7 +204,7 @@ impl AppServer {
     }
 
     /// The `turn/completed` params of `turn`, or `None` after `timeout`.
-    pub fn wait_completed(&mut self, turn: &str, timeout: Duration) -> Option<Value> {
+    pub fn completed_within(&mut self, turn: &str, timeout: Duration) -> Option<Value> {
         let n = self.rpc.take(
             "turn/completed",
             |p| p["turn"]["id"] == turn,
