@@ -178,7 +178,7 @@ fn every_identity_is_well_formed() {
 fn every_harness_has_captured_payloads_and_every_payload_folder_a_harness() {
     for h in all() {
         let dir = Path::new(payloads::PAYLOADS).join(h.id());
-        let n = std::fs::read_dir(&dir).map_or(0, Iterator::count);
+        let n = fs_err::read_dir(&dir).map_or(0, Iterator::count);
         assert!(n > 0, "no payload fixtures in {}", dir.display());
     }
     for folder in payloads::harnesses() {
@@ -325,10 +325,10 @@ fn every_waiting_hook_prints_an_answer_the_harness_takes() {
 /// The text of every file `h`'s shims are planned into, for a tree that selects it.
 fn planned_shims(h: &dyn Harness, spex: &str) -> Vec<(PathBuf, String)> {
     let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let base = fs_err::canonicalize(dir.path()).unwrap();
     let (repo, home) = (base.join("repo"), base.join("home"));
-    std::fs::create_dir_all(repo.join(".git")).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
+    fs_err::create_dir_all(repo.join(".git")).unwrap();
+    fs_err::create_dir_all(&home).unwrap();
     let tree = Tree {
         root: repo.clone(),
         main: repo.clone(),

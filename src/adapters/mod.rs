@@ -50,4 +50,8 @@ mod conformance;
 // adapter passes and the fuzz tests of the hook path.
 #[cfg(test)]
 #[path = "../../tests/it/support/payloads.rs"]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the integration tests' file, under their crate's allow of std::fs"
+)]
 pub mod payloads;
