@@ -22,16 +22,17 @@ pub fn all() -> &'static [&'static dyn Harness] {
 pub fn lookup(id: &str) -> Option<&'static dyn Harness> {
     ALL.iter()
         .copied()
-        .find(|h| h.id() == id || h.aliases().contains(&id))
+        .find(|h| h.id() == id || h.identity().aliases.contains(&id))
 }
 
 /// Every environment variable some adapter reads, for `Env::from_process` to read with the
 /// rest of the environment.
 pub fn env_vars() -> impl Iterator<Item = &'static str> {
     ALL.iter().flat_map(|h| {
-        h.session_env_var()
+        let i = h.identity();
+        i.session_env_var
             .into_iter()
-            .chain(h.env_vars().iter().copied())
+            .chain(i.env_vars.iter().copied())
     })
 }
 
@@ -39,38 +40,18 @@ pub fn env_vars() -> impl Iterator<Item = &'static str> {
 pub fn known() -> Known {
     Known {
         ids: ALL.iter().map(|h| h.id()).collect(),
-        canonical: |id| lookup(id).map(Harness::id),
+        canonical: |id| lookup(id).map(<dyn Harness>::id),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::Path;
-
-    #[test]
-    fn registry_ids_are_unique_and_resolve() {
-        let mut ids: Vec<&str> = all().iter().map(|h| h.id()).collect();
-        ids.extend(all().iter().flat_map(|h| h.aliases().iter().copied()));
-        let n = ids.len();
-        ids.sort_unstable();
-        ids.dedup();
-        assert_eq!(ids.len(), n, "ids and aliases are unique");
-        for id in ids {
-            assert!(lookup(id).is_some());
-        }
-        assert_eq!(lookup("plugin").map(Harness::id), Some("claude"));
-        assert!(lookup("vim").is_none());
-    }
-
-    #[test]
-    fn every_adapter_has_fixtures() {
-        for h in all() {
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/fixtures/payloads")
-                .join(h.id());
-            let n = fs_err::read_dir(&dir).map_or(0, Iterator::count);
-            assert!(n > 0, "no payload fixtures in {}", dir.display());
-        }
-    }
-}
+mod conformance;
+// The captured payloads as a corpus (shared with the integration tests), for the checks every
+// adapter passes and the fuzz tests of the hook path.
+#[cfg(test)]
+#[path = "../../tests/it/support/payloads.rs"]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the integration tests' file, under their crate's allow of std::fs"
+)]
+pub mod payloads;

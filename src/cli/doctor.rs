@@ -125,11 +125,11 @@ pub fn check_binary(h: &dyn Harness, ctx: &DoctorCtx) -> Check {
         return Check::new(
             "binary",
             Status::Warn,
-            format!("`{}` not found on PATH", h.binary_name()),
+            format!("`{}` not found on PATH", h.identity().binary),
         );
     };
-    match crate::env::version_output(bin).and_then(|o| h.parse_version(&o)) {
-        Some(v) if v == h.pinned_version() => {
+    match crate::env::version_output(bin).and_then(|o| (h.identity().parse_version)(&o)) {
+        Some(v) if v == h.identity().version => {
             Check::new("binary", Status::Ok, format!("{} {v}", bin.display()))
         }
         Some(v) => Check::new(
@@ -138,7 +138,7 @@ pub fn check_binary(h: &dyn Harness, ctx: &DoctorCtx) -> Check {
             format!(
                 "{} {v}; spex was verified against {} (hook events may differ)",
                 bin.display(),
-                h.pinned_version()
+                h.identity().version
             ),
         ),
         None => Check::new(
@@ -179,7 +179,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         let binary: Option<PathBuf> =
             match cfg.harness.get(h.id()).and_then(|c| c.command.as_deref()) {
                 Some(cmd) => env.which(cmd),
-                None => env.which(h.binary_name()),
+                None => env.which(h.identity().binary),
             };
         let selected = here.contains(h.id());
         let ctx = DoctorCtx {

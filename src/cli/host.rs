@@ -76,7 +76,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         },
         scrub,
         // A harness with a server holds the session there; its UI is one client of it.
-        program_is_session: harness.server().is_none(),
+        program_is_session: !harness.capabilities().server,
     };
     let exit = host::run(&spec)?;
     log!("session {} ended: {exit:?}", args.session);

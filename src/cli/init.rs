@@ -39,7 +39,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     } else {
         let mut found: Vec<&str> = adapters::all()
             .iter()
-            .filter(|h| env.which(h.binary_name()).is_some())
+            .filter(|h| env.which(h.identity().binary).is_some())
             .map(|h| h.id())
             .collect();
         if found.is_empty() {

@@ -665,7 +665,7 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
             .context("missing --note")
         })?;
     let by_harness = adapters::all().iter().find_map(|h| {
-        let var = h.session_env_var()?;
+        let var = h.identity().session_env_var?;
         store.alias(h.id(), env.var(var)?)
     });
     let id = match (by_harness, env.spex_session_id.as_deref()) {
@@ -678,7 +678,7 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
         (None, None) => {
             let vars: Vec<&str> = adapters::all()
                 .iter()
-                .filter_map(|h| h.session_env_var())
+                .filter_map(|h| h.identity().session_env_var)
                 .collect();
             anyhow::bail!(
                 "cannot tell which session this is: no harness session id ({}) maps to a session of this project, and SPEX_SESSION_ID is not set\nhint: run it inside an agent session after its first hook fired, or name the session: `SPEX_SESSION_ID=<handle> spex session {verb} --note \"<text>\"` (the handle is the `ID` column of `spex sessions`)",

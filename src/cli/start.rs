@@ -41,7 +41,7 @@ pub fn resolve<'e>(
     let configured = cfg.harness.get(harness.id());
     let program = configured
         .and_then(|c| c.command.clone())
-        .unwrap_or_else(|| harness.binary_name().to_owned());
+        .unwrap_or_else(|| harness.identity().binary.to_owned());
     let binary = env.which(&program).with_context(|| {
         format!(
             "`{program}` not found on PATH\nhint: install it, or set `harness.{}.command` in spex.jsonc",

@@ -1,22 +1,16 @@
 //! The hook path fuzzed in process, where a case costs microseconds instead of a process:
 //! mutated captured payloads (corpus and mutations in `tests/it/support/payloads.rs`, shared
-//! with the end-to-end fuzz test `tests/it/fuzz_dispatch.rs`) through every adapter's decode
-//! and encode, and through the whole pipeline (`handle`) into a temporary store, which spex's
-//! own reader must still load afterwards. A panic anywhere fails the case.
-
-#[path = "../../tests/it/support/payloads.rs"]
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the integration tests' file, under their crate's allow"
-)]
-mod payloads;
+//! with the end-to-end fuzz test `tests/it/fuzz_dispatch.rs` and included as
+//! `adapters::payloads`) through every adapter's decode and encode, and through the whole
+//! pipeline (`handle`) into a temporary store, which spex's own reader must still load
+//! afterwards. A panic anywhere fails the case.
 
 use std::path::Path;
 use std::process::Command;
 
 use proptest::test_runner::{TestCaseError, TestError};
 
-use crate::adapters;
+use crate::adapters::{self, payloads};
 use crate::env::Env;
 use crate::seam::event::{Answer, Reply};
 use crate::store::ProjectStore;

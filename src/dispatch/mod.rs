@@ -170,7 +170,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
     let hook_wait = answering
         .filter(|a| a.hook_waits(event, env) || a.away_waits(event, env, &away))
         .filter(|_| !budget.is_zero() && from_nodes.block.is_none())
-        .filter(|_| wait::run_by(h.binary_name()))
+        .filter(|_| wait::run_by(h.identity().binary))
         .and_then(|_| wait::me());
     let mut waits_on = None;
     let mut answer = match &id {
@@ -191,7 +191,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                 governance: &governance,
                 store: &project,
                 denied: from_nodes.block.is_some(),
-                server_reports_failures: h.server().is_some(),
+                server_reports_failures: h.capabilities().server,
                 answering,
                 hook_wait,
             };

@@ -59,7 +59,7 @@ pub fn target(
     let label = s.label().to_owned();
     let own_env = env.spex_session_id.as_deref() == Some(s.id.as_str())
         || adapters::lookup(&s.harness)
-            .and_then(crate::seam::Harness::session_env_var)
+            .and_then(|h| h.identity().session_env_var)
             .and_then(|v| env.var(v))
             .is_some_and(|v| s.harness_session_id.as_deref() == Some(v));
     // The harness process counts where it runs one session (not a server shared by many).

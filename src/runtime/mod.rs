@@ -111,7 +111,7 @@ pub fn not_reached(env: &Env, store: &ProjectStore, id: &str, act: Act) -> Runti
     // A session a server holds outlives the terminal spex hosted on it.
     if s.status != Status::Exited
         && s.launched_by == LaunchedBy::Spex
-        && adapters::lookup(&s.harness).is_some_and(|h| h.server().is_some())
+        && adapters::lookup(&s.harness).is_some_and(|h| h.capabilities().server)
     {
         return RuntimeError::NoTerminal {
             id: id.to_owned(),
@@ -244,7 +244,7 @@ pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<
     // A host that recorded its program's end no longer hosts it: hooks after that come from
     // the person's own terminal (`claude --resume` there), and must not read "host gone".
     if s.status == Status::Exited
-        || adapters::lookup(&s.harness).is_some_and(|h| h.server().is_some())
+        || adapters::lookup(&s.harness).is_some_and(|h| h.capabilities().server)
         || s.exit_status.is_some()
         || !store.session_dir(&s.id).join("host.log").is_file()
     {

@@ -71,7 +71,11 @@ pub fn new_id() -> Result<String, RuntimeError> {
 /// The variables that name another session; a hosted session must not inherit them.
 pub(super) fn identity_vars() -> Vec<&'static str> {
     let mut vars = vec!["SPEX_SESSION_ID"];
-    vars.extend(adapters::all().iter().filter_map(|h| h.session_env_var()));
+    vars.extend(
+        adapters::all()
+            .iter()
+            .filter_map(|h| h.identity().session_env_var),
+    );
     vars
 }
 
@@ -156,7 +160,7 @@ pub(super) fn start_host(
     let mut changed_at = Instant::now();
     let mut prompt_since: Option<Instant> = None;
     // The program is a client of the harness's server rather than the session itself.
-    let client = l.harness.server().is_some();
+    let client = l.harness.capabilities().server;
     let ready = loop {
         if let Some(e) = failed(&mut host) {
             // The start will never finish: the record must not stay `starting`.

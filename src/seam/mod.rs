@@ -9,29 +9,19 @@ pub mod edit;
 pub mod event;
 pub mod evidence;
 pub mod files;
+pub mod identity;
 pub mod session_server;
 pub mod terminal;
 pub mod wire;
 
-/// A harness spex knows: who it is, and the facets it offers. Each facet is optional; a
-/// harness without one says so with `None`, and no facet has a default that describes one
-/// harness's behaviour.
+pub use identity::{AnswerPaths, Capabilities, Identity};
+
+/// A harness spex knows: who it is and what it can do (one const [`Identity`]), and the
+/// facets it offers. Each facet is optional; a harness without one says so with `None`, and
+/// no facet has a default that describes one harness's behaviour.
 pub trait Harness: Sync {
-    /// Stable id used in hook commands, config and session records.
-    fn id(&self) -> &'static str;
-    /// Other ids that route to this adapter.
-    fn aliases(&self) -> &'static [&'static str];
-    /// The harness's executable name.
-    fn binary_name(&self) -> &'static str;
-    /// The version spex's facts were verified against.
-    fn pinned_version(&self) -> &'static str;
-    /// Extracts the version number from `<binary> --version` output.
-    fn parse_version(&self, output: &str) -> Option<String>;
-    /// Environment variable carrying the harness's own session id inside its processes.
-    fn session_env_var(&self) -> Option<&'static str>;
-    /// Other environment variables the adapter reads (e.g. where the harness keeps its state).
-    /// `Env` reads exactly these and the session variables, so the ground names no harness.
-    fn env_vars(&self) -> &'static [&'static str];
+    /// Who the harness is and what it can do: the adapter's one `const IDENTITY`.
+    fn identity(&self) -> &'static Identity;
 
     /// Files and hooks: materialize, clean, trust, doctor, the `/` menu.
     fn files(&self) -> Option<&'static dyn files::Files>;
@@ -46,4 +36,17 @@ pub trait Harness: Sync {
     fn evidence(&self) -> Option<&'static dyn evidence::Observer>;
     /// Answering what a session waits on from outside its terminal.
     fn answering(&self) -> Option<&'static dyn answer::Answering>;
+}
+
+// Not a trait method: an adapter states its id once, in its `IDENTITY`.
+impl dyn Harness + '_ {
+    /// The harness's id ([`Identity::id`]), which most callers want.
+    pub fn id(&self) -> &'static str {
+        self.identity().id
+    }
+
+    /// What the harness can do ([`Identity::capabilities`]).
+    pub fn capabilities(&self) -> &'static Capabilities {
+        &self.identity().capabilities
+    }
 }

@@ -6,10 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{World, feed, json_result, pretty, read_or_empty, spex_bin, write};
 use crate::runtime::{
     claude_world, host_log, launch, launch_json, run_json, screen, spex_cmd, stop, wait_screen,
-    wait_status,
 };
 use crate::support::claude_home::DUMMY_API_KEY;
 use crate::support::claude_home::SeedOptions;
@@ -19,6 +17,9 @@ use crate::support::fake_responses::FakeResponses;
 use crate::support::http::random_hex;
 use crate::support::peers::{claude_bin, peers_path};
 use crate::support::term::Term;
+use crate::support::world::{
+    World, feed, json_result, pretty, read_or_empty, spex_bin, wait_status, write,
+};
 
 /// `spex <args>` and its exit code, stdout and stderr together.
 fn said(
@@ -818,7 +819,7 @@ fn codex_rig() -> (World, FakeResponses) {
         &w.repo.join("spex.jsonc"),
         "{ \"harnesses\": [\"codex\"] }\n",
     );
-    crate::common::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    crate::support::world::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
     w.ok(&w.repo, &["materialize"]);
     (w, fake)
 }

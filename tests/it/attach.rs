@@ -48,7 +48,7 @@ sleep 30"#;
     );
     assert!(t.running());
     t.resize(20, 60);
-    assert!(t.wait_exit(Duration::from_millis(100)).is_none());
+    assert!(t.exit_within(Duration::from_millis(100)).is_none());
 }
 
 /// The TUI's first screen, from a cold start on a loaded 2-core machine.
@@ -69,7 +69,7 @@ fn leaving_lines(said: &str) -> usize {
 /// Waits until the program has exited and its terminal has closed: its last bytes are read.
 fn left(t: &mut Term) -> portable_pty::ExitStatus {
     let status = t
-        .wait_exit(LEAVE)
+        .exit_within(LEAVE)
         .unwrap_or_else(|| panic!("still attached\n{}", t.diag()));
     t.wait_until(LEAVE, |v| v.closed)
         .unwrap_or_else(|e| panic!("the terminal never closed: {e}"));
@@ -170,7 +170,7 @@ fn attach_stays_through_silence_detaches_with_one_line_and_restores_the_terminal
 /// paste); played to the end, the same.
 #[test]
 fn replay_gives_the_terminal_back_when_stopped_or_done() {
-    let w = crate::common::World::new();
+    let w = crate::support::world::World::new();
     let cassette = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/cassettes/turn")
         .display()
@@ -292,11 +292,9 @@ fn a_session_whose_runtime_dir_was_removed_stays_live_and_is_reached_again() {
 /// byte as it was; both check clean, and `replay <id>` plays the latest.
 #[test]
 fn a_resumed_recorded_session_never_overwrites_its_first_recording() {
-    use crate::common::write;
-    use crate::runtime::{
-        claude_world, host_log, launch, run_json, stop, wait_screen, wait_status,
-    };
+    use crate::runtime::{claude_world, host_log, launch, run_json, stop, wait_screen};
     use crate::support::claude_home::SeedOptions;
+    use crate::support::world::{wait_status, write};
 
     let (w, fake) = claude_world(SeedOptions::default());
     write(
@@ -318,7 +316,7 @@ fn a_resumed_recorded_session_never_overwrites_its_first_recording() {
         .map(std::path::PathBuf::from)
         .expect("the hooks named the transcript");
     let saved = std::time::Instant::now() + LEAVE;
-    while !crate::common::read_or_empty(&transcript).contains("PLAIN_ANSWER_OK")
+    while !crate::support::world::read_or_empty(&transcript).contains("PLAIN_ANSWER_OK")
         && std::time::Instant::now() < saved
     {
         std::thread::sleep(Duration::from_millis(100));
@@ -339,7 +337,8 @@ fn a_resumed_recorded_session_never_overwrites_its_first_recording() {
         all
     };
     let before = files(&first);
-    let shown = |dir: &std::path::Path| crate::common::read_or_empty(&dir.join("frames.jsonl"));
+    let shown =
+        |dir: &std::path::Path| crate::support::world::read_or_empty(&dir.join("frames.jsonl"));
     assert!(
         shown(&first).contains("PLAIN_ANSWER_OK"),
         "the turn is in the first recording\n{}",

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::World;
+use crate::support::world::World;
 
 fn cassette(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -62,8 +62,8 @@ fn at_raw(w: &World, name: &str, t: u64) -> (String, String, String) {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     (
         v["status"].as_str().unwrap().to_owned(),
-        crate::common::screen_text(&v["screen"]["lines"]),
-        crate::common::screen_text(&v["normalized"]),
+        crate::support::world::screen_text(&v["screen"]["lines"]),
+        crate::support::world::screen_text(&v["normalized"]),
     )
 }
 

@@ -1,7 +1,7 @@
 //! The command line as people and scripts see it: help, the `/` menus, cleaning every
 //! checkout, and declaring a session's state from inside a harness.
 
-use crate::common::{World, merged, write};
+use crate::support::world::{World, merged, write};
 
 #[test]
 fn help_lists_every_command() {

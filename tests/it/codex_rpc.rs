@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{git, write};
+use crate::support::world::{git, write};
 use crate::support::codex_home::{FAKE_API_KEY_ENV, trust_project, write_codex_config};
 use crate::support::fake_responses::FakeResponses;
 use crate::support::peers::codex_bin;

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, feed, json_result, pretty, read_or_empty, write};
 use crate::support::codex_home::write_codex_config;
 use crate::support::fake_responses::FakeResponses;
 use crate::support::peers::peers_path;
 use crate::support::rpc::Rpc;
+use crate::support::world::{World, feed, json_result, pretty, read_or_empty, write};
 
 /// How long a record may lag behind what the server did (a hook still running).
 const SETTLE: Duration = Duration::from_secs(20);
@@ -42,7 +42,7 @@ impl Rig {
             &w.repo.join("spex.jsonc"),
             "{ \"harnesses\": [\"codex\"] }\n",
         );
-        crate::common::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+        crate::support::world::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
         w.ok(&w.repo, &["materialize"]);
         Rig { w, fake }
     }
@@ -339,7 +339,7 @@ fn launch_steer_interrupt_then_start_on_the_default_provider() {
     }
     let shown = rig.show(&id);
     assert_eq!(shown["session"]["live"], false);
-    crate::common::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
+    crate::support::world::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
 }
 
 /// Issue 8, case 4: launched with no prompt, a delivered turn runs a tool and completes; a
@@ -574,7 +574,7 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
     ];
     let mut tui = CodexTui::spawn(
         &rig.w,
-        &crate::common::spex_bin(),
+        &crate::support::world::spex_bin(),
         &["launch", "--harness", "codex"],
         &env,
     );
@@ -603,7 +603,7 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
     std::thread::sleep(Duration::from_millis(300));
     tui.send(b"\x03");
     assert!(
-        tui.wait_exit(Duration::from_secs(15)).is_some(),
+        tui.exit_within(Duration::from_secs(15)).is_some(),
         "the TUI did not quit:\n{}",
         tui.text()
     );
@@ -630,7 +630,12 @@ fn launch_runs_the_codex_tui_on_its_thread_and_quitting_leaves_it_running() {
         err.contains("no terminal is open on it") && err.contains("hint: `spex attach "),
         "{err}"
     );
-    let again = CodexTui::spawn(&rig.w, &crate::common::spex_bin(), &["attach", &id], &env);
+    let again = CodexTui::spawn(
+        &rig.w,
+        &crate::support::world::spex_bin(),
+        &["attach", &id],
+        &env,
+    );
     let snap = rig
         .json(&rig.w.repo, &["snapshot", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}"));
@@ -755,7 +760,7 @@ fn codex_launch_is_hosted_detaches_with_the_key_and_records() {
     let mark = t.mark();
     t.send(b"\x1c");
     assert!(
-        t.wait_exit(Duration::from_secs(10)).is_some(),
+        t.exit_within(Duration::from_secs(10)).is_some(),
         "Ctrl-\\ did not detach:\n{}",
         t.diag()
     );
@@ -1207,7 +1212,7 @@ fn ctrl_c_during_a_codex_launch_stops_the_thread_and_says_so() {
     assert!(t.running(), "{}", t.diag());
     t.send(b"\x03");
     let status = t
-        .wait_exit(SETTLE)
+        .exit_within(SETTLE)
         .unwrap_or_else(|| panic!("the launch did not end:\n{}\n{}", t.diag(), rig.diag()));
     assert_eq!(status.exit_code(), 130, "{}\n{}", t.diag(), rig.diag());
     t.wait_for(
@@ -1269,7 +1274,7 @@ fn deliver_wait_until_done_on_a_codex_thread_reports_the_outcome() {
     assert_eq!(v["outcome"]["state"], "failed", "{}", pretty(&v));
     assert!(v["outcome"]["next"].is_string(), "{}", pretty(&v));
     let shown = rig.show(&id);
-    crate::common::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
+    crate::support::world::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
     rig.json(&rig.w.repo, &["stop", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}"));
 }
@@ -1321,7 +1326,7 @@ fn a_codex_turn_past_its_budget_is_timed_out_and_interrupted_by_the_supervisor()
     assert_eq!(turn["state"], "timed_out", "{}", pretty(&shown));
     assert_eq!(turn["timeout"]["action"], "interrupt", "{}", pretty(&shown));
     assert_eq!(
-        crate::common::turn_endings(&events(&shown)),
+        crate::support::world::turn_endings(&events(&shown)),
         ["turn.timed_out"],
         "{}",
         pretty(&shown)
@@ -1332,7 +1337,7 @@ fn a_codex_turn_past_its_budget_is_timed_out_and_interrupted_by_the_supervisor()
         rig.server_log().contains("end: Interrupted")
     });
     assert!(stopped, "{}", rig.diag());
-    crate::common::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
+    crate::support::world::assert_grammar(&shown["session"], &events(&shown), &|| rig.diag());
     rig.json(&rig.w.repo, &["stop", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}"));
 }
@@ -1397,12 +1402,12 @@ fn a_stalled_codex_turn_is_marked_then_resumes_and_completes() {
         pretty(&done)
     );
     assert_eq!(
-        crate::common::turn_endings(&events(&done)),
+        crate::support::world::turn_endings(&events(&done)),
         ["turn.completed"],
         "{}",
         pretty(&done)
     );
-    crate::common::assert_grammar(&done["session"], &events(&done), &|| rig.diag());
+    crate::support::world::assert_grammar(&done["session"], &events(&done), &|| rig.diag());
     rig.json(&rig.w.repo, &["stop", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}"));
 }

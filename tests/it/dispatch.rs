@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{World, executable, feed, finish, merged, read, spawn_piped, write};
 use crate::support::payloads;
+use crate::support::world::{World, executable, feed, finish, merged, read, spawn_piped, write};
 
 const FIXTURES: &str = payloads::PAYLOADS;
 
@@ -1295,7 +1295,7 @@ fn the_spex_binary_starts_without_a_dynamic_loader() {
     const ET_EXEC: u16 = 2;
     const PT_INTERP: u32 = 3;
     const PT_DYNAMIC: u32 = 2;
-    let elf = std::fs::read(crate::common::spex_bin()).expect("the spex binary");
+    let elf = std::fs::read(crate::support::world::spex_bin()).expect("the spex binary");
     assert_eq!(&elf[..4], b"\x7fELF", "an ELF file");
     assert_eq!(elf[4], 2, "64-bit");
     let u16_at = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]);

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-use crate::common::{World, read};
 use crate::support::payloads;
+use crate::support::world::{World, read};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -310,7 +310,7 @@ fn events_follow_a_real_hosted_claude_turn_in_order() {
 #[test]
 fn events_survive_rotation_and_say_what_rotated_away_unread() {
     let w = World::new();
-    crate::common::write(
+    crate::support::world::write(
         &w.repo.join("spex.jsonc"),
         "{ \"harnesses\": [\"claude\"], \"store\": { \"eventLogBytes\": 4096 } }\n",
     );

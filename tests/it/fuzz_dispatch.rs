@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 use proptest::test_runner::{TestCaseError, TestError};
 use serde_json::Value;
 
-use crate::common::{World, executable, write};
 use crate::support::payloads::{self, Case, Seed};
+use crate::support::world::{World, executable, write};
 
 /// Cases per `cargo test` run: about 5 s on two cores (`SPEX_FUZZ_CASES` runs more).
 const CASES: u32 = 200;

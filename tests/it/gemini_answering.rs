@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{World, pretty, read_or_empty};
 use crate::gemini_runtime::{deliver, gemini_world, launch_gemini, wait_turn};
-use crate::runtime::{host_log, run_json, screen, spex_cmd, stop, wait_status};
+use crate::runtime::{host_log, run_json, screen, spex_cmd, stop};
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{gemini_command, wait_tui_ready};
 use crate::support::term::Term;
+use crate::support::world::{World, pretty, read_or_empty, wait_status};
 
 const TURN: Duration = Duration::from_mins(1);
 
@@ -130,7 +130,7 @@ fn a_hosted_gemini_question_is_answered_by_option_and_by_free_text() {
         answer(&w, &fake, &id, &["answer", &id, given]);
         // The model got the answer as the tool's result.
         let sent = fake
-            .wait_for_request(
+            .request_within(
                 |r| {
                     let c = r["body"]["contents"].to_string();
                     c.contains(prompt) && c.contains(&format!("\\\"0\\\":\\\"{got}\\\""))
@@ -158,7 +158,7 @@ fn a_dialog_of_gemini_in_the_persons_own_terminal_is_answered_there_only() {
         "SCENARIO:shellcmd <<touch mine.txt>>",
         TURN,
         || {
-            fake.wait_for_prompt("touch mine.txt", Duration::ZERO)
+            fake.prompt_within("touch mine.txt", Duration::ZERO)
                 .is_some()
         },
     )

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{World, read, read_or_empty, write};
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{gemini_command, headless_turn, seed_gemini_home};
+use crate::support::world::{World, read, read_or_empty, write};
 
 const SPEC_SYSTEM: &str = "---\ntitle: Rules\nsurface: system\n---\nBe careful.\n";
 /// What Gemini prints (stderr headless, a banner in the TUI) about project hooks whose
@@ -239,7 +239,7 @@ fn gemini_reads_spex_skills_commands_and_contract() {
     );
     turn.assert_success();
     let request = fake
-        .wait_for_prompt("Greet them.\n\nworld", Duration::ZERO)
+        .prompt_within("Greet them.\n\nworld", Duration::ZERO)
         .unwrap_or_else(|| {
             panic!(
                 "the expanded command did not reach the model\n{}",
@@ -499,7 +499,7 @@ fn a_removed_worktrees_gemini_trust_goes_with_the_next_run() {
         .unwrap()
         .insert(0, json!("mine:echo hi"));
     write(&hooks, serde_json::to_string_pretty(&v).unwrap());
-    crate::common::git(
+    crate::support::world::git(
         &w.repo,
         &["worktree", "remove", "--force", wt.to_str().unwrap()],
     );
@@ -543,10 +543,10 @@ fn init_names_the_gemini_trust_spex_holds() {
 fn a_worktree_inside_the_main_checkout_keeps_its_own_gemini_trust() {
     let w = project("[\"gemini\"]");
     write(&w.repo.join(".gitignore"), "/.wt/\n");
-    crate::common::git(&w.repo, &["add", "-A"]);
-    crate::common::git(&w.repo, &["commit", "-q", "-m", "base"]);
+    crate::support::world::git(&w.repo, &["add", "-A"]);
+    crate::support::world::git(&w.repo, &["commit", "-q", "-m", "base"]);
     let inner = w.repo.join(".wt/inner");
-    crate::common::git(
+    crate::support::world::git(
         &w.repo,
         &[
             "worktree",

@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{World, pretty, read_or_empty, write};
 use crate::runtime::{
     attach_in_pty, checked_recording, host_log, launch_fails_soon, launch_json, run_json, screen,
-    std_dirs, stop, wait_screen, wait_status,
+    std_dirs, stop, wait_screen,
 };
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{INPUT_PLACEHOLDER, seed_gemini_home};
 use crate::support::peers::{group_members, processes_in};
+use crate::support::world::{World, pretty, read_or_empty, wait_status, write};
 
 const TURN: Duration = Duration::from_mins(1);
 
@@ -113,7 +113,7 @@ fn launch_deliver_queue_snapshot_stop_a_real_gemini_session() {
         host_log(&w, &id)
     );
     let shown = run_json(&w, &fake, &["snapshot", &id, "--json"]).unwrap();
-    let text = crate::common::screen_text(&shown["lines"]);
+    let text = crate::support::world::screen_text(&shown["lines"]);
     assert!(text.contains(INPUT_PLACEHOLDER), "{text}");
     assert!(
         shown["title"].as_str().unwrap().starts_with("◇  Ready"),
@@ -125,7 +125,7 @@ fn launch_deliver_queue_snapshot_stop_a_real_gemini_session() {
     assert_eq!(d["mode"], "inject");
     assert_eq!(w.record(&id)["turn"]["prompt"], prompt);
     assert!(
-        fake.wait_for_prompt("with two lines ✓", TURN).is_some(),
+        fake.prompt_within("with two lines ✓", TURN).is_some(),
         "{:?}",
         fake.request_lines()
     );
@@ -149,7 +149,7 @@ fn launch_deliver_queue_snapshot_stop_a_real_gemini_session() {
     .unwrap_or_else(|e| panic!("{e}\n{}\n{}", host_log(&w, &id), screen(&w, &fake, &id)));
     assert_eq!(queued["mode"], "queued", "{}", pretty(&queued));
     assert_eq!(queued["confirmed"], true, "{}", pretty(&queued));
-    assert!(fake.wait_for_prompt("the queued one", TURN).is_some());
+    assert!(fake.prompt_within("the queued one", TURN).is_some());
     wait_turn(&w, &id, "completed");
 
     let stopped = stop(&w, &fake, &id);
@@ -253,7 +253,7 @@ fn attach_from_a_terminal_types_a_prompt_and_detach_leaves_gemini_running() {
     std::thread::sleep(Duration::from_millis(500));
     a.writer.write_all(b"\r").unwrap();
     assert!(
-        fake.wait_for_prompt("typed at the attached terminal", TURN)
+        fake.prompt_within("typed at the attached terminal", TURN)
             .is_some(),
         "{}\n{}",
         host_log(&w, &id),
@@ -354,7 +354,7 @@ fn a_stopped_gemini_session_resumes_the_same_conversation() {
     assert_eq!(w.record(&id)["status"], "idle", "{}", host_log(&w, &id));
     deliver(&w, &fake, &id, "what did I ask you to remember?");
     let request = fake
-        .wait_for_prompt("what did I ask you to remember?", TURN)
+        .prompt_within("what did I ask you to remember?", TURN)
         .expect("the resumed prompt reached the model");
     // The model gets the earlier turn in the history of the same conversation.
     assert!(

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{World, read_or_empty, spex_bin, write};
 use crate::support::fake_gemini::{self, FakeGemini};
 use crate::support::gemini_home::{
     HeadlessTurn, INPUT_PLACEHOLDER, gemini_command, headless_turn, seed_gemini_home,
     submit_prompt, wait_tui_ready,
 };
 use crate::support::term::Term;
+use crate::support::world::{World, read_or_empty, spex_bin, write};
 
 const TURN_TIMEOUT: Duration = Duration::from_mins(2);
 /// How long a reader may need to see what the evidence says (a loaded machine).
@@ -96,7 +96,7 @@ fn show_until(w: &World, id: &str, what: &str, pred: impl Fn(&Value) -> bool) ->
         assert!(
             Instant::now() < end,
             "{what}: the record never got there\n{}\nevents: {:#?}\nerrors: {}",
-            crate::common::pretty(&r),
+            crate::support::world::pretty(&r),
             kinds(w, id),
             w.errors_log()
         );
@@ -279,7 +279,7 @@ fn tui_at_shell_dialog(w: &World, fake: &FakeGemini, prompt: &str) -> (Term, Str
     let t = Term::spawn(&gemini(w, fake), 45, 130);
     wait_tui_ready(&t, TUI_WAIT).unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, fake, w)));
     submit_prompt(&t, prompt, TUI_WAIT, || {
-        fake.wait_for_prompt(prompt, Duration::ZERO).is_some()
+        fake.prompt_within(prompt, Duration::ZERO).is_some()
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, fake, w)));
     t.wait_for("Allow execution", TUI_WAIT)
@@ -343,7 +343,7 @@ fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_tru
         .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
     let prompt = "SCENARIO:fail now";
     submit_prompt(&t, prompt, WAIT, || {
-        fake.wait_for_prompt(prompt, Duration::ZERO).is_some()
+        fake.prompt_within(prompt, Duration::ZERO).is_some()
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
     t.wait_for("API Error", WAIT)
@@ -358,7 +358,7 @@ fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_tru
         .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
     let prompt = "SCENARIO:hang";
     submit_prompt(&t, prompt, WAIT, || {
-        fake.wait_for_prompt(prompt, Duration::ZERO).is_some()
+        fake.prompt_within(prompt, Duration::ZERO).is_some()
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
     t.wait_for(fake_gemini::HANG_TEXT, WAIT)
@@ -377,7 +377,7 @@ fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_tru
     t.wait_for("again to exit", WAIT)
         .unwrap_or_else(|e| panic!("{e}\n{}", tui_diag(&t, &fake, &w)));
     t.send(b"\x03");
-    assert!(t.wait_exit(WAIT).is_some(), "{}", tui_diag(&t, &fake, &w));
+    assert!(t.exit_within(WAIT).is_some(), "{}", tui_diag(&t, &fake, &w));
     let r = show_until(&w, &id, "exited", |r| r["status"] == "exited");
     assert_eq!(r["exit_reason"], "session end", "{r}");
     let k = kinds(&w, &id);
@@ -430,7 +430,7 @@ fn the_stop_gate_continues_a_gemini_turn_once_and_the_turn_stays_one() {
     let diag = &turn.diag;
     // Gemini sent the gate's text to the model as the next prompt, and stopped after it.
     assert!(
-        fake.wait_for_prompt("Before you stop, declare", Duration::ZERO)
+        fake.prompt_within("Before you stop, declare", Duration::ZERO)
             .is_some(),
         "the model never got the gate's text\n{diag}"
     );
@@ -483,7 +483,7 @@ fn a_gemini_agent_declares_done_from_its_shell_and_its_shell_has_no_session_id()
     assert_eq!(r["declared"]["note"], "all done", "{r}");
     // Declared before it stopped: the gate let the turn end at once.
     assert!(
-        fake.wait_for_prompt("Before you stop, declare", Duration::ZERO)
+        fake.prompt_within("Before you stop, declare", Duration::ZERO)
             .is_none(),
         "{diag}"
     );
@@ -505,7 +505,7 @@ fn a_governed_files_spec_reaches_gemini_with_its_write_s_result() {
     // Gemini reads no context at a tool's start: spex's word about the spec comes with the
     // write's result, which the model reads next.
     let result = fake
-        .wait_for_function_response("write_file", Duration::ZERO)
+        .function_response_within("write_file", Duration::ZERO)
         .unwrap_or_else(|| panic!("no write result reached the model\n{diag}"));
     let text = result.to_string();
     assert!(
@@ -638,7 +638,7 @@ fn a_gemini_tui_permission_allowed_in_the_terminal_is_working_while_its_command_
         assert!(
             Instant::now() < end,
             "the turn never completed\n{}\n{}",
-            crate::common::pretty(&r),
+            crate::support::world::pretty(&r),
             tui_diag(&t, &fake, &w)
         );
         std::thread::sleep(Duration::from_millis(300));
@@ -662,5 +662,5 @@ fn a_gemini_tui_permission_allowed_in_the_terminal_is_working_while_its_command_
         "{}",
         tui_diag(&t, &fake, &w)
     );
-    drop(t.wait_exit(Duration::ZERO));
+    drop(t.exit_within(Duration::ZERO));
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, pretty, read_or_empty};
+use crate::support::world::{World, pretty, read_or_empty};
 
 const ID: &str = "host-test-1";
 
@@ -30,7 +30,7 @@ fn call(socket: &Path, request: &str) -> Value {
 
 fn screen(socket: &Path) -> String {
     let r = call(socket, r#"{"v":1,"op":"snapshot"}"#);
-    crate::common::screen_text(&r["snapshot"]["lines"])
+    crate::support::world::screen_text(&r["snapshot"]["lines"])
 }
 
 fn wait_screen(socket: &Path, needle: &str) -> String {

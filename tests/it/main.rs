@@ -17,7 +17,6 @@ mod cassettes;
 mod cli;
 mod codex_rpc;
 mod codex_runtime;
-mod common;
 mod dispatch;
 mod docs;
 mod events;

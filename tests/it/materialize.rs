@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-use crate::common::{World, read, write};
+use crate::support::world::{World, read, write};
 
 const SPEC_SYSTEM: &str = "---\ntitle: Rules\nsurface: system\n---\nBe careful.\n";
 const SPEC_SKILL: &str = "---\ntitle: Review\nsurface: [skill, agent, command]\ndesc: Review a change\ntools: [Read, Grep]\n---\nReview it.\n";
@@ -486,7 +486,7 @@ fn materialize_renders_every_artifact() {
     assert!(w.repo.join(".agents/skills/review/SKILL.md").is_file());
     let settings: serde_json::Value =
         serde_json::from_str(&read(&w.repo.join(".claude/settings.json"))).unwrap();
-    let spex = std::fs::canonicalize(crate::common::spex_bin()).unwrap();
+    let spex = std::fs::canonicalize(crate::support::world::spex_bin()).unwrap();
     for event in [
         "SessionStart",
         "UserPromptSubmit",

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, merged, write};
+use crate::support::world::{World, merged, write};
 
 /// Two Claude session ids whose handles are `306f` and `cafe` (a handle shaped like a name).
 const A: &str = "11111111-2222-4333-8444-55555555306f";
@@ -119,7 +119,7 @@ fn a_garbled_alias_file_drops_the_event_and_writes_nothing_outside_the_store() {
     }
     // A forged `SPEX_SESSION_ID` in the hook's environment: dropped the same way.
     let payload = json!({ "session_id": B, "cwd": w.repo, "hook_event_name": "UserPromptSubmit", "prompt": "p" });
-    let out = crate::common::feed(
+    let out = crate::support::world::feed(
         w.cmd(&w.repo, &["dispatch", "claude", "UserPromptSubmit"])
             .env("SPEX_SESSION_ID", evil.to_str().unwrap()),
         payload.to_string().as_bytes(),
@@ -566,7 +566,7 @@ fn launch_deliver_stop_print_handles_and_a_removed_worktree_stays_listed() {
     let run = w.dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
-    crate::common::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    crate::support::world::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
     // Set up but not committed: the worktree's branch has no spex.jsonc and no .spec.
     write(
         &w.repo.join("spex.jsonc"),
@@ -639,7 +639,7 @@ fn launch_deliver_stop_print_handles_and_a_removed_worktree_stays_listed() {
     assert_no_full_id("deliver", &o);
 
     // The worktree goes while its session runs: the session stays listed, marked.
-    crate::common::git(
+    crate::support::world::git(
         &w.repo,
         &["worktree", "remove", "--force", wt.to_str().unwrap()],
     );
@@ -684,7 +684,7 @@ fn launch_deliver_stop_print_handles_and_a_removed_worktree_stays_listed() {
 #[test]
 fn init_says_what_it_did_and_a_worktree_gets_the_projects_contract() {
     let w = World::new();
-    crate::common::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    crate::support::world::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
     let (o, _) = expect(&w, &["init"], 0);
     for want in [
         "wrote   spex.jsonc",
@@ -721,7 +721,7 @@ fn init_says_what_it_did_and_a_worktree_gets_the_projects_contract() {
 
     // A worktree of the uncommitted setup.
     let wt = w.dir.path().join("wt");
-    crate::common::git(
+    crate::support::world::git(
         &w.repo,
         &["worktree", "add", "-q", "-b", "feat1", wt.to_str().unwrap()],
     );
@@ -743,13 +743,13 @@ fn init_says_what_it_did_and_a_worktree_gets_the_projects_contract() {
     for f in ["CLAUDE.md", "AGENTS.md", ".claude/settings.json"] {
         assert!(wt.join(f).is_file(), "the worktree has no {f}");
     }
-    assert!(crate::common::read(&wt.join("CLAUDE.md")).contains("spex:begin"));
+    assert!(crate::support::world::read(&wt.join("CLAUDE.md")).contains("spex:begin"));
     w.ok(&wt, &["doctor"]);
     // Where the main checkout has no setup either, init in a worktree says where to run it.
     let w2 = World::new();
-    crate::common::git(&w2.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    crate::support::world::git(&w2.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
     let wt2 = w2.dir.path().join("wt");
-    crate::common::git(
+    crate::support::world::git(
         &w2.repo,
         &["worktree", "add", "-q", "-b", "x", wt2.to_str().unwrap()],
     );
@@ -770,7 +770,7 @@ fn install_sh_shows_progress_while_it_builds() {
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("bin");
     let log = dir.path().join("cargo.args");
-    crate::common::executable(
+    crate::support::world::executable(
         &bin.join("cargo"),
         &format!(
             "#!/bin/sh\necho \"$@\" > {log}\necho '   Compiling spex v0.1.0' >&2\nroot=$(echo \"$@\" | sed 's/.*--root \\([^ ]*\\).*/\\1/')\nmkdir -p \"$root/bin\"\nprintf '#!/bin/sh\\necho spex 0.1.0\\n' > \"$root/bin/spex\"\nchmod +x \"$root/bin/spex\"\n",
@@ -788,7 +788,7 @@ fn install_sh_shows_progress_while_it_builds() {
     .unwrap();
     let (o, e) = text(&out);
     assert!(out.status.success(), "{o}{e}");
-    let args = crate::common::read(&log);
+    let args = crate::support::world::read(&log);
     assert!(!args.contains("--quiet"), "cargo runs quiet: {args}");
     let lines: Vec<&str> = e.lines().collect();
     assert!(lines[0].starts_with("building spex"), "{e}");

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::World;
 use crate::real_sessions::{ClaudeSession, Perm, materialize, wait_until};
 use crate::support::fake_anthropic::{FakeAnthropic, PARTIAL_TEXT};
+use crate::support::world::World;
 
 /// Startup and hooks of a real harness on a loaded machine.
 const SETTLE: Duration = Duration::from_mins(1);
@@ -129,9 +129,9 @@ fn launch_hosted(config: &str, prompt: &str) -> (World, FakeAnthropic, String) {
         bypass: true,
         ..SeedOptions::default()
     });
-    crate::common::write(&w.repo.join("spex.jsonc"), config);
+    crate::support::world::write(&w.repo.join("spex.jsonc"), config);
     // Skips 2.1.197's bypass-mode question at start (see steering.rs).
-    crate::common::write(
+    crate::support::world::write(
         &w.home.join(".claude/settings.json"),
         "{\"skipDangerousModePermissionPrompt\": true}\n",
     );
@@ -151,7 +151,8 @@ fn launch_hosted(config: &str, prompt: &str) -> (World, FakeAnthropic, String) {
     let mut cmd = spex_cmd(&w, &fake, &args);
     cmd.env("IS_SANDBOX", "1");
     let out = cmd.output().unwrap();
-    let launched = crate::common::json_result(&args, &out).unwrap_or_else(|e| panic!("{e}"));
+    let launched =
+        crate::support::world::json_result(&args, &out).unwrap_or_else(|e| panic!("{e}"));
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     (w, fake, id)
 }
@@ -207,7 +208,7 @@ fn processes_in(dir: &std::path::Path, needle: &str) -> Vec<String> {
 fn a_self_started_turn_past_its_budget_is_timed_out_by_the_readers_once() {
     let w = World::new();
     materialize(&w);
-    crate::common::write(&w.repo.join("spex.jsonc"), "{ \"turnTimeout\": \"3s\" }\n");
+    crate::support::world::write(&w.repo.join("spex.jsonc"), "{ \"turnTimeout\": \"3s\" }\n");
     let fake = FakeAnthropic::start();
     let mut session = ClaudeSession::start(&w, &fake, Perm::AcceptEdits);
     let id = session.id.clone();
@@ -246,7 +247,7 @@ fn a_self_started_turn_past_its_budget_is_timed_out_by_the_readers_once() {
         diag()
     );
     assert_eq!(
-        crate::common::turn_endings(&events),
+        crate::support::world::turn_endings(&events),
         ["turn.timed_out"],
         "one ending\n{}",
         diag()
@@ -270,7 +271,7 @@ fn a_self_started_turn_past_its_budget_is_timed_out_by_the_readers_once() {
         "{}",
         diag()
     );
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
     session.end(&w, true);
 }
 
@@ -315,7 +316,7 @@ fn a_hosted_turn_past_its_budget_is_timed_out_and_interrupted() {
     assert_eq!(rec["turn"]["state"], "timed_out", "{}", diag());
     assert_eq!(rec["turn"]["timeout"]["action"], "interrupt", "{}", diag());
     assert_eq!(
-        crate::common::turn_endings(&events),
+        crate::support::world::turn_endings(&events),
         ["turn.timed_out"],
         "one ending\n{}",
         diag()
@@ -329,7 +330,7 @@ fn a_hosted_turn_past_its_budget_is_timed_out_and_interrupted() {
         "{}",
         diag()
     );
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
     stop(&w, &fake, &id);
 }
 
@@ -380,7 +381,7 @@ fn an_interrupt_mid_tool_closes_the_call_as_interrupted_and_wait_exits_4() {
         "{}",
         diag()
     );
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
     stop(&w, &fake, &id);
 }
 
@@ -449,7 +450,7 @@ fn deliver_wait_until_done_reports_the_stages_and_the_turns_outcome() {
     );
     let (rec, events) = wait_until(&w, &id, SETTLE, |r, _| r["turn"]["state"] == "failed")
         .unwrap_or_else(|d| panic!("{d}"));
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
     stop(&w, &fake, &id);
 }
 
@@ -500,7 +501,7 @@ fn a_stalled_tool_call_is_marked_then_resumes_and_the_turn_completes() {
         diag()
     );
     assert_eq!(
-        crate::common::turn_endings(&events),
+        crate::support::world::turn_endings(&events),
         ["turn.completed"],
         "{}",
         diag()
@@ -510,7 +511,7 @@ fn a_stalled_tool_call_is_marked_then_resumes_and_the_turn_completes() {
         "the command ran to its end\n{}",
         diag()
     );
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
     stop(&w, &fake, &id);
 }
 
@@ -553,7 +554,7 @@ fn esc_at_the_terminal_is_an_interrupt_by_the_terminal() {
     );
     let gone = command_gone(&w);
     assert!(gone, "the command still runs\n{}", diag());
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
     drop(t);
     stop(&w, &fake, &id);
 }
@@ -566,7 +567,7 @@ fn events_follow_judges_a_turn_past_its_budget_at_the_deadline() {
     use std::io::BufRead as _;
     let w = World::new();
     materialize(&w);
-    crate::common::write(&w.repo.join("spex.jsonc"), "{ \"turnTimeout\": \"3s\" }\n");
+    crate::support::world::write(&w.repo.join("spex.jsonc"), "{ \"turnTimeout\": \"3s\" }\n");
     let fake = FakeAnthropic::start();
     let mut session = ClaudeSession::start(&w, &fake, Perm::AcceptEdits);
     let id = session.id.clone();

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::common::read_or_empty;
 use crate::support::claude_home::{claude_command, print_turn};
 use crate::support::codex_home::{codex_command, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
@@ -22,6 +21,7 @@ use crate::support::gemini_home::{
 use crate::support::peers::{group_members, processes_in};
 use crate::support::rpc::AppServer;
 use crate::support::term::Term;
+use crate::support::world::read_or_empty;
 
 const TURN_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -137,7 +137,7 @@ impl CodexRig {
 
         let thread_id = rig.app.start_thread(&json!({"cwd": rig.repo}));
         let turn = rig.app.start_turn(&thread_id, text);
-        let completed = rig.app.wait_completed(&turn, TURN_TIMEOUT);
+        let completed = rig.app.completed_within(&turn, TURN_TIMEOUT);
         let completed = completed.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag()));
         assert_eq!(
             completed["turn"]["status"],
@@ -276,14 +276,14 @@ fn gemini_headless_yolo_turn_runs_tools_and_fires_project_hooks() {
         "run_shell_command did not run\n{diag}"
     );
     let shell = fake
-        .wait_for_function_response("run_shell_command", Duration::ZERO)
+        .function_response_within("run_shell_command", Duration::ZERO)
         .unwrap_or_else(|| panic!("no functionResponse for the shell reached the model\n{diag}"));
     assert!(
         shell["response"].to_string().contains("shell-ran"),
         "{shell}\n{diag}"
     );
     assert!(
-        fake.wait_for_function_response("write_file", Duration::ZERO)
+        fake.function_response_within("write_file", Duration::ZERO)
             .is_some(),
         "{diag}"
     );
@@ -329,7 +329,7 @@ fn gemini_headless_yolo_turn_runs_tools_and_fires_project_hooks() {
 /// Waits for the program in `t` (the leader of process group `pgid`) to exit, and then for
 /// every other member of its group (the relaunched CLI is the launcher's child) to be gone.
 fn assert_quits(t: &mut Term, pgid: u32, timeout: Duration) -> Result<(), String> {
-    if t.wait_exit(timeout).is_none() {
+    if t.exit_within(timeout).is_none() {
         return Err("gemini did not exit".into());
     }
     let end = Instant::now() + timeout;
@@ -364,7 +364,7 @@ fn gemini_tui_runs_a_pasted_turn_and_quits() {
 
     let prompt = "SCENARIO:shell run it";
     submit_prompt(&t, prompt, WAIT, || {
-        fake.wait_for_prompt(prompt, Duration::ZERO).is_some()
+        fake.prompt_within(prompt, Duration::ZERO).is_some()
     })
     .unwrap_or_else(|e| panic!("the prompt never reached the model: {e}\n{}", diag(&t)));
     t.wait_for("Allow execution", WAIT)
@@ -430,7 +430,7 @@ fn gemini_headless_fake_scenarios_fail_edit_shellfail_and_shellcmd() {
     let shellfail = run("shellfail", "SCENARIO:shellfail go");
     shellfail.assert_success();
     let out = fake
-        .wait_for_function_response("run_shell_command", Duration::ZERO)
+        .function_response_within("run_shell_command", Duration::ZERO)
         .unwrap_or_else(|| panic!("no shell result reached the model\n{}", shellfail.diag));
     assert!(
         out["response"].to_string().contains("Exit Code: 3"),
@@ -465,7 +465,7 @@ fn gemini_tui_ask_hang_and_slowshell_scenarios_then_ctrl_c_twice() {
 
     let ask = "SCENARIO:ask pick one";
     submit_prompt(&t, ask, WAIT, || {
-        fake.wait_for_prompt(ask, Duration::ZERO).is_some()
+        fake.prompt_within(ask, Duration::ZERO).is_some()
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
     t.wait_for(fake_gemini::ASK_QUESTION, WAIT)
@@ -473,7 +473,7 @@ fn gemini_tui_ask_hang_and_slowshell_scenarios_then_ctrl_c_twice() {
     // Enter takes the highlighted (first) choice.
     t.send(b"\r");
     let answer = fake
-        .wait_for_function_response("ask_user", WAIT)
+        .function_response_within("ask_user", WAIT)
         .unwrap_or_else(|| panic!("the answer never reached the model\n{}", diag(&t)));
     assert!(
         answer["response"]
@@ -487,7 +487,7 @@ fn gemini_tui_ask_hang_and_slowshell_scenarios_then_ctrl_c_twice() {
 
     let hang = "SCENARIO:hang wait";
     submit_prompt(&t, hang, WAIT, || {
-        fake.wait_for_prompt(hang, Duration::ZERO).is_some()
+        fake.prompt_within(hang, Duration::ZERO).is_some()
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
     t.wait_for(fake_gemini::HANG_TEXT, WAIT)
@@ -499,7 +499,7 @@ fn gemini_tui_ask_hang_and_slowshell_scenarios_then_ctrl_c_twice() {
     // A long shell command, allowed at its dialog, runs until Esc cancels the request.
     let slow = "SCENARIO:slowshell go";
     submit_prompt(&t, slow, WAIT, || {
-        fake.wait_for_prompt(slow, Duration::ZERO).is_some()
+        fake.prompt_within(slow, Duration::ZERO).is_some()
     })
     .unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
     t.wait_for("Allow execution", WAIT)

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, pretty, read, read_or_empty, write};
 use crate::support::claude_home::{claude_command, print_turn};
 use crate::support::codex_home::{codex_command, trust_project, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
 use crate::support::fake_responses::FakeResponses;
 use crate::support::peers::peers_path;
 use crate::support::rpc::AppServer;
+use crate::support::world::{World, pretty, read, read_or_empty, write};
 
 /// The events spex binds for Codex (`src/adapters/codex/mod.rs`).
 const CODEX_EVENTS: &[&str] = &[
@@ -744,7 +744,7 @@ fn codex_trusts_spex_hooks_in_both_spellings_of_a_symlinked_checkout() {
     ] {
         let thread = cx.start_thread(&json!({ "cwd": cwd }));
         let turn = cx.start_turn(&thread, prompt);
-        let done = cx.wait_completed(&turn, TURN_TIMEOUT);
+        let done = cx.completed_within(&turn, TURN_TIMEOUT);
         let log = cx.log();
         let diag = || {
             format!(

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, pretty, read_or_empty, write};
 use crate::support::claude_home::claude_command;
 use crate::support::codex_home::{codex_command, set_stream_retries, write_codex_config};
 use crate::support::fake_anthropic::{FakeAnthropic, WRITE_CONTENT};
@@ -21,6 +20,7 @@ use crate::support::fake_responses::FakeResponses;
 use crate::support::http::random_hex;
 use crate::support::peers::GroupChild;
 use crate::support::rpc::AppServer;
+use crate::support::world::{World, pretty, read_or_empty, write};
 
 /// One Claude turn (startup, model round trips, hooks) or one Codex turn.
 const TURN_TIMEOUT: Duration = Duration::from_secs(45);
@@ -247,7 +247,7 @@ impl ClaudeSession {
     /// mode exits 1 when its last turn failed.
     pub(crate) fn end(&mut self, w: &World, turn_ok: bool) {
         drop(self.stdin.take());
-        let status = self.child.wait_timeout(TURN_TIMEOUT);
+        let status = self.child.exit_within(TURN_TIMEOUT);
         let status = status
             .unwrap_or_else(|| panic!("claude did not exit after stdin closed\n{}", self.diag(w)));
         // Drain what it printed last, for diagnostics.
@@ -619,7 +619,7 @@ fn run_claude_case(w: &World, fake: &FakeAnthropic, case: &ClaudeCase) {
         );
     }
     assert_contiguous(&fin, &events, &diag);
-    crate::common::assert_grammar(&fin, &events, &diag);
+    crate::support::world::assert_grammar(&fin, &events, &diag);
     eprintln!("claude {}: {:?}", case.name, started.elapsed());
 }
 
@@ -705,7 +705,7 @@ impl CodexRig {
     /// Runs a turn to its end; asserts Codex reports `status`. Returns the turn id.
     pub(crate) fn turn(&mut self, thread: &str, text: &str, status: &str) -> String {
         let turn = self.cx.start_turn(thread, text);
-        let done = self.cx.wait_completed(&turn, TURN_TIMEOUT);
+        let done = self.cx.completed_within(&turn, TURN_TIMEOUT);
         let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", self.diag(thread)));
         assert_eq!(
             done["turn"]["status"],
@@ -849,7 +849,7 @@ fn codex_escalation(rig: &mut CodexRig) -> String {
     rig.cx
         .rpc
         .respond(&req["id"], &json!({"decision": "accept"}));
-    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = rig.cx.completed_within(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&id)));
     assert_eq!(
         done["turn"]["status"],
@@ -887,7 +887,7 @@ fn codex_interrupt(rig: &mut CodexRig, thread: &str) {
     // The model request is out, so the prompt hook has run: the turn is in progress.
     let hang = rig
         .fake
-        .wait_for_request(|r| r["scenario"] == "hang", TURN_TIMEOUT);
+        .request_within(|r| r["scenario"] == "hang", TURN_TIMEOUT);
     hang.unwrap_or_else(|| panic!("the hang request never came\n{}", rig.diag(thread)));
     let (rec, _) = rig.settled(thread, "the hanging turn is not running", |rec, _| {
         rec["turn"]["id"] == turn.as_str() && turn_state(rec) == "running"
@@ -898,7 +898,7 @@ fn codex_interrupt(rig: &mut CodexRig, thread: &str) {
         "turn/interrupt",
         &json!({"threadId": thread, "turnId": turn}),
     );
-    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = rig.cx.completed_within(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(thread)));
     assert_eq!(
         done["turn"]["status"],
@@ -946,7 +946,7 @@ fn codex_turns_produce_true_records_keyed_by_thread_id() {
         let diag = || rig.diag(id);
         assert_eq!(kinds(&events).last(), Some(&"session.exited"), "{}", diag());
         assert_contiguous(&rec, &events, &diag);
-        crate::common::assert_grammar(&rec, &events, &diag);
+        crate::support::world::assert_grammar(&rec, &events, &diag);
     }
     let mut want = vec![first.clone(), second];
     want.sort();
@@ -971,7 +971,7 @@ fn codex_model_failure_is_a_failed_turn_and_handles_differ() {
     let thread = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
     let twin = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
     let turn = rig.cx.start_turn(&thread, "SCENARIO:fail");
-    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = rig.cx.completed_within(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&thread)));
     assert_eq!(
         done["turn"]["status"],
@@ -1007,7 +1007,7 @@ fn codex_model_failure_is_a_failed_turn_and_handles_differ() {
         "the turn failed with Codex's error text: `{text}`\n{}",
         diag()
     );
-    crate::common::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
+    crate::support::world::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
     let other = show(&twin);
     let (h1, h2) = (
         s["handle"].as_str().unwrap(),
@@ -1052,7 +1052,7 @@ fn codex_failed_attempt_then_success_is_completed() {
     let out = rig.w.ok(&rig.w.repo, &["show", &id, "--json"]);
     let shown: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(shown["session"]["turn"]["state"], "completed", "{}", diag());
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
 }
 
 /// An escalation the person cancels (Esc in the TUI; `cancel` over RPC): Codex interrupts the
@@ -1079,7 +1079,7 @@ fn codex_cancelled_escalation_leaves_no_attention() {
     rig.cx
         .rpc
         .respond(&req["id"], &json!({"decision": "cancel"}));
-    let done = rig.cx.wait_completed(&turn, TURN_TIMEOUT);
+    let done = rig.cx.completed_within(&turn, TURN_TIMEOUT);
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&id)));
     assert_eq!(
         done["turn"]["status"],
@@ -1098,7 +1098,7 @@ fn codex_cancelled_escalation_leaves_no_attention() {
         diag()
     );
     assert!(kinds(&events).contains(&"attention.closed"), "{}", diag());
-    crate::common::assert_grammar(&rec, &events, &diag);
+    crate::support::world::assert_grammar(&rec, &events, &diag);
 }
 
 /// `kill -9` of the Codex process that holds a thread fires no hook: the next reader finds the
@@ -1150,5 +1150,5 @@ fn codex_server_killed_is_exited_server_gone() {
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     let events = rig.w.events(&id);
     assert_eq!(kinds(&events).last(), Some(&"session.exited"), "{}", diag());
-    crate::common::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
+    crate::support::world::assert_grammar(&rig.w.record_if_any(&id).unwrap(), &events, &diag);
 }

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 use serde_json::Value;
 
-use crate::common::{World, assert_grammar, read_or_empty, write};
 use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
 use crate::support::fake_anthropic::FakeAnthropic;
 use crate::support::http::random_hex;
 use crate::support::peers::claude_bin;
 use crate::support::term::Answerer;
+use crate::support::world::{World, assert_grammar, read_or_empty, write};
 
 /// The TUI's first screen, from a cold start on a loaded 2-core machine.
 const STARTUP: Duration = Duration::from_mins(1);
@@ -565,7 +565,7 @@ impl CodexTui {
     }
 
     /// The program's exit, once it has ended within `timeout`.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<portable_pty::ExitStatus> {
+    pub fn exit_within(&mut self, timeout: Duration) -> Option<portable_pty::ExitStatus> {
         let end = Instant::now() + timeout;
         while Instant::now() < end {
             if let Ok(Some(status)) = self.child.try_wait() {

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{World, json_result, pretty, read_or_empty, write};
 use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
 use crate::support::fake_anthropic::{FAKE_TITLE, FakeAnthropic, PLAIN_ANSWER};
 use crate::support::fake_gemini::FakeGemini;
 use crate::support::gemini_home::gemini_env;
 use crate::support::peers::peers_path;
+use crate::support::world::{World, json_result, pretty, read_or_empty, wait_status, write};
 
 /// A fake model API that a real harness runs against offline: the harness, and what spex's
 /// environment needs for spex to run that harness against it.
@@ -100,7 +100,7 @@ pub fn host_log(w: &World, id: &str) -> String {
 
 pub fn screen(w: &World, fake: &impl FakeApi, id: &str) -> String {
     run_json(w, fake, &["snapshot", id, "--json"])
-        .map_or_else(|e| e, |s| crate::common::screen_text(&s["lines"]))
+        .map_or_else(|e| e, |s| crate::support::world::screen_text(&s["lines"]))
 }
 
 /// Polls the screen of `id` until it contains `needle`.
@@ -179,7 +179,7 @@ pub fn launch(w: &World, fake: &impl FakeApi) -> String {
 pub fn stop(w: &World, fake: &impl FakeApi, id: &str) -> Value {
     let stopped = run_json(w, fake, &["stop", id, "--json", "--grace", "5"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
-    crate::common::assert_grammar(&w.record(id), &w.events(id), &|| host_log(w, id));
+    crate::support::world::assert_grammar(&w.record(id), &w.events(id), &|| host_log(w, id));
     stopped
 }
 
@@ -304,7 +304,7 @@ fn launch_with_a_prompt_runs_it_as_the_first_turn_in_a_clean_identity() {
     );
     cmd.env("SPEX_SESSION_ID", "the-launchers-own-session")
         .env("CLAUDE_CODE_SESSION_ID", "the-launchers-claude-session");
-    let out = crate::common::feed(&mut cmd, "USE_NONE the first prompt ✓".as_bytes());
+    let out = crate::support::world::feed(&mut cmd, "USE_NONE the first prompt ✓".as_bytes());
     assert!(
         out.status.success(),
         "{}",
@@ -382,7 +382,7 @@ fn killed_claude_is_exited_within_a_second() {
 fn scripted_claude_world(draw: &str) -> (World, FakeAnthropic) {
     let (w, fake) = claude_world(SeedOptions::default());
     let script = w.dir.path().join("scripted.sh");
-    crate::common::executable(&script, &format!("#!/bin/sh\n{draw}\nexec sleep 120\n"));
+    crate::support::world::executable(&script, &format!("#!/bin/sh\n{draw}\nexec sleep 120\n"));
     write(
         &w.repo.join("spex.jsonc"),
         format!(
@@ -471,18 +471,6 @@ fn launch_fails_soon_at_an_unknown_screen_that_does_not_change() {
     let stopped = run_json(&w, &fake, &["stop", &ids[0], "--json", "--grace", "2"])
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
-}
-
-/// Waits until the record of `id` has `status`.
-pub fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let r = w.record(id);
-        if r["status"] == status || Instant::now() >= deadline {
-            return r;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Refuses `deliver` at the dialog that `prompt` opens, with and without `--force`; the
@@ -952,7 +940,7 @@ fn a_64k_multiline_unicode_prompt_arrives_exactly() {
         &fake,
         &["deliver", &id, "-", "--json", "--timeout", "60"],
     );
-    let out = crate::common::feed(&mut cmd, prompt.as_bytes());
+    let out = crate::support::world::feed(&mut cmd, prompt.as_bytes());
     assert!(
         out.status.success(),
         "{}\n{}",
@@ -1005,8 +993,8 @@ fn a_killed_host_reads_exited_and_not_live() {
 #[test]
 fn launch_in_a_new_worktree_materializes_it_and_runs_there() {
     let (w, fake) = claude_world(SeedOptions::default());
-    crate::common::git(&w.repo, &["add", "-A"]);
-    crate::common::git(&w.repo, &["commit", "-q", "-m", "base"]);
+    crate::support::world::git(&w.repo, &["add", "-A"]);
+    crate::support::world::git(&w.repo, &["commit", "-q", "-m", "base"]);
     let wt = w.repo.parent().unwrap().join("repo-feature");
     // Claude trusts the new folder through the main checkout's trust, which materialize grants.
     let launched = launch_json(&w, &fake, &["--worktree", "feature"]);

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::common::{World, git, read, write};
+use crate::support::world::{World, git, read, write};
 
 const SPEC_SYSTEM: &str = "---\ntitle: Rules\nsurface: system\n---\nBe careful.\n";
 const SPEC_SKILL: &str = "---\ntitle: Review\nsurface: [skill, agent, command]\ndesc: Review a change\ntools: [Read, Grep]\n---\nReview it.\n";
@@ -252,7 +252,7 @@ fn a_users_file_that_merely_carries_the_stamp_is_never_deleted() {
 fn a_users_hook_that_calls_spex_dispatch_stays_theirs() {
     let w = World::new();
     seed(&w, &w.repo);
-    let spex = crate::common::spex_bin();
+    let spex = crate::support::world::spex_bin();
     let wrapper = format!("env FOO=1 {} dispatch claude Stop", spex.display());
     let logger = format!("log-hook {} dispatch codex Stop", spex.display());
     let settings = format!(

@@ -10,14 +10,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, feed, json_result, pretty, read_or_empty, write};
 use crate::runtime::{
-    claude_world, host_log, launch, run_json, screen, spex_cmd, stop, wait_screen, wait_status,
+    claude_world, host_log, launch, run_json, screen, spex_cmd, stop, wait_screen,
 };
 use crate::support::claude_home::{SeedOptions, claude_command};
 use crate::support::fake_anthropic::FakeAnthropic;
 use crate::support::http::random_hex;
 use crate::support::term::Term;
+use crate::support::world::{
+    World, feed, json_result, pretty, read_or_empty, status_within, wait_status, write,
+};
 
 fn text(out: &Output) -> String {
     format!(
@@ -405,9 +407,12 @@ fn resume_of_a_live_session_started_in_its_own_terminal_is_refused() {
     for _ in 0..4 {
         std::thread::sleep(Duration::from_millis(300));
         t.send(b"\r");
-        working = wait_status(&w, &sid, "working", Duration::from_secs(8));
-        if working["status"] == "working" {
-            break;
+        match status_within(&w, &sid, "working", Duration::from_secs(8)) {
+            Ok(r) => {
+                working = r;
+                break;
+            }
+            Err(last) => working = last,
         }
     }
     assert_eq!(
@@ -452,9 +457,12 @@ fn resume_of_a_live_session_started_in_its_own_terminal_is_refused() {
         t.send(b"\x04");
         let _ = t.wait_for("again to exit", Duration::from_secs(5));
         t.send(b"\x04");
-        ended = wait_status(&w, &sid, "exited", Duration::from_secs(15));
-        if ended["status"] == "exited" {
-            break;
+        match status_within(&w, &sid, "exited", Duration::from_secs(15)) {
+            Ok(r) => {
+                ended = r;
+                break;
+            }
+            Err(last) => ended = last,
         }
     }
     assert_eq!(
@@ -505,7 +513,7 @@ fn ctrl_c_during_an_attached_launch_stops_the_session_and_says_so() {
     );
     t.send(b"\x03");
     let status = t
-        .wait_exit(Duration::from_secs(30))
+        .exit_within(Duration::from_secs(30))
         .unwrap_or_else(|| panic!("the launch did not end:\n{}", t.diag()));
     let diag = || {
         format!(

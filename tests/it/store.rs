@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{World, feed, pretty, read, read_or_empty, write};
 use crate::support::claude_home::{claude_command, print_prompt};
 use crate::support::fake_anthropic::FakeAnthropic;
 use crate::support::payloads;
+use crate::support::world::{World, feed, pretty, read, read_or_empty, write};
 
 const TURN_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -302,13 +302,14 @@ fn prune_amid_hooks_never_duplicates_an_event_seq() {
         // on the session's lock while `prune` holds it.
         let mut children: Vec<std::process::Child> = (0..30)
             .map(|_| {
-                crate::common::spawn_piped(
+                crate::support::world::spawn_piped(
                     &mut w.cmd(&w.repo, &["dispatch", "claude", "SessionEnd"]),
                 )
             })
             .collect();
-        let prune =
-            crate::common::spawn_piped(&mut w.cmd(&w.repo, &["prune", "--older-than", "0s"]));
+        let prune = crate::support::world::spawn_piped(
+            &mut w.cmd(&w.repo, &["prune", "--older-than", "0s"]),
+        );
         for c in &mut children {
             let mut stdin = c.stdin.take().unwrap();
             std::io::Write::write_all(&mut stdin, &hook).unwrap();
@@ -317,7 +318,7 @@ fn prune_amid_hooks_never_duplicates_an_event_seq() {
             .into_iter()
             .map(|c| c.wait_with_output().unwrap())
             .collect();
-        let pruned = crate::common::finish(prune, Vec::new());
+        let pruned = crate::support::world::finish(prune, Vec::new());
         assert!(
             pruned.status.success(),
             "round {round}: prune failed: {}",
@@ -478,7 +479,7 @@ fn a_start_whose_host_was_killed_ends_exited_and_can_be_pruned() {
     let (w, fake) = claude_world(crate::support::claude_home::SeedOptions::default());
     // A stand-in for a harness still starting: it draws nothing and fires no hook.
     let script = w.dir.path().join("slow-start.sh");
-    crate::common::executable(&script, "#!/bin/sh\nexec sleep 120\n");
+    crate::support::world::executable(&script, "#!/bin/sh\nexec sleep 120\n");
     write(
         &w.repo.join("spex.jsonc"),
         format!(
@@ -589,7 +590,35 @@ fn the_store_and_a_created_harness_state_file_are_private() {
     let id = working(&w, "claude");
     let post = fixture(&w, "claude", "PostToolUse.Write");
     dispatch_raw(&w, "claude", "PostToolUse", post.to_string().as_bytes());
-    assert!(!w.events(&id).is_empty());
+    // The call itself is recorded (not merely some event): its completion with its tool,
+    // call id and file, and the file among what the session touched.
+    let events = w.events(&id);
+    let last = events.last().expect("an event after the tool call");
+    assert_eq!(
+        (
+            &last["kind"],
+            &last["tool"],
+            &last["call_id"],
+            &last["ok"],
+            &last["files"]
+        ),
+        (
+            &json!("tool.completed"),
+            &post["tool_name"],
+            &post["tool_use_id"],
+            &json!(true),
+            &json!(["hello.txt"])
+        ),
+        "{}",
+        pretty(last)
+    );
+    let r = w.record(&id);
+    assert_eq!(
+        (&r["status"], &r["touched"]),
+        (&json!("working"), &json!(["hello.txt"])),
+        "{}",
+        pretty(&r)
+    );
     for (event, stem) in [
         ("SessionStart", "SessionStart.startup"),
         ("PreToolUse", "PreToolUse.Bash"),

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{World, assert_grammar};
 use crate::real_sessions::{ClaudeSession, CodexRig, Perm, materialize, wait_until};
 use crate::support::fake_anthropic::{self, FakeAnthropic, PLAIN_ANSWER};
 use crate::support::fake_responses;
+use crate::support::world::{World, assert_grammar};
 
 const SETTLE: Duration = Duration::from_mins(1);
 

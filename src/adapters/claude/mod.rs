@@ -14,43 +14,43 @@ mod transcript;
 mod usage;
 mod wire;
 
-use crate::seam::Harness;
 use crate::seam::answer::Answering;
 use crate::seam::evidence::Observer;
 use crate::seam::files::Files;
 use crate::seam::session_server::SessionServer;
 use crate::seam::terminal::TerminalHost;
 use crate::seam::wire::HookWire;
+use crate::seam::{AnswerPaths, Capabilities, Harness, Identity};
 
 pub struct Claude;
 
+/// Claude Code as spex knows it.
+const IDENTITY: Identity = Identity {
+    id: "claude",
+    aliases: &["plugin"],
+    binary: "claude",
+    version: "2.1.197",
+    parse_version: crate::adapters::common::leading_version,
+    session_env_var: Some("CLAUDE_CODE_SESSION_ID"),
+    env_vars: &[home::CONFIG_DIR_VAR],
+    capabilities: Capabilities {
+        hosted_terminal: true,
+        server: false,
+        evidence: true,
+        // Its dialog's keys, and the `PermissionRequest` hook, which waits for an answer.
+        answers: AnswerPaths {
+            keys: true,
+            hook: true,
+            server: false,
+        },
+        idle_notification: true,
+        title_summary: true,
+    },
+};
+
 impl Harness for Claude {
-    fn id(&self) -> &'static str {
-        "claude"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &["plugin"]
-    }
-
-    fn binary_name(&self) -> &'static str {
-        "claude"
-    }
-
-    fn pinned_version(&self) -> &'static str {
-        "2.1.197"
-    }
-
-    fn parse_version(&self, output: &str) -> Option<String> {
-        crate::adapters::common::leading_version(output)
-    }
-
-    fn session_env_var(&self) -> Option<&'static str> {
-        Some("CLAUDE_CODE_SESSION_ID")
-    }
-
-    fn env_vars(&self) -> &'static [&'static str] {
-        &[home::CONFIG_DIR_VAR]
+    fn identity(&self) -> &'static Identity {
+        &IDENTITY
     }
 
     fn files(&self) -> Option<&'static dyn Files> {

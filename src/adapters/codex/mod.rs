@@ -16,44 +16,48 @@ mod terminal;
 pub mod trust;
 mod wire;
 
-use crate::seam::Harness;
 use crate::seam::answer::Answering;
 use crate::seam::evidence::Observer;
 use crate::seam::files::Files;
 use crate::seam::session_server::SessionServer;
 use crate::seam::terminal::TerminalHost;
 use crate::seam::wire::HookWire;
+use crate::seam::{AnswerPaths, Capabilities, Harness, Identity};
 
 pub struct Codex;
 
+/// Codex as spex knows it.
+const IDENTITY: Identity = Identity {
+    id: "codex",
+    aliases: &[],
+    binary: "codex",
+    version: "0.169.0",
+    parse_version,
+    session_env_var: Some("CODEX_THREAD_ID"),
+    env_vars: &[home::HOME_VAR, crate::seam::session_server::SERVER_MARK],
+    capabilities: Capabilities {
+        hosted_terminal: true,
+        server: true,
+        evidence: true,
+        // Its server's requests; while the person is away, its waiting hook.
+        answers: AnswerPaths {
+            keys: false,
+            hook: true,
+            server: true,
+        },
+        idle_notification: false,
+        title_summary: false,
+    },
+};
+
+/// The version in `codex --version` output: `codex-cli 0.169.0`.
+fn parse_version(output: &str) -> Option<String> {
+    output.split_whitespace().nth(1).map(str::to_owned)
+}
+
 impl Harness for Codex {
-    fn id(&self) -> &'static str {
-        "codex"
-    }
-
-    fn binary_name(&self) -> &'static str {
-        "codex"
-    }
-
-    fn pinned_version(&self) -> &'static str {
-        "0.169.0"
-    }
-
-    fn parse_version(&self, output: &str) -> Option<String> {
-        // `codex-cli 0.169.0`
-        output.split_whitespace().nth(1).map(str::to_owned)
-    }
-
-    fn session_env_var(&self) -> Option<&'static str> {
-        Some("CODEX_THREAD_ID")
-    }
-
-    fn env_vars(&self) -> &'static [&'static str] {
-        &[home::HOME_VAR, crate::seam::session_server::SERVER_MARK]
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &[]
+    fn identity(&self) -> &'static Identity {
+        &IDENTITY
     }
 
     fn files(&self) -> Option<&'static dyn Files> {

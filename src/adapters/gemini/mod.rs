@@ -14,43 +14,45 @@ mod transcript;
 mod trust;
 mod wire;
 
-use crate::seam::Harness;
 use crate::seam::answer::Answering;
 use crate::seam::evidence::Observer;
 use crate::seam::files::Files;
 use crate::seam::session_server::SessionServer;
 use crate::seam::terminal::TerminalHost;
 use crate::seam::wire::HookWire;
+use crate::seam::{AnswerPaths, Capabilities, Harness, Identity};
 
 pub struct Gemini;
 
+/// Gemini CLI as spex knows it.
+const IDENTITY: Identity = Identity {
+    id: "gemini",
+    aliases: &[],
+    binary: "gemini",
+    version: "0.61.0",
+    parse_version: crate::adapters::common::leading_version,
+    session_env_var: None,
+    env_vars: &[home::HOME_VAR, home::TRUSTED_FOLDERS_VAR],
+    capabilities: Capabilities {
+        hosted_terminal: true,
+        // Its sessions run in terminals; `--acp` serves one session per process, not a
+        // project's threads.
+        server: false,
+        evidence: true,
+        // Its dialog's keys only: its hooks cannot answer its dialogs.
+        answers: AnswerPaths {
+            keys: true,
+            hook: false,
+            server: false,
+        },
+        idle_notification: false,
+        title_summary: false,
+    },
+};
+
 impl Harness for Gemini {
-    fn id(&self) -> &'static str {
-        "gemini"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    fn binary_name(&self) -> &'static str {
-        "gemini"
-    }
-
-    fn pinned_version(&self) -> &'static str {
-        "0.61.0"
-    }
-
-    fn parse_version(&self, output: &str) -> Option<String> {
-        crate::adapters::common::leading_version(output)
-    }
-
-    fn session_env_var(&self) -> Option<&'static str> {
-        None
-    }
-
-    fn env_vars(&self) -> &'static [&'static str] {
-        &[home::HOME_VAR, home::TRUSTED_FOLDERS_VAR]
+    fn identity(&self) -> &'static Identity {
+        &IDENTITY
     }
 
     fn files(&self) -> Option<&'static dyn Files> {
@@ -66,8 +68,6 @@ impl Harness for Gemini {
     }
 
     fn server(&self) -> Option<&'static dyn SessionServer> {
-        // Its sessions run in terminals; `--acp` serves one session per process, not a
-        // project's threads.
         None
     }
 

@@ -54,7 +54,8 @@ pub(super) fn recorder(
         .collect();
     let binary = spawn.argv.first().map(PathBuf::from).unwrap_or_default();
     // What the binary says it is (its `--version`), beside the version spex was verified with.
-    let version = crate::env::version_output(&binary).and_then(|o| harness.parse_version(&o));
+    let version =
+        crate::env::version_output(&binary).and_then(|o| (harness.identity().parse_version)(&o));
     let fingerprint = fs_err::metadata(&binary).ok().map(|m| {
         use std::os::unix::fs::MetadataExt;
         format!("size {} mtime {}", m.len(), m.mtime())
@@ -63,7 +64,7 @@ pub(super) fn recorder(
         version: cassette::VERSION,
         id: crate::runtime::start::new_id().unwrap_or_default(),
         content_digest: None,
-        harness: serde_json::json!({"id": harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "version": version, "pinned_version": harness.pinned_version()}),
+        harness: serde_json::json!({"id": harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "version": version, "pinned_version": harness.identity().version}),
         command: serde_json::json!({"argv": argv, "cwd": "$TREE", "env_names": crate::env::Env::names()}),
         terminal: serde_json::json!({"rows": spawn.size.rows, "cols": spawn.size.cols,
             "term": std::env::var("TERM").ok(), "locale": std::env::var("LANG").ok(),

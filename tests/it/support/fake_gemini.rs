@@ -164,21 +164,21 @@ impl FakeGemini {
 
     /// The first `functionResponse` (`{id?, name, response}`) for tool `name` that the CLI sent
     /// back to the model, waiting up to `timeout` for it: proof the tool ran and its result
-    /// reached the model.
-    pub fn wait_for_function_response(&self, name: &str, timeout: Duration) -> Option<Value> {
+    /// reached the model. `None` when none came.
+    pub fn function_response_within(&self, name: &str, timeout: Duration) -> Option<Value> {
         let found = |r: &Value| {
             function_responses(&r["body"])
                 .find(|f| f["name"] == name)
                 .cloned()
         };
-        self.wait_for_request(|r| found(r).is_some(), timeout)
+        self.request_within(|r| found(r).is_some(), timeout)
             .and_then(|r| found(&r))
     }
 
     /// The first main-loop request whose newest user text contains `needle`, waiting up to
-    /// `timeout`: proof a prompt reached the model.
-    pub fn wait_for_prompt(&self, needle: &str, timeout: Duration) -> Option<Value> {
-        self.wait_for_request(
+    /// `timeout`: proof a prompt reached the model. `None` when none came.
+    pub fn prompt_within(&self, needle: &str, timeout: Duration) -> Option<Value> {
+        self.request_within(
             |r| is_stream_request(r) && newest_user_text(&r["body"]).0.contains(needle),
             timeout,
         )

@@ -395,8 +395,9 @@ impl RequestLog {
         lock(&self.inner.0).clone()
     }
 
-    /// The first logged request matching `pred`, waiting up to `timeout` for one to arrive.
-    pub fn wait_for(&self, pred: impl Fn(&Value) -> bool, timeout: Duration) -> Option<Value> {
+    /// The first logged request matching `pred`, waiting up to `timeout` for one to arrive;
+    /// `None` when none did (the caller decides whether that fails).
+    pub fn find_within(&self, pred: impl Fn(&Value) -> bool, timeout: Duration) -> Option<Value> {
         let end = Instant::now() + timeout;
         let mut log = lock(&self.inner.0);
         loop {
@@ -445,13 +446,13 @@ impl LoggingServer {
         self.log.all()
     }
 
-    /// The first request matching `pred`, waiting up to `timeout` for it.
-    pub fn wait_for_request(
+    /// The first request matching `pred`, waiting up to `timeout` for it; `None` when none came.
+    pub fn request_within(
         &self,
         pred: impl Fn(&Value) -> bool,
         timeout: Duration,
     ) -> Option<Value> {
-        self.log.wait_for(pred, timeout)
+        self.log.find_within(pred, timeout)
     }
 }
 

@@ -97,7 +97,7 @@ pub fn run_logged(cmd: &mut Command, dir: &Path, tag: &str, timeout: Duration) -
         .stdout(create(&out_path))
         .stderr(create(&err_path));
     let mut child = GroupChild::spawn(cmd);
-    let status = child.wait_timeout(timeout);
+    let status = child.exit_within(timeout);
     drop(child);
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
     Logged {
@@ -169,8 +169,8 @@ impl GroupChild {
         self.child.try_wait().ok().flatten()
     }
 
-    /// Waits up to `timeout` for the launcher to exit.
-    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+    /// The launcher's exit status once it exited within `timeout`; `None` if it still runs.
+    pub fn exit_within(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let end = Instant::now() + timeout;
         loop {
             if let Some(st) = self.try_wait() {
@@ -204,7 +204,7 @@ impl GroupChild {
     pub fn stop(&mut self, grace: Duration) {
         if self.try_wait().is_none() {
             self.signal_group("-TERM");
-            if self.wait_timeout(grace).is_none() {
+            if self.exit_within(grace).is_none() {
                 self.signal_group("-KILL");
                 let _ = self.child.wait();
             }

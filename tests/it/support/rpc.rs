@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tungstenite::{Message, WebSocket};
 
 use super::peers::GroupChild;
-use crate::common::read_or_empty;
+use crate::support::world::read_or_empty;
 
 /// How long the server may take to listen, and to answer one request.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
@@ -204,7 +204,7 @@ impl AppServer {
     }
 
     /// The `turn/completed` params of `turn`, or `None` after `timeout`.
-    pub fn wait_completed(&mut self, turn: &str, timeout: Duration) -> Option<Value> {
+    pub fn completed_within(&mut self, turn: &str, timeout: Duration) -> Option<Value> {
         let n = self.rpc.take(
             "turn/completed",
             |p| p["turn"]["id"] == turn,

@@ -9,7 +9,7 @@
 //! t.wait_until(Duration::from_secs(20), |v| v.text().contains("shortcuts")).unwrap();
 //! let mark = t.mark();
 //! t.send(b"\x1c");
-//! t.wait_exit(Duration::from_secs(10)).expect("detached");
+//! t.exit_within(Duration::from_secs(10)).expect("detached");
 //! assert_eq!(t.modes(), Modes::RESTORED, "{}", t.diag());
 //! ```
 
@@ -337,7 +337,7 @@ impl Term {
     }
 
     /// The program's exit status once it has exited within `timeout`; `None` if it still runs.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+    pub fn exit_within(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let end = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {

@@ -712,3 +712,35 @@ impl Drop for World {
         }
     }
 }
+
+/// Waits until the record of `id` has `status`, and returns it; fails the test on timeout,
+/// naming the status, the wait and the record, events and dispatch errors it last saw.
+pub fn wait_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
+    status_within(w, id, status, timeout).unwrap_or_else(|last| {
+        let dir = w.session_dir(id);
+        panic!(
+            "session {id} not `{status}` within {timeout:?}; its record:\n{}\nevents:\n{}\n\
+             host.log:\n{}\ndispatch errors:\n{}",
+            pretty(&last),
+            read_or_empty(&dir.join("events.jsonl")),
+            read_or_empty(&dir.join("host.log")),
+            w.errors_log()
+        )
+    })
+}
+
+/// The record of `id` once it has `status` within `timeout`, or the last record seen: for a
+/// caller that tries again when the status does not come (a key a person would press twice).
+pub fn status_within(w: &World, id: &str, status: &str, timeout: Duration) -> Result<Value, Value> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let r = w.record(id);
+        if r["status"] == status {
+            return Ok(r);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(r);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
