@@ -7,10 +7,10 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::world::{git, write};
 use crate::support::codex_home::{FAKE_API_KEY_ENV, trust_project, write_codex_config};
 use crate::support::fake_responses::FakeResponses;
 use crate::support::peers::codex_bin;
+use crate::support::world::{git, write};
 
 /// The client's files exactly as the binary builds them: they import nothing outside their
 /// folder, so the test drives the code spex runs, not a copy.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::json;
 
 use super::{Running, START_TIMEOUT, Server, signal_group, stop_process};
+use crate::log::log;
 use crate::runtime::budget;
 use crate::runtime::error::{RuntimeError, io};
 use crate::seam::evidence::{self, Finding};
@@ -61,11 +62,11 @@ impl Server<'_> {
         };
         let guard = self.spawn_guard(spex_bin, running.server());
         if let Err(e) = &guard {
-            eprintln!("error: no guard for the server: {e}");
+            log!("error: no guard for the server: {e}");
         }
         let file = self.running_file();
         crate::fsutil::write_private(&file, &store::json_bytes(&running)).map_err(io(&file))?;
-        eprintln!("{} server {server_pid} answers", store::now_rfc3339());
+        log!("server {server_pid} answers");
         let progress = (Mutex::new(Progress::default()), Condvar::new());
         let result = std::thread::scope(|scope| {
             scope.spawn(|| self.watch_budgets(&progress));
@@ -73,7 +74,7 @@ impl Server<'_> {
                 ServerEvent::Activity { thread } => self.progressed(&progress, &thread, false),
                 ServerEvent::TurnStarted { thread } => self.progressed(&progress, &thread, true),
                 ev => {
-                    eprintln!("{} {ev:?}", store::now_rfc3339());
+                    log!("{ev:?}");
                     self.fold(ev);
                 }
             });
@@ -81,7 +82,7 @@ impl Server<'_> {
             progress.1.notify_all();
             result
         });
-        eprintln!("{} server gone ({result:?})", store::now_rfc3339());
+        log!("server gone ({result:?})");
         self.sessions_gone("the server's connection closed");
         // The connection may close before the process ends; do not leave it half alive.
         if evidence::alive(running.server()) {
@@ -134,12 +135,9 @@ impl Server<'_> {
                 }
                 let thread = Self::thread_of(&s);
                 if budget::interrupt_owed(&s) {
-                    eprintln!(
-                        "{} turn of {thread} past its budget: interrupting it",
-                        store::now_rfc3339()
-                    );
+                    log!("turn of {thread} past its budget: interrupting it");
                     if let Err(e) = self.proto.interrupt(&self.ctx(), &thread) {
-                        eprintln!("error: interrupting {thread}: {e}");
+                        log!("error: interrupting {thread}: {e}");
                     }
                     budget::interrupt_sent(&self.store, &s.id);
                 }
@@ -238,11 +236,7 @@ impl Server<'_> {
         if !evidence::alive(server) {
             return;
         }
-        eprintln!(
-            "{} the supervisor is gone; stopping server {}",
-            store::now_rfc3339(),
-            server.pid
-        );
+        log!("the supervisor is gone; stopping server {}", server.pid);
         stop_process(server);
         self.sessions_gone("its supervisor (`spex serve`) died, and spex stopped the server");
         if self.running().is_some_and(|r| r.server() == server) {
@@ -309,7 +303,7 @@ impl Server<'_> {
                     (Some(s), events, ())
                 });
                 if let Err(e) = r {
-                    eprintln!("error: updating session {id}: {e}");
+                    log!("error: updating session {id}: {e}");
                 }
             }
             ServerEvent::ThreadClosed { thread } => {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::session::{Shared, lock};
+use crate::log::log;
 use crate::pty::session::Size;
 use crate::runtime::protocol::{Envelope, Request, Response, VERSION};
 use crate::seam::terminal::Activity;
@@ -35,9 +36,8 @@ pub(super) fn listen_again_on_request(
                     .and_then(|()| bind(&socket));
                 match listener {
                     Ok(listener) => {
-                        eprintln!(
-                            "{} socket `{}` was gone: listening there again",
-                            crate::store::now_rfc3339(),
+                        log!(
+                            "socket `{}` was gone: listening there again",
                             socket.display()
                         );
                         let shared = Arc::clone(&shared);
@@ -45,9 +45,8 @@ pub(super) fn listen_again_on_request(
                             .name("host-accept".into())
                             .spawn(move || accept(&listener, &shared));
                     }
-                    Err(e) => eprintln!(
-                        "{} socket `{}` is gone and cannot be bound again: {e}",
-                        crate::store::now_rfc3339(),
+                    Err(e) => log!(
+                        "socket `{}` is gone and cannot be bound again: {e}",
                         socket.display()
                     ),
                 }
@@ -161,9 +160,8 @@ fn handle(shared: &Shared, request: Request) -> Response {
             };
         }
         Request::Inject { text, submit } => {
-            eprintln!(
-                "{} inject {} bytes{}",
-                crate::store::now_rfc3339(),
+            log!(
+                "inject {} bytes{}",
                 text.len(),
                 if submit { " + submit" } else { "" }
             );
@@ -200,7 +198,7 @@ fn handle(shared: &Shared, request: Request) -> Response {
                     "the screen does not show `{missing}`"
                 )))
             } else {
-                eprintln!("{} keys {} bytes", crate::store::now_rfc3339(), keys.len());
+                log!("keys {} bytes", keys.len());
                 let written = shared.write_input_by(&keys, "spex answer");
                 drop(term);
                 written
@@ -250,14 +248,11 @@ fn stop(shared: &Shared, grace: Duration) -> std::io::Result<()> {
         return Ok(());
     }
     let deadline = deadline.max(std::time::Instant::now() + LEFTOVER_WAIT.min(grace));
-    eprintln!(
-        "{} stop: the program ended, its process group did not: SIGTERM",
-        crate::store::now_rfc3339()
-    );
+    log!("stop: the program ended, its process group did not: SIGTERM");
     lock(&shared.session).signal(rustix::process::Signal::TERM)?;
     while lock(&shared.session).group_alive() {
         if std::time::Instant::now() >= deadline {
-            eprintln!("{} stop: SIGKILL to the group", crate::store::now_rfc3339());
+            log!("stop: SIGKILL to the group");
             return lock(&shared.session).signal(rustix::process::Signal::KILL);
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -276,7 +271,7 @@ fn stop_program(shared: &Shared, grace: Duration) -> std::io::Result<bool> {
         std::thread::sleep(Duration::from_millis(20));
     }
     if idle() && !keys.is_empty() {
-        eprintln!("{} stop: typing the exit keys", crate::store::now_rfc3339());
+        log!("stop: typing the exit keys");
         {
             let _typing = shared.start_typing();
             for key in keys {
@@ -288,7 +283,7 @@ fn stop_program(shared: &Shared, grace: Duration) -> std::io::Result<bool> {
             return Ok(false);
         }
     }
-    eprintln!("{} stop: SIGTERM", crate::store::now_rfc3339());
+    log!("stop: SIGTERM");
     lock(&shared.session).signal(rustix::process::Signal::TERM)?;
     if ended_within(shared, grace)? {
         return Ok(false);

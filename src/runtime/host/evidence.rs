@@ -2,6 +2,7 @@
 //! evidence the session runs), and the record's transitions it makes, under the record's lock.
 //! Knows nothing of the terminal or the socket.
 
+use crate::log::log;
 use crate::pty::session::Exit;
 use crate::store::ProjectStore;
 use crate::store::session::{ExitStatus, NewEvent, Status};
@@ -18,14 +19,14 @@ pub(super) fn write_host_record(store: &ProjectStore, id: &str, child_pid: u32) 
             .map(|start| crate::store::session::ProcessId { pid, start })
     };
     let (Some(host), Some(child)) = (process(me), process(child_pid)) else {
-        eprintln!("error: no start time for the host ({me}) or the program ({child_pid})");
+        log!("error: no start time for the host ({me}) or the program ({child_pid})");
         return;
     };
     let path = crate::runtime::host_record_path(store, id);
     let bytes =
         serde_json::to_vec(&crate::runtime::HostRecord { host, child }).expect("serializes");
     if let Err(e) = crate::fsutil::write_private(&path, &bytes) {
-        eprintln!("error: writing `{}`: {e}", path.display());
+        log!("error: writing `{}`: {e}", path.display());
     }
 }
 
@@ -50,7 +51,7 @@ pub(super) fn record(
         (Some(s), events, ())
     });
     if let Err(e) = result {
-        eprintln!("error: updating session {id}: {e}");
+        log!("error: updating session {id}: {e}");
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use crate::log::log;
 use crate::pty::session::{Exit, Session, Size, Spawn};
 use crate::pty::tee::Tee;
 use crate::pty::terminal::Terminal;
@@ -90,17 +91,14 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     if spec.program_is_session {
         record_exit(&spec.store, &spec.id, exit);
     } else {
-        eprintln!(
-            "{} the terminal UI ended ({exit:?}); the session lives on in its server",
-            crate::store::now_rfc3339()
-        );
+        log!("the terminal UI ended ({exit:?}); the session lives on in its server");
     }
     // The recording ends with the last screen (its `final.json` quotes it) and every byte the
     // program wrote, even after it was reaped.
     shared.frame("end");
     shared.tee.close_sinks();
     // The last screen says why a program ended early (a refused flag, a dialog).
-    eprintln!("final screen:\n{}", lock(&shared.term).text());
+    log!("final screen:\n{}", lock(&shared.term).text());
     let _ = fs_err::remove_file(&spec.socket);
     for (_, c) in lock(&shared.clients).iter() {
         let _ = c.shutdown(std::net::Shutdown::Both);

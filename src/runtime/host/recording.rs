@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::log::log;
 use crate::pty::cassette::{self, Manifest, Recorder, Rule, Scrubber};
 use crate::pty::session::Spawn;
 use crate::pty::tee::{Event as TeeEvent, Tee};
@@ -78,7 +79,7 @@ pub(super) fn recorder(
     match Recorder::create(dir, manifest, scrubber) {
         Ok(r) => Some(r),
         Err(e) => {
-            eprintln!("error: not recording: {e}");
+            log!("error: not recording: {e}");
             None
         }
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::evidence::{SOURCE, record};
 use super::recording::{Frames, follow_events, recorder};
+use crate::log::log;
 use crate::pty::session::{Session, Size, Spawn};
 use crate::pty::tee::{Event as TeeEvent, Tee};
 use crate::pty::terminal::Terminal;
@@ -171,10 +172,7 @@ impl Shared {
             }
         }
         if sent > 0 {
-            eprintln!(
-                "{} cleared the input box ({sent} keys)",
-                crate::store::now_rfc3339()
-            );
+            log!("cleared the input box ({sent} keys)");
         }
         Ok(())
     }
@@ -266,9 +264,8 @@ impl Shared {
         }
         let before = watch.activity.replace(activity);
         self.frame(&format!("{activity:?}").to_lowercase());
-        eprintln!(
-            "{} activity {before:?} -> {activity:?} (interrupt pending: {})",
-            crate::store::now_rfc3339(),
+        log!(
+            "activity {before:?} -> {activity:?} (interrupt pending: {})",
             watch.interrupt_pending
         );
         match activity {
@@ -453,14 +450,11 @@ pub(super) fn watch_budgets(shared: &Arc<Shared>) {
 
 /// Types the interrupt key a timed-out turn is owed (`onTimeout: interrupt`), once.
 fn owe_interrupt(shared: &Shared) {
-    eprintln!(
-        "{} the turn ran past its budget: typing the interrupt key",
-        crate::store::now_rfc3339()
-    );
+    log!("the turn ran past its budget: typing the interrupt key");
     if let Some(keys) = shared.terminal.interrupt_keys()
         && let Err(e) = shared.write_input_by(keys, "timeout")
     {
-        eprintln!("error: the interrupt key: {e}");
+        log!("error: the interrupt key: {e}");
     }
     crate::runtime::budget::interrupt_sent(&shared.store, &shared.id);
 }
