@@ -229,3 +229,62 @@ fn the_link_checker_sees_links_and_anchors() {
         )]
     );
 }
+
+/// Every file a comment in `src/` cites as evidence ships with the repository: a path into
+/// `docs/` resolves, and nothing points beside the checkout (`../shared/...`) or at a facts
+/// file by a bare name a clone cannot find.
+#[test]
+fn comments_in_src_cite_files_inside_the_repository() {
+    let mut bad = Vec::new();
+    let mut cited = 0;
+    for entry in walkdir::WalkDir::new(root().join("src")) {
+        let entry = entry.expect("src/ is readable");
+        if entry.path().extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = fs_err::read_to_string(entry.path()).expect("a source file reads");
+        let rel = entry
+            .path()
+            .strip_prefix(root())
+            .unwrap()
+            .display()
+            .to_string();
+        for (n, line) in text.lines().enumerate() {
+            let Some(at) = line.find("//") else { continue };
+            let comment = &line[at..];
+            // `../x` (not an ellipsis such as `.../bin`) leaves the checkout.
+            if comment
+                .match_indices("../")
+                .any(|(i, _)| !comment[..i].ends_with('.'))
+            {
+                bad.push(format!(
+                    "{rel}:{}: points outside the checkout: {comment}",
+                    n + 1
+                ));
+            }
+            for (i, _) in comment.match_indices("facts/") {
+                let head = &comment[..i];
+                let path: String = comment[i..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || matches!(c, '/' | '.' | '-' | '_'))
+                    .collect();
+                let path = path.trim_end_matches('.');
+                if !head.ends_with("docs/harnesses/") {
+                    bad.push(format!(
+                        "{rel}:{}: `{path}` is not a path in the repository",
+                        n + 1
+                    ));
+                } else if !root().join("docs/harnesses").join(path).is_file() {
+                    bad.push(format!(
+                        "{rel}:{}: `docs/harnesses/{path}` does not exist",
+                        n + 1
+                    ));
+                } else {
+                    cited += 1;
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert!(cited > 20, "the check found the citations ({cited})");
+}

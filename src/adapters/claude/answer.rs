@@ -1,4 +1,4 @@
-//! Answering Claude Code's dialogs (facts/answering-claude.md): what a `PermissionRequest`
+//! Answering Claude Code's dialogs (docs/harnesses/facts/answering-claude.md): what a `PermissionRequest`
 //! payload says the dialog offers, and the keys that answer it in the terminal spex hosts. A
 //! digit alone picks an option, never followed by Enter (a late Enter approves the NEXT dialog,
 //! §1.4); deny with a message walks to `No` with Down keys sent one at a time, Tab, the text,

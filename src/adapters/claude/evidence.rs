@@ -1,4 +1,4 @@
-//! Claude Code's own evidence about an interactive session (facts/claude.md, "Live-session
+//! Claude Code's own evidence about an interactive session (docs/harnesses/facts/claude.md, "Live-session
 //! registry"): while the TUI runs it keeps `<config dir>/sessions/<pid>.json` with its pid,
 //! `procStart` (the process start time, `/proc/<pid>/stat` field 22), `sessionId` and `status`
 //! (`idle`, `busy` during a turn, `waiting` while a dialog is open) with `statusUpdatedAt`

@@ -18,7 +18,7 @@ use crate::spec::{SpecNode, Surface};
 pub struct ClaudeFiles;
 
 /// Events spex binds. Every one is in 2.1.197's validator list; an unknown name would open a
-/// blocking dialog in the TUI (facts/claude.md §1.2).
+/// blocking dialog in the TUI (docs/harnesses/facts/claude.md §1.2).
 pub const EVENTS: &[&str] = &[
     "SessionStart",
     "UserPromptSubmit",
@@ -106,7 +106,7 @@ impl Files for ClaudeFiles {
                 .iter()
                 .map(|e| {
                     // The waiting hook's timeout outlasts its wait, so it is never killed while
-                    // it waits (facts/answering-claude.md §4.5).
+                    // it waits (docs/harnesses/facts/answering-claude.md §4.5).
                     let timeout = if answer::waits(e) {
                         HOOK_TIMEOUT_SECS + ctx.answer_wait_secs
                     } else {
@@ -126,7 +126,7 @@ impl Files for ClaudeFiles {
             &wanted,
             &files::is_spex_group,
         )?;
-        // Trust for the main checkout covers every worktree (facts/claude.md §1.2); only added
+        // Trust for the main checkout covers every worktree (docs/harnesses/facts/claude.md §1.2); only added
         // when not already granted, and remembered so clean takes back exactly that.
         let state = state_file(ctx.env);
         let key = trust_key(&ctx.tree.main);

@@ -1,4 +1,4 @@
-//! Claude Code 2.1.197's built-in `/` menu, as crawled from the real TUI (facts/claude.md §5.2).
+//! Claude Code 2.1.197's built-in `/` menu, as crawled from the real TUI (docs/harnesses/facts/claude.md §5.2).
 
 pub const BUILTINS: &[(&str, &str, &str)] = &[
     ("add-dir", "built-in", "Add a new working directory"),

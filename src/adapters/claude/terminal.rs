@@ -43,7 +43,7 @@ impl TerminalHost for ClaudeTerminal {
 
     fn screen_activity(&self, title: &str, screen: &str) -> Option<Activity> {
         // The title's glyph is a braille spinner while a turn runs and `✳` otherwise; a dialog
-        // keeps `✳` but shows its own footer (facts/claude.md "Terminal title", seen live).
+        // keeps `✳` but shows its own footer (docs/harnesses/facts/claude.md "Terminal title", seen live).
         if title
             .chars()
             .next()
@@ -96,7 +96,7 @@ impl TerminalHost for ClaudeTerminal {
 
     fn exit_keys(&self) -> &'static [&'static [u8]] {
         // Ctrl-D twice at the prompt exits like `/exit` (SessionEnd `prompt_input_exit`,
-        // facts/claude.md §7.4 "Interrupting and exiting").
+        // docs/harnesses/facts/claude.md §7.4 "Interrupting and exiting").
         &[b"\x04", b"\x04"]
     }
 
@@ -114,7 +114,7 @@ impl TerminalHost for ClaudeTerminal {
 
     fn paste(&self, text: &str) -> Option<(Vec<u8>, Duration, Vec<u8>)> {
         // Enter as a separate write: the first prompt after start stays unsubmitted with no
-        // gap; 100-300 ms always worked (facts/claude.md §7.4).
+        // gap; 100-300 ms always worked (docs/harnesses/facts/claude.md §7.4).
         Some(bracketed_paste(text, Duration::from_millis(250)))
     }
 }
@@ -144,7 +144,7 @@ fn input_box(screen: &str) -> Option<String> {
 }
 
 /// Screens 2.1.197 stops at before its prompt, each seen live under spex's host (offline, fake
-/// Messages API, facts/claude.md §7.3): (texts any of which marks the screen, what it asks,
+/// Messages API, docs/harnesses/facts/claude.md §7.3): (texts any of which marks the screen, what it asks,
 /// what to do). A dialog counts only while the prompt box is not on screen, so a resumed
 /// conversation quoting one of these texts is no dialog.
 const DIALOGS: &[(&[&str], &str, &str)] = &[

@@ -1,7 +1,7 @@
 //! Claude Code's transcript (`transcript_path`, JSON lines), read at its end on the rare hooks
 //! that need it: the `tool_use_id` a `PermissionRequest` is about (its payload has none, but
 //! the assistant's `tool_use` is already written when the hook starts:
-//! facts/answering-claude.md §4.6), and the `tool_result` that shows what became of a call.
+//! docs/harnesses/facts/answering-claude.md §4.6), and the `tool_result` that shows what became of a call.
 
 use std::path::Path;
 

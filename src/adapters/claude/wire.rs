@@ -38,7 +38,7 @@ fn edited_file(tool: &str, input: &Value) -> Option<String> {
     }
 }
 
-/// Events whose hook output may carry `additionalContext` (facts/claude.md §3).
+/// Events whose hook output may carry `additionalContext` (docs/harnesses/facts/claude.md §3).
 const CONTEXT_EVENTS: &[&str] = &[
     "SessionStart",
     "UserPromptSubmit",
@@ -82,7 +82,7 @@ fn decode_payload(event: &str, p: &Value) -> HookEvent {
     ev.kind = Some(match event {
         "PostToolUseFailure" => {
             ev.error = s(p, "error");
-            // Esc during a tool interrupts the turn, and no Stop follows (facts/claude.md §7.4).
+            // Esc during a tool interrupts the turn, and no Stop follows (docs/harnesses/facts/claude.md §7.4).
             if p.get("is_interrupt").and_then(Value::as_bool) == Some(true) {
                 Kind::TurnInterrupted
             } else {

@@ -1,4 +1,4 @@
-//! Answering Codex's approvals and questions (facts/answering-codex.md): what a
+//! Answering Codex's approvals and questions (docs/harnesses/facts/answering-codex.md): what a
 //! `PermissionRequest` payload opens, and how an attention of a thread on spex's own
 //! app-server is answered as a client of that server (`server.rs` sends the response).
 

@@ -13,7 +13,7 @@
 //!
 //! The turn: `PostModelRequest` fires once per reconnect attempt with
 //! `status: failed` and the error; a retry fires `PreModelRequest` first; after the last failed
-//! attempt Codex fires nothing more (no Stop; facts/codex.md §8). So a failed attempt that no
+//! attempt Codex fires nothing more (no Stop; docs/harnesses/facts/codex.md §8). So a failed attempt that no
 //! new attempt followed within [`RETRY_BOUND`] ended the turn: failed, with that error. The
 //! same holds for a sub-agent (its payloads carry `agent_id`): it fires neither `SubagentStop`
 //! nor anything else after its last failed attempt (seen live with 0.169.0), so it failed.
@@ -160,7 +160,7 @@ pub(super) fn is_managed_daemon(pid: u32) -> bool {
 }
 
 /// Whether this process runs under Codex's managed daemon (a hook of a thread the daemon
-/// holds: its hooks are the daemon's children, facts/answering-codex.md §3). Runs on the hook
+/// holds: its hooks are the daemon's children, docs/harnesses/facts/answering-codex.md §3). Runs on the hook
 /// path: it reads up the parents only to the first Codex process (two reads when Codex ran the
 /// hook itself; a shell may stand between).
 pub(super) fn under_managed_daemon() -> bool {
@@ -242,7 +242,7 @@ fn liveness(
         None => (*found.get(s.transcript.as_deref()?)?, true),
     };
     // A TUI in default mode talks to the daemon, which keeps the thread after the TUI is
-    // gone (no SessionEnd; facts/codex.md §8): no TUI running in the session's tree means
+    // gone (no SessionEnd; docs/harnesses/facts/codex.md §8): no TUI running in the session's tree means
     // nobody is attached. (A TUI there may be on another thread: then this says attended.)
     let attended = is_managed_daemon(holder.pid).then(|| {
         tuis.get_or_insert_with(tui_dirs)

@@ -21,7 +21,7 @@ use crate::spec::{SpecNode, Surface};
 
 pub struct CodexFiles;
 
-/// Events spex binds; all accepted by 0.169.0 (facts/codex.md §1).
+/// Events spex binds; all accepted by 0.169.0 (docs/harnesses/facts/codex.md §1).
 const EVENTS: &[&str] = &[
     "SessionStart",
     "UserPromptSubmit",
@@ -37,7 +37,7 @@ const EVENTS: &[&str] = &[
     "SubagentStop",
 ];
 
-/// Built-in `/` commands of 0.169.0, read from the TUI popup (facts/codex.md §6).
+/// Built-in `/` commands of 0.169.0, read from the TUI popup (docs/harnesses/facts/codex.md §6).
 const BUILTINS: &[&str] = &[
     "model",
     "fast",
@@ -156,7 +156,7 @@ pub const EVENTS_WITH_CONTEXT: &[&str] = &[
 ];
 
 /// JSON with object keys sorted at every level, compact, non-ASCII kept raw: the bytes Codex
-/// hashes (facts/codex.md §2).
+/// hashes (docs/harnesses/facts/codex.md §2).
 fn canonical_json(v: &Value) -> String {
     match v {
         Value::Object(m) => {
@@ -182,7 +182,7 @@ fn canonical_json(v: &Value) -> String {
     }
 }
 
-/// Codex's `trusted_hash` of one command handler (facts/codex.md §2).
+/// Codex's `trusted_hash` of one command handler (docs/harnesses/facts/codex.md §2).
 pub fn trust_hash(event: &str, matcher: Option<&str>, handler: &Value) -> String {
     let mut h = serde_json::Map::new();
     h.insert("type".into(), json!("command"));
@@ -251,7 +251,7 @@ fn spex_trust_entries(path: &Path, doc: &Value) -> Vec<(String, String)> {
 }
 
 /// `(key path, value)` of every entry spex wants in `config.toml`: trust for the main
-/// checkout and one `trusted_hash` per spex handler (facts/codex.md §2), for the canonical
+/// checkout and one `trusted_hash` per spex handler (docs/harnesses/facts/codex.md §2), for the canonical
 /// path and for each of its other `spellings`.
 ///
 /// Codex keys hook trust by the hooks file's path as it spells it from the thread's working
@@ -326,7 +326,7 @@ impl Files for CodexFiles {
             .map_or(Value::Null, |d| d.value());
         if ctx.here && ctx.anywhere && ctx.tree.root != ctx.tree.main {
             // Codex reads a worktree's hooks from the main checkout only if the worktree has
-            // a `.codex/` folder of its own (facts/codex.md §1).
+            // a `.codex/` folder of its own (docs/harnesses/facts/codex.md §1).
             ws.want_dir(&ctx.tree.root.join(".codex"));
         }
         let config = config_file(ctx.env);

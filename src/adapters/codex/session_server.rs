@@ -1,5 +1,5 @@
 //! Codex's session-server facet: sessions as threads of one `codex app-server` per project
-//! (facts/codex.md §5), the runtime's server protocol spoken through the one JSON-RPC client in
+//! (docs/harnesses/facts/codex.md §5), the runtime's server protocol spoken through the one JSON-RPC client in
 //! `rpc`.
 
 use std::collections::HashSet;

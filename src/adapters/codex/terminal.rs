@@ -44,7 +44,7 @@ impl TerminalHost for CodexTerminal {
 const COMPOSER_FOOTER: &str = "? for shortcuts";
 
 /// What the Codex TUI's screen says it is doing (0.169.0, seen live under spex's host and in
-/// facts/answering-codex.md): an approval dialog offers "Yes, proceed (y)" and "No, and tell
+/// docs/harnesses/facts/answering-codex.md): an approval dialog offers "Yes, proceed (y)" and "No, and tell
 /// Codex what to do differently (esc)"; while a turn runs the title starts with a braille
 /// spinner and the status line says "esc to interrupt"; the empty composer's footer is idle.
 fn screen_activity(title: &str, screen: &str) -> Option<Activity> {

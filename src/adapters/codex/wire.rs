@@ -106,7 +106,7 @@ fn decode_payload(event: &str, p: &Value) -> HookEvent {
         ("Interrupt", None) => Kind::TurnInterrupted,
         ("PreModelRequest", None) => Kind::ModelRequestStarted,
         // Fires once per reconnect attempt; a failed one may be followed by a retry
-        // (facts/codex.md §8), so it is not the end of the turn.
+        // (docs/harnesses/facts/codex.md §8), so it is not the end of the turn.
         ("PostModelRequest", None) => {
             if s(p, "status").as_deref() == Some("failed") {
                 ev.error = Some(s(p, "error").unwrap_or_else(|| "model request failed".into()));

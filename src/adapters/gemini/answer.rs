@@ -1,4 +1,4 @@
-//! Answering Gemini CLI's dialogs (facts/gemini.md §12, §14) in the terminal spex hosts: a
+//! Answering Gemini CLI's dialogs (docs/harnesses/facts/gemini.md §12, §14) in the terminal spex hosts: a
 //! digit picks a permission dialog's option at once (Allow once, Allow for this session, No),
 //! and a question's option; a question's free text goes through its `Enter a custom value`
 //! option, typed, then Enter. Every step is guarded by what the screen must show. Its hooks

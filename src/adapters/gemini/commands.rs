@@ -1,5 +1,5 @@
 //! Gemini CLI's custom commands: `.gemini/commands/<name>.toml` with `description` and
-//! `prompt`, `sub/name.toml` being `/sub:name` (facts/gemini.md §10; 0.61.0
+//! `prompt`, `sub/name.toml` being `/sub:name` (docs/harnesses/facts/gemini.md §10; 0.61.0
 //! `FileCommandLoader`).
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! What Gemini CLI says about a session without a hook (facts/gemini.md §5, §8, §15): its
+//! What Gemini CLI says about a session without a hook (docs/harnesses/facts/gemini.md §5, §8, §15): its
 //! process (recorded from the hooks' ancestry) is gone with no `SessionEnd` (a headless turn
 //! whose model request failed fires nothing after `BeforeAgent` and exits 144; a kill fires
 //! nothing), and its transcript says a request was cancelled (Esc or "No" at a permission

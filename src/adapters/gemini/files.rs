@@ -1,7 +1,7 @@
 //! Gemini CLI's files and hooks: hooks in each checkout's own `.gemini/settings.json` (Gemini
 //! reads project settings from the launch folder only), contract in `GEMINI.md`, folder trust
 //! per checkout in `~/.gemini/trustedFolders.json`, skills in `.agents/skills/` (shared with
-//! Codex), commands in `.gemini/commands/` (facts/gemini.md §3, §4, §9, §10).
+//! Codex), commands in `.gemini/commands/` (docs/harnesses/facts/gemini.md §3, §4, §9, §10).
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +22,7 @@ use crate::spec::{SpecNode, Surface};
 pub struct GeminiFiles;
 
 /// Events spex binds. `BeforeModel`, `AfterModel`, `BeforeToolSelection` and `PreCompress`
-/// are left out: they fire on every model request or streamed chunk (facts §5), a process each.
+/// are left out: they fire on every model request or streamed chunk (docs/harnesses/facts/gemini.md §5), a process each.
 pub const EVENTS: &[&str] = &[
     "SessionStart",
     "SessionEnd",
@@ -37,11 +37,11 @@ pub const EVENTS: &[&str] = &[
 /// spex`), what `hooksConfig.disabled` may name, and the first half of each fingerprint.
 pub const HOOK_NAME: &str = "spex";
 
-/// Gemini's hook timeout is in milliseconds (facts §3.2).
+/// Gemini's hook timeout is in milliseconds (docs/harnesses/facts/gemini.md §3.2).
 const HOOK_TIMEOUT_MS: u64 = 30_000;
 
 /// Events whose hook may hold the turn while it waits for an answer from outside. None in
-/// 0.61.0: `Notification`'s output is ignored (it cannot answer a dialog, facts §7), so spex
+/// 0.61.0: `Notification`'s output is ignored (it cannot answer a dialog, docs/harnesses/facts/gemini.md §7), so spex
 /// answers Gemini's dialogs through its terminal.
 const WAITING_EVENTS: &[&str] = &[];
 
@@ -92,7 +92,7 @@ fn json_of(bytes: Option<Vec<u8>>) -> Value {
 }
 
 /// Trusts this checkout in Gemini's folder-trust file unless a rule already decides it (a
-/// worktree inherits nothing from the main checkout, facts §4.1). Owned by key, so clean takes
+/// worktree inherits nothing from the main checkout, docs/harnesses/facts/gemini.md §4.1). Owned by key, so clean takes
 /// back exactly the entry spex added and never a user's.
 fn plan_folder_trust(ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError> {
     let file = trusted_folders_file(ctx.env);

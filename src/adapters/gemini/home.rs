@@ -1,5 +1,5 @@
 //! Where Gemini CLI keeps its user-level state: `$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`
-//! (facts/gemini.md §3.1).
+//! (docs/harnesses/facts/gemini.md §3.1).
 
 use std::path::PathBuf;
 

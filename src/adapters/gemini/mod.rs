@@ -1,6 +1,6 @@
 //! Gemini CLI (0.61.0): hooks in each checkout's `.gemini/settings.json`, contract in
 //! `GEMINI.md`, commands as `.gemini/commands/*.toml`, folder trust per checkout in
-//! `~/.gemini/trustedFolders.json` (facts/gemini.md).
+//! `~/.gemini/trustedFolders.json` (docs/harnesses/facts/gemini.md).
 
 mod answer;
 mod commands;

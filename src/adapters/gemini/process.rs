@@ -1,4 +1,4 @@
-//! The Gemini CLI process a hook runs under, told by the hook's ancestry (facts/gemini.md §1):
+//! The Gemini CLI process a hook runs under, told by the hook's ancestry (docs/harnesses/facts/gemini.md §1):
 //! the CLI relaunches itself as a child that runs the session and starts its hooks (`bash -c`,
 //! which runs a lone command in its own place), and the launcher waits for that child. The
 //! child is the session's process: it is what works, and it outlives a killed launcher.
@@ -48,7 +48,7 @@ fn runs_gemini(cmdline: &[u8]) -> bool {
 }
 
 /// A child of the CLI process `cli` that runs `command` (a shell the CLI started whose script
-/// holds it as whole lines: 0.61.0 wraps it as `(\n<command>\n)` in `bash -c`; facts/gemini.md
+/// holds it as whole lines: 0.61.0 wraps it as `(\n<command>\n)` in `bash -c`; docs/harnesses/facts/gemini.md
 /// §12), by its pid. Gemini starts a shell command only once it may run (the person allowed it),
 /// and fires no hook then; its hooks are children too, but their script is a `spex` command.
 pub(super) fn running_command(cli: u32, command: &str) -> Option<u32> {

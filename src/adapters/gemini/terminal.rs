@@ -1,4 +1,4 @@
-//! Gemini CLI's interactive terminal as spex hosts it (facts/gemini.md §11, §12): its argv, its
+//! Gemini CLI's interactive terminal as spex hosts it (docs/harnesses/facts/gemini.md §11, §12): its argv, its
 //! input box and the dialogs it stops at before it, what its window title says, the keys that
 //! interrupt, clear, exit and submit.
 
@@ -151,7 +151,7 @@ fn input_box(screen: &str) -> Option<Input> {
 }
 
 /// Screens 0.61.0 stops at before its prompt, each seen live under spex's host (offline, fake
-/// Gemini API, facts/gemini.md §2, §4; the agents' one with a `.gemini/agents/<n>.md`): (texts any of which marks the screen, what it asks,
+/// Gemini API, docs/harnesses/facts/gemini.md §2, §4; the agents' one with a `.gemini/agents/<n>.md`): (texts any of which marks the screen, what it asks,
 /// what to do). They count only while the input box is not on screen.
 const DIALOGS: &[(&[&str], &str, &str)] = &[
     (

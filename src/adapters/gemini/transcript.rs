@@ -1,5 +1,5 @@
 //! Gemini CLI's transcript (`transcript_path`: `~/.gemini/tmp/<project>/chats/session-*.jsonl`,
-//! facts/gemini.md §11), read by the readers only, never on the hook path. Verified with
+//! docs/harnesses/facts/gemini.md §11), read by the readers only, never on the hook path. Verified with
 //! 0.61.0: after a first line naming the session, one JSON object per line: messages
 //! (`{id, timestamp, type: "user" | "gemini" | "info", content, ...}`; a `gemini` message
 //! carries its request's `tokens` and `model`, and is written again with its `toolCalls`,

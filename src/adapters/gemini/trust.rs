@@ -1,6 +1,6 @@
 //! Gemini CLI's folder trust as 0.61.0 decides it (`LoadedTrustedFolders.isPathTrusted`): of
 //! the rules whose folder (a `TRUST_PARENT` rule's parent) holds the location, both through
-//! their real paths, the longest rule path wins (facts/gemini.md §4.1).
+//! their real paths, the longest rule path wins (docs/harnesses/facts/gemini.md §4.1).
 
 use std::path::{Path, PathBuf};
 
@@ -71,7 +71,7 @@ mod tests {
             verdict(&json!({ s(&repo): "TRUST_FOLDER" }), &repo),
             Verdict::Trusted
         );
-        // A sibling worktree is not covered by the main checkout's rule (facts §4.1).
+        // A sibling worktree is not covered by the main checkout's rule (docs/harnesses/facts/gemini.md §4.1).
         assert_eq!(
             verdict(&json!({ s(&repo): "TRUST_FOLDER" }), &wt),
             Verdict::Unknown

@@ -1,4 +1,4 @@
-//! Gemini CLI's hook wire (facts/gemini.md §5–§8): its payloads as spex's events, spex's answers
+//! Gemini CLI's hook wire (docs/harnesses/facts/gemini.md §5–§8): its payloads as spex's events, spex's answers
 //! as its hook output. Its payloads name no turn and no tool call: one `BeforeAgent` starts
 //! each turn and one `AfterAgent` ends it, and a call's start and end pair by tool name.
 
@@ -173,7 +173,7 @@ fn permission(ev: &mut HookEvent, p: &Value) -> Kind {
     Kind::PermissionRequest
 }
 
-/// The permission dialog's options (facts/gemini.md §12): a digit picks one; Esc or the last
+/// The permission dialog's options (docs/harnesses/facts/gemini.md §12): a digit picks one; Esc or the last
 /// option cancels the whole request.
 fn permission_ask(kind: Option<&str>) -> Attention {
     let mut choices = vec![

@@ -1,6 +1,6 @@
 //! Typed wrappers of the app-server methods spex calls on a thread (`thread/*`, `turn/*`):
 //! params built and results decoded here, sent through the transport's [`Client`]. Params
-//! follow `../shared/facts/codex.md` section 5 and the JSON schema that
+//! follow `docs/harnesses/facts/codex.md` section 5 and the JSON schema that
 //! `codex app-server generate-json-schema --experimental` prints for 0.169.0.
 
 use std::path::Path;

@@ -8,7 +8,7 @@
 //! they are and drives them against the real codex.
 //!
 //! Protocol facts this module relies on (verified against codex 0.169.0, see
-//! `../shared/facts/codex.md` section 5): the WebSocket lives at path `/rpc` on the Unix socket;
+//! `docs/harnesses/facts/codex.md` section 5): the WebSocket lives at path `/rpc` on the Unix socket;
 //! `--listen unix://P` binds the real socket under `/tmp/codex-daemon-<uid>/` and makes `P` a
 //! symlink to it; a client must send `initialize` then the `initialized` notification before
 //! anything else.
