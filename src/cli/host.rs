@@ -51,7 +51,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     ) {
         Ok(cfg) => cfg.scrub,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::hint::spelled(&e));
             Vec::new()
         }
     };

@@ -19,15 +19,13 @@ pub enum Surface {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("`{file}`: {message}\nhint: {hint}")]
+    #[error("`{file}`: {message}")]
     Invalid {
         file: PathBuf,
         message: String,
         hint: &'static str,
     },
-    #[error(
-        "`{file}`, line {line}: {message}\nhint: fix the YAML front matter between the `---` lines"
-    )]
+    #[error("`{file}`, line {line}: {message}")]
     Yaml {
         file: PathBuf,
         line: usize,
@@ -38,6 +36,18 @@ pub enum SpecError {
         file: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl crate::hint::Hint for SpecError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            SpecError::Invalid { hint, .. } => Some((*hint).to_owned()),
+            SpecError::Yaml { .. } => {
+                Some("fix the YAML front matter between the `---` lines".to_owned())
+            }
+            SpecError::Io { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
