@@ -95,8 +95,9 @@ fn ignore_sigpipe() {
     }
 }
 
-/// Every command but `dispatch`: parse, run, and the exit code: 0 ok, 1 "differs", 2 error,
-/// 3 gone, 4 turn not completed, 130 interrupted.
+/// Every command but `dispatch`: parse, run, and the exit code: 0 ok, 1 "differs", 2 error
+/// (or the code of the outcome a `cli::Failed` error names), 3 gone, 4 turn not completed, 130
+/// interrupted. An error prints as `error:`, its `Caused by:` lines, then its `hint:` lines.
 fn run() -> u8 {
     // `COMPLETE=<shell> spex ...`: the shell asks for completions (see `spex completions`).
     clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
