@@ -11,6 +11,7 @@ mod config;
 mod dispatch;
 mod env;
 mod fsutil;
+mod hint;
 mod log;
 mod materialize;
 mod pty;
@@ -95,8 +96,9 @@ fn ignore_sigpipe() {
     }
 }
 
-/// Every command but `dispatch`: parse, run, and the exit code: 0 ok, 1 "differs", 2 error,
-/// 3 gone, 4 turn not completed, 130 interrupted.
+/// Every command but `dispatch`: parse, run, and the exit code: 0 ok, 1 "differs", 2 error
+/// (or the code of the outcome a `cli::Failed` error names), 3 gone, 4 turn not completed, 130
+/// interrupted. An error prints as `error:`, its `Caused by:` lines, then its `hint:` lines.
 fn run() -> u8 {
     // `COMPLETE=<shell> spex ...`: the shell asks for completions (see `spex completions`).
     clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
@@ -104,24 +106,33 @@ fn run() -> u8 {
     let cli = cli::Cli::parse();
     let env = env::Env::from_process(adapters::env_vars());
     match cli::run(cli, &env) {
-        Ok(cli::Outcome::Ok) => 0,
-        Ok(cli::Outcome::Differs) => 1,
-        Ok(cli::Outcome::Gone) => 3,
-        Ok(cli::Outcome::TurnNotCompleted) => 4,
-        Ok(cli::Outcome::Interrupted) => 130,
+        Ok(outcome) => code(outcome),
         Err(e) => {
-            let top = e.to_string();
-            eprintln!("error: {top}");
-            // Module errors already spell out their cause; print only what adds information.
-            for cause in e
-                .chain()
-                .skip(1)
-                .map(ToString::to_string)
-                .filter(|c| !top.contains(c.as_str()))
-            {
+            // An error means 2, unless it says which outcome's code it means.
+            let (code, e) = match e.downcast::<cli::Failed>() {
+                Ok(failed) => (code(failed.outcome), failed.error),
+                Err(e) => (2, e),
+            };
+            // uv's order: the error, what caused it, then what to do about it.
+            let report = cli::report::report(&e, &env);
+            eprintln!("error: {}", report.error);
+            for cause in &report.causes {
                 eprintln!("  Caused by: {cause}");
             }
-            2
+            for hint in &report.hints {
+                eprintln!("hint: {hint}");
+            }
+            code
         }
+    }
+}
+
+fn code(outcome: cli::Outcome) -> u8 {
+    match outcome {
+        cli::Outcome::Ok => 0,
+        cli::Outcome::Differs => 1,
+        cli::Outcome::Gone => 3,
+        cli::Outcome::TurnNotCompleted => 4,
+        cli::Outcome::Interrupted => 130,
     }
 }

@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
-    #[error(
-        "`{0}` is not inside a git checkout\nhint: run spex from a git repository (or `git init` first)"
-    )]
+    #[error("`{0}` is not inside a git checkout")]
     NotARepo(PathBuf),
     /// `fs_err`'s error, which names the file.
     #[error("cannot read git metadata: {0}")]
@@ -16,9 +14,24 @@ pub enum RepoError {
     #[error("`{0}` does not look like a `.git` file (expected `gitdir: <path>`)")]
     BadGitFile(PathBuf),
     #[error(
-        "cannot tell which checkout is the main one of the repository `{0}` (its git dir is not `<checkout>/.git` and sets no `core.worktree`)\nhint: run spex in the main checkout, or set it with `git --git-dir={0} config core.worktree <main checkout>`"
+        "cannot tell which checkout is the main one of the repository `{0}` (its git dir is not `<checkout>/.git` and sets no `core.worktree`)"
     )]
     NoMain(PathBuf),
+}
+
+impl crate::hint::Hint for RepoError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            RepoError::NotARepo(_) => {
+                Some("run spex from a git repository (or `git init` first)".to_owned())
+            }
+            RepoError::NoMain(git_dir) => Some(format!(
+                "run spex in the main checkout, or set it with `git --git-dir={} config core.worktree <main checkout>`",
+                git_dir.display()
+            )),
+            RepoError::Io { .. } | RepoError::BadGitFile(_) => None,
+        }
+    }
 }
 
 /// One checkout (the main one or a linked worktree) of a repository.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::outcome::Outcome;
+use super::outcome::{Failed, Outcome};
 use super::output;
 use crate::env::Env;
 use crate::runtime::{self, RuntimeError};
@@ -128,12 +128,11 @@ fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Resul
                 output::json(&serde_json::json!({
                     "answered": false,
                     "reason": e.reason(),
-                    "error": e.to_string(),
+                    "error": crate::hint::spelled(&e),
                 }));
             }
             if e.gone() {
-                eprintln!("error: {}", output::with_handles(&e.into(), env));
-                return Ok(Outcome::Gone);
+                return Err(Failed::with(Outcome::Gone, e));
             }
             Err(e.into())
         }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::env::Env;
+use crate::hint::Hinted;
 use crate::repo::Tree;
 use crate::runtime;
 use crate::store::ProjectStore;
@@ -64,9 +65,10 @@ pub fn cassette_dir(arg: &str, env: &Env) -> anyhow::Result<PathBuf> {
         .map_err(|e| anyhow::anyhow!("`{arg}` is neither a cassette folder nor a session: {e}"))?;
     let dir = runtime::cassette_dir(&store, &id);
     if !dir.is_dir() {
-        anyhow::bail!(
-            "session `{id}` was not recorded\nhint: `spex launch --record` records a session"
-        );
+        anyhow::bail!(Hinted::new(
+            format!("session `{id}` was not recorded"),
+            "`spex launch --record` records a session"
+        ));
     }
     Ok(dir)
 }

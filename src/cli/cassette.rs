@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::args::cassette_dir;
-use super::outcome::Outcome;
+use super::outcome::{Failed, Outcome};
 use super::output;
 use crate::env::Env;
 use crate::pty::cassette::Cassette;
@@ -51,10 +51,15 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                 ));
                 Ok(Outcome::Ok)
             } else {
-                for p in &problems {
-                    eprintln!("error: {}: {p}", dir.display());
-                }
-                Ok(Outcome::Differs)
+                // One problem a line, each naming the cassette, as a check lists them.
+                let problems: Vec<String> = problems
+                    .iter()
+                    .map(|p| format!("{}: {p}", dir.display()))
+                    .collect();
+                Err(Failed::with(
+                    Outcome::Differs,
+                    anyhow::anyhow!(problems.join("\n")),
+                ))
             }
         }
         Action::Export { cassette, cast } => {

@@ -3,9 +3,10 @@
 use std::time::{Duration, Instant};
 
 use super::args::text_arg;
-use super::outcome::Outcome;
+use super::outcome::{Failed, Outcome};
 use super::output;
 use crate::env::Env;
+use crate::hint::Hinted;
 use crate::reconcile;
 use crate::runtime::{self, Delivery, RuntimeError, StageAt};
 use crate::store::ProjectStore;
@@ -87,24 +88,33 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let began = Instant::now();
     let (store, id) = super::args::project_and_id(env, &args.id)?;
     if args.force {
-        anyhow::bail!(
-            "`--force` is retired: it typed the prompt into an open dialog, which took the keys as its answer (Enter picked the dialog's default, whatever the text said)\nhint: drop `--force`; answer a dialog in the session's terminal (`spex attach {id}`)"
-        );
+        anyhow::bail!(Hinted::new(
+            "`--force` is retired: it typed the prompt into an open dialog, which took the keys as its answer (Enter picked the dialog's default, whatever the text said)",
+            format!(
+                "drop `--force`; answer a dialog in the session's terminal (`spex attach {id}`)"
+            )
+        ));
     }
     let text = text_arg(&args.text)?;
     if text.trim().is_empty() {
-        anyhow::bail!(
-            "the prompt is empty\nhint: pass the text to deliver, or `-` to read it from stdin"
-        );
+        anyhow::bail!(Hinted::new(
+            "the prompt is empty",
+            "pass the text to deliver, or `-` to read it from stdin"
+        ));
     }
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
     if record.tree_gone() && record.status != crate::store::session::Status::Exited {
-        anyhow::bail!(
-            "session `{id}` works in `{}`, which is gone (a removed worktree): its harness may still run, but its hooks start in that folder, so spex could not confirm a delivery\nhint: `spex stop {id}` ends it; `spex launch` starts a new session in a checkout that exists",
-            record.tree.display()
-        );
+        anyhow::bail!(Hinted::new(
+            format!(
+                "session `{id}` works in `{}`, which is gone (a removed worktree): its harness may still run, but its hooks start in that folder, so spex could not confirm a delivery",
+                record.tree.display()
+            ),
+            format!(
+                "`spex stop {id}` ends it; `spex launch` starts a new session in a checkout that exists"
+            )
+        ));
     }
     let delivered = runtime::transport::of(env, &store, &record)?.deliver(
         &text,
@@ -113,7 +123,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     );
     let d = match delivered {
         Ok(d) => d,
-        Err(e) => return failed(args.json, e, env),
+        Err(e) => return failed(args.json, e),
     };
     let label = store.label_of(&id);
     if let Some(until) = args.wait_until {
@@ -231,28 +241,31 @@ fn staged(
         });
     }
     if exited {
-        eprintln!("error: session {label} has exited before its turn ended ({at} reached)");
-        return Ok(Outcome::Gone);
+        return Err(Failed::with(
+            Outcome::Gone,
+            anyhow::anyhow!("session {label} has exited before its turn ended ({at} reached)"),
+        ));
     }
-    eprintln!("error: timed out: the delivery to {label} reached `{at}`, not `{wanted}`");
-    Ok(Outcome::Differs)
+    Err(Failed::with(
+        Outcome::Differs,
+        anyhow::anyhow!("timed out: the delivery to {label} reached `{at}`, not `{wanted}`"),
+    ))
 }
 
 /// A delivery that failed says why on stderr and, with `--json`, on stdout as well; a session
 /// that is gone (exited, or its host does not answer) exits 3, as `wait` does.
-fn failed(json: bool, e: RuntimeError, env: &Env) -> anyhow::Result<Outcome> {
+fn failed(json: bool, e: RuntimeError) -> anyhow::Result<Outcome> {
     if json {
         output::json(&serde_json::json!({
             // Not confirmed: the text was typed, but the harness never reported it.
             "delivered": matches!(e, RuntimeError::NotConfirmed { .. }),
             "confirmed": false,
             "reason": e.reason(),
-            "error": e.to_string(),
+            "error": crate::hint::spelled(&e),
         }));
     }
     if e.gone() {
-        eprintln!("error: {}", output::with_handles(&e.into(), env));
-        return Ok(Outcome::Gone);
+        return Err(Failed::with(Outcome::Gone, e));
     }
     Err(e.into())
 }

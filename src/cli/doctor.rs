@@ -250,7 +250,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         ),
         Err(e) => {
             failed = true;
-            Check::new("materialize", Status::Fail, e.to_string())
+            Check::new("materialize", Status::Fail, crate::hint::spelled(&e))
         }
     };
     let mut checks = vec![check, excludes_check(env, &tree)];

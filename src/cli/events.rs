@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::outcome::Outcome;
 use crate::env::Env;
+use crate::hint::Hinted;
 use crate::runtime;
 use crate::store::ProjectStore;
 use crate::store::stream::{Cursor, Reader};
@@ -73,7 +74,10 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     } else {
         anyhow::ensure!(
             !args.all_projects,
-            "sessions are named within one project: `--all-projects` takes no session\nhint: `spex events --all-projects` prints every session of every project; name sessions from inside their project's checkout"
+            Hinted::new(
+                "sessions are named within one project: `--all-projects` takes no session",
+                "`spex events --all-projects` prints every session of every project; name sessions from inside their project's checkout"
+            )
         );
         args.sessions
             .iter()

@@ -52,7 +52,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     ) {
         Ok(cfg) => cfg.scrub,
         Err(e) => {
-            log!("error: {e}");
+            log!("error: {}", crate::hint::spelled(&e));
             Vec::new()
         }
     };

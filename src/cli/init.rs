@@ -8,6 +8,7 @@ use crate::adapters;
 use crate::config::{LOCAL_FILE, PROJECT_FILE};
 use crate::env::Env;
 use crate::fsutil;
+use crate::hint::Hinted;
 use crate::materialize::Mode;
 
 /// Set spex up in this repository, then materialize.
@@ -125,12 +126,17 @@ fn in_worktree(args: &Args, env: &Env, tree: crate::repo::Tree) -> anyhow::Resul
     let here_or_main =
         |root: &std::path::Path| root.join(PROJECT_FILE).is_file() || root.join(".spec").is_dir();
     if !here_or_main(&source) {
-        anyhow::bail!(
-            "{} is a linked worktree of {}: spex is set up once, in the main checkout\nhint: `cd {} && spex init`, then `spex materialize` here",
-            tree.root.display(),
-            tree.main.display(),
-            tree.main.display()
-        );
+        anyhow::bail!(Hinted::new(
+            format!(
+                "{} is a linked worktree of {}: spex is set up once, in the main checkout",
+                tree.root.display(),
+                tree.main.display()
+            ),
+            format!(
+                "`cd {} && spex init`, then `spex materialize` here",
+                tree.main.display()
+            )
+        ));
     }
     if source != tree.root {
         eprintln!(

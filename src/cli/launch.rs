@@ -11,6 +11,7 @@ use super::outcome::Outcome;
 use super::output;
 use super::start::{report, resolve};
 use crate::env::Env;
+use crate::hint::Hinted;
 use crate::runtime::{self};
 use crate::store::ProjectStore;
 use crate::store::session::{Session, Status};
@@ -84,9 +85,10 @@ fn worktree(env: &Env, tree: &crate::repo::Tree, name: &str) -> anyhow::Result<c
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         || name.starts_with('.')
     {
-        anyhow::bail!(
-            "`{name}` is not a usable worktree name\nhint: use letters, digits, `.`, `_` and `-`"
-        );
+        anyhow::bail!(Hinted::new(
+            format!("`{name}` is not a usable worktree name"),
+            "use letters, digits, `.`, `_` and `-`"
+        ));
     }
     let main_name = tree
         .main
@@ -116,20 +118,26 @@ fn worktree(env: &Env, tree: &crate::repo::Tree, name: &str) -> anyhow::Result<c
         }
         let out = git.output().context("cannot run `git worktree add`")?;
         if !out.status.success() {
-            anyhow::bail!(
-                "`git worktree add` for `{}` failed: {}\nhint: fix what git says, or pick another name",
-                path.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+            anyhow::bail!(Hinted::new(
+                format!(
+                    "`git worktree add` for `{}` failed: {}",
+                    path.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                "fix what git says, or pick another name"
+            ));
         }
     }
     let wt = crate::repo::Tree::discover(&path)?;
     if wt.main != tree.main {
-        anyhow::bail!(
-            "`{}` exists and is not a worktree of `{}`\nhint: move it away, or pick another name",
-            path.display(),
-            tree.main.display()
-        );
+        anyhow::bail!(Hinted::new(
+            format!(
+                "`{}` exists and is not a worktree of `{}`",
+                path.display(),
+                tree.main.display()
+            ),
+            "move it away, or pick another name"
+        ));
     }
     super::plan::plan_and_apply(env, wt.clone(), crate::materialize::Mode::Materialize, true)?;
     Ok(wt)
@@ -158,10 +166,15 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         .receipt(&tree.root)
         .is_some_and(|r| r.harnesses.iter().any(|h| h == id))
     {
-        anyhow::bail!(
-            "`{id}` is not materialized in {}: spex's hooks, which report the session's start and its turns, are not installed there\nhint: add \"{id}\" to `harnesses` in spex.jsonc and run `spex materialize` (`spex init` sets a project up)",
-            tree.root.display()
-        );
+        anyhow::bail!(Hinted::new(
+            format!(
+                "`{id}` is not materialized in {}: spex's hooks, which report the session's start and its turns, are not installed there",
+                tree.root.display()
+            ),
+            format!(
+                "add \"{id}\" to `harnesses` in spex.jsonc and run `spex materialize` (`spex init` sets a project up)"
+            )
+        ));
     }
     if let Some(name) = &args.name {
         // Refused before anything starts; taken for real once the session exists.
@@ -221,7 +234,7 @@ fn cancelled(
     };
     let how = match &stopped {
         Ok((s, done)) => format!("{done} ({})", runtime::how_it_ended(s)),
-        Err(e) => format!("could not be stopped: {e}"),
+        Err(e) => format!("could not be stopped: {}", crate::hint::spelled(e)),
     };
     let prompt = match (had_prompt, typed) {
         (false, _) => "",

@@ -26,6 +26,7 @@ pub mod record;
 mod reference;
 pub mod rename;
 pub mod replay;
+pub mod report;
 pub mod resume;
 pub mod serve;
 pub mod server;
@@ -40,7 +41,7 @@ pub mod turns;
 use clap::{Parser, Subcommand};
 
 use crate::env::Env;
-pub use outcome::Outcome;
+pub use outcome::{Failed, Outcome};
 
 /// Install a project's contract into AI coding-agent harnesses (Claude Code, Codex, Gemini CLI),
 /// and watch and steer their sessions.
@@ -97,13 +98,9 @@ pub enum Command {
     },
 }
 
-/// Runs a command. An error that names a session by its full id names it by its handle
-/// instead (people read handles; the full ids stay in `--json`), whichever layer wrote it.
+/// Runs a command. Its error goes back to `main` as it was made (its exit code and hints are
+/// read from it there; [`report::report`] says it for a person).
 pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
-    run_command(cli, env).map_err(|e| output::with_handles(&e, env))
-}
-
-fn run_command(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Init(a) => init::run(&a, env),
         Command::Materialize(a) => materialize::run(&a, env),

@@ -102,23 +102,6 @@ fn visible_width(s: &str) -> usize {
     n
 }
 
-/// An error as people read it: every full session id of this project it names is replaced by
-/// the session's handle (the full id stays where it is part of a path), and control characters
-/// in it are made visible (an error may quote a prompt or a question). Whichever layer wrote
-/// the message, this is the one place a session is named for a person.
-pub fn with_handles(e: &anyhow::Error, env: &crate::env::Env) -> anyhow::Error {
-    let store = super::args::project(env).ok();
-    let mut messages: Vec<String> = e
-        .chain()
-        .map(|c| human_text(&c.to_string(), store.as_ref()))
-        .collect();
-    let mut out = anyhow::anyhow!(messages.pop().unwrap_or_default());
-    while let Some(m) = messages.pop() {
-        out = out.context(m);
-    }
-    out
-}
-
 /// `text` for a person: session ids shown as handles, control characters visible.
 pub fn human_text(text: &str, store: Option<&crate::store::ProjectStore>) -> String {
     let text = match store {

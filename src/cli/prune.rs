@@ -2,11 +2,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
-
 use super::outcome::Outcome;
 use super::output;
 use crate::env::Env;
+use crate::hint::Hinted;
 
 /// Remove exited sessions older than a duration, with their aliases and index entries.
 ///
@@ -26,11 +25,12 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
-    let age: Duration = humantime::parse_duration(&args.older_than).with_context(|| {
-        format!(
-            "`--older-than {}` is not a duration\nhint: e.g. `30d`, `12h`, `90min`",
-            args.older_than
+    let age: Duration = humantime::parse_duration(&args.older_than).map_err(|e| {
+        Hinted::new(
+            format!("`--older-than {}` is not a duration", args.older_than),
+            "e.g. `30d`, `12h`, `90min`",
         )
+        .caused_by(e)
     })?;
     let cutoff = SystemTime::now()
         .checked_sub(age)

@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::args::project;
-use super::outcome::Outcome;
+use super::outcome::{Failed, Outcome};
 use super::output::{self, Style};
 use super::turns::{clock, turn_detail, turn_sentence_with};
 use crate::adapters;
 use crate::env::Env;
+use crate::hint::Hinted;
 use crate::reconcile;
 use crate::runtime;
 use crate::store::session::{
@@ -548,15 +549,17 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
                 // The session is gone (too): that is what a script must hear (exit 3).
                 _ => {}
             }
-            eprintln!(
-                "error: session {handle} has exited{}: it will not become {}",
-                s.exit_reason
-                    .as_deref()
-                    .map(|r| format!(" ({})", visible(r)))
-                    .unwrap_or_default(),
-                until_names(&args.until)
-            );
-            return Ok(Outcome::Gone);
+            return Err(Failed::with(
+                Outcome::Gone,
+                anyhow::anyhow!(
+                    "session {handle} has exited{}: it will not become {}",
+                    s.exit_reason
+                        .as_deref()
+                        .map(|r| format!(" ({})", visible(r)))
+                        .unwrap_or_default(),
+                    until_names(&args.until)
+                ),
+            ));
         }
         let mut tick = LIVENESS_TICK;
         if let Some(at) = budget_at {
@@ -565,12 +568,14 @@ pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                eprintln!(
-                    "error: timed out: session {handle} is `{}`, not {}",
-                    s.status.as_str(),
-                    until_names(&args.until)
-                );
-                return Ok(Outcome::Differs);
+                return Err(Failed::with(
+                    Outcome::Differs,
+                    anyhow::anyhow!(
+                        "timed out: session {handle} is `{}`, not {}",
+                        s.status.as_str(),
+                        until_names(&args.until)
+                    ),
+                ));
             }
             tick = tick.min(left);
         }
@@ -659,9 +664,10 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
         .clone()
         .filter(|n| !n.trim().is_empty())
         .ok_or_else(|| {
-            anyhow::anyhow!(
-                "a declaration needs a note\nhint: `spex session {verb} --note \"<text>\"`"
-            )
+            anyhow::anyhow!(Hinted::new(
+                "a declaration needs a note",
+                format!("`spex session {verb} --note \"<text>\"`")
+            ))
             .context("missing --note")
         })?;
     let by_harness = adapters::all().iter().find_map(|h| {
@@ -680,10 +686,15 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
                 .iter()
                 .filter_map(|h| h.identity().session_env_var)
                 .collect();
-            anyhow::bail!(
-                "cannot tell which session this is: no harness session id ({}) maps to a session of this project, and SPEX_SESSION_ID is not set\nhint: run it inside an agent session after its first hook fired, or name the session: `SPEX_SESSION_ID=<handle> spex session {verb} --note \"<text>\"` (the handle is the `ID` column of `spex sessions`)",
-                vars.join(", ")
-            )
+            anyhow::bail!(Hinted::new(
+                format!(
+                    "cannot tell which session this is: no harness session id ({}) maps to a session of this project, and SPEX_SESSION_ID is not set",
+                    vars.join(", ")
+                ),
+                format!(
+                    "run it inside an agent session after its first hook fired, or name the session: `SPEX_SESSION_ID=<handle> spex session {verb} --note \"<text>\"` (the handle is the `ID` column of `spex sessions`)"
+                )
+            ))
         }
     };
     let state = match args.state {

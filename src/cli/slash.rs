@@ -5,6 +5,7 @@ use super::outcome::Outcome;
 use super::output;
 use crate::adapters;
 use crate::env::Env;
+use crate::hint::Hinted;
 use crate::seam::Harness;
 use crate::seam::files::SlashEntry;
 
@@ -29,9 +30,9 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let harnesses: Vec<&dyn Harness> = match &args.harness {
         Some(id) => vec![adapters::lookup(id).ok_or_else(|| {
             let known: Vec<&str> = adapters::all().iter().map(|h| h.id()).collect();
-            anyhow::anyhow!(
-                "unknown harness `{id}`\nhint: use one of {}",
-                known.join(", ")
+            Hinted::new(
+                format!("unknown harness `{id}`"),
+                format!("use one of {}", known.join(", ")),
             )
         })?],
         None => adapters::all().to_vec(),

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 
 use super::args::current_tree;
 use super::output;
 use crate::adapters;
 use crate::config;
 use crate::env::Env;
+use crate::hint::Hinted;
 use crate::pty::session::Size;
 use crate::runtime::{self, Launch};
 use crate::store::ProjectStore;
@@ -32,20 +32,23 @@ pub fn resolve<'e>(
         &known,
     )?;
     let id = harness.unwrap_or(cfg.default_harness);
-    let harness = adapters::lookup(id).with_context(|| {
-        format!(
-            "unknown harness `{id}`\nhint: one of {}",
-            known.ids.join(", ")
+    let harness = adapters::lookup(id).ok_or_else(|| {
+        Hinted::new(
+            format!("unknown harness `{id}`"),
+            format!("one of {}", known.ids.join(", ")),
         )
     })?;
     let configured = cfg.harness.get(harness.id());
     let program = configured
         .and_then(|c| c.command.clone())
         .unwrap_or_else(|| harness.identity().binary.to_owned());
-    let binary = env.which(&program).with_context(|| {
-        format!(
-            "`{program}` not found on PATH\nhint: install it, or set `harness.{}.command` in spex.jsonc",
-            harness.id()
+    let binary = env.which(&program).ok_or_else(|| {
+        Hinted::new(
+            format!("`{program}` not found on PATH"),
+            format!(
+                "install it, or set `harness.{}.command` in spex.jsonc",
+                harness.id()
+            ),
         )
     })?;
     let size = rustix::termios::tcgetwinsize(std::io::stdout())

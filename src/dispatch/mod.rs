@@ -112,7 +112,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         .map(PathBuf::from)
         .or_else(|| std::env::current_dir().ok())
         .ok_or("no working directory")?;
-    let tree = Tree::discover(&cwd).map_err(|e| e.to_string())?;
+    let tree = Tree::discover(&cwd).map_err(|e| crate::hint::spelled(&e))?;
     let mut project = ProjectStore::new(&env.spex_home(), &tree.main);
     let kind = ev.kind.unwrap_or(Kind::Other);
     if env.trace_dispatch {

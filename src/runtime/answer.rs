@@ -36,10 +36,11 @@ pub struct Answered {
     pub taken_ms: Option<u64>,
 }
 
-fn refuse(id: &str, message: impl Into<String>) -> RuntimeError {
-    RuntimeError::Answer {
+fn refuse(id: &str, message: impl Into<String>, hint: impl Into<String>) -> RuntimeError {
+    RuntimeError::NotAnswered {
         id: id.to_owned(),
         message: message.into(),
+        hint: hint.into(),
     }
 }
 
@@ -77,7 +78,10 @@ pub fn target(
         return Err(refuse(
             id,
             format!(
-                "session `{label}` cannot answer its own attention (this command runs inside it)\nhint: a person or another session answers it: `spex answer {label} <choice>` from another terminal"
+                "session `{label}` cannot answer its own attention (this command runs inside it)"
+            ),
+            format!(
+                "a person or another session answers it: `spex answer {label} <choice>` from another terminal"
             ),
         ));
     }
@@ -92,9 +96,8 @@ pub fn target(
         let what = named.map_or_else(String::new, |n| format!(" (`{n}` has closed)"));
         return Err(refuse(
             id,
-            format!(
-                "session `{label}` waits on nothing{what}: no attention is open\nhint: `spex show {label}` says what it does"
-            ),
+            format!("session `{label}` waits on nothing{what}: no attention is open"),
+            format!("`spex show {label}` says what it does"),
         ));
     };
     let a_id = a.id.clone().unwrap_or_default();
@@ -104,9 +107,10 @@ pub fn target(
         return Err(refuse(
             id,
             format!(
-                "attention `{n}` of session `{label}` is not open (the open one is `{a_id}`: {}); nothing was answered\nhint: `spex show {label}` shows it; answer it with `--attention {a_id}`",
+                "attention `{n}` of session `{label}` is not open (the open one is `{a_id}`: {}); nothing was answered",
                 a.text
             ),
+            format!("`spex show {label}` shows it; answer it with `--attention {a_id}`"),
         ));
     }
     Ok((s, a))
@@ -125,7 +129,8 @@ pub fn response(
         let answers = crate::seam::answer::question_answers(a, args).map_err(|why| {
             refuse(
                 id,
-                format!("{why}\nhint: `spex show {id}` lists the questions and their options"),
+                why,
+                format!("`spex show {id}` lists the questions and their options"),
             )
         })?;
         return Ok(Response {
@@ -138,10 +143,11 @@ pub fn response(
         return Err(refuse(
             id,
             format!(
-                "attention `{}` takes one choice, and {} were given\nhint: `spex show {id}` lists its choices",
+                "attention `{}` takes one choice, and {} were given",
                 a.id.as_deref().unwrap_or("?"),
                 args.len()
             ),
+            format!("`spex show {id}` lists its choices"),
         ));
     };
     Ok(Response {
@@ -165,9 +171,10 @@ pub fn terminal_only(s: &Session, a: &Attention) -> RuntimeError {
     refuse(
         &s.id,
         format!(
-            "attention `{}` of session `{label}` can be answered only at its terminal: {why}; nothing was sent\nhint: answer it in the terminal the session runs in",
+            "attention `{}` of session `{label}` can be answered only at its terminal: {why}; nothing was sent",
             a.id.as_deref().unwrap_or("?")
         ),
+        "answer it in the terminal the session runs in",
     )
 }
 
@@ -183,7 +190,12 @@ pub fn resolve_choice(id: &str, a: &Attention, arg: &str) -> Result<String, Runt
             let offered: Vec<&str> = a.choices.iter().map(|c| c.id.as_str()).collect();
             refuse(
                 id,
-                format!("`{arg}` is not a choice of attention `{}` (it offers: {})\nhint: `spex answer <session> <choice>` with one of those", a.id.as_deref().unwrap_or("?"), offered.join(", ")),
+                format!(
+                    "`{arg}` is not a choice of attention `{}` (it offers: {})",
+                    a.id.as_deref().unwrap_or("?"),
+                    offered.join(", ")
+                ),
+                "`spex answer <session> <choice>` with one of those",
             )
         })
 }
@@ -264,9 +276,13 @@ pub fn by_keys(
     let label = s.label();
     let harness =
         adapters::lookup(&s.harness).ok_or_else(|| RuntimeError::NotHosted(s.harness.clone()))?;
-    let answering = harness
-        .answering()
-        .ok_or_else(|| refuse(id, format!("session `{label}`'s harness cannot be answered from outside its terminal\nhint: `spex attach {label}` and answer there")))?;
+    let answering = harness.answering().ok_or_else(|| {
+        refuse(
+            id,
+            format!("session `{label}`'s harness cannot be answered from outside its terminal"),
+            format!("`spex attach {label}` and answer there"),
+        )
+    })?;
     let att = a.id.clone().unwrap_or_default();
     let screen = || -> Result<String, RuntimeError> {
         Ok(call(env, id, Request::Snapshot)?
@@ -284,7 +300,10 @@ pub fn by_keys(
                 return Err(refuse(
                     id,
                     format!(
-                        "cannot answer attention `{att}` of session `{label}`: {why}; nothing was typed\nhint: `spex snapshot {label}` shows the screen; `spex attach {label}` to answer there"
+                        "cannot answer attention `{att}` of session `{label}`: {why}; nothing was typed"
+                    ),
+                    format!(
+                        "`spex snapshot {label}` shows the screen; `spex attach {label}` to answer there"
                     ),
                 ));
             }
@@ -295,8 +314,9 @@ pub fn by_keys(
         return Err(refuse(
             id,
             format!(
-                "attention `{att}` of session `{label}` closed before spex answered it; nothing was typed\nhint: `spex show {label}`"
+                "attention `{att}` of session `{label}` closed before spex answered it; nothing was typed"
             ),
+            format!("`spex show {label}`"),
         ));
     }
     for (i, step) in steps.iter().enumerate() {
@@ -324,9 +344,12 @@ pub fn by_keys(
             return Err(refuse(
                 id,
                 format!(
-                    "the answer to attention `{att}` of session `{label}` stopped at step {} of {}: {e}\nhint: `spex snapshot {label}` shows the screen; `spex attach {label}` to finish there",
+                    "the answer to attention `{att}` of session `{label}` stopped at step {} of {}: {e}",
                     i + 1,
                     steps.len()
+                ),
+                format!(
+                    "`spex snapshot {label}` shows the screen; `spex attach {label}` to finish there"
                 ),
             ));
         }
@@ -366,9 +389,10 @@ pub fn by_keys(
         return Err(refuse(
             id,
             format!(
-                "attention `{att}` of session `{label}` was sent its keys but the harness did not confirm within {} s\nhint: `spex snapshot {label}` shows the screen",
+                "attention `{att}` of session `{label}` was sent its keys but the harness did not confirm within {} s",
                 timeout.as_secs()
             ),
+            format!("`spex snapshot {label}` shows the screen"),
         ));
     };
     close(store, id, &att);
@@ -433,9 +457,10 @@ pub fn by_hook(
         return Err(refuse(
             id,
             format!(
-                "attention `{att}` of session `{label}` cannot be answered `{}` through the hook that waits for it: {why}; nothing was sent\nhint: `spex show {label}` lists its choices",
+                "attention `{att}` of session `{label}` cannot be answered `{}` through the hook that waits for it: {why}; nothing was sent",
                 r.choice
             ),
+            format!("`spex show {label}` lists its choices"),
         ));
     }
     let posted = Posted {
@@ -449,8 +474,9 @@ pub fn by_hook(
         return Err(refuse(
             id,
             format!(
-                "attention `{att}` of session `{label}` closed before spex answered it; nothing was sent\nhint: `spex show {label}`"
+                "attention `{att}` of session `{label}` closed before spex answered it; nothing was sent"
             ),
+            format!("`spex show {label}`"),
         ));
     }
     store.post_answer(id, &posted)?;
@@ -510,9 +536,8 @@ pub fn by_hook(
             };
             return Err(refuse(
                 id,
-                format!(
-                    "attention `{att}` of session `{label}` was not answered: {why}\nhint: `spex show {label}` says what it waits on now"
-                ),
+                format!("attention `{att}` of session `{label}` was not answered: {why}"),
+                format!("`spex show {label}` says what it waits on now"),
             ));
         }
     };

@@ -35,7 +35,10 @@ impl Book {
             return *b;
         }
         let b = of_session(env, s).unwrap_or_else(|e| {
-            eprintln!("warning: turn budgets not judged: {e}");
+            eprintln!(
+                "warning: turn budgets not judged: {}",
+                crate::hint::spelled(&e)
+            );
             Budgets::default()
         });
         self.by_root.insert(s.tree.clone(), b);

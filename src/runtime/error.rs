@@ -3,27 +3,25 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::hint::Hint;
 use crate::store::session::Session;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    #[error(
-        "spex does not host `{0}` sessions in a terminal\nhint: start it yourself; spex records it through its hooks"
-    )]
+    #[error("spex does not host `{0}` sessions in a terminal")]
     NotHosted(String),
-    #[error("`{path}`: {message}\nhint: {hint}")]
+    #[error("`{path}`: {message}")]
     RuntimeDir {
         path: PathBuf,
         message: String,
         hint: String,
     },
     #[error(
-        "session `{id}` has no running host (nothing answers on `{socket}`): the host was killed or crashed, which ends the session\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one"
+        "session `{id}` has no running host (nothing answers on `{socket}`): the host was killed or crashed, which ends the session"
     )]
     HostGone { id: String, socket: PathBuf },
     #[error(
-        "session `{id}` runs (its host, pid {pid}, is alive), but its socket `{socket}` is gone and the host could not listen there again\nhint: make `{}` a folder you own again (it went with `$XDG_RUNTIME_DIR`; logging in again brings that back), then `kill -USR1 {pid}` makes the host listen again; `spex stop {id}` is not needed",
-        .socket.parent().map(|p| p.display().to_string()).unwrap_or_default()
+        "session `{id}` runs (its host, pid {pid}, is alive), but its socket `{socket}` is gone and the host could not listen there again"
     )]
     Unreachable {
         id: String,
@@ -31,7 +29,7 @@ pub enum RuntimeError {
         socket: PathBuf,
     },
     #[error(
-        "session `{id}` has exited ({how}){}\nhint: `spex resume {id}` brings it back; `spex launch` starts a new one",
+        "session `{id}` has exited ({how}){}",
         .when.as_deref().map(|w| format!(" at {w}")).unwrap_or_default()
     )]
     Exited {
@@ -43,13 +41,13 @@ pub enum RuntimeError {
     /// The session lives on in its harness's server, but the terminal UI spex hosted on it was
     /// quit (the host ends with it): nothing shows its screen until `attach` opens one again.
     #[error(
-        "session `{id}` runs on in the project's server, but no terminal is open on it (its terminal UI was quit), so spex cannot {what} it\nhint: `spex attach {id}` opens its terminal again"
+        "session `{id}` runs on in the project's server, but no terminal is open on it (its terminal UI was quit), so spex cannot {what} it"
     )]
     NoTerminal { id: String, what: &'static str },
     /// The session runs in a terminal of its own that spex does not host (the person started
     /// the harness there): spex can read its hooks, never type into it or signal it.
     #[error(
-        "session `{id}` runs in a terminal of its own that spex does not host (it was not started by `spex launch`), so spex cannot {what} it\nhint: {hint}"
+        "session `{id}` runs in a terminal of its own that spex does not host (it was not started by `spex launch`), so spex cannot {what} it"
     )]
     NotHostedHere {
         id: String,
@@ -57,12 +55,8 @@ pub enum RuntimeError {
         hint: &'static str,
     },
     #[error(
-        "session `{id}` has a {reason} dialog open{}: {text}\nspex types nothing into a dialog: a delivery is a prompt, and a dialog takes keys as its answer\nhint: {}",
-        attention.as_ref().map(|a| format!(" (attention `{a}`)")).unwrap_or_default(),
-        match attention {
-            Some(a) => format!("answer it: `spex answer {id} <choice> --attention {a}` (`spex show {id}` lists its choices), or in its terminal (`spex attach {id}`); then deliver"),
-            None => format!("answer the dialog in the session's terminal (`spex attach {id}`), then deliver"),
-        }
+        "session `{id}` has a {reason} dialog open{}: {text}\nspex types nothing into a dialog: a delivery is a prompt, and a dialog takes keys as its answer",
+        attention.as_ref().map(|a| format!(" (attention `{a}`)")).unwrap_or_default()
     )]
     NeedsAttention {
         id: String,
@@ -74,21 +68,24 @@ pub enum RuntimeError {
     /// An answer that was refused or not confirmed (the message says why and what to do).
     #[error("{message}")]
     Answer { id: String, message: String },
+    /// An answer that was refused or not confirmed: why, and what to do.
+    #[error("{message}")]
+    NotAnswered {
+        id: String,
+        message: String,
+        hint: String,
+    },
     #[error("the launch of session `{id}` was interrupted (Ctrl-C)")]
     Cancelled { id: String },
     #[error("the host of session `{id}` refused: {message}")]
     Refused { id: String, message: String },
-    #[error(
-        "session `{id}` did not become ready for input within {secs} s; its screen:\n{screen}\nhint: answer that screen with `spex attach {id}`, or prepare the harness so it starts straight into its prompt"
-    )]
+    #[error("session `{id}` did not become ready for input within {secs} s; its screen:\n{screen}")]
     NotReady {
         id: String,
         secs: u64,
         screen: String,
     },
-    #[error(
-        "session `{id}` cannot start: {what}; its screen:\n{screen}\nhint: {hint}; while the session still shows that screen, `spex attach {id}` answers it and `spex stop {id}` ends it"
-    )]
+    #[error("session `{id}` cannot start: {what}; its screen:\n{screen}")]
     Blocked {
         id: String,
         what: String,
@@ -96,7 +93,7 @@ pub enum RuntimeError {
         screen: String,
     },
     #[error(
-        "session `{id}` stopped at a screen spex does not know (no prompt, unchanged for {secs} s); its screen:\n{screen}\nhint: answer it with `spex attach {id}` (`spex stop {id}` ends the session), or prepare the harness so it starts straight into its prompt"
+        "session `{id}` stopped at a screen spex does not know (no prompt, unchanged for {secs} s); its screen:\n{screen}"
     )]
     Stuck {
         id: String,
@@ -104,38 +101,32 @@ pub enum RuntimeError {
         screen: String,
     },
     #[error(
-        "session `{id}` is at its prompt, but its start hook has not reported in {secs} s, so spex would see none of its turns; its screen:\n{screen}\nhint: `spex doctor` checks this checkout's hooks (shims and trust); `spex stop {id}` ends the session"
+        "session `{id}` is at its prompt, but its start hook has not reported in {secs} s, so spex would see none of its turns; its screen:\n{screen}"
     )]
     NoStart {
         id: String,
         secs: u64,
         screen: String,
     },
-    #[error(
-        "the host of session `{id}` ended before it was ready; its log `{log}`:\n{text}\nhint: {hint}"
-    )]
+    #[error("the host of session `{id}` ended before it was ready; its log `{log}`:\n{text}")]
     HostFailed {
         id: String,
         log: PathBuf,
         text: String,
         hint: String,
     },
-    #[error(
-        "session `{id}` did not report the prompt within {secs} s\nhint: `spex snapshot {id}` shows its screen"
-    )]
+    #[error("session `{id}` did not report the prompt within {secs} s")]
     NotConfirmed { id: String, secs: u64 },
-    #[error(
-        "session `{id}` was still running its turn {secs} s after the interrupt\nhint: `spex snapshot {id}` shows its screen"
-    )]
+    #[error("session `{id}` was still running its turn {secs} s after the interrupt")]
     NotInterrupted { id: String, secs: u64 },
-    #[error("session `{id}`: {message}\nhint: {hint}")]
+    #[error("session `{id}`: {message}")]
     Server {
         id: String,
         message: String,
         hint: String,
     },
     /// The project's server failed before any one session was involved.
-    #[error("the {harness} server of this project: {message}\nhint: {hint}")]
+    #[error("the {harness} server of this project: {message}")]
     ServerWide {
         harness: String,
         message: String,
@@ -181,13 +172,74 @@ impl RuntimeError {
             RuntimeError::Unreachable { .. } => "host_unreachable",
             RuntimeError::Exited { .. } => "exited",
             RuntimeError::NeedsAttention { .. } => "needs_attention",
-            RuntimeError::Answer { .. } => "not_answered",
+            RuntimeError::Answer { .. } | RuntimeError::NotAnswered { .. } => "not_answered",
             RuntimeError::NotConfirmed { .. } => "not_confirmed",
             RuntimeError::Refused { .. } => "refused",
             RuntimeError::NotHostedHere { .. } => "not_hosted",
             RuntimeError::NoTerminal { .. } => "no_terminal",
             _ => "error",
         }
+    }
+}
+
+impl Hint for RuntimeError {
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            RuntimeError::NotHosted(_) => {
+                "start it yourself; spex records it through its hooks".to_owned()
+            }
+            RuntimeError::RuntimeDir { hint, .. }
+            | RuntimeError::NotAnswered { hint, .. }
+            | RuntimeError::HostFailed { hint, .. }
+            | RuntimeError::Server { hint, .. }
+            | RuntimeError::ServerWide { hint, .. } => hint.clone(),
+            RuntimeError::HostGone { id, .. } | RuntimeError::Exited { id, .. } => {
+                format!("`spex resume {id}` brings it back; `spex launch` starts a new one")
+            }
+            RuntimeError::Unreachable { id, pid, socket } => format!(
+                "make `{}` a folder you own again (it went with `$XDG_RUNTIME_DIR`; logging in again brings that back), then `kill -USR1 {pid}` makes the host listen again; `spex stop {id}` is not needed",
+                socket
+                    .parent()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ),
+            RuntimeError::NoTerminal { id, .. } => {
+                format!("`spex attach {id}` opens its terminal again")
+            }
+            RuntimeError::NotHostedHere { hint, .. } => (*hint).to_owned(),
+            RuntimeError::NeedsAttention { id, attention, .. } => match attention {
+                Some(a) => format!(
+                    "answer it: `spex answer {id} <choice> --attention {a}` (`spex show {id}` lists its choices), or in its terminal (`spex attach {id}`); then deliver"
+                ),
+                None => format!(
+                    "answer the dialog in the session's terminal (`spex attach {id}`), then deliver"
+                ),
+            },
+            RuntimeError::NotReady { id, .. } => format!(
+                "answer that screen with `spex attach {id}`, or prepare the harness so it starts straight into its prompt"
+            ),
+            RuntimeError::Blocked { id, hint, .. } => format!(
+                "{hint}; while the session still shows that screen, `spex attach {id}` answers it and `spex stop {id}` ends it"
+            ),
+            RuntimeError::Stuck { id, .. } => format!(
+                "answer it with `spex attach {id}` (`spex stop {id}` ends the session), or prepare the harness so it starts straight into its prompt"
+            ),
+            RuntimeError::NoStart { id, .. } => format!(
+                "`spex doctor` checks this checkout's hooks (shims and trust); `spex stop {id}` ends the session"
+            ),
+            RuntimeError::NotConfirmed { id, .. } | RuntimeError::NotInterrupted { id, .. } => {
+                format!("`spex snapshot {id}` shows its screen")
+            }
+            // `Answer`'s message still carries its hint where it is built (`runtime/server.rs`),
+            // and so does the store's error (transparent: not a link of the chain of its own).
+            RuntimeError::Answer { .. }
+            | RuntimeError::Cancelled { .. }
+            | RuntimeError::Refused { .. }
+            | RuntimeError::Io { .. }
+            | RuntimeError::Fs(_)
+            | RuntimeError::UnknownHarness { .. }
+            | RuntimeError::Store(_) => return None,
+        })
     }
 }
 

@@ -19,15 +19,13 @@ pub enum Surface {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("`{file}`: {message}\nhint: {hint}")]
+    #[error("`{file}`: {message}")]
     Invalid {
         file: PathBuf,
         message: String,
         hint: &'static str,
     },
-    #[error(
-        "`{file}`, line {line}: {message}\nhint: fix the YAML front matter between the `---` lines"
-    )]
+    #[error("`{file}`, line {line}: {message}")]
     Yaml {
         file: PathBuf,
         line: usize,
@@ -36,6 +34,18 @@ pub enum SpecError {
     /// `fs_err`'s error, which names the file.
     #[error("cannot read the spec tree: {0}")]
     Io(#[source] std::io::Error),
+}
+
+impl crate::hint::Hint for SpecError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            SpecError::Invalid { hint, .. } => Some((*hint).to_owned()),
+            SpecError::Yaml { .. } => {
+                Some("fix the YAML front matter between the `---` lines".to_owned())
+            }
+            SpecError::Io { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::ProjectStore;
 use crate::fsutil;
+use crate::hint::Hint;
 
 /// Bound of a project's stream file (one previous segment is kept beside it).
 pub const STREAM_BYTES: u64 = 16 * 1024 * 1024;
@@ -41,7 +42,7 @@ struct State {
 #[derive(Debug, thiserror::Error)]
 pub enum CursorError {
     #[error(
-        "cursor `{cursor}` is older than the events kept: the oldest kept is at {oldest}, so events {} to {} are gone\nhint: `spex events --since 0` starts from the oldest kept",
+        "cursor `{cursor}` is older than the events kept: the oldest kept is at {oldest}, so events {} to {} are gone",
         .after + 1, .oldest - 1
     )]
     TooOld {
@@ -50,13 +51,19 @@ pub enum CursorError {
         oldest: u64,
     },
     #[error(
-        "cursor `{cursor}` is past the end of this project's stream (its last event is at {last}): it is from another store, or the stream was removed\nhint: `spex events --since 0` starts from the oldest kept"
+        "cursor `{cursor}` is past the end of this project's stream (its last event is at {last}): it is from another store, or the stream was removed"
     )]
     Ahead { cursor: String, last: u64 },
     #[error(
-        "`{0}` is not a cursor: a cursor is what `spex events --json` prints in `cursor` (`<project>:<pos>`, comma-separated for several projects), or `0`\nhint: `spex events --since 0` starts from the oldest kept"
+        "`{0}` is not a cursor: a cursor is what `spex events --json` prints in `cursor` (`<project>:<pos>`, comma-separated for several projects), or `0`"
     )]
     Malformed(String),
+}
+
+impl Hint for CursorError {
+    fn hint(&self) -> Option<String> {
+        Some("`spex events --since 0` starts from the oldest kept".to_owned())
+    }
 }
 
 /// Why the stream could not be read.
@@ -69,6 +76,17 @@ pub enum StreamError {
     /// `fs_err`'s error (or `fsutil`'s, worded the same way), which names the file.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+impl Hint for StreamError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            // Transparent: the cursor's error is not a link of the chain of its own.
+            StreamError::Cursor(e) => e.hint(),
+            // The store's error still spells its hint in its message.
+            StreamError::Store(_) | StreamError::Io(_) => None,
+        }
+    }
 }
 
 /// A resumable position in one or several projects' streams: `<project key>:<pos>`, comma

@@ -10,9 +10,9 @@ use std::path::Path;
 /// The layers, top first. A module may import any module in a layer below its own; never one
 /// above, and never a peer beside it in the same row: the engines stay independent of one
 /// another (the hook path must not pull in materialize's planning, nor the runtime's
-/// transports), and the ground is split in two rows because `store` builds on `config` and
-/// `fsutil`. A new top-level module fails the test until it is given a row here; `runtime` and
-/// `pty` have their rows before their folders exist.
+/// transports), and the ground is split in three rows because `store` builds on `config` and
+/// `fsutil`, and every module's errors build on `hint`. A new top-level module fails the test
+/// until it is given a row here; `runtime` and `pty` have their rows before their folders exist.
 const LAYERS: &[(&str, &[&str])] = &[
     ("entry", &["main"]),
     ("cli", &["cli"]),
@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "ground",
         &["spec", "config", "env", "repo", "fsutil", "text", "log"],
     ),
+    ("ground (hints)", &["hint"]),
 ];
 
 /// One `crate::` reference: where it is and what it names.

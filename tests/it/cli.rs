@@ -461,3 +461,43 @@ fn dropping_a_world_whose_event_log_breaks_the_grammar_panics() {
         "{message}"
     );
 }
+
+/// An error prints as people read uv's: `error:` first, then its `Caused by:` lines, then its
+/// `hint:` last, whether the hint is on an error the command wrote or on a module's error deep
+/// in the chain.
+#[test]
+fn an_error_prints_its_causes_then_its_hint_last() {
+    let w = World::new();
+    let lines = |args: &[&str]| {
+        let out = w.spex(&w.repo, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let prune = lines(&["prune", "--older-than", "soon"]);
+    assert_eq!(prune.len(), 3, "{prune:#?}");
+    assert_eq!(prune[0], "error: `--older-than soon` is not a duration");
+    assert!(prune[1].starts_with("  Caused by: "), "{prune:#?}");
+    assert_eq!(prune[2], "hint: e.g. `30d`, `12h`, `90min`");
+    let declare = lines(&["session", "done"]);
+    assert_eq!(
+        declare,
+        [
+            "error: missing --note",
+            "  Caused by: a declaration needs a note",
+            "hint: `spex session done --note \"<text>\"`",
+        ]
+    );
+    let cursor = lines(&["events", "--since", "bogus"]);
+    assert_eq!(cursor.len(), 2, "{cursor:#?}");
+    assert!(
+        cursor[0].starts_with("error: `bogus` is not a cursor"),
+        "{cursor:#?}"
+    );
+    assert_eq!(
+        cursor[1],
+        "hint: `spex events --since 0` starts from the oldest kept"
+    );
+}

@@ -29,24 +29,33 @@ pub const HASH: Syntax = Syntax {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BlockError {
-    #[error(
-        "line {line}: malformed spex sentinel `{text}`\nhint: restore the line to `{expected}` or delete the whole spex block, then run again"
-    )]
+    #[error("line {line}: malformed spex sentinel `{text}`")]
     Malformed {
         line: usize,
         text: String,
         expected: String,
     },
-    #[error(
-        "line {line}: spex block `{id}` is opened but never closed\nhint: restore its `spex:end` line or delete the block, then run again"
-    )]
+    #[error("line {line}: spex block `{id}` is opened but never closed")]
     Unclosed { line: usize, id: String },
-    #[error(
-        "line {line}: `spex:end {id}` has no matching `spex:begin`\nhint: delete the stray line, then run again"
-    )]
+    #[error("line {line}: `spex:end {id}` has no matching `spex:begin`")]
     Unopened { line: usize, id: String },
-    #[error("line {line}: spex block `{id}` appears twice\nhint: delete one copy, then run again")]
+    #[error("line {line}: spex block `{id}` appears twice")]
     Duplicate { line: usize, id: String },
+}
+
+impl crate::hint::Hint for BlockError {
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            BlockError::Malformed { expected, .. } => format!(
+                "restore the line to `{expected}` or delete the whole spex block, then run again"
+            ),
+            BlockError::Unclosed { .. } => {
+                "restore its `spex:end` line or delete the block, then run again".to_owned()
+            }
+            BlockError::Unopened { .. } => "delete the stray line, then run again".to_owned(),
+            BlockError::Duplicate { .. } => "delete one copy, then run again".to_owned(),
+        })
+    }
 }
 
 /// Where one block sits in a text.

@@ -10,20 +10,30 @@ use serde_json::Value;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JsonError {
-    #[error(
-        "line {line}, column {column}: {message}\nhint: fix the JSON syntax (spex changed nothing)"
-    )]
+    #[error("line {line}, column {column}: {message}")]
     Syntax {
         line: usize,
         column: usize,
         message: String,
     },
-    #[error("`{key}` must be {expected}\nhint: fix or remove that key (spex changed nothing)")]
+    #[error("`{key}` must be {expected}")]
     Shape { key: String, expected: &'static str },
     #[error(
-        "line {line}: `{key}` appears more than once (a reader takes only one copy, so spex cannot edit it unambiguously)\nhint: merge the copies of `{key}` into one, then run again (spex changed nothing)"
+        "line {line}: `{key}` appears more than once (a reader takes only one copy, so spex cannot edit it unambiguously)"
     )]
     Duplicate { key: String, line: usize },
+}
+
+impl crate::hint::Hint for JsonError {
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            JsonError::Syntax { .. } => "fix the JSON syntax (spex changed nothing)".to_owned(),
+            JsonError::Shape { .. } => "fix or remove that key (spex changed nothing)".to_owned(),
+            JsonError::Duplicate { key, .. } => format!(
+                "merge the copies of `{key}` into one, then run again (spex changed nothing)"
+            ),
+        })
+    }
 }
 
 /// One step of a path into a document: object keys only (arrays are addressed separately).

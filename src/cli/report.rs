@@ -1,0 +1,149 @@
+//! An error as `main` prints it: its message, the causes that add to it, and every hint its
+//! chain carries, each naming sessions by their handles. The one place that knows which
+//! errors carry hints; it decides no exit code and prints nothing.
+
+use std::error::Error;
+
+use crate::env::Env;
+use crate::hint::{Hint, Hinted};
+use crate::repo::RepoError;
+use crate::runtime::RuntimeError;
+use crate::seam::edit::MaterializeError;
+use crate::seam::edit::block::BlockError;
+use crate::seam::edit::json_edit::JsonError;
+use crate::spec::SpecError;
+use crate::store::stream::{CursorError, StreamError};
+
+/// What `main` prints for an error: `error: ...`, then `Caused by: ...`, then `hint: ...`.
+pub struct Report {
+    pub error: String,
+    /// The causes that say more than the message (module errors spell out their cause).
+    pub causes: Vec<String>,
+    /// Every hint of the chain, outermost first, each once.
+    pub hints: Vec<String>,
+}
+
+/// `e` for a person: every full session id of this project it names is replaced by the
+/// session's handle (the full id stays where it is part of a path), and control characters in
+/// it are made visible (an error may quote a prompt or a question). Whichever layer wrote the
+/// message, this is the one place a session is named for a person.
+pub fn report(e: &anyhow::Error, env: &Env) -> Report {
+    let store = super::args::project(env).ok();
+    let human = |text: &str| super::output::human_text(text, store.as_ref());
+    let error = human(&e.to_string());
+    let causes = e
+        .chain()
+        .skip(1)
+        .map(|c| human(&c.to_string()))
+        .filter(|c| !error.contains(c.as_str()))
+        .collect();
+    let mut hints: Vec<String> = Vec::new();
+    for hint in e.chain().filter_map(hint_of) {
+        let hint = human(&hint);
+        if !hints.contains(&hint) {
+            hints.push(hint);
+        }
+    }
+    Report {
+        error,
+        causes,
+        hints,
+    }
+}
+
+/// The hint of one link of an error's chain: the link is one of the errors that carry hints.
+fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
+    macro_rules! hint_of_any {
+        ($($t:ty),+ $(,)?) => {
+            $(
+                if let Some(e) = link.downcast_ref::<$t>() {
+                    return e.hint();
+                }
+            )+
+        };
+    }
+    // Every type that implements `Hint` (a test checks that none is missing).
+    hint_of_any!(
+        Hinted,
+        RuntimeError,
+        MaterializeError,
+        BlockError,
+        JsonError,
+        SpecError,
+        crate::config::ConfigError,
+        RepoError,
+        CursorError,
+        StreamError,
+    );
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hints(e: &anyhow::Error) -> Vec<String> {
+        e.chain().filter_map(hint_of).collect()
+    }
+
+    #[test]
+    fn a_hint_is_found_at_any_depth_of_the_chain() {
+        let inner = anyhow::Error::new(Hinted::new("the prompt is empty", "pass the text"));
+        let e = inner.context("cannot deliver").context("session `a`");
+        assert_eq!(hints(&e), vec!["pass the text".to_owned()]);
+        let e = anyhow::Error::new(
+            Hinted::new("`--older-than 5x` is not a duration", "e.g. `30d`")
+                .caused_by(std::io::Error::other("unknown unit")),
+        );
+        assert_eq!(e.chain().count(), 2);
+        assert_eq!(hints(&e), vec!["e.g. `30d`".to_owned()]);
+    }
+
+    #[test]
+    fn a_transparent_variant_answers_with_its_inner_errors_hint() {
+        let e = anyhow::Error::new(MaterializeError::Repo(RepoError::NotARepo("/x".into())));
+        assert_eq!(e.chain().count(), 1);
+        assert_eq!(
+            hints(&e),
+            vec!["run spex from a git repository (or `git init` first)".to_owned()]
+        );
+    }
+
+    /// A type that implements `Hint` but is not listed in `hint_of` would lose its hints
+    /// silently: every `impl ... Hint for X` in `src/` names a type the list holds.
+    #[test]
+    fn every_error_with_hints_is_listed() {
+        let listed = include_str!("report.rs");
+        let listed = &listed[listed.find("hint_of_any!(\n").expect("the list")..];
+        let listed = &listed[..listed.find(");").expect("its end")];
+        let mut missing = Vec::new();
+        let mut stack = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src"
+        ))];
+        while let Some(dir) = stack.pop() {
+            for entry in fs_err::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let text = fs_err::read_to_string(&path).unwrap();
+                for line in text.lines() {
+                    let Some((_, rest)) = line.split_once("Hint for ") else {
+                        continue;
+                    };
+                    if !line.trim_start().starts_with("impl") {
+                        continue;
+                    }
+                    let ty = rest.trim_end_matches(" {").trim();
+                    if !listed.contains(&format!("{ty},")) && !listed.contains(&format!("::{ty},"))
+                    {
+                        missing.push(format!("{ty} ({})", path.display()));
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "not in `hint_of`: {missing:?}");
+    }
+}
