@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-
 use super::args::current_tree;
 use super::output;
 use crate::adapters;
