@@ -76,7 +76,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         StreamError,
         crate::store::session::StoreError,
         crate::pty::cassette::format::CassetteError,
-        crate::adapters::codex::rpc::AppServerError,
+        crate::adapters::AppServerError,
     );
     None
 }
