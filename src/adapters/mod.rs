@@ -8,6 +8,10 @@ pub mod codex;
 pub mod common;
 pub mod gemini;
 
+/// The adapters' errors that carry hints, named here so `cli/report.rs` lists them without
+/// naming a harness.
+pub use codex::rpc::AppServerError;
+
 use crate::config::Known;
 use crate::seam::Harness;
 

@@ -100,10 +100,7 @@ fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Resul
             return runtime::answer::by_hook(&store, &s, &a, &r, timeout);
         }
         runtime::transport::of(env, &store, &record)
-            .map_err(|e| RuntimeError::Answer {
-                id: id.clone(),
-                message: e.to_string(),
-            })?
+            .map_err(|e| RuntimeError::NoWayToAnswer(Box::new(e)))?
             .answer(&s, &a, &r, &host_pids, timeout)
     })();
     match result {

@@ -60,9 +60,10 @@ pub fn cassette_dir(arg: &str, env: &Env) -> anyhow::Result<PathBuf> {
         return Ok(path.to_owned());
     }
     let store = project(env)?;
-    let id = store
-        .resolve(arg)
-        .map_err(|e| anyhow::anyhow!("`{arg}` is neither a cassette folder nor a session: {e}"))?;
+    let id = store.resolve(arg).map_err(|e| {
+        let message = format!("`{arg}` is neither a cassette folder nor a session: {e}");
+        anyhow::Error::new(e).context(message)
+    })?;
     let dir = runtime::cassette_dir(&store, &id);
     if !dir.is_dir() {
         anyhow::bail!(Hinted::new(

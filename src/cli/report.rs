@@ -74,6 +74,9 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         RepoError,
         CursorError,
         StreamError,
+        crate::store::session::StoreError,
+        crate::pty::cassette::format::CassetteError,
+        crate::adapters::AppServerError,
     );
     None
 }

@@ -678,7 +678,8 @@ pub fn declare(args: &DeclareArgs, env: &Env) -> anyhow::Result<Outcome> {
         (Some(id), _) => id,
         // `SPEX_SESSION_ID` takes whatever names a session elsewhere: id, handle or name.
         (None, Some(given)) => store.resolve(given).map_err(|e| {
-            anyhow::anyhow!("SPEX_SESSION_ID names no session of this project: {e}")
+            let message = format!("SPEX_SESSION_ID names no session of this project: {e}");
+            anyhow::Error::new(e).context(message)
         })?,
         (None, None) if let Some(id) = session_above(&store) => id,
         (None, None) => {

@@ -258,7 +258,7 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
                     s.updated_at.clone_from(&now);
                     (Some(s), events, answer)
                 })
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| crate::hint::spelled(&e))?;
             waits_on = waiting;
             answer
         }

@@ -65,9 +65,10 @@ pub enum RuntimeError {
         /// The open attention's id, when the record holds one.
         attention: Option<String>,
     },
-    /// An answer that was refused or not confirmed (the message says why and what to do).
-    #[error("{message}")]
-    Answer { id: String, message: String },
+    /// An answer that could not be tried: finding the way to the session failed (the inner
+    /// error says why, with its hint); `--json` still calls it `not_answered`.
+    #[error(transparent)]
+    NoWayToAnswer(Box<RuntimeError>),
     /// An answer that was refused or not confirmed: why, and what to do.
     #[error("{message}")]
     NotAnswered {
@@ -172,7 +173,7 @@ impl RuntimeError {
             RuntimeError::Unreachable { .. } => "host_unreachable",
             RuntimeError::Exited { .. } => "exited",
             RuntimeError::NeedsAttention { .. } => "needs_attention",
-            RuntimeError::Answer { .. } | RuntimeError::NotAnswered { .. } => "not_answered",
+            RuntimeError::NoWayToAnswer(_) | RuntimeError::NotAnswered { .. } => "not_answered",
             RuntimeError::NotConfirmed { .. } => "not_confirmed",
             RuntimeError::Refused { .. } => "refused",
             RuntimeError::NotHostedHere { .. } => "not_hosted",
@@ -230,15 +231,14 @@ impl Hint for RuntimeError {
             RuntimeError::NotConfirmed { id, .. } | RuntimeError::NotInterrupted { id, .. } => {
                 format!("`spex snapshot {id}` shows its screen")
             }
-            // `Answer`'s message still carries its hint where it is built (`runtime/server.rs`),
-            // and so does the store's error (transparent: not a link of the chain of its own).
-            RuntimeError::Answer { .. }
-            | RuntimeError::Cancelled { .. }
+            // Transparent: the inner error is not a link of the chain of its own.
+            RuntimeError::NoWayToAnswer(e) => return e.hint(),
+            RuntimeError::Store(e) => return e.hint(),
+            RuntimeError::Cancelled { .. }
             | RuntimeError::Refused { .. }
             | RuntimeError::Io { .. }
             | RuntimeError::Fs(_)
-            | RuntimeError::UnknownHarness { .. }
-            | RuntimeError::Store(_) => return None,
+            | RuntimeError::UnknownHarness { .. } => return None,
         })
     }
 }

@@ -81,10 +81,10 @@ pub enum StreamError {
 impl Hint for StreamError {
     fn hint(&self) -> Option<String> {
         match self {
-            // Transparent: the cursor's error is not a link of the chain of its own.
+            // Transparent: the inner error is not a link of the chain of its own.
             StreamError::Cursor(e) => e.hint(),
-            // The store's error still spells its hint in its message.
-            StreamError::Store(_) | StreamError::Io(_) => None,
+            StreamError::Store(e) => e.hint(),
+            StreamError::Io(_) => None,
         }
     }
 }

@@ -73,7 +73,7 @@ impl SessionServer for CodexServer {
         config.cwd = Some(ctx.main.to_owned());
         config.startup_timeout = timeout;
         let server = AppServer::spawn(&config)
-            .map_err(|e| ServerError::new(ServerErrorKind::Start, e.to_string()))?;
+            .map_err(|e| ServerError::new(ServerErrorKind::Start, crate::hint::spelled(&e)))?;
         Ok(server.detach())
     }
 

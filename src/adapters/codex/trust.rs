@@ -20,7 +20,8 @@ pub fn hooks_for(
     let sock = dir.path().join("s.sock");
     let mut cfg = AppServerConfig::new(codex_bin, &sock, codex_home, dir.path().join("server.log"));
     cfg.cwd = cwds.first().cloned();
-    let _server = AppServer::spawn(&cfg)?;
+    // The doctor prints this error as one line of text: it keeps its hint.
+    let _server = AppServer::spawn(&cfg).map_err(|e| anyhow::anyhow!(crate::hint::spelled(&e)))?;
     let mut client = Client::open(&sock, "spex-doctor", Duration::from_secs(20))?;
     Ok(client.hooks_list(cwds)?)
 }

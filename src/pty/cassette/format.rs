@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::hint::Hint;
+
 pub const VERSION: u32 = 1;
 pub const STREAMS: [&str; 4] = [
     "input.jsonl",
@@ -34,13 +36,9 @@ pub enum CassetteError {
     /// A file could not be read or written; the error names it (`fs_err`).
     #[error(transparent)]
     File(#[from] std::io::Error),
-    #[error(
-        "`{0}` is not a cassette: `{1}` is missing\nhint: a cassette is the folder spex recorded, with all of its files"
-    )]
+    #[error("`{0}` is not a cassette: `{1}` is missing")]
     Missing(PathBuf, &'static str),
-    #[error(
-        "`{path}` is cassette version {found}; this spex reads version {VERSION}\nhint: replay it with a newer spex"
-    )]
+    #[error("`{path}` is cassette version {found}; this spex reads version {VERSION}")]
     Version { path: PathBuf, found: u32 },
     #[error("`{path}` line {line}: {message}")]
     Bad {
@@ -48,6 +46,20 @@ pub enum CassetteError {
         line: usize,
         message: String,
     },
+}
+
+impl Hint for CassetteError {
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            CassetteError::Missing(..) => {
+                "a cassette is the folder spex recorded, with all of its files".to_owned()
+            }
+            CassetteError::Version { .. } => "replay it with a newer spex".to_owned(),
+            CassetteError::Io { .. } | CassetteError::File(_) | CassetteError::Bad { .. } => {
+                return None;
+            }
+        })
+    }
 }
 
 pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CassetteError + '_ {

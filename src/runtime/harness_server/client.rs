@@ -249,13 +249,14 @@ impl Server<'_> {
         let ctx = if self.on_server(&s) {
             self.ctx()
         } else {
-            own = self.proto.own_server(self.env, &s).ok_or_else(|| RuntimeError::Answer {
+            own = self.proto.own_server(self.env, &s).ok_or_else(|| RuntimeError::NotAnswered {
                 id: id.to_owned(),
                 message: format!(
-                    "session `{}` runs in a {} terminal started outside spex whose server no other client can join; nothing was sent\nhint: answer it in its own terminal",
+                    "session `{}` runs in a {} terminal started outside spex whose server no other client can join; nothing was sent",
                     s.label(),
                     self.harness.id()
                 ),
+                hint: "answer it in its own terminal".to_owned(),
             })?;
             ServerCtx {
                 socket: &own,
@@ -264,13 +265,13 @@ impl Server<'_> {
         };
         let att = a.id.clone().unwrap_or_default();
         if !answer::mark(&self.store, id, &att, Some(r)) {
-            return Err(RuntimeError::Answer {
+            return Err(RuntimeError::NotAnswered {
                 id: id.to_owned(),
                 message: format!(
-                    "attention `{att}` of session `{}` closed before spex answered it; nothing was sent\nhint: `spex show {}`",
-                    s.label(),
+                    "attention `{att}` of session `{}` closed before spex answered it; nothing was sent",
                     s.label()
                 ),
+                hint: format!("`spex show {}`", s.label()),
             });
         }
         let confirmed = self.proto.answer(&ctx, &Self::thread_of(&s), a, r);
@@ -278,14 +279,14 @@ impl Server<'_> {
             Ok(c) => c,
             Err(e) => {
                 answer::mark(&self.store, id, &att, None);
-                return Err(RuntimeError::Answer {
+                return Err(RuntimeError::NotAnswered {
                     id: id.to_owned(),
                     message: format!(
-                        "attention `{att}` of session `{}` was not answered: {}\nhint: `spex show {}` says what it waits on",
+                        "attention `{att}` of session `{}` was not answered: {}",
                         s.label(),
-                        e.message,
-                        s.label()
+                        e.message
                     ),
+                    hint: format!("`spex show {}` says what it waits on", s.label()),
                 });
             }
         };

@@ -257,7 +257,7 @@ impl<'a> Server<'a> {
             (Some(s), events, ())
         });
         if let Err(e) = r {
-            eprintln!("error: updating session {id}: {e}");
+            eprintln!("error: updating session {id}: {}", crate::hint::spelled(&e));
         }
     }
 

@@ -303,7 +303,7 @@ impl Server<'_> {
                     (Some(s), events, ())
                 });
                 if let Err(e) = r {
-                    log!("error: updating session {id}: {e}");
+                    log!("error: updating session {id}: {}", crate::hint::spelled(&e));
                 }
             }
             ServerEvent::ThreadClosed { thread } => {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::session::{Shared, lock};
+use crate::hint::Hinted;
 use crate::log::log;
 use crate::pty::session::Size;
 use crate::runtime::protocol::{Envelope, Request, Response, VERSION};
@@ -59,10 +60,10 @@ pub(super) fn listen_again_on_request(
 pub(super) fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
-            anyhow::bail!(
-                "`{}` is served by a running host\nhint: this session already runs; `spex attach` to it",
-                path.display()
-            );
+            anyhow::bail!(Hinted::new(
+                format!("`{}` is served by a running host", path.display()),
+                "this session already runs; `spex attach` to it"
+            ));
         }
         fs_err::remove_file(path)?;
     }

@@ -51,7 +51,7 @@ pub(super) fn record(
         (Some(s), events, ())
     });
     if let Err(e) = result {
-        log!("error: updating session {id}: {e}");
+        log!("error: updating session {id}: {}", crate::hint::spelled(&e));
     }
 }
 

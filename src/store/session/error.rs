@@ -1,35 +1,52 @@
 //! What can go wrong reading, writing or naming a session record, and the check that an id
-//! may become a path in the store. Messages only: it decides nothing.
+//! may become a path in the store, each with its hint apart. Messages only: it decides nothing.
 
 use std::path::{Path, PathBuf};
+
+use crate::hint::Hint;
 
 use super::ids::{ID_MAX, is_valid_id};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("no session matches `{0}`\nhint: list sessions with `spex sessions --all`")]
+    #[error("no session matches `{0}`")]
     NotFound(String),
-    #[error(
-        "`{prefix}` matches several sessions: {matches}\nhint: give more characters of the handle or id (`spex sessions --all` lists them)"
-    )]
+    #[error("`{prefix}` matches several sessions: {matches}")]
     Ambiguous { prefix: String, matches: String },
     /// An id, handle or name that cannot be one (read from an argument or a store file).
     #[error(
-        "{from}`{}` is not a session id, handle or name: those are 1 to {ID_MAX} letters, digits, `-` or `_`\nhint: `spex sessions --all` lists the sessions",
+        "{from}`{}` is not a session id, handle or name: those are 1 to {ID_MAX} letters, digits, `-` or `_`",
         crate::text::visible(.id)
     )]
     InvalidId { id: String, from: String },
-    #[error("{0}")]
-    Name(String),
+    /// A name that cannot name the session: why, and what to do.
+    #[error("{message}")]
+    Name { message: String, hint: String },
     #[error("`{path}`: {source}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error(
-        "`{path}` is not a valid session record: {message}\nhint: the store may be from a newer spex; it was left unchanged"
-    )]
+    #[error("`{path}` is not a valid session record: {message}")]
     Corrupt { path: PathBuf, message: String },
+}
+
+impl Hint for StoreError {
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            StoreError::NotFound(_) => "list sessions with `spex sessions --all`".to_owned(),
+            StoreError::Ambiguous { .. } => {
+                "give more characters of the handle or id (`spex sessions --all` lists them)"
+                    .to_owned()
+            }
+            StoreError::InvalidId { .. } => "`spex sessions --all` lists the sessions".to_owned(),
+            StoreError::Name { hint, .. } => hint.clone(),
+            StoreError::Corrupt { .. } => {
+                "the store may be from a newer spex; it was left unchanged".to_owned()
+            }
+            StoreError::Io { .. } => return None,
+        })
+    }
 }
 
 pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {

@@ -202,16 +202,17 @@ impl ProjectStore {
     /// Whether `name` may name session `id` (`None`: a session about to start).
     pub fn name_free(&self, name: &str, id: Option<&str>) -> Result<(), StoreError> {
         if !is_valid_name(name) {
-            return Err(StoreError::Name(format!(
-                "`{}` is not a usable session name: a name is 1 to {NAME_MAX} letters, digits, `-` or `_`, starting with a letter\nhint: for example `--name fix-login`",
-                crate::text::visible(name)
-            )));
+            return Err(StoreError::Name {
+                message: format!(
+                    "`{}` is not a usable session name: a name is 1 to {NAME_MAX} letters, digits, `-` or `_`, starting with a letter",
+                    crate::text::visible(name)
+                ),
+                hint: "for example `--name fix-login`".to_owned(),
+            });
         }
-        let taken = |what: &str, other: &str| {
-            StoreError::Name(format!(
-                "`{name}` is {what} session {}\nhint: pick another name (`spex sessions --all` shows the names in use)",
-                self.label_of(other)
-            ))
+        let taken = |what: &str, other: &str| StoreError::Name {
+            message: format!("`{name}` is {what} session {}", self.label_of(other)),
+            hint: "pick another name (`spex sessions --all` shows the names in use)".to_owned(),
         };
         if self.session_dir(name).join("session.json").is_file() && Some(name) != id {
             return Err(taken("the id of", name));
@@ -330,15 +331,15 @@ mod tests {
         // Taken by a live session; a handle is no name; a name is no id.
         assert!(matches!(
             store.set_name(b, Some("fix-login")),
-            Err(StoreError::Name(_))
+            Err(StoreError::Name { .. })
         ));
         assert!(matches!(
             store.set_name(a, Some("cafe")),
-            Err(StoreError::Name(_))
+            Err(StoreError::Name { .. })
         ));
         assert!(matches!(
             store.set_name(b, Some("9lives")),
-            Err(StoreError::Name(_))
+            Err(StoreError::Name { .. })
         ));
         // A handle claimed later skips a name in use.
         store.set_name(b, Some("beef")).unwrap();

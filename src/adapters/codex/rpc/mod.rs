@@ -22,5 +22,21 @@ mod transport;
 mod tests;
 
 pub use hooks::{HookEntry, TrustStatus};
-pub use process::{AppServer, AppServerConfig, probe};
+pub use process::{AppServer, AppServerConfig, AppServerError, probe};
 pub use transport::{Client, Notification, RpcError};
+
+// Here, not in `process.rs`: the client's files import nothing outside their folder (a test
+// builds them alone).
+impl crate::hint::Hint for AppServerError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            AppServerError::Spawn { .. } => {
+                Some("check the path to the codex executable".to_owned())
+            }
+            AppServerError::AlreadyRunning { .. }
+            | AppServerError::Log { .. }
+            | AppServerError::Exited { .. }
+            | AppServerError::NotReady { .. } => None,
+        }
+    }
+}

@@ -93,7 +93,7 @@ pub enum AppServerError {
         #[source]
         source: io::Error,
     },
-    #[error("cannot start `{bin} app-server`\nhint: check the path to the codex executable")]
+    #[error("cannot start `{bin} app-server`")]
     Spawn {
         bin: PathBuf,
         #[source]
