@@ -369,7 +369,14 @@ fn a_gemini_tui_permission_rejected_with_esc_and_an_api_failure_are_recorded_tru
     });
     assert_eq!(r["turn"]["state"], "interrupted", "{r}");
     assert_eq!(r["turn"]["by"], "terminal", "{r}");
-    assert_eq!(r["source"], "hook AfterAgent", "{r}");
+    // Gemini writes the cancel into its transcript just before it runs the AfterAgent hook, so
+    // a reader that runs in between concludes the same ending from the transcript first (seen
+    // on a loaded machine); either is the truth, told by its own evidence.
+    let source = r["source"].as_str().unwrap_or_default();
+    assert!(
+        source == "hook AfterAgent" || source.starts_with("Gemini's transcript"),
+        "{r}"
+    );
     assert_eq!(r["status"], "idle", "{r}");
 
     // Ctrl-C twice: SessionEnd fires three times, the session exits once.
