@@ -154,6 +154,25 @@ pub(super) mod tests {
         assert!(glob_matches("**/src", "src") && glob_matches("a/**/b", "a/b"));
     }
 
+    /// The five glob forms spec trees use (prefix, suffix, brace, class, plain), over a small
+    /// alphabet so that the paths of [`form_path`] often match.
+    pub fn form() -> impl Strategy<Value = String> {
+        let word = || "[abc]{1,2}";
+        prop_oneof![
+            (word(), word()).prop_map(|(a, b)| format!("{a}/{b}/**")),
+            word().prop_map(|a| format!("**/*{a}.rs")),
+            (word(), word(), word()).prop_map(|(a, b, c)| format!("{a}/{{{b},{c}}}/*.ts")),
+            (word(), word()).prop_map(|(a, b)| format!("{a}/[a-b]*{b}.py")),
+            (word(), word()).prop_map(|(a, b)| format!("{a}/{b}.rs")),
+        ]
+    }
+
+    pub fn form_path() -> impl Strategy<Value = String> {
+        let ext = prop_oneof![Just(""), Just(".rs"), Just(".ts"), Just(".py")];
+        (prop::collection::vec("[abc]{1,3}", 1..5), ext)
+            .prop_map(|(parts, ext)| format!("{}{ext}", parts.join("/")))
+    }
+
     /// The patterns of one DFA over `globs` that match `rel`, compiled `way`; `None` when a
     /// glob is no glob or the DFA would be too large.
     fn dfa_matching(globs: &[String], way: Direction, rel: &str) -> Option<Vec<usize>> {
@@ -170,6 +189,13 @@ pub(super) mod tests {
         )
     }
 
+    /// globset's answer for each of `globs`: the indices of those that match `rel`.
+    fn globset_matching(globs: &[String], rel: &str) -> Vec<usize> {
+        (0..globs.len())
+            .filter(|&i| glob_matches(&globs[i], rel))
+            .collect()
+    }
+
     const WAYS: [Direction; 2] = [Direction::Forward, Direction::Backward];
 
     proptest! {
@@ -184,6 +210,33 @@ pub(super) mod tests {
         #[test]
         fn matches_answers_what_the_compiled_glob_answers((pat, rel) in glob_and_path()) {
             prop_assert_eq!(matches(&pat, &rel), glob_matches(&pat, &rel), "{} vs {:?}", pat, rel);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1500, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn one_glob_s_dfa_answers_what_globset_answers((pat, rel) in glob_and_path()) {
+            let globs = [pat];
+            for way in WAYS {
+                if let Some(got) = dfa_matching(&globs, way, &rel) {
+                    prop_assert_eq!(got, globset_matching(&globs, &rel), "{:?} {:?} vs {:?}", way, globs, rel);
+                }
+            }
+        }
+
+        #[test]
+        fn a_dfa_of_many_globs_names_each_that_matches(
+            globs in prop::collection::vec(prop_oneof![form(), pattern()], 1..8),
+            rels in prop::collection::vec(prop_oneof![form_path(), path()], 1..8),
+        ) {
+            for way in WAYS {
+                for rel in &rels {
+                    let got = dfa_matching(&globs, way, rel);
+                    prop_assert!(got.is_some(), "{:?} {:?} builds", way, globs);
+                    prop_assert_eq!(got.unwrap(), globset_matching(&globs, rel), "{:?} {:?} vs {:?}", way, globs, rel);
+                }
+            }
         }
     }
 

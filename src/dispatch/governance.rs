@@ -115,7 +115,7 @@ fn first_match(buckets: &[Bucket], rel: &str) -> io::Result<Option<Governing>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::glob::tests::{glob_and_path, glob_matches, path, pattern};
+    use super::super::glob::tests::{form, form_path, glob_and_path, glob_matches, path, pattern};
     use super::*;
     use crate::spec::keys;
     use crate::store::Governed;
@@ -130,7 +130,8 @@ mod tests {
     }
 
     fn nodes() -> impl Strategy<Value = Vec<Governed>> {
-        prop::collection::vec(prop::collection::vec(pattern(), 1..3), 1..8).prop_map(|codes| {
+        let glob = prop_oneof![form(), pattern()];
+        prop::collection::vec(prop::collection::vec(glob, 1..3), 1..8).prop_map(|codes| {
             codes
                 .into_iter()
                 .enumerate()
@@ -167,7 +168,7 @@ mod tests {
         #[test]
         fn the_index_answers_what_a_scan_answers(
             nodes in nodes(),
-            rels in prop::collection::vec(path(), 1..6),
+            rels in prop::collection::vec(prop_oneof![form_path(), path()], 1..6),
         ) {
             let index = governance::index_bytes(&nodes);
             for rel in &rels {
@@ -200,6 +201,38 @@ mod tests {
         let index = governance::index_bytes(&nodes);
         assert_eq!(indexed(&index, "src/a/b_x.rs").as_deref(), Some("first"));
         assert_eq!(indexed(&index, "src/a/b.rs").as_deref(), Some("second"));
+    }
+
+    #[test]
+    fn the_five_forms_of_a_large_tree_each_find_their_node() {
+        let nodes: Vec<Governed> = (0..500)
+            .map(|i| {
+                let glob = match i % 5 {
+                    0 => format!("src/m{i}/**"),
+                    1 => format!("**/*_{i}.txt"),
+                    2 => format!("src/{{a{i},b{i}}}/*.ts"),
+                    3 => format!("lib/[a-c]*{i}.py"),
+                    _ => format!("docs/page{i}.md"),
+                };
+                node(&format!("n{i}"), &[&glob])
+            })
+            .collect();
+        let index = governance::index_bytes(&nodes);
+        for (rel, want) in [
+            ("src/m100/deep/x.rs", Some("n100")),
+            ("docs/x_101.txt", Some("n101")),
+            ("src/b102/x.ts", Some("n102")),
+            ("lib/c_8.py", Some("n8")),
+            ("lib/d_8.py", None),
+            // `lib/[a-c]*3.py` (n3) and `lib/[a-c]*8.py` (n8) match them too, and come first.
+            ("lib/c_103.py", Some("n3")),
+            ("lib/c_108.py", Some("n8")),
+            ("docs/page104.md", Some("n104")),
+            ("hello.txt", None),
+            ("src/m5/x_6.txt", Some("n5")),
+        ] {
+            assert_eq!(indexed(&index, rel).as_deref(), want, "{rel}");
+        }
     }
 
     #[test]
