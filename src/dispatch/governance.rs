@@ -1,18 +1,19 @@
 //! Which spec node governs an edited file: the first node in path order with a `code` glob
-//! that matches it. A current receipt points to the governance index, of which only the
-//! buckets the path can hit are read, and only when an event edits a file; their DFAs run over
-//! the path (`spec::automaton`: one step a byte, nothing compiled), and a glob the index kept as
-//! text goes to `glob.rs`. A receipt written before the index carries the nodes inline and is
-//! scanned in order, as it always was. Reads the store, writes nothing.
+//! that matches it. A current receipt points to the governance index, read only when an event
+//! edits a file, and then only the DFAs of the keys the path has: each runs over the path
+//! (`spec::automaton`: one step a byte, nothing compiled), a glob the index kept as text goes to
+//! `glob.rs`, and only the winning node's line is read. A receipt written before the index
+//! carries the nodes inline and is scanned in order, as it always was. Reads the store, writes
+//! nothing.
 
 use std::cell::RefCell;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::glob::matches;
 use crate::spec::automaton;
 use crate::store::Receipt;
-use crate::store::governance::{self, Bucket};
+use crate::store::governance::{self, ReadAt};
 
 /// Where the governed nodes of this checkout are.
 #[derive(Debug)]
@@ -53,16 +54,14 @@ impl Governance {
     /// report it stale, and the next `materialize` writes it anew.
     pub fn governing(&self, rel: &str) -> Option<Governing> {
         match self {
-            Governance::Index { file, trouble } => {
-                match governance::buckets(file, rel).and_then(|b| first_match(&b, rel)) {
-                    Ok(found) => found,
-                    Err(e) => {
-                        *trouble.borrow_mut() =
-                            Some(format!("governance index {}: {e}", file.display()));
-                        None
-                    }
+            Governance::Index { file, trouble } => match find(file, rel) {
+                Ok(found) => found,
+                Err(e) => {
+                    *trouble.borrow_mut() =
+                        Some(format!("governance index {}: {e}", file.display()));
+                    None
                 }
-            }
+            },
             Governance::Inline(nodes) => nodes
                 .iter()
                 .find(|g| g.code.iter().any(|pat| matches(pat, rel)))
@@ -82,35 +81,43 @@ impl Governance {
     }
 }
 
-/// Of the globs in the buckets from the index, the first node in path order whose glob
+/// The node that governs `rel` by the index in `file`.
+fn find(file: &Path, rel: &str) -> io::Result<Option<Governing>> {
+    first_match(&governance::open(file)?, rel)
+}
+
+/// Of the globs the index holds for `rel`'s keys, the first node in path order whose glob
 /// matches `rel`.
-fn first_match(buckets: &[Bucket], rel: &str) -> io::Result<Option<Governing>> {
-    let mut best: Option<(u32, &str, &str)> = None;
-    for bucket in buckets {
-        for dfa in bucket.dfas() {
-            let (way, bytes, owners) = dfa?;
-            let patterns = automaton::matching(bytes, way, rel)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            for p in patterns {
-                let o = owners.get(p).ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::InvalidData, "a pattern without its node")
-                })?;
-                if best.is_none_or(|(n, ..)| o.node < n) {
-                    best = Some((o.node, &o.spec, &o.title));
-                }
+fn first_match<R: ReadAt + ?Sized>(index: &R, rel: &str) -> io::Result<Option<Governing>> {
+    let candidates = governance::candidates_in(index, rel)?;
+    let mut best: Option<u32> = None;
+    for dfa in &candidates.dfas {
+        let (way, bytes, nodes) = dfa.parts();
+        let patterns = automaton::matching(bytes, way, rel)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        for p in patterns {
+            let node = *nodes.get(p).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, "a pattern without its node")
+            })?;
+            if best.is_none_or(|b| node < b) {
+                best = Some(node);
             }
         }
     }
     // The slow way last, and only for a node that would come first.
-    for l in buckets.iter().flat_map(Bucket::loose) {
-        if best.is_none_or(|(n, ..)| l.node < n) && matches(&l.glob, rel) {
-            best = Some((l.node, &l.spec, &l.title));
+    for l in &candidates.loose {
+        if best.is_none_or(|b| l.node < b) && matches(&l.glob, rel) {
+            best = Some(l.node);
         }
     }
-    Ok(best.map(|(_, spec, title)| Governing {
-        spec: spec.to_owned(),
-        title: title.to_owned(),
-    }))
+    best.map(|node| {
+        let owner = governance::owner_in(index, node)?;
+        Ok(Governing {
+            spec: owner.spec,
+            title: owner.title,
+        })
+    })
+    .transpose()
 }
 
 #[cfg(test)]
@@ -146,8 +153,7 @@ mod tests {
 
     /// What the index written for `nodes` answers for `rel`.
     fn indexed(index: &[u8], rel: &str) -> Option<String> {
-        let buckets = governance::buckets_in(index, rel).unwrap();
-        first_match(&buckets, rel).unwrap().map(|g| g.spec)
+        first_match(index, rel).unwrap().map(|g| g.spec)
     }
 
     proptest! {
