@@ -52,8 +52,8 @@ pub fn direction_of(glob: &str) -> Direction {
 }
 
 /// The DFA of `regexes` (of [`regex_of`]), pattern `i` matching what `regexes[i]` matches, as
-/// the bytes [`matching`] reads (native endian, starting 4-aligned); `None` when it would be
-/// over the size limits: fewer regexes at a time make smaller DFAs.
+/// the bytes [`matching`] reads (native endian; [`matching`] wants them at a 4-aligned place);
+/// `None` when it would be over the size limits: fewer regexes at a time make smaller DFAs.
 pub fn build<P: AsRef<str>>(regexes: &[P], way: Direction) -> Option<Vec<u8>> {
     let dfa = dense::Builder::new()
         .syntax(syntax::Config::new().utf8(false).dot_matches_new_line(true))
