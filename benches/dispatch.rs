@@ -2,10 +2,11 @@
 //! tool call), as a real captured payload from `tests/fixtures/payloads/<harness>/`, through
 //! the whole `spex dispatch <harness> <Event>` process, against starting `/bin/true` with the
 //! same stdin in the same run. First in a project whose store holds 1,000 session records; then
-//! with 500 governed spec nodes (mixed glob forms), a shell call and an edit of a governed file
-//! against the same calls in a linked worktree of the project that has no spec tree (the
-//! no-spec case), all interleaved. A harness this spex's `dispatch` does not know yet (or whose
-//! payloads are not captured yet) is skipped with a note. Run: `cargo bench --bench dispatch`.
+//! with 500 governed spec nodes (mixed glob forms: prefix, suffix, brace, class, plain), a
+//! shell call and an edit of a governed file against the same calls in a linked worktree of
+//! the project that has no spec tree (the no-spec case), all interleaved. A harness this spex's
+//! `dispatch` does not know yet (or whose payloads are not captured yet) is skipped with a
+//! note. Run: `cargo bench --bench dispatch`.
 
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 #![allow(
@@ -266,22 +267,15 @@ fn measure(cases: &[Case], env: &[(&str, &Path)]) -> Vec<Vec<Duration>> {
     took
 }
 
-fn main() {
-    let spex = PathBuf::from(env!("CARGO_BIN_EXE_spex"));
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/payloads");
-    let truth = PathBuf::from("/bin/true");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let repo = dir.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&["init", "-q"], &repo);
-    // A first commit, so that the project can have a linked worktree without the spec tree.
-    git(&["commit", "-q", "--allow-empty", "-m", "init"], &repo);
-    let plain = dir.path().join("plain");
-    git(&["worktree", "add", "-q", plain.to_str().unwrap()], &repo);
-    let store = dir.path().join("store");
-    let env: Vec<(&str, &Path)> = vec![("SPEX_HOME", &store), ("HOME", dir.path())];
-
-    // Which harnesses this spex dispatches: a shell call of a new session must leave its record.
+/// The harnesses this spex dispatches (a shell call of a new session in `repo` must leave its
+/// record), and a note for each it does not.
+fn known_harnesses(
+    spex: &Path,
+    fixtures: &Path,
+    env: &[(&str, &Path)],
+    store: &Path,
+    repo: &Path,
+) -> (Vec<Known>, Vec<String>) {
     let mut known: Vec<Known> = Vec::new();
     let mut notes = Vec::new();
     for h in HARNESSES {
@@ -304,12 +298,12 @@ fn main() {
                 continue;
             }
         };
-        let before = session_dirs(&store);
+        let before = session_dirs(store);
         let errors = store.join("dispatch-errors.log");
         let logged = std::fs::read_to_string(&errors).unwrap_or_default().len();
-        let probe = moved(&call, &format!("{}-call", h.id), &repo);
-        run(&spex, &["dispatch", h.id, h.event], &env, &repo, &probe);
-        let Some(record) = session_dirs(&store).difference(&before).next().cloned() else {
+        let probe = moved(&call, &format!("{}-call", h.id), repo);
+        run(spex, &["dispatch", h.id, h.event], env, repo, &probe);
+        let Some(record) = session_dirs(store).difference(&before).next().cloned() else {
             // What dispatch logged about it (it never tells the harness).
             let log = std::fs::read_to_string(&errors).unwrap_or_default();
             let why: Vec<String> = log
@@ -340,6 +334,202 @@ fn main() {
             record,
         });
     }
+    (known, notes)
+}
+
+/// 500 governed nodes in `repo`'s spec tree: does the cost grow with the spec tree?
+fn write_spec_tree(repo: &Path, known: &[Known]) {
+    // The glob forms spec trees use, a fifth each: a prefix, a suffix (over the extension the
+    // captured edits have, so every one of them is a candidate for the edited file and must be
+    // ruled out), a brace alternation, a character class, a plain path.
+    for i in 0..NODES - 1 {
+        let code = match i % 5 {
+            0 => format!("src/m{i}/**"),
+            1 => format!("**/*_{i}.txt"),
+            2 => format!("src/{{a{i},b{i}}}/*.ts"),
+            3 => format!("lib/[a-c]*{i}.py"),
+            _ => format!("docs/page{i}.md"),
+        };
+        let node = repo.join(format!(".spec/n{i}"));
+        std::fs::create_dir_all(&node).unwrap();
+        std::fs::write(
+            node.join("spec.md"),
+            format!("---\ntitle: Node {i}\nsurface: system\ncode: [\"{code}\"]\n---\nRule {i}.\n"),
+        )
+        .unwrap();
+    }
+    // The last node in path order governs the files the captured edits change (plain paths),
+    // so a matcher meets every other candidate first.
+    let edited: BTreeSet<&str> = known.iter().map(|k| k.h.edit.1).collect();
+    let edited: Vec<&str> = edited.into_iter().collect();
+    let node = repo.join(".spec/zz-edits");
+    std::fs::create_dir_all(&node).unwrap();
+    std::fs::write(
+        node.join("spec.md"),
+        format!(
+            "---\ntitle: Edits\nsurface: system\ncode: {}\n---\nThe edited files.\n",
+            serde_json::to_string(&edited).unwrap()
+        ),
+    )
+    .unwrap();
+}
+
+/// Each harness's sessions of the timed runs (their records are made here, so that no timed
+/// run creates one), then filler records up to `SESSIONS`, the harnesses taking turns.
+fn make_sessions(
+    spex: &Path,
+    env: &[(&str, &Path)],
+    store: &Path,
+    known: &[Known],
+    (repo, plain): (&Path, &Path),
+) {
+    eprintln!("creating {SESSIONS} session records...");
+    for k in known {
+        let id = k.h.id;
+        let mut made = session_dirs(store);
+        for (name, payload, tree) in [
+            ("call-plain", &k.call, plain),
+            ("edit", &k.edit, repo),
+            ("edit-plain", &k.edit, plain),
+        ] {
+            run(
+                spex,
+                &k.args(),
+                env,
+                tree,
+                &moved(payload, &format!("{id}-{name}"), tree),
+            );
+            let now = session_dirs(store);
+            assert_eq!(now.len(), made.len() + 1, "{id}-{name} has a record");
+            made = now;
+        }
+    }
+    for i in session_dirs(store).len()..SESSIONS {
+        let k = &known[i % known.len()];
+        let filler = moved(&k.call, &format!("{}-{i:04}", k.h.id), repo);
+        run(spex, &k.args(), env, repo, &filler);
+    }
+    assert_eq!(
+        session_dirs(store).len(),
+        SESSIONS,
+        "every session has a record"
+    );
+}
+
+/// The first table: each case against `/bin/true` (the last case).
+fn report_frequent(cases: &[Case], took: &[Vec<Duration>], spex: &Path) {
+    let t = cases.len() - 1;
+    println!(
+        "each harness's most frequent event, a real captured payload, {SESSIONS} sessions in the store ({RUNS} runs each, interleaved)"
+    );
+    for (c, v) in cases.iter().zip(took) {
+        let (p50, p99) = (percentile(v, 500), percentile(v, 990));
+        print!(
+            "  {:32} p50 {:7.0} us   p99 {:7.0} us",
+            c.label,
+            us(p50),
+            us(p99)
+        );
+        if c.program == spex {
+            print!(
+                "   {:.2}x /bin/true p50 (goal <= 1.5x)",
+                us(p50) / us(percentile(&took[t], 500))
+            );
+        }
+        println!();
+    }
+}
+
+/// The second table: each case with the spec tree against the same case without it (the next
+/// case) and against `/bin/true` (the last).
+fn report_governed(cases: &[Case], took: &[Vec<Duration>]) {
+    let p50: Vec<f64> = took.iter().map(|v| us(percentile(v, 500))).collect();
+    let p99: Vec<f64> = took.iter().map(|v| us(percentile(v, 990))).collect();
+    let t = cases.len() - 1;
+    println!(
+        "with {NODES} governed spec nodes, against a linked worktree without a spec tree ({RUNS} runs each, interleaved)"
+    );
+    for (i, c) in cases.iter().enumerate() {
+        print!(
+            "  {:40} p50 {:7.0} us   p99 {:7.0} us",
+            c.label, p50[i], p99[i]
+        );
+        // Each with the spec tree: against the same call without it, and against `/bin/true`.
+        if i < t && i % 2 == 0 {
+            print!(
+                "   / no spec {:.2}x (goal <= 1.05x)   / true {:.2}x (goal <= 1.5x)",
+                p50[i] / p50[i + 1],
+                p50[i] / p50[t]
+            );
+        }
+        println!();
+    }
+}
+
+/// The cases with the spec tree, each followed by the same in the worktree without it: each
+/// harness's shell call and edit, the edits checked to read as governed and as not.
+fn governed_cases<'a>(
+    spex: &'a Path,
+    env: &[(&str, &Path)],
+    store: &Path,
+    known: &[Known],
+    (repo, plain): (&'a Path, &'a Path),
+) -> Vec<Case<'a>> {
+    let mut cases: Vec<Case> = Vec::new();
+    for k in known {
+        let id = k.h.id;
+        for (name, payload, tree, session) in [
+            ("shell call", &k.call, repo, format!("{id}-call")),
+            (
+                "shell call, no spec",
+                &k.call,
+                plain,
+                format!("{id}-call-plain"),
+            ),
+            ("edit, governed", &k.edit, repo, format!("{id}-edit")),
+            ("edit, no spec", &k.edit, plain, format!("{id}-edit-plain")),
+        ] {
+            cases.push(Case {
+                label: k.label(name),
+                program: spex,
+                args: k.args().to_vec(),
+                cwd: tree,
+                stdin: moved(payload, &session, tree),
+            });
+        }
+        // The edit reads as one of a governed file in the project, and of none in the worktree.
+        let governed = &cases[cases.len() - 2];
+        let said = told(spex, governed, env, store, &format!("{id}-edit"));
+        assert!(
+            said.contains("Edits"),
+            "{id}: the governed edit names its spec: {said:?}"
+        );
+        let plain_case = &cases[cases.len() - 1];
+        let said = told(spex, plain_case, env, store, &format!("{id}-edit-plain"));
+        assert!(
+            !said.contains("Edits"),
+            "{id}: no spec governs the worktree: {said:?}"
+        );
+    }
+    cases
+}
+
+fn main() {
+    let spex = PathBuf::from(env!("CARGO_BIN_EXE_spex"));
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/payloads");
+    let truth = PathBuf::from("/bin/true");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&["init", "-q"], &repo);
+    // A first commit, so that the project can have a linked worktree without the spec tree.
+    git(&["commit", "-q", "--allow-empty", "-m", "init"], &repo);
+    let plain = dir.path().join("plain");
+    git(&["worktree", "add", "-q", plain.to_str().unwrap()], &repo);
+    let store = dir.path().join("store");
+    let env: Vec<(&str, &Path)> = vec![("SPEX_HOME", &store), ("HOME", dir.path())];
+
+    let (known, notes) = known_harnesses(&spex, &fixtures, &env, &store, &repo);
     assert!(!known.is_empty(), "no harness to measure: {notes:?}");
     let ids: Vec<&str> = known.iter().map(|k| k.h.id).collect();
     let config = serde_json::json!({ "harnesses": ids }).to_string();
@@ -358,39 +548,7 @@ fn main() {
     materialize(&repo);
     materialize(&plain);
 
-    // Each harness's sessions of the timed runs (their records are made here, so that no timed
-    // run creates one), then filler records up to `SESSIONS`, the harnesses taking turns.
-    eprintln!("creating {SESSIONS} session records...");
-    for k in &known {
-        let id = k.h.id;
-        let mut made = session_dirs(&store);
-        for (name, payload, tree) in [
-            ("call-plain", &k.call, &plain),
-            ("edit", &k.edit, &repo),
-            ("edit-plain", &k.edit, &plain),
-        ] {
-            run(
-                &spex,
-                &k.args(),
-                &env,
-                tree,
-                &moved(payload, &format!("{id}-{name}"), tree),
-            );
-            let now = session_dirs(&store);
-            assert_eq!(now.len(), made.len() + 1, "{id}-{name} has a record");
-            made = now;
-        }
-    }
-    for i in session_dirs(&store).len()..SESSIONS {
-        let k = &known[i % known.len()];
-        let filler = moved(&k.call, &format!("{}-{i:04}", k.h.id), &repo);
-        run(&spex, &k.args(), &env, &repo, &filler);
-    }
-    assert_eq!(
-        session_dirs(&store).len(),
-        SESSIONS,
-        "every session has a record"
-    );
+    make_sessions(&spex, &env, &store, &known, (&repo, &plain));
 
     for note in &notes {
         println!("{note}");
@@ -426,26 +584,7 @@ fn main() {
     cases.push(cases[0].on_true(&truth));
     let logged: Vec<usize> = known.iter().map(|k| events(&k.record)).collect();
     let took = measure(&cases, &env);
-    let t = cases.len() - 1;
-    println!(
-        "each harness's most frequent event, a real captured payload, {SESSIONS} sessions in the store ({RUNS} runs each, interleaved)"
-    );
-    for (c, v) in cases.iter().zip(&took) {
-        let (p50, p99) = (percentile(v, 500), percentile(v, 990));
-        print!(
-            "  {:32} p50 {:7.0} us   p99 {:7.0} us",
-            c.label,
-            us(p50),
-            us(p99)
-        );
-        if c.program == spex {
-            print!(
-                "   {:.2}x /bin/true p50 (goal <= 1.5x)",
-                us(p50) / us(percentile(&took[t], 500))
-            );
-        }
-        println!();
-    }
+    report_frequent(&cases, &took, &spex);
     for (k, before) in known.iter().zip(logged) {
         // Every dispatch did its work: the same number of events each.
         let grown = events(&k.record) - before;
@@ -457,93 +596,10 @@ fn main() {
         );
     }
 
-    // 500 governed nodes: does the cost grow with the spec tree?
-    for i in 0..NODES - 1 {
-        let code = match i % 4 {
-            0 => format!("dir{i}/**"),
-            1 => format!("**/*.p{i}"),
-            2 => format!("lib{i}/a*_*.rs"),
-            _ => format!("{{a{i},b{i}}}/**/*.ts"),
-        };
-        let node = repo.join(format!(".spec/n{i}"));
-        std::fs::create_dir_all(&node).unwrap();
-        std::fs::write(
-            node.join("spec.md"),
-            format!("---\ntitle: Node {i}\nsurface: system\ncode: [\"{code}\"]\n---\nRule {i}.\n"),
-        )
-        .unwrap();
-    }
-    // The last node governs the files the captured edits change.
-    let edited: BTreeSet<&str> = known.iter().map(|k| k.h.edit.1).collect();
-    let edited: Vec<&str> = edited.into_iter().collect();
-    let node = repo.join(".spec/edits");
-    std::fs::create_dir_all(&node).unwrap();
-    std::fs::write(
-        node.join("spec.md"),
-        format!(
-            "---\ntitle: Edits\nsurface: system\ncode: {}\n---\nThe edited files.\n",
-            serde_json::to_string(&edited).unwrap()
-        ),
-    )
-    .unwrap();
+    write_spec_tree(&repo, &known);
     materialize(&repo);
-    let mut cases: Vec<Case> = Vec::new();
-    for k in &known {
-        let id = k.h.id;
-        for (name, payload, tree, session) in [
-            ("shell call", &k.call, &repo, format!("{id}-call")),
-            (
-                "shell call, no spec",
-                &k.call,
-                &plain,
-                format!("{id}-call-plain"),
-            ),
-            ("edit, governed", &k.edit, &repo, format!("{id}-edit")),
-            ("edit, no spec", &k.edit, &plain, format!("{id}-edit-plain")),
-        ] {
-            cases.push(Case {
-                label: k.label(name),
-                program: &spex,
-                args: k.args().to_vec(),
-                cwd: tree,
-                stdin: moved(payload, &session, tree),
-            });
-        }
-        // The edit reads as one of a governed file in the project, and of none in the worktree.
-        let governed = &cases[cases.len() - 2];
-        let said = told(&spex, governed, &env, &store, &format!("{id}-edit"));
-        assert!(
-            said.contains("Edits"),
-            "{id}: the governed edit names its spec: {said:?}"
-        );
-        let plain_case = &cases[cases.len() - 1];
-        let said = told(&spex, plain_case, &env, &store, &format!("{id}-edit-plain"));
-        assert!(
-            !said.contains("Edits"),
-            "{id}: no spec governs the worktree: {said:?}"
-        );
-    }
+    let mut cases = governed_cases(&spex, &env, &store, &known, (&repo, &plain));
     cases.push(cases[0].on_true(&truth));
     let took = measure(&cases, &env);
-    let p50: Vec<f64> = took.iter().map(|v| us(percentile(v, 500))).collect();
-    let p99: Vec<f64> = took.iter().map(|v| us(percentile(v, 990))).collect();
-    let t = cases.len() - 1;
-    println!(
-        "with {NODES} governed spec nodes, against a linked worktree without a spec tree ({RUNS} runs each, interleaved)"
-    );
-    for (i, c) in cases.iter().enumerate() {
-        print!(
-            "  {:40} p50 {:7.0} us   p99 {:7.0} us",
-            c.label, p50[i], p99[i]
-        );
-        // Each with the spec tree: against the same call without it, and against `/bin/true`.
-        if i < t && i % 2 == 0 {
-            print!(
-                "   / no spec {:.2}x (goal <= 1.10x)   / true {:.2}x (goal <= 1.5x)",
-                p50[i] / p50[i + 1],
-                p50[i] / p50[t]
-            );
-        }
-        println!();
-    }
+    report_governed(&cases, &took);
 }

@@ -1,22 +1,18 @@
 //! Whether one `code` glob matches one repo-relative path, as globset says (`/` not special),
-//! without paying for a compiled regex: the first compile in a process costs hundreds of µs,
-//! more than the rest of the hook. The glob's text settles most pairs outright; otherwise
-//! globset parses the glob (a few µs) and writes its regex, and a small Pike VM runs that
-//! regex here. globset's regex for a glob uses literals, `.`, `*`, `?` and non-capturing
-//! alternations; a class (`[ab]`) is left to globset's own compiled matcher. Pure functions.
+//! where no DFA was compiled for it: a receipt written before the governance index (its nodes
+//! inline), and a glob the index keeps as text because its DFA alone would be too large. The
+//! glob's text settles most pairs outright; otherwise globset compiles the glob (hundreds of µs
+//! the first time in a process). The hook's usual way is the index's DFAs (`spec::automaton`).
+//! Pure functions.
 
 /// Whether the glob `pat` matches `rel`.
 pub fn matches(pat: &str, rel: &str) -> bool {
     if let Some(answer) = settled_without_compiling(pat, rel) {
         return answer;
     }
-    let Ok(glob) = glob_builder(pat).build() else {
-        return false;
-    };
-    match Program::of_regex(glob.regex()) {
-        Some(program) => program.matches(rel.as_bytes()),
-        None => glob.compile_matcher().is_match(rel),
-    }
+    glob_builder(pat)
+        .build()
+        .is_ok_and(|glob| glob.compile_matcher().is_match(rel))
 }
 
 fn glob_builder(pat: &str) -> globset::GlobBuilder<'_> {
@@ -50,222 +46,11 @@ fn settled_without_compiling(pat: &str, rel: &str) -> Option<bool> {
     (!fits).then_some(false)
 }
 
-/// One instruction of the VM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Inst {
-    Byte(u8),
-    /// Any byte (globset's regexes let `.` match a newline too).
-    Any,
-    /// Go on at both.
-    Split(usize, usize),
-    Jump(usize),
-    Match,
-}
-
-/// A regex of globset's making, compiled for the VM: the whole path must match.
-#[derive(Debug)]
-struct Program(Vec<Inst>);
-
-/// A piece of globset's regex for a glob.
-#[derive(Debug)]
-enum Node {
-    Byte(u8),
-    Any,
-    /// `(?:a|b|...)`, each alternative a sequence.
-    Group(Vec<Vec<Node>>),
-    Star(Box<Node>),
-    Optional(Box<Node>),
-}
-
-impl Program {
-    /// The program of globset's regex for a glob (`(?-u)^...$`); `None` for anything this VM
-    /// does not run.
-    fn of_regex(re: &str) -> Option<Program> {
-        let body = re.strip_prefix("(?-u)^")?.strip_suffix('$')?;
-        let mut r = Reader {
-            re: body.as_bytes(),
-            at: 0,
-        };
-        let alternatives = r.alternatives()?;
-        if r.at != r.re.len() {
-            return None;
-        }
-        let mut out = Vec::new();
-        emit(&Node::Group(alternatives), &mut out);
-        out.push(Inst::Match);
-        Some(Program(out))
-    }
-
-    /// Runs the program over `text` in lockstep (no backtracking: time is linear in the text).
-    fn matches(&self, text: &[u8]) -> bool {
-        let mut now: Vec<usize> = Vec::new();
-        let mut next: Vec<usize> = Vec::new();
-        let mut seen = vec![usize::MAX; self.0.len()];
-        self.add(&mut now, &mut seen, 0, 0);
-        for (i, &b) in text.iter().enumerate() {
-            next.clear();
-            for &pc in &now {
-                match self.0[pc] {
-                    Inst::Byte(want) if want == b => self.add(&mut next, &mut seen, pc + 1, i + 1),
-                    Inst::Any => self.add(&mut next, &mut seen, pc + 1, i + 1),
-                    _ => {}
-                }
-            }
-            std::mem::swap(&mut now, &mut next);
-            if now.is_empty() {
-                return false;
-            }
-        }
-        now.iter().any(|&pc| self.0[pc] == Inst::Match)
-    }
-
-    /// Adds `pc` and what it reaches without reading a byte to `list`, once per step.
-    fn add(&self, list: &mut Vec<usize>, seen: &mut [usize], pc: usize, step: usize) {
-        if seen[pc] == step {
-            return;
-        }
-        seen[pc] = step;
-        match self.0[pc] {
-            Inst::Split(a, b) => {
-                self.add(list, seen, a, step);
-                self.add(list, seen, b, step);
-            }
-            Inst::Jump(to) => self.add(list, seen, to, step),
-            _ => list.push(pc),
-        }
-    }
-}
-
-/// Compiles `node` onto `out`; a target not known yet is patched once it is.
-fn emit(node: &Node, out: &mut Vec<Inst>) {
-    match node {
-        Node::Byte(b) => out.push(Inst::Byte(*b)),
-        Node::Any => out.push(Inst::Any),
-        Node::Group(alternatives) => {
-            let mut jumps = Vec::new();
-            let last = alternatives.len().saturating_sub(1);
-            for (i, seq) in alternatives.iter().enumerate() {
-                let split = out.len();
-                if i < last {
-                    out.push(Inst::Split(split + 1, usize::MAX));
-                }
-                for n in seq {
-                    emit(n, out);
-                }
-                if i < last {
-                    jumps.push(out.len());
-                    out.push(Inst::Jump(usize::MAX));
-                    out[split] = Inst::Split(split + 1, out.len());
-                }
-            }
-            let end = out.len();
-            for j in jumps {
-                out[j] = Inst::Jump(end);
-            }
-        }
-        Node::Star(inner) => {
-            let split = out.len();
-            out.push(Inst::Split(split + 1, usize::MAX));
-            emit(inner, out);
-            out.push(Inst::Jump(split));
-            out[split] = Inst::Split(split + 1, out.len());
-        }
-        Node::Optional(inner) => {
-            let split = out.len();
-            out.push(Inst::Split(split + 1, usize::MAX));
-            emit(inner, out);
-            out[split] = Inst::Split(split + 1, out.len());
-        }
-    }
-}
-
-/// Reads the regex globset writes: escaped literals, `\xNN` bytes, `.`, `*`, `?` and `(?:..|..)`.
-struct Reader<'a> {
-    re: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.re.get(self.at).copied()
-    }
-
-    /// `a|b|...`, up to a `)` or the end.
-    fn alternatives(&mut self) -> Option<Vec<Vec<Node>>> {
-        let mut out = vec![self.sequence()?];
-        while self.peek() == Some(b'|') {
-            self.at += 1;
-            out.push(self.sequence()?);
-        }
-        Some(out)
-    }
-
-    fn sequence(&mut self) -> Option<Vec<Node>> {
-        let mut seq = Vec::new();
-        while let Some(c) = self.peek() {
-            if c == b'|' || c == b')' {
-                break;
-            }
-            let atom = self.atom()?;
-            seq.push(match self.peek() {
-                Some(b'*') => {
-                    self.at += 1;
-                    Node::Star(Box::new(atom))
-                }
-                Some(b'?') => {
-                    self.at += 1;
-                    Node::Optional(Box::new(atom))
-                }
-                _ => atom,
-            });
-        }
-        Some(seq)
-    }
-
-    fn atom(&mut self) -> Option<Node> {
-        let c = self.peek()?;
-        self.at += 1;
-        Some(match c {
-            b'.' => Node::Any,
-            b'\\' => {
-                let e = self.peek()?;
-                self.at += 1;
-                if e == b'x' {
-                    let hex = std::str::from_utf8(self.re.get(self.at..self.at + 2)?).ok()?;
-                    self.at += 2;
-                    Node::Byte(u8::from_str_radix(hex, 16).ok()?)
-                } else if e.is_ascii_alphanumeric() {
-                    // `\d`, `\b` and the like are classes or assertions: not globset's output.
-                    return None;
-                } else {
-                    Node::Byte(e)
-                }
-            }
-            b'(' => {
-                if self.re.get(self.at..self.at + 2)? != b"?:" {
-                    return None;
-                }
-                self.at += 2;
-                let alternatives = self.alternatives()?;
-                if self.peek()? != b')' {
-                    return None;
-                }
-                self.at += 1;
-                Node::Group(alternatives)
-            }
-            b'[' | b']' | b'{' | b'}' | b'*' | b'?' | b'+' | b'^' | b'$' | b')' | b'|' => {
-                return None;
-            }
-            _ => Node::Byte(c),
-        })
-    }
-}
-
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::spec::automaton::{self, Direction};
     use proptest::prelude::*;
-
     /// globset's own answer, through its compiled regex.
     pub fn glob_matches(pat: &str, rel: &str) -> bool {
         glob_builder(pat)
@@ -350,24 +135,6 @@ pub(super) mod tests {
         prop_oneof![(pattern(), path()), (any_glob(), any_path())]
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 6000, failure_persistence: None, ..ProptestConfig::default() })]
-        #[test]
-        fn the_shortcut_answers_what_the_glob_answers((pat, rel) in glob_and_path()) {
-            if let Some(answer) = settled_without_compiling(&pat, &rel) {
-                prop_assert_eq!(answer, glob_matches(&pat, &rel), "{} vs {}", pat, rel);
-            }
-        }
-
-        #[test]
-        fn the_vm_answers_what_the_compiled_glob_answers((pat, rel) in glob_and_path()) {
-            if let Ok(glob) = glob_builder(&pat).build() && let Some(p) = Program::of_regex(glob.regex()) {
-                prop_assert_eq!(p.matches(rel.as_bytes()), glob_matches(&pat, &rel), "{} vs {:?}: {}", pat, rel, glob.regex());
-            }
-            prop_assert_eq!(matches(&pat, &rel), glob_matches(&pat, &rel), "{} vs {:?}", pat, rel);
-        }
-    }
-
     #[test]
     fn settles_the_common_forms_without_compiling() {
         assert_eq!(settled_without_compiling("dir/**", "src/a.rs"), Some(false));
@@ -387,25 +154,94 @@ pub(super) mod tests {
         assert!(glob_matches("**/src", "src") && glob_matches("a/**/b", "a/b"));
     }
 
-    #[test]
-    fn the_vm_runs_every_common_form_and_leaves_classes_to_globset() {
-        for pat in [
-            "dir/**",
-            "**/*.proto",
-            "lib/a*_*.rs",
-            "{a,b}/**/*.ts",
-            "x?y",
-            "**",
-        ] {
-            let glob = glob_builder(pat).build().unwrap();
-            assert!(
-                Program::of_regex(glob.regex()).is_some(),
-                "{}",
-                glob.regex()
-            );
+    /// The five glob forms spec trees use (prefix, suffix, brace, class, plain), over a small
+    /// alphabet so that the paths of [`form_path`] often match.
+    pub fn form() -> impl Strategy<Value = String> {
+        let word = || "[abc]{1,2}";
+        prop_oneof![
+            (word(), word()).prop_map(|(a, b)| format!("{a}/{b}/**")),
+            word().prop_map(|a| format!("**/*{a}.rs")),
+            (word(), word(), word()).prop_map(|(a, b, c)| format!("{a}/{{{b},{c}}}/*.ts")),
+            (word(), word()).prop_map(|(a, b)| format!("{a}/[a-b]*{b}.py")),
+            (word(), word()).prop_map(|(a, b)| format!("{a}/{b}.rs")),
+        ]
+    }
+
+    pub fn form_path() -> impl Strategy<Value = String> {
+        let ext = prop_oneof![Just(""), Just(".rs"), Just(".ts"), Just(".py")];
+        (prop::collection::vec("[abc]{1,3}", 1..5), ext)
+            .prop_map(|(parts, ext)| format!("{}{ext}", parts.join("/")))
+    }
+
+    /// The patterns of one DFA over `globs` that match `rel`, compiled `way`; `None` when a
+    /// glob is no glob or the DFA would be too large.
+    fn dfa_matching(globs: &[String], way: Direction, rel: &str) -> Option<Vec<usize>> {
+        let regexes: Vec<String> = globs
+            .iter()
+            .map(|g| automaton::regex_of(g))
+            .collect::<Option<_>>()?;
+        let bytes = automaton::build(&regexes, way)?;
+        let mut buf = vec![0u8; bytes.len() + 3];
+        let at = automaton::aligned_start(&buf);
+        buf[at..at + bytes.len()].copy_from_slice(&bytes);
+        Some(
+            automaton::matching(&buf[at..at + bytes.len()], way, rel).expect("DFA bytes read back"),
+        )
+    }
+
+    /// globset's answer for each of `globs`: the indices of those that match `rel`.
+    fn globset_matching(globs: &[String], rel: &str) -> Vec<usize> {
+        (0..globs.len())
+            .filter(|&i| glob_matches(&globs[i], rel))
+            .collect()
+    }
+
+    const WAYS: [Direction; 2] = [Direction::Forward, Direction::Backward];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 6000, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn the_shortcut_answers_what_the_glob_answers((pat, rel) in glob_and_path()) {
+            if let Some(answer) = settled_without_compiling(&pat, &rel) {
+                prop_assert_eq!(answer, glob_matches(&pat, &rel), "{} vs {}", pat, rel);
+            }
         }
-        let class = glob_builder("[ab]c").build().unwrap();
-        assert!(Program::of_regex(class.regex()).is_none());
+
+        #[test]
+        fn matches_answers_what_the_compiled_glob_answers((pat, rel) in glob_and_path()) {
+            prop_assert_eq!(matches(&pat, &rel), glob_matches(&pat, &rel), "{} vs {:?}", pat, rel);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1500, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn one_glob_s_dfa_answers_what_globset_answers((pat, rel) in glob_and_path()) {
+            let globs = [pat];
+            for way in WAYS {
+                if let Some(got) = dfa_matching(&globs, way, &rel) {
+                    prop_assert_eq!(got, globset_matching(&globs, &rel), "{:?} {:?} vs {:?}", way, globs, rel);
+                }
+            }
+        }
+
+        #[test]
+        fn a_dfa_of_many_globs_names_each_that_matches(
+            globs in prop::collection::vec(prop_oneof![form(), pattern()], 1..8),
+            rels in prop::collection::vec(prop_oneof![form_path(), path()], 1..8),
+        ) {
+            for way in WAYS {
+                for rel in &rels {
+                    let got = dfa_matching(&globs, way, rel);
+                    prop_assert!(got.is_some(), "{:?} {:?} builds", way, globs);
+                    prop_assert_eq!(got.unwrap(), globset_matching(&globs, rel), "{:?} {:?} vs {:?}", way, globs, rel);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_dfa_reads_every_common_form_both_ways() {
         let cases = [
             ("dir/**", "dir/a/b.rs", true),
             ("dir/**", "dir", false),
@@ -415,9 +251,68 @@ pub(super) mod tests {
             ("{a,b}/**/*.ts", "c/x.ts", false),
             ("**/src", "src", true),
             ("[ab]c", "bc", true),
+            ("**/*.proto", "src/a.proto", true),
+            ("**/*.proto", "src/a.rs", false),
+            ("x?y", "xzy", true),
+            ("**", "any/thing", true),
+            ("src/main.rs", "src/main.rs", true),
+            ("src/main.rs", "src/main.rsx", false),
+            ("lib/[a-c]*.py", "lib/b_x.py", true),
+            ("lib/[a-c]*.py", "lib/d_x.py", false),
+            ("src/{a,b}/*.ts", "src/a/deep/x.ts", true),
+            ("*.rs", "src/a.rs", true),
+            ("SRC/**", "src/a.rs", false),
+            ("a/**/b", "a/b", true),
+            ("é*", "éa", true),
+            ("d\\*", "d*", true),
+            ("d\\*", "dx", false),
+            ("**", "new\nline", true),
         ];
         for (pat, rel, want) in cases {
-            assert_eq!(matches(pat, rel), want, "{pat} vs {rel}");
+            assert_eq!(glob_matches(pat, rel), want, "globset: {pat} vs {rel:?}");
+            assert_eq!(matches(pat, rel), want, "{pat} vs {rel:?}");
+            for way in WAYS {
+                let got = dfa_matching(&[pat.to_owned()], way, rel);
+                assert_eq!(
+                    got,
+                    Some(if want { vec![0] } else { vec![] }),
+                    "{way:?} {pat} vs {rel:?}"
+                );
+            }
         }
+        // One DFA, several globs: every one that matches, whichever the order.
+        let globs: Vec<String> = [
+            "src/**",
+            "**/*.rs",
+            "src/{a,b}/*.rs",
+            "lib/[a-c]*.py",
+            "src/a/x.rs",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        for way in WAYS {
+            assert_eq!(
+                dfa_matching(&globs, way, "src/a/x.rs"),
+                Some(vec![0, 1, 2, 4])
+            );
+            assert_eq!(dfa_matching(&globs, way, "lib/a.py"), Some(vec![3]));
+            assert_eq!(dfa_matching(&globs, way, "docs/a.md"), Some(vec![]));
+        }
+    }
+
+    #[test]
+    fn the_globs_spec_trees_use_compile_each_way_they_are_filed() {
+        assert_eq!(automaton::direction_of("src/a/**"), Direction::Forward);
+        assert_eq!(
+            automaton::direction_of("src/{a,b}/*.ts"),
+            Direction::Forward
+        );
+        assert_eq!(automaton::direction_of("docs/page.md"), Direction::Forward);
+        assert_eq!(automaton::direction_of("**/*.rs"), Direction::Backward);
+        assert_eq!(
+            automaton::direction_of("lib/[a-c]*1.py"),
+            Direction::Backward
+        );
+        assert!(automaton::regex_of("a{b").is_none());
     }
 }

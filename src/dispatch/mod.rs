@@ -264,6 +264,10 @@ pub fn handle(env: &Env, harness: &str, event: &str, raw: &[u8]) -> Result<Optio
         }
         None => Answer::default(),
     };
+    // An index that could not be read governed nothing; the next `materialize` writes it anew.
+    if let Some(why) = governance.trouble() {
+        log_error(env, h.id(), event, &why);
+    }
     if let (Some(id), Some((att, call)), Some(answering)) = (&id, waits_on, answering) {
         match wait::wait(&project, id, &att, call.as_deref(), budget) {
             wait::Waited::Answered(posted) => {

@@ -1,6 +1,7 @@
 //! The `.spec` tree: every `.spec/**/spec.md` with YAML front matter, parsed into nodes, and
 //! governance (which spec node owns a file). Knows nothing of harnesses.
 
+pub mod automaton;
 pub mod keys;
 
 use std::path::{Path, PathBuf};
