@@ -5,7 +5,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::{HeldThread, START_TIMEOUT, Server, ServerStatus, stop_process};
@@ -50,18 +50,8 @@ impl Server<'_> {
                 .map_err(io(&log))?
         };
         let from = file.seek(SeekFrom::End(0)).map_err(io(&log))?;
-        let mut cmd = Command::new(spex_bin);
-        cmd.arg("serve")
-            .arg("--harness")
-            .arg(self.harness.id())
-            .arg("--project")
-            .arg(&self.main)
-            .arg("--binary")
-            .arg(&self.binary)
-            .arg("--")
-            .args(&self.args)
-            .current_dir(&self.main)
-            .stdin(Stdio::null())
+        let mut cmd = self.serve_command(spex_bin, &[]);
+        cmd.stdin(Stdio::null())
             .stdout(file.try_clone().map_err(io(&log))?.into_file())
             .stderr(file.into_file());
         // The server is shared by every thread: no session's identity may leak into it.

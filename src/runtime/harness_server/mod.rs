@@ -105,6 +105,24 @@ pub struct Server<'a> {
 }
 
 impl<'a> Server<'a> {
+    /// `spex serve` for this project's server (`extra` before the harness's own arguments,
+    /// which follow `--`), run in the main checkout: the supervisor and its guard start alike.
+    fn serve_command(&self, spex_bin: &Path, extra: &[String]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(spex_bin);
+        cmd.arg("serve")
+            .arg("--harness")
+            .arg(self.harness.id())
+            .arg("--project")
+            .arg(&self.main)
+            .arg("--binary")
+            .arg(&self.binary)
+            .args(extra)
+            .arg("--")
+            .args(&self.args)
+            .current_dir(&self.main);
+        cmd
+    }
+
     /// The server of `harness` for the project `store` keeps (main checkout `main`), or `None`
     /// when the harness runs no server.
     pub fn new(

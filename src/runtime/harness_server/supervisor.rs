@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -201,20 +201,14 @@ impl Server<'_> {
         spex_bin: &Path,
         server: ProcessId,
     ) -> Result<std::process::ChildStdin, RuntimeError> {
-        let mut cmd = Command::new(spex_bin);
-        cmd.arg("serve")
-            .arg("--harness")
-            .arg(self.harness.id())
-            .arg("--project")
-            .arg(&self.main)
-            .arg("--binary")
-            .arg(&self.binary)
-            .arg("--guard")
-            .arg(format!("{}:{}", server.pid, server.start))
-            .arg("--")
-            .args(&self.args)
-            .current_dir(&self.main)
-            .stdin(Stdio::piped())
+        let mut cmd = self.serve_command(
+            spex_bin,
+            &[
+                "--guard".to_owned(),
+                format!("{}:{}", server.pid, server.start),
+            ],
+        );
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             // Neither a signal to the supervisor's group nor its terminal reaches the guard.
