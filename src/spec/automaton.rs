@@ -51,6 +51,24 @@ pub fn direction_of(glob: &str) -> Direction {
     }
 }
 
+/// The literal text every path `glob` matches must end with (`Backward`) or start with
+/// (`Forward`): what follows its last (precedes its first) special character, a `/` next to
+/// that character left out (`**/x.rs` matches `x.rs`). Empty when nothing is certain. A
+/// prefilter only: a path with the literal may still not match.
+pub fn literal_of(glob: &str, way: Direction) -> &str {
+    const SPECIAL: &[char] = &['*', '?', '[', ']', '{', '}', ',', '\\'];
+    match way {
+        Direction::Backward => match glob.rfind(SPECIAL) {
+            Some(i) => glob[i + 1..].trim_start_matches('/'),
+            None => glob,
+        },
+        Direction::Forward => match glob.find(SPECIAL) {
+            Some(i) => glob[..i].trim_end_matches('/'),
+            None => glob,
+        },
+    }
+}
+
 /// The DFA of `regexes` (of [`regex_of`]), pattern `i` matching what `regexes[i]` matches, as
 /// the bytes [`matching`] reads (native endian; [`matching`] wants them at a 4-aligned place);
 /// `None` when it would be over the size limits: fewer regexes at a time make smaller DFAs.
@@ -119,4 +137,61 @@ pub fn matching(bytes: &[u8], way: Direction, path: &str) -> Result<Vec<usize>, 
 /// The first index of `buf` (at least 3 bytes long) at a 4-aligned address.
 pub fn aligned_start(buf: &[u8]) -> usize {
     (4 - buf.as_ptr().addr() % 4) % 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The literal a glob's every match must carry at its reading end, checked against
+    /// globset's own answer for paths that do and do not carry it.
+    #[test]
+    fn a_globs_literal_is_what_every_match_carries() {
+        use Direction::{Backward, Forward};
+        let cases: &[(&str, Direction, &str, &[&str])] = &[
+            (
+                "**/*_17.txt",
+                Backward,
+                "_17.txt",
+                &["_17.txt", "a/b_17.txt"],
+            ),
+            ("**/x.rs", Backward, "x.rs", &["x.rs", "a/x.rs"]),
+            ("src/a/**", Forward, "src/a", &["src/a/b", "src/a/b/c.rs"]),
+            (
+                "src/{a,b}/*.ts",
+                Forward,
+                "src",
+                &["src/a/x.ts", "src/b/y.ts"],
+            ),
+            ("src/{a,b}/*.ts", Backward, ".ts", &["src/a/x.ts"]),
+            ("lib/[a-c]*.py", Forward, "lib", &["lib/a.py", "lib/cz.py"]),
+            (
+                "docs/page1.md",
+                Backward,
+                "docs/page1.md",
+                &["docs/page1.md"],
+            ),
+            ("a/**/b", Backward, "b", &["a/b", "a/x/y/b"]),
+            ("a\\*b", Backward, "b", &["a*b"]),
+            ("*.{ts,js}", Backward, "", &["x.ts", "y.js"]),
+            ("**", Forward, "", &["anything"]),
+        ];
+        for (glob, way, want, matching) in cases {
+            let lit = literal_of(glob, *way);
+            assert_eq!(lit, *want, "{glob} {way:?}");
+            let g = globset::GlobBuilder::new(glob)
+                .literal_separator(false)
+                .build()
+                .unwrap()
+                .compile_matcher();
+            for path in *matching {
+                assert!(g.is_match(path), "{glob} should match {path}");
+                let carries = match way {
+                    Backward => path.ends_with(lit),
+                    Forward => path.starts_with(lit),
+                };
+                assert!(carries, "{glob} matches {path}, which lacks `{lit}`");
+            }
+        }
+    }
 }

@@ -16,7 +16,7 @@
 //! alone would be over the size limit is kept as text (`loose`), for the hook to match the slow
 //! way. A node is one JSON line: its spec, title and globs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
 
@@ -63,6 +63,11 @@ struct Part {
     at: usize,
     len: usize,
     nodes: Vec<u32>,
+    /// The literal texts of its globs ([`automaton::literal_of`]): a path that ends (reading
+    /// backwards) or starts (forwards) with none of them matches none of its globs, and its
+    /// bytes are not read. Absent when one of its globs has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lits: Option<Vec<String>>,
 }
 
 /// One DFA read from the index, ready to run.
@@ -184,8 +189,8 @@ fn body(keys: &[Filed]) -> (Vec<u8>, usize) {
             .into_iter()
             .zip(&ways)
         {
-            let loose = compile(way, group, &mut |nodes, bytes| {
-                compiled.push((key.clone(), way, nodes, bytes));
+            let loose = compile(way, group, &mut |nodes, lits, bytes| {
+                compiled.push((key.clone(), way, nodes, lits, bytes));
             });
             meta.loose
                 .extend(loose.into_iter().map(|l| (key.clone(), l)));
@@ -196,13 +201,14 @@ fn body(keys: &[Filed]) -> (Vec<u8>, usize) {
     }
     let mut at = 0;
     let mut dfas = Vec::new();
-    for (key, way, nodes, bytes) in compiled {
+    for (key, way, nodes, lits, bytes) in compiled {
         meta.parts.push(Part {
             key,
             way,
             at,
             len: bytes.len(),
             nodes,
+            lits,
         });
         at = (at + bytes.len()).next_multiple_of(4);
         dfas.push(bytes);
@@ -223,7 +229,7 @@ fn body(keys: &[Filed]) -> (Vec<u8>, usize) {
 fn compile(
     way: Direction,
     group: &[(u32, &str, String)],
-    done: &mut dyn FnMut(Vec<u32>, Vec<u8>),
+    done: &mut dyn FnMut(Vec<u32>, Option<Vec<String>>, Vec<u8>),
 ) -> Vec<Loose> {
     if group.is_empty() {
         return Vec::new();
@@ -231,7 +237,16 @@ fn compile(
     let regexes: Vec<&str> = group.iter().map(|(_, _, re)| re.as_str()).collect();
     match automaton::build(&regexes, way) {
         Some(bytes) => {
-            done(group.iter().map(|(node, ..)| *node).collect(), bytes);
+            let lits: Option<BTreeSet<String>> = group
+                .iter()
+                .map(|(_, glob, _)| automaton::literal_of(glob, way))
+                .map(|l| (!l.is_empty()).then(|| l.to_owned()))
+                .collect();
+            done(
+                group.iter().map(|(node, ..)| *node).collect(),
+                lits.map(|l| l.into_iter().collect()),
+                bytes,
+            );
             Vec::new()
         }
         None if group.len() == 1 => vec![Loose {
@@ -339,6 +354,13 @@ pub fn candidates_in<R: ReadAt + ?Sized>(index: &R, rel: &str) -> io::Result<Can
         let dfas = at + meta_len.next_multiple_of(4) as u64;
         for p in meta.parts {
             if !tags.contains(&p.key) {
+                continue;
+            }
+            let has = |l: &String| match p.way {
+                Direction::Backward => rel.ends_with(l.as_str()),
+                Direction::Forward => rel.starts_with(l.as_str()),
+            };
+            if p.lits.as_ref().is_some_and(|lits| !lits.iter().any(has)) {
                 continue;
             }
             let ends_in =
