@@ -70,7 +70,7 @@ impl Recorder {
         manifest: Manifest,
         scrubber: Scrubber,
     ) -> Result<Recorder, CassetteError> {
-        crate::fsutil::create_private_dir_all(dir).map_err(io(dir))?;
+        crate::fsutil::create_private_dir_all(dir).map_err(CassetteError::File)?;
         let manifest_path = dir.join("manifest.json");
         if manifest_path.exists() {
             return Err(io(&manifest_path)(std::io::Error::new(

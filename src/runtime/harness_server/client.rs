@@ -37,7 +37,7 @@ impl Server<'_> {
         }
         // A socket nothing answers on is left over from a killed server.
         if fs_err::symlink_metadata(&self.socket).is_ok() {
-            fs_err::remove_file(&self.socket).map_err(io(&self.socket))?;
+            fs_err::remove_file(&self.socket).map_err(RuntimeError::Fs)?;
         }
         let log = self.log.clone();
         let mut file = {
@@ -47,12 +47,12 @@ impl Server<'_> {
                 .append(true)
                 .mode(crate::fsutil::PRIVATE_FILE)
                 .open(&log)
-                .map_err(io(&log))?
+                .map_err(RuntimeError::Fs)?
         };
-        let from = file.seek(SeekFrom::End(0)).map_err(io(&log))?;
+        let from = file.seek(SeekFrom::End(0)).map_err(RuntimeError::Fs)?;
         let mut cmd = self.serve_command(spex_bin, &[]);
         cmd.stdin(Stdio::null())
-            .stdout(file.try_clone().map_err(io(&log))?.into_file())
+            .stdout(file.try_clone().map_err(RuntimeError::Fs)?.into_file())
             .stderr(file.into_file());
         // The server is shared by every thread: no session's identity may leak into it.
         for var in identity_vars() {

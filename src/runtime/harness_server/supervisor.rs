@@ -65,7 +65,8 @@ impl Server<'_> {
             log!("error: no guard for the server: {e}");
         }
         let file = self.running_file();
-        crate::fsutil::write_private(&file, &store::json_bytes(&running)).map_err(io(&file))?;
+        crate::fsutil::write_private(&file, &store::json_bytes(&running))
+            .map_err(RuntimeError::Fs)?;
         log!("server {server_pid} answers");
         let progress = (Mutex::new(Progress::default()), Condvar::new());
         let result = std::thread::scope(|scope| {

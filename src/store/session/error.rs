@@ -22,7 +22,9 @@ pub enum StoreError {
     /// A name that cannot name the session: why, and what to do.
     #[error("{message}")]
     Name { message: String, hint: String },
-    #[error("`{path}`: {source}")]
+    /// Every store call goes through `fs_err` or `fsutil`, whose error already names the file
+    /// (and the lock's path): the message is the source's alone; `path` stays as data.
+    #[error("{source}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
