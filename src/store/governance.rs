@@ -103,6 +103,8 @@ pub struct Candidates {
 const MAGIC: &str = "spex governance index 2 slots ";
 const HEADER_LEN: usize = MAGIC.len() + 10 + " nodes ".len() + 10 + 1;
 const LINE_LEN: usize = 3 * (10 + 1);
+/// The most bytes one bucket or node line of an index may take.
+const PIECE_MAX: usize = 64 << 20;
 
 /// The key a part is filed under, as its line says it: the catch-all's is empty.
 fn tag(key: Option<&Key>) -> String {
@@ -326,6 +328,9 @@ fn table_line<R: ReadAt + ?Sized>(index: &R, i: usize) -> io::Result<(u64, usize
             let meta = f.next()?.parse().ok()?;
             Some((at, len, meta))
         })
+        // A damaged line must not size an allocation the hook cannot make (an abort, not an
+        // error): no piece of an index spex writes comes near this.
+        .filter(|&(_, len, meta)| len <= PIECE_MAX && meta <= PIECE_MAX)
         .ok_or_else(|| invalid("bad table line"))
 }
 
@@ -365,7 +370,7 @@ pub fn candidates_in<R: ReadAt + ?Sized>(index: &R, rel: &str) -> io::Result<Can
             }
             let ends_in =
                 p.at.checked_add(p.len)
-                    .map(|end| end + meta_len.next_multiple_of(4));
+                    .and_then(|end| end.checked_add(meta_len.next_multiple_of(4)));
             if ends_in.is_none_or(|end| end > len) {
                 return Err(invalid("a DFA past its bucket's end"));
             }
@@ -567,5 +572,40 @@ mod tests {
         let index = index_bytes(&tree);
         assert_eq!(globs(&index, "dir/a.rs"), vec!["dir/**".to_owned()]);
         assert_eq!(globs(&index, "x/a.md"), vec!["**/*.md".to_owned()]);
+    }
+
+    #[test]
+    fn a_path_without_a_dfas_literals_skips_it_unread() {
+        let index = index_bytes(&nodes(&["**/*_1.txt", "**/*_2.txt"]));
+        // Both globs sit in the `.txt` bucket; `hello.txt` ends with neither `_1.txt` nor
+        // `_2.txt`, so their DFA is not even read.
+        assert!(
+            candidates_in(&index[..], "x/hello.txt")
+                .unwrap()
+                .dfas
+                .is_empty()
+        );
+        // A path with one of them reads the DFA, which holds both globs.
+        assert_eq!(globs(&index, "x/a_2.txt"), vec!["**/*_1.txt", "**/*_2.txt"]);
+        // A glob with no literal keeps its DFA read for every path of its bucket.
+        let index = index_bytes(&nodes(&["**/*_1.txt", "**/*.txt"]));
+        assert_eq!(
+            candidates_in(&index[..], "x/hello.txt").unwrap().dfas.len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_table_line_naming_a_huge_piece_is_an_error_not_an_allocation() {
+        let index = index_bytes(&nodes(&["dir/**"]));
+        // The bucket of `dir` says it is 9,999,999,999 bytes long.
+        let mut huge = index.clone();
+        let slot = (1..)
+            .find(|&i| table_line(&index[..], i).is_ok_and(|(_, len, _)| len > 0))
+            .unwrap();
+        let at = HEADER_LEN + slot * LINE_LEN;
+        huge[at + 11..at + 21].copy_from_slice(b"9999999999");
+        assert!(table_line(&huge[..], slot).is_err());
+        assert!(candidates_in(&huge[..], "dir/a.rs").is_err());
     }
 }
