@@ -8,8 +8,8 @@ pub mod codex;
 pub mod common;
 pub mod gemini;
 
-/// The adapters' errors that carry hints, named here so `cli/report.rs` lists them without
-/// naming a harness.
+/// The adapters' errors that carry hints, re-exported so `cli/report.rs` lists them by a path
+/// that names no harness folder.
 pub use codex::rpc::AppServerError;
 
 use crate::config::Known;

@@ -1,6 +1,6 @@
 //! Answering Codex's approvals and questions (docs/harnesses/facts/answering-codex.md): what a
 //! `PermissionRequest` payload opens, and how an attention of a thread on spex's own
-//! app-server is answered as a client of that server (`server.rs` sends the response).
+//! app-server is answered as a client of that server (`session_server.rs` sends the response).
 
 use std::time::Duration;
 

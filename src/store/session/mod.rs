@@ -25,13 +25,8 @@ pub use attention::{Answering, Attention, Choice, Question, Via};
 pub use error::{StoreError, check_id};
 pub use ids::is_valid_id;
 pub use process::{ExitStatus, Kept, ProcessId};
-#[cfg_attr(
-    not(test),
-    expect(
-        unused_imports,
-        reason = "the type `ProjectStore::events` returns: only tests name it outside the store"
-    )
-)]
+// The type `ProjectStore::events` returns: only tests name it outside the store.
+#[cfg(test)]
 pub use record::Event;
 pub use record::{Declared, DeclaredState, Flags, Session, Status};
 pub use state::{NewEvent, new_event};

@@ -3,7 +3,8 @@
 //! their home directories. A `wait_*` here fails on timeout: it panics with what it waited for,
 //! how long and what it last saw, or (`Term`'s) returns that as an `Err` for the caller to add
 //! its own diagnostics to. A wait that may well come back empty is named `*_within` and returns
-//! an `Option`, so a caller that relies on it does so by name.
+//! an `Option` (`status_within`: the last record seen as its `Err`), so a caller that relies on
+//! it does so by name.
 
 // Each test module uses a different subset of these helpers; the rest is not dead, just idle.
 #![allow(dead_code)]
