@@ -1,7 +1,8 @@
 //! The one place a session's transport is chosen: a thread of its harness's server, when the
 //! harness runs its sessions on one (its adapter offers the session-server facet), else the spex
 //! host of its terminal. The commands take a [`Transport`] for a session and act through it,
-//! and never name either way; nothing else here decides how a session is reached.
+//! and never name either way. (Inside the runtime, `live` and `judge` still ask the harness's
+//! server directly what it knows of a thread.)
 
 use std::time::Duration;
 
