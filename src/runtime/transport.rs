@@ -171,11 +171,9 @@ impl Transport<'_> {
     /// started as `l` says.
     pub fn resume(&self, l: &Launch) -> Result<Launched, RuntimeError> {
         match &self.via {
-            Via::Server(server) => {
-                server
-                    .with_binary(l.binary.clone(), l.args.clone())
-                    .resume(l, self.id(), false)
-            }
+            Via::Server(server) => server
+                .with_binary(l.binary.clone(), l.args.clone())
+                .resume(l, self.id()),
             Via::Host => super::resume(l, &self.store, self.id()),
         }
     }

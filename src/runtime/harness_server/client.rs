@@ -424,8 +424,9 @@ impl Server<'_> {
     }
 
     /// Brings session `id`'s thread back on the server (starting it if needed) with its
-    /// terminal UI under a spex host. Refuses a live session unless `force`.
-    pub fn resume(&self, l: &Launch, id: &str, force: bool) -> Result<Launched, RuntimeError> {
+    /// terminal UI under a spex host. Refuses a live session (`spex resume --force` no longer
+    /// forces anything: a second client on its conversation would split it).
+    pub fn resume(&self, l: &Launch, id: &str) -> Result<Launched, RuntimeError> {
         let s = self.load(id)?;
         let thread = Self::thread_of(&s);
         let live = if self.on_server(&s) {
@@ -434,10 +435,10 @@ impl Server<'_> {
             // Started outside spex: live until its record says it exited.
             true
         };
-        if !force && s.status != Status::Exited && live {
+        if s.status != Status::Exited && live {
             return Err(RuntimeError::Refused {
                 id: id.to_owned(),
-                message: format!("it is running; `spex attach {id}` reaches it, or pass `--force`"),
+                message: format!("it is running; `spex attach {id}` reaches it"),
             });
         }
         self.ensure(&l.spex_bin)?;
