@@ -5,41 +5,27 @@
 //! the first time in a process). The hook's usual way is the index's DFAs (`spec::automaton`).
 //! Pure functions.
 
+use crate::spec::automaton::{Direction, glob_of, literal_of};
+
 /// Whether the glob `pat` matches `rel`.
 pub fn matches(pat: &str, rel: &str) -> bool {
     if let Some(answer) = settled_without_compiling(pat, rel) {
         return answer;
     }
-    glob_builder(pat)
-        .build()
-        .is_ok_and(|glob| glob.compile_matcher().is_match(rel))
-}
-
-fn glob_builder(pat: &str) -> globset::GlobBuilder<'_> {
-    let mut b = globset::GlobBuilder::new(pat);
-    b.literal_separator(false);
-    b
+    glob_of(pat).is_some_and(|glob| glob.compile_matcher().is_match(rel))
 }
 
 /// What the text of `pat` alone says about `rel`: `Some(answer)` when that settles it (a
 /// literal pattern; a path lacking the literal text every match starts or ends with), `None`
 /// when only the glob can tell.
 fn settled_without_compiling(pat: &str, rel: &str) -> Option<bool> {
-    const META: &[char] = &['*', '?', '[', ']', '{', '}'];
-    if pat.contains('\\') {
-        return None;
-    }
-    let (Some(first), Some(last)) = (pat.find(META), pat.rfind(META)) else {
+    // The literal text every match starts and ends with, as the index's prefilter reads it.
+    let prefix = literal_of(pat, Direction::Forward);
+    if prefix.len() == pat.len() {
+        // No special character at all: the glob is its one path.
         return Some(pat == rel);
-    };
-    let (mut prefix, mut suffix) = (&pat[..first], &pat[last + 1..]);
-    // A `**` matches nothing at all too, taking its `/` with it: `**/src` matches `src`.
-    if pat[..=last].ends_with("**") {
-        suffix = suffix.strip_prefix('/').unwrap_or(suffix);
     }
-    if pat[first..].starts_with("**") {
-        prefix = prefix.strip_suffix('/').unwrap_or(prefix);
-    }
+    let suffix = literal_of(pat, Direction::Backward);
     let fits = rel.len() >= prefix.len() + suffix.len()
         && rel.starts_with(prefix)
         && rel.ends_with(suffix);
@@ -53,9 +39,7 @@ pub(super) mod tests {
     use proptest::prelude::*;
     /// globset's own answer, through its compiled regex.
     pub fn glob_matches(pat: &str, rel: &str) -> bool {
-        glob_builder(pat)
-            .build()
-            .is_ok_and(|glob| glob.compile_matcher().is_match(rel))
+        glob_of(pat).is_some_and(|glob| glob.compile_matcher().is_match(rel))
     }
 
     /// Glob pieces: the forms spec trees use, and the corners of globset's syntax (escapes,

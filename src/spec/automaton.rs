@@ -31,11 +31,16 @@ pub enum Direction {
 /// globset's regex for `glob` (anchored, `(?-u)^...$`); `None` for a glob globset rejects, which
 /// matches nothing.
 pub fn regex_of(glob: &str) -> Option<String> {
+    glob_of(glob).map(|g| g.regex().to_owned())
+}
+
+/// `glob` as spex reads a `code` glob (globset, `/` not special); `None` when globset
+/// rejects it.
+pub fn glob_of(glob: &str) -> Option<globset::Glob> {
     globset::GlobBuilder::new(glob)
         .literal_separator(false)
         .build()
         .ok()
-        .map(|g| g.regex().to_owned())
 }
 
 /// The way to compile `glob`: backwards when at least as much literal text ends it as starts
@@ -179,11 +184,7 @@ mod tests {
         for (glob, way, want, matching) in cases {
             let lit = literal_of(glob, *way);
             assert_eq!(lit, *want, "{glob} {way:?}");
-            let g = globset::GlobBuilder::new(glob)
-                .literal_separator(false)
-                .build()
-                .unwrap()
-                .compile_matcher();
+            let g = glob_of(glob).unwrap().compile_matcher();
             for path in *matching {
                 assert!(g.is_match(path), "{glob} should match {path}");
                 let carries = match way {
