@@ -67,7 +67,8 @@ pub fn launch(
 pub struct Transport<'e> {
     env: &'e Env,
     store: ProjectStore,
-    record: Session,
+    /// The session's id.
+    id: String,
     via: Via<'e>,
 }
 
@@ -104,14 +105,14 @@ pub fn of<'e>(
     Ok(Transport {
         env,
         store: store.clone(),
-        record: record.clone(),
+        id: record.id.clone(),
         via,
     })
 }
 
 impl Transport<'_> {
     fn id(&self) -> &str {
-        &self.record.id
+        &self.id
     }
 
     /// Delivers `text`: steered into the running turn or a new turn on a server; typed into
