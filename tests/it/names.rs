@@ -685,7 +685,18 @@ fn launch_deliver_stop_print_handles_and_a_removed_worktree_stays_listed() {
 fn init_says_what_it_did_and_a_worktree_gets_the_projects_contract() {
     let w = World::new();
     crate::support::world::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
-    let (o, _) = expect(&w, &["init"], 0);
+    // `init` selects the harnesses it finds on PATH: the pinned ones, all three, whatever the
+    // machine running the tests has installed of its own.
+    let mut path = std::ffi::OsString::from(crate::support::peers::peers_bin_dir());
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let out = w
+        .cmd(&w.repo, &["init"])
+        .env("PATH", path)
+        .output()
+        .expect("spex runs");
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "spex init:\n{o}{e}");
     for want in [
         "wrote   spex.jsonc",
         "wrote   .spec/contract/spec.md",

@@ -524,11 +524,9 @@ fn ctrl_c_during_an_attached_launch_stops_the_session_and_says_so() {
         )
     };
     assert_eq!(status.exit_code(), 130, "{}", diag());
-    t.wait_for(
-        "launch interrupted (Ctrl-C): session",
-        Duration::from_secs(5),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    // The whole line: the screen is read as the bytes arrive, and the line can come in pieces.
+    t.wait_for("its first prompt was not sent", Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
     let said = t.text();
     // A reader gives the session its handle (the one the launch printed).
     run_json(&w, &fake, &["show", &id, "--json"]).unwrap_or_else(|e| panic!("{e}"));
