@@ -13,7 +13,7 @@ use super::outcome::Outcome;
 use crate::env::Env;
 use crate::hint::Hinted;
 use crate::runtime;
-use crate::store::ProjectStore;
+use crate::store::{self, ProjectStore};
 use crate::store::stream::{Cursor, Reader};
 use crate::text::visible;
 
@@ -65,7 +65,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         None => None,
     };
     let stores: Vec<ProjectStore> = if args.all_projects {
-        all_projects(env)
+        store::all_projects(&env.spex_home())
     } else {
         vec![super::args::project(env)?]
     };
@@ -206,7 +206,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                 .iter()
                 .map(|p| p.reader.store.dir.clone())
                 .collect();
-            for store in all_projects(env) {
+            for store in store::all_projects(&env.spex_home()) {
                 if !known.contains(&store.dir) {
                     let mut p = new_project(store, &mut cur);
                     // A project that appears while following is read from its beginning.
@@ -293,26 +293,6 @@ fn watch(fd: &impl rustix::fd::AsFd, p: &mut Project) {
             p.wds.insert(wd, id);
         }
     }
-}
-
-/// The project folders of the store.
-fn all_projects(env: &Env) -> Vec<ProjectStore> {
-    let root = env.spex_home().join("projects");
-    let Ok(entries) = fs_err::read_dir(&root) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<std::path::PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect();
-    dirs.sort();
-    dirs.into_iter()
-        .map(|dir| ProjectStore {
-            dir,
-            event_log_bytes: crate::config::EVENT_LOG_BYTES,
-        })
-        .collect()
 }
 
 struct Printer {

@@ -94,6 +94,26 @@ pub fn path_key(path: &Path) -> String {
     hex::encode(&digest[..6])
 }
 
+/// Every project folder of the store, in the order of their folder names.
+pub fn all_projects(spex_home: &Path) -> Vec<ProjectStore> {
+    let root = spex_home.join("projects");
+    let Ok(entries) = fs_err::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .map(|dir| ProjectStore {
+            dir,
+            event_log_bytes: crate::config::EVENT_LOG_BYTES,
+        })
+        .collect()
+}
+
 /// Where one project's state lives.
 #[derive(Debug, Clone)]
 pub struct ProjectStore {

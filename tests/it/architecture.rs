@@ -16,6 +16,10 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     ("entry", &["main"]),
     ("cli", &["cli"]),
+    // The board runs the watcher in its own process; the watcher folds evidence through the
+    // engines below it. Neither is imported by an engine.
+    ("board", &["board"]),
+    ("watcher", &["watch"]),
     (
         "engines",
         &["materialize", "dispatch", "runtime", "reconcile"],
