@@ -128,6 +128,10 @@ pub struct Session {
     pub project: PathBuf,
     pub tree: PathBuf,
     pub branch: Option<String>,
+    /// The commit the checkout's HEAD named when the record was made (at launch, or at the
+    /// first hook of a session spex did not launch): what `spex diff` compares against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
     /// `spex` or `self`.
     pub launched_by: LaunchedBy,
     pub status: Status,
@@ -243,6 +247,7 @@ impl Session {
             project: tree.main.clone(),
             tree: tree.root.clone(),
             branch: tree.branch(),
+            base_commit: tree.head_commit(),
             launched_by,
             status: Status::Starting,
             created_at: now.to_owned(),
