@@ -275,7 +275,14 @@ mod tests {
 
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
             .args(args)
             .current_dir(dir)
             .output()
@@ -293,16 +300,28 @@ mod tests {
         assert_eq!(Tree::discover(&repo).unwrap().head_commit(), None, "unborn");
         git(&repo, &["commit", "-q", "--allow-empty", "-m", "one"]);
         let one = git(&repo, &["rev-parse", "HEAD"]);
-        assert_eq!(Tree::discover(&repo).unwrap().head_commit(), Some(one.clone()));
+        assert_eq!(
+            Tree::discover(&repo).unwrap().head_commit(),
+            Some(one.clone())
+        );
         git(&repo, &["pack-refs", "--all"]);
-        assert_eq!(Tree::discover(&repo).unwrap().head_commit(), Some(one.clone()));
+        assert_eq!(
+            Tree::discover(&repo).unwrap().head_commit(),
+            Some(one.clone())
+        );
         let wt = repo.parent().unwrap().join("wt");
-        git(&repo, &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]);
+        git(
+            &repo,
+            &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()],
+        );
         git(&wt, &["commit", "-q", "--allow-empty", "-m", "two"]);
         let two = git(&wt, &["rev-parse", "HEAD"]);
         assert_ne!(one, two);
         assert_eq!(Tree::discover(&wt).unwrap().head_commit(), Some(two));
-        assert_eq!(Tree::discover(&repo).unwrap().head_commit(), Some(one.clone()));
+        assert_eq!(
+            Tree::discover(&repo).unwrap().head_commit(),
+            Some(one.clone())
+        );
         git(&repo, &["checkout", "-q", "--detach"]);
         assert_eq!(Tree::discover(&repo).unwrap().head_commit(), Some(one));
     }

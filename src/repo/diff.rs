@@ -287,7 +287,14 @@ mod tests {
 
     fn git(dir: &std::path::Path, args: &[&str]) {
         let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
             .args(args)
             .current_dir(dir)
             .output()
@@ -345,7 +352,10 @@ mod tests {
         let names = d.text(Form::NameOnly, false).unwrap();
         assert_eq!(names, "a.txt\nc.txt\ngone.txt\nnew file.txt\n");
         let patch = d.text(Form::Patch, true).unwrap();
-        assert!(patch.contains("\u{1b}[") && patch.contains("b/new file.txt"), "{patch}");
+        assert!(
+            patch.contains("\u{1b}[") && patch.contains("b/new file.txt"),
+            "{patch}"
+        );
         let only = Diff::new(&tree, &base, &["c.txt".to_owned()]).unwrap();
         assert_eq!(only.text(Form::NameOnly, false).unwrap(), "c.txt\n");
         drop((d, only));
