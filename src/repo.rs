@@ -243,22 +243,23 @@ impl Tree {
 /// Whether `path` is `root` or inside it, both resolved (`..` and symlinks) as far as they
 /// exist: a file that does not exist yet resolves through its nearest existing folder.
 pub fn resolved_inside(root: &Path, path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
     let root = fs_err::canonicalize(root).ok()?;
-    let mut existing = path.to_owned();
-    let mut rest = Vec::new();
-    let resolved = loop {
-        if let Ok(c) = fs_err::canonicalize(&existing) {
-            break c;
+    let parts: Vec<Component> = path.components().collect();
+    // The longest leading part that exists, resolved as the kernel would (symlinks, then `..`).
+    let (mut full, rest) = (1..=parts.len()).rev().find_map(|n| {
+        let c = fs_err::canonicalize(parts[..n].iter().collect::<PathBuf>()).ok()?;
+        Some((c, &parts[n..]))
+    })?;
+    // What does not exist has no symlinks to follow: its `..` and `.` are read as written.
+    for part in rest {
+        match part {
+            Component::ParentDir => {
+                full.pop();
+            }
+            Component::Normal(name) => full.push(name),
+            _ => {}
         }
-        rest.push(existing.file_name()?.to_owned());
-        existing = existing.parent()?.to_owned();
-    };
-    let mut full = resolved;
-    for part in rest.iter().rev() {
-        if part == ".." || part == "." {
-            return None;
-        }
-        full.push(part);
     }
     full.starts_with(&root).then_some(full)
 }
@@ -341,6 +342,7 @@ mod tests {
         assert_eq!(inside("../secret"), None);
         assert_eq!(inside("link"), None, "a symlink out of the tree");
         assert_eq!(inside("nope/../../secret"), None);
+        assert_eq!(inside("nope/../src/b"), Some(root.join("src/b")));
         assert_eq!(resolved_inside(&root, Path::new("/etc/passwd")), None);
     }
 

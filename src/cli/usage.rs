@@ -282,11 +282,19 @@ fn table(by: By, groups: &[Sum], total: &Sum, priced: bool, unpriced: &BTreeSet<
             g.input_tokens.to_string(),
             g.cached_input_tokens.to_string(),
             g.output_tokens.to_string(),
-            match g.cost {
-                Some(c) if g.unpriced => format!("{c:.2}+?"),
-                Some(c) => format!("{c:.2}"),
-                None => String::new(),
-            },
+            g.cost.map_or_else(String::new, |c| {
+                // Cents, or four places for what costs less than one unit.
+                let shown = if c >= 1.0 {
+                    format!("{c:.2}")
+                } else {
+                    format!("{c:.4}")
+                };
+                if g.unpriced {
+                    format!("{shown}+?")
+                } else {
+                    shown
+                }
+            }),
         ]);
     }
     if !priced {
