@@ -87,18 +87,12 @@ impl Sum {
             return;
         }
         let u = &p.usage;
-        match u.model.as_deref().and_then(|m| prices.of(m)) {
-            Some(price) => {
-                *self.cost.get_or_insert(0.0) +=
-                    price.cost(u.input_tokens, u.cached_input_tokens, u.output_tokens);
-            }
-            None => {
-                self.cost.get_or_insert(0.0);
-                if u.input_tokens + u.output_tokens > 0 {
-                    self.unpriced = true;
-                    unpriced.insert(u.model.clone().unwrap_or_else(|| "(unknown)".into()));
-                }
-            }
+        let cost = self.cost.get_or_insert(0.0);
+        if let Some(price) = u.model.as_deref().and_then(|m| prices.of(m)) {
+            *cost += price.cost(u.input_tokens, u.cached_input_tokens, u.output_tokens);
+        } else if u.input_tokens + u.output_tokens > 0 {
+            self.unpriced = true;
+            unpriced.insert(u.model.clone().unwrap_or_else(|| "(unknown)".into()));
         }
     }
 }

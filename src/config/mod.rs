@@ -5,11 +5,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use jsonc_parser::ast::{ObjectPropName, Value as Ast};
+use jsonc_parser::ast::Value as Ast;
 use jsonc_parser::common::Ranged;
 
 pub mod editor;
+mod jsonc;
 pub mod prices;
+
+use jsonc::name_of;
 
 pub const PROJECT_FILE: &str = "spex.jsonc";
 pub const LOCAL_FILE: &str = "spex.local.jsonc";
@@ -226,13 +229,6 @@ impl Layer<'_> {
     }
 }
 
-fn name_of(n: &ObjectPropName) -> String {
-    match n {
-        ObjectPropName::String(s) => s.value.to_string(),
-        ObjectPropName::Word(w) => w.value.to_owned(),
-    }
-}
-
 fn harness_id(
     layer: &Layer,
     known: &Known,
@@ -325,18 +321,9 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
             "policies" => apply_policies(cfg, layer, v)?,
             "store" => apply_store(cfg, layer, v)?,
             "answering" => apply_answering(cfg, layer, v)?,
-            "usage" => prices::apply_usage(&mut cfg.prices, layer, v)?,
-            "editor" => {
-                let line = string(layer, v, "editor")?;
-                editor::split(&line).map_err(|e| {
-                    layer.err(
-                        v.start(),
-                        format!("`editor`: {e}"),
-                        "e.g. \"code --goto {path}:{line}\" or \"vim +{line} {path}\"",
-                    )
-                })?;
-                cfg.editor = Some(line);
-            }
+            "usage" => prices::apply_usage(&mut cfg.prices, v)
+                .map_err(|b| layer.err(b.at, b.message, b.hint))?,
+            "editor" => cfg.editor = Some(editor_line(layer, v)?),
             "record" => {
                 let Ast::BooleanLit(b) = v else {
                     return Err(layer.err(
@@ -390,6 +377,19 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
     }
     Ok(())
 }
+/// The `editor` key: a command line that splits into words.
+fn editor_line(layer: &Layer, v: &Ast) -> Result<String, ConfigError> {
+    let line = string(layer, v, "editor")?;
+    editor::split(&line).map_err(|e| {
+        layer.err(
+            v.start(),
+            format!("`editor`: {e}"),
+            "e.g. \"code --goto {path}:{line}\" or \"vim +{line} {path}\"",
+        )
+    })?;
+    Ok(line)
+}
+
 /// The `scrub` key: literal text a recording replaces with `<scrubbed>`, each once.
 fn apply_scrub(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), ConfigError> {
     let hint = "e.g. [\"internal.example.com\"]: literal text, 4 characters or more";

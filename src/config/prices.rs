@@ -7,7 +7,23 @@ use std::collections::BTreeMap;
 use jsonc_parser::ast::Value as Ast;
 use jsonc_parser::common::Ranged;
 
-use super::{ConfigError, Layer, name_of};
+use super::jsonc::name_of;
+
+/// Where the `usage` key is wrong (a byte offset into the file), what, and what to write.
+#[derive(Debug)]
+pub struct Bad {
+    pub at: usize,
+    pub message: String,
+    pub hint: String,
+}
+
+fn bad(at: usize, message: impl Into<String>, hint: impl Into<String>) -> Bad {
+    Bad {
+        at,
+        message: message.into(),
+        hint: hint.into(),
+    }
+}
 
 /// A model's prices, per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -65,21 +81,25 @@ impl Price {
 const HINT: &str = "e.g. \"usage\": {\"prices\": {\"gpt-5.4\": {\"input\": 1.25, \"cached\": 0.125, \"output\": 10}}} (US dollars, or any unit, per million tokens)";
 
 /// The `usage` key: `prices`.
-pub(super) fn apply_usage(prices: &mut Prices, layer: &Layer, v: &Ast) -> Result<(), ConfigError> {
+pub fn apply_usage(prices: &mut Prices, v: &Ast) -> Result<(), Bad> {
     let Ast::Object(fields) = v else {
-        return Err(layer.err(v.start(), "`usage` must be an object", "keys: `prices`"));
+        return Err(bad(
+            v.start(),
+            "`usage` must be an object",
+            "keys: `prices`",
+        ));
     };
     for f in &fields.properties {
         let fk = name_of(&f.name);
         if fk != "prices" {
-            return Err(layer.err(
+            return Err(bad(
                 f.start(),
                 format!("unknown key `usage.{fk}`"),
                 "keys: `prices`",
             ));
         }
         let Ast::Object(models) = &f.value else {
-            return Err(layer.err(
+            return Err(bad(
                 f.value.start(),
                 "`usage.prices` must be an object of models",
                 HINT,
@@ -87,16 +107,16 @@ pub(super) fn apply_usage(prices: &mut Prices, layer: &Layer, v: &Ast) -> Result
         };
         for m in &models.properties {
             let model = name_of(&m.name);
-            let price = price(layer, &m.value, &model)?;
+            let price = price(&m.value, &model)?;
             prices.0.insert(model, price);
         }
     }
     Ok(())
 }
 
-fn price(layer: &Layer, v: &Ast, model: &str) -> Result<Price, ConfigError> {
+fn price(v: &Ast, model: &str) -> Result<Price, Bad> {
     let Ast::Object(fields) = v else {
-        return Err(layer.err(
+        return Err(bad(
             v.start(),
             format!("`usage.prices.{model}` must be an object"),
             HINT,
@@ -110,7 +130,7 @@ fn price(layer: &Layer, v: &Ast, model: &str) -> Result<Price, ConfigError> {
             "cached" => &mut cached,
             "output" => &mut output,
             other => {
-                return Err(layer.err(
+                return Err(bad(
                     f.start(),
                     format!("unknown key `usage.prices.{model}.{other}`"),
                     "keys: `input`, `cached`, `output`",
@@ -122,7 +142,7 @@ fn price(layer: &Layer, v: &Ast, model: &str) -> Result<Price, ConfigError> {
             _ => None,
         };
         *slot = Some(n.filter(|n| n.is_finite() && *n >= 0.0).ok_or_else(|| {
-            layer.err(
+            bad(
                 f.value.start(),
                 format!("`usage.prices.{model}.{fk}` must be a number, 0 or more"),
                 HINT,
@@ -130,7 +150,7 @@ fn price(layer: &Layer, v: &Ast, model: &str) -> Result<Price, ConfigError> {
         })?);
     }
     let (Some(input), Some(output)) = (input, output) else {
-        return Err(layer.err(
+        return Err(bad(
             v.start(),
             format!("`usage.prices.{model}` needs `input` and `output`"),
             HINT,
@@ -167,7 +187,7 @@ mod tests {
         assert_eq!(prices.of("gpt-5-mini"), Some(p(3.0)));
         assert_eq!(prices.of("gpt-5.4"), Some(p(2.0)));
         assert_eq!(prices.of("gpt-4o"), Some(p(1.0)));
-        assert_eq!(prices.of("claude"), None);
+        assert_eq!(prices.of("other-model"), None);
         let cost = Price {
             input: 3.0,
             cached: 0.3,

@@ -91,7 +91,7 @@ impl ProjectStore {
                     source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
                 })?,
             };
-            if daily.folded.iter().any(|id| *id == s.id) {
+            if daily.folded.contains(&s.id) {
                 return Ok(());
             }
             let day = day_of(&s.updated_at);

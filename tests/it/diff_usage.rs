@@ -331,6 +331,7 @@ fn diff_open_and_usage_of_real_claude_and_codex_sessions() {
     };
     let (claude_model, codex_model) = (model(&id), model(&codex_id));
     assert!(!claude_model.is_empty() && !codex_model.is_empty());
+    #[expect(clippy::cast_precision_loss, reason = "token counts of a few hundred")]
     let cost = |w: [u64; 4], input: f64, cached: f64, output: f64| {
         ((w[0] - w[1]) as f64 * input + w[1] as f64 * cached + w[2] as f64 * output) / 1e6
     };
