@@ -211,11 +211,25 @@ impl Tree {
     /// `None` on an unborn branch or a HEAD it cannot read. A few small file reads, so a
     /// record made by a hook can carry it.
     pub fn head_commit(&self) -> Option<String> {
-        let head = fs_err::read_to_string(self.git_dir.join("HEAD")).ok()?;
+        self.branch_and_commit().1
+    }
+
+    /// The checked-out branch (`None` on a detached HEAD) and the commit HEAD names, from one
+    /// read of HEAD.
+    pub fn branch_and_commit(&self) -> (Option<String>, Option<String>) {
+        let Ok(head) = fs_err::read_to_string(self.git_dir.join("HEAD")) else {
+            return (None, None);
+        };
         let head = head.trim_end();
         let Some(name) = head.strip_prefix("ref: ") else {
-            return object_id(head);
+            return (None, object_id(head));
         };
+        let branch = name.strip_prefix("refs/heads/").map(str::to_owned);
+        (branch, self.ref_commit(name))
+    }
+
+    /// The commit the ref `name` (`refs/heads/main`) names.
+    fn ref_commit(&self, name: &str) -> Option<String> {
         // Per-worktree refs (`refs/bisect`, `refs/worktree`) live in the worktree's git dir,
         // every other ref in the shared one.
         for dir in [&self.git_dir, &self.common_dir] {

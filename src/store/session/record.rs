@@ -239,6 +239,7 @@ impl Session {
         launched_by: LaunchedBy,
         now: &str,
     ) -> Session {
+        let (branch, base_commit) = tree.branch_and_commit();
         Session {
             schema: SCHEMA,
             id: id.to_owned(),
@@ -246,8 +247,8 @@ impl Session {
             harness_session_id,
             project: tree.main.clone(),
             tree: tree.root.clone(),
-            branch: tree.branch(),
-            base_commit: tree.head_commit(),
+            branch,
+            base_commit,
             launched_by,
             status: Status::Starting,
             created_at: now.to_owned(),
