@@ -207,15 +207,9 @@ impl Tree {
         self.common_dir.join("info/exclude")
     }
 
-    /// The commit HEAD names, read from the git files (the loose ref, else `packed-refs`):
-    /// `None` on an unborn branch or a HEAD it cannot read. A few small file reads, so a
-    /// record made by a hook can carry it.
-    pub fn head_commit(&self) -> Option<String> {
-        self.branch_and_commit().1
-    }
-
-    /// The checked-out branch (`None` on a detached HEAD) and the commit HEAD names, from one
-    /// read of HEAD.
+    /// The checked-out branch (`None` on a detached HEAD) and the commit HEAD names (`None` on
+    /// an unborn branch), from the git files: HEAD, then the loose ref or `packed-refs`. A few
+    /// small file reads, so a record made by a hook can carry them.
     pub fn branch_and_commit(&self) -> (Option<String>, Option<String>) {
         let Ok(head) = fs_err::read_to_string(self.git_dir.join("HEAD")) else {
             return (None, None);
@@ -312,16 +306,20 @@ mod tests {
         let repo = fs_err::canonicalize(dir.path()).unwrap().join("repo");
         fs_err::create_dir_all(&repo).unwrap();
         git(&repo, &["init", "-q"]);
-        assert_eq!(Tree::discover(&repo).unwrap().head_commit(), None, "unborn");
+        assert_eq!(
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
+            None,
+            "unborn"
+        );
         git(&repo, &["commit", "-q", "--allow-empty", "-m", "one"]);
         let one = git(&repo, &["rev-parse", "HEAD"]);
         assert_eq!(
-            Tree::discover(&repo).unwrap().head_commit(),
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
             Some(one.clone())
         );
         git(&repo, &["pack-refs", "--all"]);
         assert_eq!(
-            Tree::discover(&repo).unwrap().head_commit(),
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
             Some(one.clone())
         );
         let wt = repo.parent().unwrap().join("wt");
@@ -332,13 +330,19 @@ mod tests {
         git(&wt, &["commit", "-q", "--allow-empty", "-m", "two"]);
         let two = git(&wt, &["rev-parse", "HEAD"]);
         assert_ne!(one, two);
-        assert_eq!(Tree::discover(&wt).unwrap().head_commit(), Some(two));
         assert_eq!(
-            Tree::discover(&repo).unwrap().head_commit(),
+            Tree::discover(&wt).unwrap().branch_and_commit().1,
+            Some(two)
+        );
+        assert_eq!(
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
             Some(one.clone())
         );
         git(&repo, &["checkout", "-q", "--detach"]);
-        assert_eq!(Tree::discover(&repo).unwrap().head_commit(), Some(one));
+        assert_eq!(
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
+            Some(one)
+        );
     }
 
     #[test]

@@ -324,7 +324,7 @@ mod tests {
         git(&repo, &["add", "."]);
         git(&repo, &["commit", "-q", "-m", "base"]);
         let tree = Tree::discover(&repo).unwrap();
-        let base = tree.head_commit().unwrap();
+        let base = tree.branch_and_commit().1.unwrap();
         fs_err::write(repo.join("c.txt"), "committed\n").unwrap();
         git(&repo, &["add", "c.txt"]);
         git(&repo, &["commit", "-q", "-m", "during"]);

@@ -389,3 +389,70 @@ fn diff_open_and_usage_of_real_claude_and_codex_sessions() {
     let daily = read_or_empty(&w.project_dir().join("usage-daily.json"));
     assert!(daily.contains(&id) && daily.contains("claude"), "{daily}");
 }
+
+/// A session `spex launch` started records its base at launch: a commit made after it shows
+/// in its diff, beside the file its Write created; a record without a base (one an older spex
+/// wrote) is refused with a hint.
+#[test]
+fn a_launched_session_diffs_against_the_commit_it_was_launched_on() {
+    use crate::runtime::{claude_world, host_log, launch_json, run_json, stop};
+    use crate::support::claude_home::SeedOptions;
+
+    let (w, fake) = claude_world(SeedOptions::default());
+    git(&w.repo, &["add", "-A"]);
+    git(&w.repo, &["commit", "-q", "-m", "base"]);
+    let base = head(&w.repo);
+    let launched = launch_json(&w, &fake, &["--", "--permission-mode", "acceptEdits"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let diag = || host_log(&w, &id);
+    assert_eq!(w.record(&id)["base_commit"], base.as_str(), "{}", diag());
+    write(&w.repo.join("after.txt"), "committed after the launch\n");
+    git(&w.repo, &["add", "after.txt"]);
+    git(&w.repo, &["commit", "-q", "-m", "after the launch"]);
+    let d = run_json(
+        &w,
+        &fake,
+        &[
+            "deliver",
+            &id,
+            "Please create the file. FILE=made.txt",
+            "--json",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
+    assert_eq!(d["confirmed"], true, "{d}\n{}", diag());
+    wait_until(&w, &id, SETTLE, |r, _| r["turn"]["state"] == "completed")
+        .unwrap_or_else(|e| panic!("the turn never completed\n{e}\n{}", diag()));
+    let listed = json_of(&w.ok(&w.repo, &["diff", &id, "--json"]));
+    let files: Vec<Value> = listed["files"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| json!([f["path"], f["status"], f["touched_by_session"]]))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            json!(["after.txt", "added", false]),
+            json!(["made.txt", "added", true])
+        ],
+        "{listed:#}\n{}",
+        diag()
+    );
+    stop(&w, &fake, &id);
+
+    // A record an older spex wrote has no base: refused, saying what to do instead.
+    let file = w.session_dir(&id).join("session.json");
+    let mut rec: Value = json_of(&read(&file));
+    rec.as_object_mut().unwrap().remove("base_commit");
+    write(&file, rec.to_string());
+    let out = w.spex(&w.repo, &["diff", &id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(2)
+            && err.contains("has no base commit recorded")
+            && err.contains("hint: "),
+        "{out:?}"
+    );
+}
