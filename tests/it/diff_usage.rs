@@ -204,6 +204,29 @@ fn check_open(w: &World, id: &str) {
     }
     std::fs::remove_file(w.repo.join("link.txt")).unwrap();
     std::fs::remove_file(w.xdg_config.join("spex/config.jsonc")).unwrap();
+
+    // No `editor`: `$VISUAL`, else `$EDITOR` (an editor spex knows no line syntax of gets the
+    // path alone); neither: refused with a hint.
+    for var in ["VISUAL", "EDITOR"] {
+        let _ = std::fs::remove_file(&argv_file);
+        let out = w
+            .cmd(&w.repo, &["open", id, "notes.txt:1"])
+            .env(var, format!("{} --from-{var}", editor.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{var}: {out:?}");
+        assert_eq!(
+            read(&argv_file),
+            format!("--from-{var}\n{repo}/notes.txt\n"),
+            "{var}"
+        );
+    }
+    let out = w.spex(&w.repo, &["open", id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no editor is set") && err.contains("hint:"),
+        "{out:?}"
+    );
 }
 
 #[test]
