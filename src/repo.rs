@@ -284,6 +284,7 @@ mod tests {
 
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .args([
                 "-c",
                 "user.name=t",

@@ -5,6 +5,8 @@
 //! and whatever git writes meanwhile goes to a throwaway object folder (the repository's own
 //! objects are read as an alternate): the checkout's index, objects and refs stay as they were.
 //! `GIT_OPTIONAL_LOCKS=0` keeps git from refreshing what it reads; `--no-ext-diff`, no pager.
+//! (One thing git does on any read, `git status` and `git diff` alike: with `core.splitIndex`
+//! on, it refreshes the shared index file's mtime; its bytes stay.)
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -154,7 +156,11 @@ impl Diff {
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, DiffError> {
         let mut cmd = Command::new("git");
         cmd.arg("--no-pager")
-            .args(["-c", "core.fsmonitor=false", "-c", "core.quotePath=false"])
+            // No fsmonitor daemon; the index copy written whole (a split index would put a new
+            // shared index file beside the repository's); no automatic housekeeping.
+            .args(["-c", "core.fsmonitor=false", "-c", "core.splitIndex=false"])
+            .args(["-c", "gc.auto=0", "-c", "maintenance.auto=false"])
+            .args(["-c", "core.quotePath=false"])
             .args(args)
             .current_dir(&self.root)
             // Whatever the caller's environment says, this checkout, this index copy, and
@@ -287,6 +293,7 @@ mod tests {
 
     fn git(dir: &std::path::Path, args: &[&str]) {
         let out = Command::new("git")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .args([
                 "-c",
                 "user.name=t",
@@ -316,11 +323,20 @@ mod tests {
 
     #[test]
     fn committed_uncommitted_and_untracked_changes_and_nothing_written() {
+        changes_and_nothing_written(false);
+        // A split index: the copy is written whole, never as a new shared index in `.git`.
+        changes_and_nothing_written(true);
+    }
+
+    fn changes_and_nothing_written(split: bool) {
         let dir = tempfile::tempdir().unwrap();
         let repo = fs_err::canonicalize(dir.path()).unwrap();
         fs_err::write(repo.join("a.txt"), "one\ntwo\n").unwrap();
         fs_err::write(repo.join("gone.txt"), "bye\n").unwrap();
         git(&repo, &["init", "-q"]);
+        if split {
+            git(&repo, &["config", "core.splitIndex", "true"]);
+        }
         git(&repo, &["add", "."]);
         git(&repo, &["commit", "-q", "-m", "base"]);
         let tree = Tree::discover(&repo).unwrap();
@@ -359,6 +375,9 @@ mod tests {
         let only = Diff::new(&tree, &base, &["c.txt".to_owned()]).unwrap();
         assert_eq!(only.text(Form::NameOnly, false).unwrap(), "c.txt\n");
         drop((d, only));
-        assert!(git_files(&repo) == before, "the repository changed");
+        assert!(
+            git_files(&repo) == before,
+            "the repository changed (split: {split})"
+        );
     }
 }
