@@ -380,4 +380,30 @@ mod tests {
             "the repository changed (split: {split})"
         );
     }
+
+    #[test]
+    fn a_linked_worktree_is_diffed_with_its_own_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let base_dir = fs_err::canonicalize(dir.path()).unwrap();
+        let repo = base_dir.join("repo");
+        fs_err::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q"]);
+        git(&repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+        let wt = base_dir.join("wt");
+        git(
+            &repo,
+            &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()],
+        );
+        fs_err::write(wt.join("staged.txt"), "s\n").unwrap();
+        git(&wt, &["add", "staged.txt"]);
+        fs_err::write(wt.join("loose.txt"), "l\n").unwrap();
+        fs_err::write(repo.join("main-only.txt"), "m\n").unwrap();
+        let tree = Tree::discover(&wt).unwrap();
+        let base = tree.branch_and_commit().1.unwrap();
+        let d = Diff::new(&tree, &base, &[]).unwrap();
+        assert_eq!(
+            d.text(Form::NameOnly, false).unwrap(),
+            "loose.txt\nstaged.txt\n"
+        );
+    }
 }
