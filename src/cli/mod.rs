@@ -30,6 +30,7 @@ pub mod report;
 pub mod resume;
 pub mod serve;
 pub mod server;
+pub mod service;
 pub mod sessions;
 pub mod slash;
 pub mod snapshot;
@@ -37,6 +38,7 @@ pub mod start;
 pub mod stop;
 pub mod terminal;
 pub mod turns;
+pub mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -82,6 +84,8 @@ pub enum Command {
     Replay(replay::Args),
     Cassette(cassette::Args),
     Server(server::Args),
+    Watch(watch::Args),
+    Service(service::Args),
     #[command(hide = true)]
     Host(host::Args),
     #[command(hide = true)]
@@ -130,6 +134,8 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Replay(a) => replay::run(&a, env),
         Command::Cassette(a) => cassette::run(&a, env),
         Command::Server(a) => server::run(&a, env),
+        Command::Watch(a) => watch::run(&a, env),
+        Command::Service(a) => service::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),
         Command::Completions { shell } => {

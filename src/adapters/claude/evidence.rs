@@ -96,6 +96,16 @@ impl crate::seam::evidence::Observer for ClaudeEvidence {
         }
         (r != crate::seam::evidence::LogReading::default()).then_some(r)
     }
+
+    fn next_look(&self, s: &crate::store::session::Session) -> Option<std::time::SystemTime> {
+        use crate::store::session::TurnState;
+        // A failed turn's text is read for a while after it ended, then given up on.
+        let turn = s
+            .turn
+            .as_ref()
+            .filter(|t| t.state == TurnState::Failed && !t.log_read)?;
+        Some(crate::store::parse_time(turn.ended_at.as_deref()?)? + TRANSCRIPT_LAG)
+    }
 }
 
 /// One registry file, as far as spex reads it.
