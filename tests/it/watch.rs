@@ -1,0 +1,510 @@
+//! The watcher (issue 29 §1): with only `spex watch` running (no `sessions`, `show` or `wait`),
+//! `spex events --follow` hears within 1 s of what no hook reports; one watcher works per user
+//! (a second waits in standby and takes over); a watcher killed at any moment loses and
+//! duplicates no event; idle, it has no wakeups.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{Value, json};
+
+use crate::support::payloads;
+use crate::support::world::{World, read, read_or_empty, write};
+
+/// The issue's bound: a conclusion no hook reports is in the stream within this.
+const BOUND: Duration = Duration::from_secs(1);
+/// Setting up (hooks, a first fold) on a loaded machine.
+const SETUP: Duration = Duration::from_secs(30);
+
+fn payload(w: &World, stem: &str, session: &str) -> Value {
+    let path = Path::new(payloads::PAYLOADS)
+        .join("claude")
+        .join(format!("{stem}.json"));
+    let mut v = payloads::localize(
+        serde_json::from_str(&read(&path)).expect("fixture is JSON"),
+        &w.repo,
+        &w.home,
+    );
+    v["session_id"] = session.into();
+    v
+}
+
+pub fn hook(w: &World, event: &str, stem: &str, session: &str) {
+    let out = w.dispatch(&w.repo, "claude", event, &payload(w, stem, session));
+    assert_eq!(out.status.code(), Some(0), "{event}");
+}
+
+/// `spex watch` in the world, its log in a file beside the world's folders.
+pub struct Watch {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Watch {
+    pub fn start(w: &World, name: &str) -> Watch {
+        let log = w.dir.path().join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = w
+            .cmd(&w.repo, &["watch"])
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("spex watch starts");
+        Watch { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log(&self) -> String {
+        read_or_empty(&self.log)
+    }
+
+    /// Waits until its log says it `watching` (it holds the lock and folded every project).
+    pub fn until_logged(&self, needle: &str) {
+        let end = Instant::now() + SETUP;
+        while !self.log().contains(needle) {
+            assert!(
+                Instant::now() < end,
+                "the watcher never logged {needle:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A `spex events --follow --json` process whose lines arrive on a channel with their time.
+pub struct Follower {
+    child: Child,
+    lines: mpsc::Receiver<(Instant, Value)>,
+}
+
+impl Follower {
+    pub fn start(w: &World) -> Follower {
+        let mut child = w
+            .cmd(&w.repo, &["events", "--follow", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spex events starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v = serde_json::from_str(&line).expect("a JSON line");
+                if tx.send((Instant::now(), v)).is_err() {
+                    break;
+                }
+            }
+        });
+        Follower { child, lines: rx }
+    }
+
+    /// The first line for `session` that `pred` accepts, and when it arrived.
+    pub fn until(
+        &self,
+        session: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Result<(Instant, Value), Vec<Value>> {
+        let end = Instant::now() + within;
+        let mut seen = Vec::new();
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let Ok((at, v)) = self.lines.recv_timeout(left) else {
+                return Err(seen);
+            };
+            if v["session"] == session && pred(&v) {
+                return Ok((at, v));
+            }
+            seen.push(v);
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The follower is reading once a session it did not know of appears in what it prints.
+pub fn ready(w: &World, f: &Follower) {
+    let probe = uuid();
+    hook(w, "SessionStart", "SessionStart.startup", &probe);
+    f.until(&probe, SETUP, |v| v["kind"] == "session.started")
+        .unwrap_or_else(|seen| panic!("the follower never started: {seen:#?}"));
+}
+
+pub fn uuid() -> String {
+    let h = crate::support::http::random_hex(32);
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// `/proc/<pid>/stat` field 22, the process's start time (what Claude's registry records).
+fn proc_start(pid: u32) -> u64 {
+    let stat = read(Path::new(&format!("/proc/{pid}/stat")));
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+/// A long-sleeping process standing in for a harness (killed with its guard).
+pub struct Sleeper(pub Child);
+
+impl Sleeper {
+    pub fn start() -> Sleeper {
+        Sleeper(
+            Command::new("sleep")
+                .arg("3600")
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("sleep starts"),
+        )
+    }
+
+    /// `kill -9`, reaped.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A Claude session `sid` whose process is `p`, as Claude's own registry says
+/// (docs/harnesses/facts/claude.md, "Live-session registry"), started by its hook.
+fn register(w: &World, sid: &str, p: &Sleeper) {
+    let pid = p.0.id();
+    hook(w, "SessionStart", "SessionStart.startup", sid);
+    let entry = json!({
+        "pid": pid, "procStart": proc_start(pid).to_string(), "sessionId": sid,
+        "cwd": w.repo, "status": "idle",
+        "statusUpdatedAt": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as u64,
+    });
+    write(
+        &w.home.join(format!(".claude/sessions/{pid}.json")),
+        entry.to_string(),
+    );
+}
+
+/// Waits until the record of `sid` holds `pred` (read from the record file: no reader runs).
+fn record_until(w: &World, sid: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let end = Instant::now() + SETUP;
+    loop {
+        if let Some(r) = w.record_if_any(sid)
+            && pred(&r)
+        {
+            return r;
+        }
+        assert!(
+            Instant::now() < end,
+            "{what}: {:?}",
+            w.record_if_any(sid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Context switches, voluntary and not, of every thread of process `pid`: each wakeup of a
+/// blocked thread is one.
+pub fn wakeups(pid: u32) -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let status = read_or_empty(&task.unwrap().path().join("status"));
+        for line in status.lines() {
+            if let Some(n) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                total += n.trim().parse::<u64>().unwrap();
+            }
+        }
+    }
+    total
+}
+
+/// `spex service status --json`.
+fn service_status(w: &World) -> Value {
+    serde_json::from_str(&w.ok(&w.repo, &["service", "status", "--json"])).unwrap()
+}
+
+/// A killed harness process (`kill -9`: no hook) is `exited` in the stream within 1 s with only
+/// the watcher running; a second watcher waits in standby (no wakeups) while the first works,
+/// `spex service status` names the one that works, and the second takes over when the first is
+/// killed, and hears the next kill as fast.
+#[test]
+fn a_killed_harness_reaches_the_stream_within_a_second_and_a_standby_watcher_takes_over() {
+    let w = World::new();
+    let mut first = Watch::start(&w, "first");
+    first.until_logged("watcher: watching");
+    let f = Follower::start(&w);
+    ready(&w, &f);
+    assert_eq!(service_status(&w)["pid"], first.pid(), "{}", first.log());
+    let mut second = Watch::start(&w, "second");
+    second.until_logged("standby");
+
+    let (a, b) = (uuid(), uuid());
+    let (mut pa, mut pb) = (Sleeper::start(), Sleeper::start());
+    register(&w, &a, &pa);
+    register(&w, &b, &pb);
+    for sid in [&a, &b] {
+        record_until(&w, sid, "the watcher never recorded the process", |r| {
+            r["process"]["pid"].is_u64()
+        });
+    }
+    let standby = wakeups(second.pid());
+    pa.kill();
+    let killed = Instant::now();
+    let (at, line) = f
+        .until(&a, SETUP, |v| v["kind"] == "session.exited")
+        .unwrap_or_else(|seen| panic!("no exit: {seen:#?}\n{}", first.log()));
+    eprintln!("kill -9 -> stream: {:?}", at - killed);
+    assert!(at - killed < BOUND, "{:?}\n{}", at - killed, first.log());
+    assert_eq!(line["reason"], "process gone", "{line}");
+    assert_eq!(line["state"]["status"], "exited", "{line}");
+    assert_eq!(
+        wakeups(second.pid()),
+        standby,
+        "the standby watcher woke:\n{}",
+        second.log()
+    );
+
+    first.kill();
+    second.until_logged("watcher: watching");
+    assert_eq!(service_status(&w)["pid"], second.pid(), "{}", second.log());
+    pb.kill();
+    let killed = Instant::now();
+    let (at, _) = f
+        .until(&b, SETUP, |v| v["kind"] == "session.exited")
+        .unwrap_or_else(|seen| panic!("no exit after takeover: {seen:#?}\n{}", second.log()));
+    eprintln!("after takeover, kill -9 -> stream: {:?}", at - killed);
+    assert!(at - killed < BOUND, "{:?}\n{}", at - killed, second.log());
+    // Each conclusion once, though two watchers looked at the same store.
+    for sid in [&a, &b] {
+        let exits = w
+            .events(sid)
+            .iter()
+            .filter(|e| e["kind"] == "session.exited")
+            .count();
+        assert_eq!(exits, 1, "{sid}: {:#?}", w.events(sid));
+    }
+    second.kill();
+    assert!(service_status(&w)["running"] == false);
+}
+
+/// Idle cost: 20 live sessions (long-sleeping processes registered as Claude sessions), the
+/// watcher idle for 60 s: not one context switch in any of its threads. Then it still works.
+#[test]
+fn an_idle_watcher_over_twenty_live_sessions_has_no_wakeups_in_sixty_seconds() {
+    let w = World::new();
+    let mut sleepers = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let (sid, p) = (uuid(), Sleeper::start());
+        register(&w, &sid, &p);
+        sleepers.push(p);
+        ids.push(sid);
+    }
+    let watch = Watch::start(&w, "watch");
+    watch.until_logged("watcher: watching");
+    for sid in &ids {
+        record_until(&w, sid, "the watcher never recorded the process", |r| {
+            r["process"]["pid"].is_u64()
+        });
+    }
+    // What its first folds wrote has woken it (once each); let that settle.
+    std::thread::sleep(Duration::from_secs(2));
+    let before = wakeups(watch.pid());
+    let idle = Duration::from_secs(60);
+    std::thread::sleep(idle);
+    let after = wakeups(watch.pid());
+    eprintln!(
+        "watcher over {} live sessions, idle {idle:?}: {} wakeups",
+        ids.len(),
+        after - before
+    );
+    assert_eq!(after, before, "{}", watch.log());
+    // Still watching: a kill is concluded.
+    sleepers[7].kill();
+    let r = record_until(&w, &ids[7], "no exit after the idle time", |r| {
+        r["status"] == "exited"
+    });
+    assert_eq!(r["exit_reason"], "process gone", "{r}");
+}
+
+/// Watchers killed (SIGKILL) at random moments, 50 times, while hooks keep arriving and harness
+/// processes keep dying: two watchers run at any time (one works, one waits), one of them
+/// killed each round and a new one started. At the end, with one watcher left to settle, the
+/// stream file it wrote holds every event of every session's log exactly once, at contiguous
+/// positions, and each killed harness ended its session exactly once.
+#[test]
+fn watchers_killed_at_random_moments_lose_and_duplicate_no_event() {
+    const ROUNDS: usize = 50;
+    let w = World::new();
+    let hooked = [uuid(), uuid(), uuid()];
+    let mut harnesses: Vec<(String, Sleeper)> = (0..ROUNDS)
+        .map(|_| {
+            let (sid, p) = (uuid(), Sleeper::start());
+            register(&w, &sid, &p);
+            (sid, p)
+        })
+        .collect();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap();
+    let mut seed = (now.as_secs() << 30 ^ u64::from(now.subsec_nanos())) | 1;
+    eprintln!("seed {seed}");
+    let mut rand = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut watchers = vec![Watch::start(&w, "w0"), Watch::start(&w, "w1")];
+    std::thread::scope(|scope| {
+        // Hooks keep arriving: each session a turn with tool calls, all through the run.
+        let template = w.cmd(&w.repo, &[]);
+        let program = template.get_program().to_owned();
+        let envs: Vec<(std::ffi::OsString, std::ffi::OsString)> = template
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+            .collect();
+        let repo = w.repo.clone();
+        let turn = [
+            ("UserPromptSubmit", "UserPromptSubmit"),
+            ("PreToolUse", "PreToolUse.Bash"),
+            ("PostToolUse", "PostToolUse.Bash"),
+            ("Stop", "Stop"),
+        ];
+        let starts: Vec<String> = hooked
+            .iter()
+            .map(|s| payload(&w, "SessionStart.startup", s).to_string())
+            .collect();
+        let turns: Vec<Vec<String>> = hooked
+            .iter()
+            .map(|s| {
+                turn.iter()
+                    .map(|t| payload(&w, t.1, s).to_string())
+                    .collect()
+            })
+            .collect();
+        let stop = &stop;
+        scope.spawn(move || {
+            let run = |event: &str, input: &str| {
+                let out = crate::support::world::feed(
+                    Command::new(&program)
+                        .args(["dispatch", "claude", event])
+                        .current_dir(&repo)
+                        .env_clear()
+                        .envs(envs.iter().map(|(k, v)| (k, v))),
+                    input.as_bytes(),
+                );
+                assert!(out.status.success(), "{event}");
+            };
+            for s in &starts {
+                run("SessionStart", s);
+            }
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let k = (i / hooked.len()) % turn.len();
+                run(turn[k].0, &turns[i % hooked.len()][k]);
+                i += 1;
+            }
+        });
+        for round in 0..ROUNDS {
+            std::thread::sleep(Duration::from_micros(rand(150_000)));
+            harnesses[round].1.kill();
+            std::thread::sleep(Duration::from_micros(rand(150_000)));
+            let k = usize::try_from(rand(2)).unwrap();
+            watchers[k].kill();
+            watchers[k] = Watch::start(&w, &format!("w{}", round + 2));
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    // One watcher left, nothing else happening: it settles every conclusion.
+    watchers.pop();
+    for (sid, _) in &harnesses {
+        record_until(&w, sid, "a killed harness never ended its session", |r| {
+            r["status"] == "exited"
+        });
+    }
+    // The watcher took the last records in when it woke for them: give it its moment.
+    let stream_file = w.project_dir().join("stream.jsonl");
+    let logs: Vec<(String, u64)> = w
+        .all_session_dirs()
+        .iter()
+        .flat_map(|d| {
+            let sid = d.file_name().unwrap().to_string_lossy().into_owned();
+            let text = read_or_empty(&d.join("events.jsonl"));
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()["seq"].as_u64().unwrap())
+                .map(|seq| (sid.clone(), seq))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let end = Instant::now() + SETUP;
+    let stream = loop {
+        let stream: Vec<Value> = read_or_empty(&stream_file)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if stream.len() >= logs.len() || Instant::now() > end {
+            break stream;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let diag = || watchers.iter().map(Watch::log).collect::<Vec<_>>().join("\n---\n");
+    let pos: Vec<u64> = stream.iter().map(|v| v["pos"].as_u64().unwrap()).collect();
+    assert_eq!(pos, (1..=stream.len() as u64).collect::<Vec<_>>());
+    let mut held: Vec<(String, u64)> = stream
+        .iter()
+        .map(|v| {
+            (
+                v["session"].as_str().unwrap().to_owned(),
+                v["seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut want = logs.clone();
+    held.sort();
+    want.sort();
+    assert_eq!(held, want, "the stream and the logs differ\n{}", diag());
+    for (sid, _) in &harnesses {
+        let exits = w
+            .events(sid)
+            .iter()
+            .filter(|e| e["kind"] == "session.exited")
+            .count();
+        assert_eq!(exits, 1, "{sid}: {:#?}", w.events(sid));
+    }
+}
