@@ -508,3 +508,107 @@ fn watchers_killed_at_random_moments_lose_and_duplicate_no_event() {
         assert_eq!(exits, 1, "{sid}: {:#?}", w.events(sid));
     }
 }
+
+/// Claude's registry files, by path.
+fn claude_registry(w: &World) -> Vec<Value> {
+    std::fs::read_dir(w.home.join(".claude/sessions"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| serde_json::from_str(&read_or_empty(&e.path())).ok())
+        .collect()
+}
+
+/// The real Claude Code TUI the person started in a terminal the test owns (no spex host), with
+/// spex's hooks installed, against the fake Messages API; only `spex watch` runs besides `spex
+/// events --follow`. Esc at its permission dialog fires no hook: the stream says the turn was
+/// interrupted within 1 s. `kill -9` of the TUI fires none either: `exited` within 1 s.
+#[test]
+fn a_real_claude_tui_esc_and_kill_reach_the_stream_within_a_second_with_only_the_watcher() {
+    use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, claude_command, seed_claude_home};
+    use crate::support::fake_anthropic::FakeAnthropic;
+    use crate::support::term::Term;
+    let w = World::new();
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"] }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let fake = FakeAnthropic::start();
+    seed_claude_home(&w.home, DUMMY_API_KEY, &[&w.repo], SeedOptions::default());
+    let watch = Watch::start(&w, "watch");
+    watch.until_logged("watcher: watching");
+    let f = Follower::start(&w);
+    ready(&w, &f);
+    let sid = uuid();
+    let mut cmd = claude_command(&w.home, &fake.base_url());
+    cmd.env("SPEX_HOME", &w.spex_home)
+        .env("XDG_CONFIG_HOME", &w.xdg_config)
+        .env("CODEX_HOME", &w.codex_home)
+        .env("LANG", "C.UTF-8")
+        .args(["--session-id", &sid])
+        .current_dir(&w.repo);
+    let t = Term::spawn(&cmd, 45, 130);
+    let diag = |t: &Term| {
+        format!(
+            "--- record: {:?}\n--- registry: {:?}\n--- screen:\n{}\n--- watcher:\n{}\n--- errors: {}",
+            w.record_if_any(&sid),
+            claude_registry(&w),
+            t.text(),
+            watch.log(),
+            w.errors_log()
+        )
+    };
+    // Up once its registry file says idle.
+    let end = Instant::now() + Duration::from_mins(1);
+    while !claude_registry(&w)
+        .iter()
+        .any(|v| v["sessionId"] == sid.as_str() && v["status"] == "idle")
+    {
+        assert!(Instant::now() < end, "the TUI never came up\n{}", diag(&t));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // A permission dialog (its hook says so), then Esc.
+    t.send(b"\x1b[200~Please run a command. USE_BASH\x1b[201~");
+    std::thread::sleep(Duration::from_millis(300));
+    t.send(b"\r");
+    f.until(&sid, Duration::from_secs(60), |v| {
+        v["kind"] == "attention.opened"
+    })
+    .unwrap_or_else(|seen| panic!("no permission dialog: {seen:#?}\n{}", diag(&t)));
+    std::thread::sleep(Duration::from_millis(300));
+    t.send(b"\x1b");
+    let escaped = Instant::now();
+    let (at, line) = f
+        .until(&sid, Duration::from_secs(10), |v| {
+            v["kind"] == "turn.interrupted"
+        })
+        .unwrap_or_else(|seen| panic!("Esc never reached the stream: {seen:#?}\n{}", diag(&t)));
+    eprintln!("claude: Esc at the dialog -> stream: {:?}", at - escaped);
+    assert!(at - escaped < BOUND, "{:?}\n{}", at - escaped, diag(&t));
+    assert_eq!(line["by"], "denial", "{line}");
+    let r = record_until(&w, &sid, "idle after Esc", |r| r["status"] == "idle");
+    assert!(r["attention"].is_null(), "{r}");
+    assert!(
+        !w.repo.join("bash_out.txt").exists(),
+        "the refused command ran"
+    );
+    // `kill -9` of the TUI.
+    let pid = t.pid();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let killed = Instant::now();
+    let (at, line) = f
+        .until(&sid, Duration::from_secs(10), |v| v["kind"] == "session.exited")
+        .unwrap_or_else(|seen| panic!("the kill never reached the stream: {seen:#?}\n{}", diag(&t)));
+    eprintln!("claude: kill -9 -> stream: {:?}", at - killed);
+    assert!(at - killed < BOUND, "{:?}\n{}", at - killed, diag(&t));
+    assert_eq!(line["reason"], "process gone", "{line}");
+    drop(t);
+}
