@@ -137,7 +137,7 @@ impl<'a> Watcher<'a> {
             for i in due {
                 self.fold(i);
             }
-            self.sync_watches();
+            self.settle_watches();
         }
     }
 
@@ -234,7 +234,24 @@ impl<'a> Watcher<'a> {
             });
             self.fold(self.projects.len() - 1);
         }
-        self.sync_watches();
+        self.settle_watches();
+    }
+
+    /// [`Self::sync_watches`], then a second look at the projects of every evidence folder
+    /// watched only now (it may have changed between their fold and the watch).
+    fn settle_watches(&mut self) {
+        for _ in 0..3 {
+            let fresh = self.sync_watches();
+            if fresh.is_empty() {
+                return;
+            }
+            let due: Vec<usize> = (0..self.projects.len())
+                .filter(|&i| fresh.iter().any(|f| self.projects[i].evidence.contains(f)))
+                .collect();
+            for i in due {
+                self.fold(i);
+            }
+        }
     }
 
     /// Folds project `i`'s evidence into its records, judges budgets no spex process owns, takes
@@ -267,12 +284,17 @@ impl<'a> Watcher<'a> {
                 p.seen.insert(s.id.clone(), state);
             }
         }
-        self.watch_project(i, &sessions);
+        if self.watch_project(i, &sessions) {
+            // A session folder watched only now may have got its record before the watch:
+            // looked at again (its later records wake this watcher).
+            self.fold(i);
+        }
     }
 
     /// Watches project `i`'s folders and notes its live sessions' evidence, processes and next
-    /// deadline.
-    fn watch_project(&mut self, i: usize, sessions: &[Session]) {
+    /// deadline. Returns whether it began watching a session folder whose record this fold did
+    /// not see.
+    fn watch_project(&mut self, i: usize, sessions: &[Session]) -> bool {
         let (env, fd) = (self.env, &self.fd);
         let p = &mut self.projects[i];
         let sessions_dir = p.store.sessions_dir();
@@ -288,24 +310,34 @@ impl<'a> Watcher<'a> {
             }
             (None, None) => {
                 p.dir_wd = inotify::add_watch(fd, &p.store.dir, WatchFlags::CREATE).ok();
+                // Made between the two watches: its creation was seen by neither.
+                p.sessions_wd = inotify::add_watch(
+                    fd,
+                    &sessions_dir,
+                    WatchFlags::CREATE | WatchFlags::MOVED_TO,
+                )
+                .ok();
             }
             _ => {}
         }
-        let ids: HashSet<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+        // Every session folder, with a record yet or not (its first record is renamed into
+        // it after the folder is made).
+        let folders = p.store.session_ids();
         p.session_wds.retain(|wd, id| {
-            let keep = ids.contains(id.as_str());
+            let keep = folders.contains(id);
             if !keep {
                 let _ = inotify::remove_watch(fd, *wd);
             }
             keep
         });
-        for s in sessions {
-            if p.session_wds.values().any(|id| *id == s.id) {
+        let mut unseen = false;
+        for id in &folders {
+            if p.session_wds.values().any(|w| w == id) {
                 continue;
             }
-            if let Ok(wd) = inotify::add_watch(fd, p.store.session_dir(&s.id), WatchFlags::MOVED_TO)
-            {
-                p.session_wds.insert(wd, s.id.clone());
+            if let Ok(wd) = inotify::add_watch(fd, p.store.session_dir(id), WatchFlags::MOVED_TO) {
+                p.session_wds.insert(wd, id.clone());
+                unseen |= !sessions.iter().any(|s| s.id == *id);
             }
         }
         let now = SystemTime::now();
@@ -333,10 +365,12 @@ impl<'a> Watcher<'a> {
         p.evidence = evidence;
         p.pids = pids;
         p.next = next;
+        unseen
     }
 
     /// Watches the union of every project's evidence folders and processes (and no more).
-    fn sync_watches(&mut self) {
+    /// Returns the folders watched only now.
+    fn sync_watches(&mut self) -> Vec<PathBuf> {
         let want: HashSet<&PathBuf> = self.projects.iter().flat_map(|p| &p.evidence).collect();
         let fd = &self.fd;
         self.evidence.retain(|path, wd| {
@@ -346,6 +380,7 @@ impl<'a> Watcher<'a> {
             }
             keep
         });
+        let mut fresh = Vec::new();
         for path in want {
             if !self.evidence.contains_key(path)
                 // A folder that does not exist yet is picked up on a later fold (the hook that
@@ -353,6 +388,7 @@ impl<'a> Watcher<'a> {
                 && let Ok(wd) = inotify::add_watch(fd, path, evidence_flags())
             {
                 self.evidence.insert(path.clone(), wd);
+                fresh.push(path.clone());
             }
         }
         let pids: HashSet<ProcessId> = self
@@ -375,6 +411,7 @@ impl<'a> Watcher<'a> {
                 }
             }
         }
+        fresh
     }
 }
 

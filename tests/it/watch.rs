@@ -77,6 +77,16 @@ impl Watch {
         }
     }
 
+    /// Its log, and where each of its threads is (for a failure message).
+    pub fn diag(&self) -> String {
+        let stacks = Command::new("gdb")
+            .args(["-p", &self.pid().to_string(), "-batch", "-ex", "thread apply all bt 12"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        format!("{}\n--- its threads:\n{stacks}", self.log())
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -555,7 +565,7 @@ fn a_real_claude_tui_esc_and_kill_reach_the_stream_within_a_second_with_only_the
             w.record_if_any(&sid),
             claude_registry(&w),
             t.text(),
-            watch.log(),
+            watch.diag(),
             w.errors_log()
         )
     };
@@ -611,4 +621,97 @@ fn a_real_claude_tui_esc_and_kill_reach_the_stream_within_a_second_with_only_the
     assert!(at - killed < BOUND, "{:?}\n{}", at - killed, diag(&t));
     assert_eq!(line["reason"], "process gone", "{line}");
     drop(t);
+}
+
+/// The real Gemini CLI TUI the person started in a terminal the test owns, with spex's hooks,
+/// against the fake Gemini API; only `spex watch` runs besides `spex events --follow`. Esc at
+/// its shell permission dialog cancels the request and fires no hook at all: the stream says the
+/// turn was interrupted (by a denial) within 1 s of Gemini writing the cancel.
+#[test]
+fn a_cancelled_gemini_dialog_reaches_the_stream_within_a_second_with_only_the_watcher() {
+    use crate::support::fake_gemini::FakeGemini;
+    use crate::support::gemini_home::{
+        gemini_command, seed_gemini_home, submit_prompt, wait_tui_ready,
+    };
+    use crate::support::term::Term;
+    const TUI_WAIT: Duration = Duration::from_secs(90);
+    let w = World::new();
+    seed_gemini_home(&w.home);
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"gemini\"] }\n",
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let fake = FakeGemini::start();
+    let watch = Watch::start(&w, "watch");
+    watch.until_logged("watcher: watching");
+    let f = Follower::start(&w);
+    ready(&w, &f);
+    let mut cmd = gemini_command(&w.home, &fake.base_url());
+    cmd.env("SPEX_HOME", &w.spex_home)
+        .env("XDG_CONFIG_HOME", &w.xdg_config)
+        .current_dir(&w.repo);
+    let t = Term::spawn(&cmd, 45, 130);
+    let diag = |t: &Term| {
+        format!(
+            "{}\n--- requests: {:#?}\n--- watcher:\n{}\n--- errors: {}",
+            t.diag(),
+            fake.request_lines(),
+            watch.diag(),
+            w.errors_log()
+        )
+    };
+    wait_tui_ready(&t, TUI_WAIT).unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
+    let prompt = "SCENARIO:shell run it";
+    submit_prompt(&t, prompt, TUI_WAIT, || {
+        fake.prompt_within(prompt, Duration::ZERO).is_some()
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", diag(&t)));
+    t.wait_for("Allow execution", TUI_WAIT)
+        .unwrap_or_else(|e| panic!("no dialog: {e}\n{}", diag(&t)));
+    // The one Gemini session (the follower's probe is a Claude one).
+    let end = Instant::now() + SETUP;
+    let sid = loop {
+        let found = w
+            .session_ids()
+            .into_iter()
+            .find(|id| w.record_if_any(id).is_some_and(|r| r["harness"] == "gemini"));
+        if let Some(id) = found {
+            break id;
+        }
+        assert!(Instant::now() < end, "no Gemini session\n{}", diag(&t));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    f.until(&sid, SETUP, |v| v["kind"] == "attention.opened")
+        .unwrap_or_else(|seen| panic!("no permission dialog: {seen:#?}\n{}", diag(&t)));
+    std::thread::sleep(Duration::from_millis(300));
+    t.send(b"\x1b");
+    let esc = Instant::now();
+    t.wait_for("Request cancelled", TUI_WAIT)
+        .unwrap_or_else(|e| panic!("no cancel: {e}\n{}", diag(&t)));
+    let cancelled = Instant::now();
+    let (at, line) = f
+        .until(&sid, Duration::from_secs(10), |v| {
+            v["kind"] == "turn.interrupted"
+        })
+        .unwrap_or_else(|seen| panic!("the cancel never reached the stream: {seen:#?}\n{}", diag(&t)));
+    // Counted from when the screen showed the cancel (Gemini writes its transcript then).
+    let late = at.saturating_duration_since(cancelled);
+    eprintln!(
+        "gemini: cancel on screen -> stream: {late:?} (Esc -> stream: {:?})",
+        at - esc
+    );
+    assert!(late < BOUND, "{late:?}\n{}", diag(&t));
+    assert_eq!(line["by"], "denial", "{line}");
+    assert!(
+        line["source"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Gemini's transcript"),
+        "{line}"
+    );
+    assert!(
+        !w.repo.join("shell_out.txt").exists(),
+        "the rejected command ran"
+    );
 }
