@@ -715,3 +715,55 @@ fn a_cancelled_gemini_dialog_reaches_the_stream_within_a_second_with_only_the_wa
         "the rejected command ran"
     );
 }
+
+/// A real Codex thread (an app-server the test started; the fake Responses API fails every
+/// request) whose turn fails on its last retry: Codex fires `PostModelRequest` `failed` per
+/// attempt and nothing after the last one (docs/harnesses/facts/codex.md §8), so the turn has
+/// failed once no new attempt followed within the retry bound. With only `spex watch` running,
+/// the stream says so within 1 s of that bound: the watcher wakes for the deadline itself.
+#[test]
+fn a_codex_final_failed_retry_reaches_the_stream_within_a_second_of_its_bound() {
+    use crate::real_sessions::CodexRig;
+    /// `RETRY_BOUND` of the Codex adapter (src/adapters/codex/evidence.rs).
+    const RETRY_BOUND: Duration = Duration::from_secs(8);
+    let mut rig = CodexRig::start_with_retries(1);
+    let watch = Watch::start(&rig.w, "watch");
+    watch.until_logged("watcher: watching");
+    let f = Follower::start(&rig.w);
+    ready(&rig.w, &f);
+    let thread = rig.cx.start_thread(&json!({"cwd": rig.w.repo}));
+    let turn = rig.cx.start_turn(&thread, "SCENARIO:fail");
+    let done = rig.cx.completed_within(&turn, Duration::from_mins(2));
+    let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&thread)));
+    assert_eq!(done["turn"]["status"], "failed", "{done}\n{}", rig.diag(&thread));
+    let id = rig.record_id(&thread);
+    let (at, line) = f
+        .until(&id, Duration::from_secs(30), |v| v["kind"] == "turn.failed")
+        .unwrap_or_else(|seen| {
+            panic!(
+                "the failure never reached the stream: {seen:#?}\n{}\n{}",
+                rig.diag(&id),
+                watch.diag()
+            )
+        });
+    let arrived = SystemTime::now() - at.elapsed();
+    let events = rig.w.events(&id);
+    let attempts: Vec<&Value> = events.iter().filter(|e| e["kind"] == "model.failed").collect();
+    assert_eq!(attempts.len(), 2, "one retry, both failed\n{}", rig.diag(&id));
+    let last = attempts[1]["time"].as_str().unwrap();
+    let bound = humantime::parse_rfc3339_weak(last.trim_end_matches('Z')).unwrap() + RETRY_BOUND;
+    let late = arrived.duration_since(bound).unwrap_or_else(|e| {
+        panic!(
+            "concluded {:?} before the bound\n{}",
+            e.duration(),
+            rig.diag(&id)
+        )
+    });
+    eprintln!("codex: retry bound passed -> stream: {late:?}");
+    assert!(late < BOUND, "{late:?}\n{}\n{}", rig.diag(&id), watch.log());
+    assert_eq!(line["source"], "hook PostModelRequest", "{line}");
+    assert_eq!(line["error_kind"], "model_error", "{line}");
+    let r = rig.w.record(&id);
+    assert_eq!(r["turn"]["state"], "failed", "{r}");
+    assert_eq!(r["attention"]["reason"], "turn_failed", "{r}");
+}
