@@ -103,6 +103,13 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
 
 /// Runs a watcher in a thread of this process (the board, the notifier): in standby while
 /// another watcher holds the lock, taking over when it dies. It runs as long as the process.
+#[cfg_attr(
+    not(test),
+    allow(
+        dead_code,
+        reason = "the board and the notifier run it; until they land only the tests do"
+    )
+)]
 pub fn spawn(env: Env) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("spex-watch".into())
@@ -162,4 +169,32 @@ fn serve(env: &Env, stop: Option<&UnixStream>, active: &AtomicBool) -> anyhow::R
 
 fn holder_pid(path: &std::path::Path) -> Option<u32> {
     fs_err::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two watchers in one process: the first takes the lock (its pid written in it), the
+    /// second waits in standby; `holder` names this process either way.
+    #[test]
+    fn a_spawned_watcher_holds_the_lock_and_a_second_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env {
+            spex_home: Some(dir.path().join("store")),
+            home: Some(dir.path().to_path_buf()),
+            ..Env::default()
+        };
+        assert_eq!(holder(&env).unwrap(), None);
+        let _first = spawn(env.clone());
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while holder(&env).unwrap() != Some(Some(std::process::id())) {
+            assert!(std::time::Instant::now() < end, "{:?}", holder(&env));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let second = spawn(env.clone());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!second.is_finished());
+        assert_eq!(holder(&env).unwrap(), Some(Some(std::process::id())));
+    }
 }

@@ -767,3 +767,120 @@ fn a_codex_final_failed_retry_reaches_the_stream_within_a_second_of_its_bound() 
     assert_eq!(r["turn"]["state"], "failed", "{r}");
     assert_eq!(r["attention"]["reason"], "turn_failed", "{r}");
 }
+
+/// `spex watch` ends cleanly on SIGTERM and on SIGINT (exit 0, its log says so), working or in
+/// standby, and the lock it held is free after.
+#[test]
+fn spex_watch_exits_cleanly_on_sigterm_and_sigint() {
+    let w = World::new();
+    let mut first = Watch::start(&w, "first");
+    first.until_logged("watcher: watching");
+    let mut second = Watch::start(&w, "second");
+    second.until_logged("standby");
+    for (watch, sig) in [(&mut second, "-TERM"), (&mut first, "-INT")] {
+        let pid = watch.pid().to_string();
+        assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+        let end = Instant::now() + SETUP;
+        let status = loop {
+            if let Some(s) = watch.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < end, "still running after {sig}\n{}", watch.log());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(0), "{sig}: {status:?}\n{}", watch.log());
+        assert!(watch.log().contains("watcher: stopping"), "{}", watch.log());
+    }
+    assert!(first.log().contains("watcher: stopped"), "{}", first.log());
+    let status = service_status(&w);
+    assert_eq!(status["running"], false, "{status}");
+}
+
+/// `spex service` where systemd's user manager does not run: `install` writes nothing and
+/// prints the command to run at login (this binary's canonical path, `watch`); `status` says no
+/// watcher runs and nothing is installed.
+#[test]
+fn spex_service_without_systemd_prints_the_command_to_run_at_login() {
+    let w = World::new();
+    let out = w.ok(&w.repo, &["service", "install"]);
+    let exe = std::fs::canonicalize(crate::support::world::spex_bin()).unwrap();
+    assert!(
+        out.contains(&format!("{} watch", exe.display())),
+        "{out}"
+    );
+    assert!(out.contains("systemd"), "{out}");
+    let unit = w.xdg_config.join("systemd/user/spex-watch.service");
+    assert!(!unit.exists());
+    let status = service_status(&w);
+    assert_eq!(status["running"], false, "{status}");
+    assert_eq!(status["installed"], false, "{status}");
+    let text = w.ok(&w.repo, &["service", "status"]);
+    assert!(text.contains("watcher: not running"), "{text}");
+}
+
+/// `spex service` where systemd's user manager runs (a stand-in `systemctl` on `PATH` that logs
+/// its arguments): `install` writes the unit (`ExecStart=` this binary's canonical path and
+/// `watch`, the store's `SPEX_HOME`) and enables and starts it; a second install changes
+/// nothing; `uninstall` disables it and removes the file. A unit spex did not write is never
+/// touched: install and uninstall refuse, with a hint.
+#[test]
+fn spex_service_installs_a_systemd_user_unit_and_never_touches_one_it_did_not_write() {
+    let w = World::new();
+    let bin = w.dir.path().join("bin");
+    let calls = w.dir.path().join("systemctl.log");
+    crate::support::world::executable(
+        &bin.join("systemctl"),
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\ncase \"$*\" in *is-active*) echo active;; esac\nexit 0\n",
+            calls.display()
+        ),
+    );
+    let runtime = w.dir.path().join("run");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let service = |args: &[&str]| {
+        w.cmd(&w.repo, args)
+            .env("PATH", &path)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .output()
+            .unwrap()
+    };
+    let unit = w.xdg_config.join("systemd/user/spex-watch.service");
+    let out = service(&["service", "install"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = read(&unit);
+    let exe = std::fs::canonicalize(crate::support::world::spex_bin()).unwrap();
+    assert!(
+        text.contains(&format!("\nExecStart={} watch\n", exe.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("Environment=SPEX_HOME={}", w.spex_home.display())),
+        "{text}"
+    );
+    let log = read(&calls);
+    assert!(log.contains("--user daemon-reload"), "{log}");
+    assert!(log.contains("--user enable --now spex-watch.service"), "{log}");
+    let status: Value =
+        serde_json::from_slice(&service(&["service", "status", "--json"]).stdout).unwrap();
+    assert_eq!(status["installed"], true, "{status}");
+    assert_eq!(status["active"], "active", "{status}");
+    let out = service(&["service", "uninstall"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!unit.exists());
+    assert!(read(&calls).contains("--user disable --now spex-watch.service"));
+    // A unit of the same name that spex did not write.
+    write(&unit, "[Service]\nExecStart=/usr/bin/mine\n");
+    for action in ["install", "uninstall"] {
+        let out = service(&["service", action]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{action}: {err}");
+        assert!(err.contains("spex did not write it"), "{err}");
+        assert!(err.contains("hint:"), "{err}");
+        assert_eq!(read(&unit), "[Service]\nExecStart=/usr/bin/mine\n");
+    }
+}
