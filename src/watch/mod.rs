@@ -11,6 +11,7 @@
 //! record's lock with the record's `seq` checked (`reconcile`), so two writers never write one
 //! conclusion twice.
 
+pub mod service;
 mod watcher;
 
 use std::io::{Read as _, Seek as _, Write as _};
@@ -30,22 +31,34 @@ pub fn lock_path(env: &Env) -> PathBuf {
     env.spex_home().join("watch.lock")
 }
 
-/// Who holds the watcher's lock: `None` when no watcher works; `Some(pid)` when one does
-/// (`pid` `None` when it has not written its pid yet).
-pub fn holder(env: &Env) -> std::io::Result<Option<Option<u32>>> {
+/// Whether a watcher works now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// No watcher holds the lock.
+    Free,
+    /// A watcher holds it: its pid (`None` until it has written it).
+    Held(Option<u32>),
+}
+
+/// Who holds the watcher's lock.
+pub fn holder(env: &Env) -> std::io::Result<Holder> {
     let path = lock_path(env);
-    let file = match fs_err::OpenOptions::new().read(true).write(true).open(&path) {
+    let file = match fs_err::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+    {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Holder::Free),
         Err(e) => return Err(e),
     };
     let mut lock = fd_lock::RwLock::new(file.into_parts().0);
     match lock.try_write() {
-        Ok(_) => Ok(None),
+        Ok(_) => Ok(Holder::Free),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
             let mut text = String::new();
             fs_err::File::open(&path)?.read_to_string(&mut text)?;
-            Ok(Some(text.trim().parse().ok()))
+            Ok(Holder::Held(text.trim().parse().ok()))
         }
         Err(e) => Err(fsutil::named(&e, "lock", &path)),
     }
@@ -185,16 +198,19 @@ mod tests {
             home: Some(dir.path().to_path_buf()),
             ..Env::default()
         };
-        assert_eq!(holder(&env).unwrap(), None);
+        assert_eq!(holder(&env).unwrap(), Holder::Free);
         let _first = spawn(env.clone());
         let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while holder(&env).unwrap() != Some(Some(std::process::id())) {
+        while holder(&env).unwrap() != Holder::Held(Some(std::process::id())) {
             assert!(std::time::Instant::now() < end, "{:?}", holder(&env));
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let second = spawn(env.clone());
         std::thread::sleep(std::time::Duration::from_millis(200));
         assert!(!second.is_finished());
-        assert_eq!(holder(&env).unwrap(), Some(Some(std::process::id())));
+        assert_eq!(
+            holder(&env).unwrap(),
+            Holder::Held(Some(std::process::id()))
+        );
     }
 }

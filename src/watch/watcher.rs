@@ -100,7 +100,10 @@ impl<'a> Watcher<'a> {
                 fds.push(PollFd::new(s, PollFlags::IN));
             }
             let first_pid = fds.len();
-            fds.extend(pids.iter().map(|p| PollFd::new(&self.pidfds[p], PollFlags::IN)));
+            fds.extend(
+                pids.iter()
+                    .map(|p| PollFd::new(&self.pidfds[p], PollFlags::IN)),
+            );
             match rustix::event::poll(&mut fds, timeout.as_ref()) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(e).context("poll"),
@@ -179,9 +182,7 @@ impl<'a> Watcher<'a> {
                         p.session_wds.remove(&wd);
                     }
                     // The record, or the host's record of itself (its process to watch).
-                    if ignored
-                        || matches!(name.as_deref(), Some(b"session.json" | b"host.json"))
-                    {
+                    if ignored || matches!(name.as_deref(), Some(b"session.json" | b"host.json")) {
                         due.insert(i);
                     }
                 }

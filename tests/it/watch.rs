@@ -80,7 +80,13 @@ impl Watch {
     /// Its log, and where each of its threads is (for a failure message).
     pub fn diag(&self) -> String {
         let stacks = Command::new("gdb")
-            .args(["-p", &self.pid().to_string(), "-batch", "-ex", "thread apply all bt 12"])
+            .args([
+                "-p",
+                &self.pid().to_string(),
+                "-batch",
+                "-ex",
+                "thread apply all bt 12",
+            ])
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();
@@ -218,7 +224,7 @@ fn register(w: &World, sid: &str, p: &Sleeper) {
     let entry = json!({
         "pid": pid, "procStart": proc_start(pid).to_string(), "sessionId": sid,
         "cwd": w.repo, "status": "idle",
-        "statusUpdatedAt": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as u64,
+        "statusUpdatedAt": u64::try_from(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis()).unwrap(),
     });
     write(
         &w.home.join(format!(".claude/sessions/{pid}.json")),
@@ -235,11 +241,7 @@ fn record_until(w: &World, sid: &str, what: &str, pred: impl Fn(&Value) -> bool)
         {
             return r;
         }
-        assert!(
-            Instant::now() < end,
-            "{what}: {:?}",
-            w.record_if_any(sid)
-        );
+        assert!(Instant::now() < end, "{what}: {:?}", w.record_if_any(sid));
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -354,7 +356,7 @@ fn an_idle_watcher_over_twenty_live_sessions_has_no_wakeups_in_sixty_seconds() {
     // What its first folds wrote has woken it (once each); let that settle.
     std::thread::sleep(Duration::from_secs(2));
     let before = wakeups(watch.pid());
-    let idle = Duration::from_secs(60);
+    let idle = Duration::from_mins(1);
     std::thread::sleep(idle);
     let after = wakeups(watch.pid());
     eprintln!(
@@ -451,9 +453,9 @@ fn watchers_killed_at_random_moments_lose_and_duplicate_no_event() {
                 i += 1;
             }
         });
-        for round in 0..ROUNDS {
+        for (round, (_, harness)) in harnesses.iter_mut().enumerate() {
             std::thread::sleep(Duration::from_micros(rand(150_000)));
-            harnesses[round].1.kill();
+            harness.kill();
             std::thread::sleep(Duration::from_micros(rand(150_000)));
             let k = usize::try_from(rand(2)).unwrap();
             watchers[k].kill();
@@ -477,7 +479,11 @@ fn watchers_killed_at_random_moments_lose_and_duplicate_no_event() {
             let sid = d.file_name().unwrap().to_string_lossy().into_owned();
             let text = read_or_empty(&d.join("events.jsonl"));
             text.lines()
-                .map(|l| serde_json::from_str::<Value>(l).unwrap()["seq"].as_u64().unwrap())
+                .map(|l| {
+                    serde_json::from_str::<Value>(l).unwrap()["seq"]
+                        .as_u64()
+                        .unwrap()
+                })
                 .map(|seq| (sid.clone(), seq))
                 .collect::<Vec<_>>()
         })
@@ -493,7 +499,13 @@ fn watchers_killed_at_random_moments_lose_and_duplicate_no_event() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let diag = || watchers.iter().map(Watch::log).collect::<Vec<_>>().join("\n---\n");
+    let diag = || {
+        watchers
+            .iter()
+            .map(Watch::log)
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
     let pos: Vec<u64> = stream.iter().map(|v| v["pos"].as_u64().unwrap()).collect();
     assert_eq!(pos, (1..=stream.len() as u64).collect::<Vec<_>>());
     let mut held: Vec<(String, u64)> = stream
@@ -535,7 +547,9 @@ fn claude_registry(w: &World) -> Vec<Value> {
 /// interrupted within 1 s. `kill -9` of the TUI fires none either: `exited` within 1 s.
 #[test]
 fn a_real_claude_tui_esc_and_kill_reach_the_stream_within_a_second_with_only_the_watcher() {
-    use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, claude_command, seed_claude_home};
+    use crate::support::claude_home::{
+        DUMMY_API_KEY, SeedOptions, claude_command, seed_claude_home,
+    };
     use crate::support::fake_anthropic::FakeAnthropic;
     use crate::support::term::Term;
     let w = World::new();
@@ -583,7 +597,7 @@ fn a_real_claude_tui_esc_and_kill_reach_the_stream_within_a_second_with_only_the
     t.send(b"\x1b[200~Please run a command. USE_BASH\x1b[201~");
     std::thread::sleep(Duration::from_millis(300));
     t.send(b"\r");
-    f.until(&sid, Duration::from_secs(60), |v| {
+    f.until(&sid, Duration::from_mins(1), |v| {
         v["kind"] == "attention.opened"
     })
     .unwrap_or_else(|seen| panic!("no permission dialog: {seen:#?}\n{}", diag(&t)));
@@ -615,8 +629,12 @@ fn a_real_claude_tui_esc_and_kill_reach_the_stream_within_a_second_with_only_the
     );
     let killed = Instant::now();
     let (at, line) = f
-        .until(&sid, Duration::from_secs(10), |v| v["kind"] == "session.exited")
-        .unwrap_or_else(|seen| panic!("the kill never reached the stream: {seen:#?}\n{}", diag(&t)));
+        .until(&sid, Duration::from_secs(10), |v| {
+            v["kind"] == "session.exited"
+        })
+        .unwrap_or_else(|seen| {
+            panic!("the kill never reached the stream: {seen:#?}\n{}", diag(&t))
+        });
     eprintln!("claude: kill -9 -> stream: {:?}", at - killed);
     assert!(at - killed < BOUND, "{:?}\n{}", at - killed, diag(&t));
     assert_eq!(line["reason"], "process gone", "{line}");
@@ -672,10 +690,10 @@ fn a_cancelled_gemini_dialog_reaches_the_stream_within_a_second_with_only_the_wa
     // The one Gemini session (the follower's probe is a Claude one).
     let end = Instant::now() + SETUP;
     let sid = loop {
-        let found = w
-            .session_ids()
-            .into_iter()
-            .find(|id| w.record_if_any(id).is_some_and(|r| r["harness"] == "gemini"));
+        let found = w.session_ids().into_iter().find(|id| {
+            w.record_if_any(id)
+                .is_some_and(|r| r["harness"] == "gemini")
+        });
         if let Some(id) = found {
             break id;
         }
@@ -694,7 +712,12 @@ fn a_cancelled_gemini_dialog_reaches_the_stream_within_a_second_with_only_the_wa
         .until(&sid, Duration::from_secs(10), |v| {
             v["kind"] == "turn.interrupted"
         })
-        .unwrap_or_else(|seen| panic!("the cancel never reached the stream: {seen:#?}\n{}", diag(&t)));
+        .unwrap_or_else(|seen| {
+            panic!(
+                "the cancel never reached the stream: {seen:#?}\n{}",
+                diag(&t)
+            )
+        });
     // Counted from when the screen showed the cancel (Gemini writes its transcript then).
     let late = at.saturating_duration_since(cancelled);
     eprintln!(
@@ -735,7 +758,12 @@ fn a_codex_final_failed_retry_reaches_the_stream_within_a_second_of_its_bound() 
     let turn = rig.cx.start_turn(&thread, "SCENARIO:fail");
     let done = rig.cx.completed_within(&turn, Duration::from_mins(2));
     let done = done.unwrap_or_else(|| panic!("no turn/completed\n{}", rig.diag(&thread)));
-    assert_eq!(done["turn"]["status"], "failed", "{done}\n{}", rig.diag(&thread));
+    assert_eq!(
+        done["turn"]["status"],
+        "failed",
+        "{done}\n{}",
+        rig.diag(&thread)
+    );
     let id = rig.record_id(&thread);
     let (at, line) = f
         .until(&id, Duration::from_secs(30), |v| v["kind"] == "turn.failed")
@@ -748,8 +776,16 @@ fn a_codex_final_failed_retry_reaches_the_stream_within_a_second_of_its_bound() 
         });
     let arrived = SystemTime::now() - at.elapsed();
     let events = rig.w.events(&id);
-    let attempts: Vec<&Value> = events.iter().filter(|e| e["kind"] == "model.failed").collect();
-    assert_eq!(attempts.len(), 2, "one retry, both failed\n{}", rig.diag(&id));
+    let attempts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "model.failed")
+        .collect();
+    assert_eq!(
+        attempts.len(),
+        2,
+        "one retry, both failed\n{}",
+        rig.diag(&id)
+    );
     let last = attempts[1]["time"].as_str().unwrap();
     let bound = humantime::parse_rfc3339_weak(last.trim_end_matches('Z')).unwrap() + RETRY_BOUND;
     let late = arrived.duration_since(bound).unwrap_or_else(|e| {
@@ -779,13 +815,23 @@ fn spex_watch_exits_cleanly_on_sigterm_and_sigint() {
     second.until_logged("standby");
     for (watch, sig) in [(&mut second, "-TERM"), (&mut first, "-INT")] {
         let pid = watch.pid().to_string();
-        assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
         let end = Instant::now() + SETUP;
         let status = loop {
             if let Some(s) = watch.child.try_wait().unwrap() {
                 break s;
             }
-            assert!(Instant::now() < end, "still running after {sig}\n{}", watch.log());
+            assert!(
+                Instant::now() < end,
+                "still running after {sig}\n{}",
+                watch.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         };
         assert_eq!(status.code(), Some(0), "{sig}: {status:?}\n{}", watch.log());
@@ -804,10 +850,7 @@ fn spex_service_without_systemd_prints_the_command_to_run_at_login() {
     let w = World::new();
     let out = w.ok(&w.repo, &["service", "install"]);
     let exe = std::fs::canonicalize(crate::support::world::spex_bin()).unwrap();
-    assert!(
-        out.contains(&format!("{} watch", exe.display())),
-        "{out}"
-    );
+    assert!(out.contains(&format!("{} watch", exe.display())), "{out}");
     assert!(out.contains("systemd"), "{out}");
     let unit = w.xdg_config.join("systemd/user/spex-watch.service");
     assert!(!unit.exists());
@@ -864,7 +907,10 @@ fn spex_service_installs_a_systemd_user_unit_and_never_touches_one_it_did_not_wr
     );
     let log = read(&calls);
     assert!(log.contains("--user daemon-reload"), "{log}");
-    assert!(log.contains("--user enable --now spex-watch.service"), "{log}");
+    assert!(
+        log.contains("--user enable --now spex-watch.service"),
+        "{log}"
+    );
     let status: Value =
         serde_json::from_slice(&service(&["service", "status", "--json"]).stdout).unwrap();
     assert_eq!(status["installed"], true, "{status}");
