@@ -160,6 +160,10 @@ impl<'a> Watcher<'a> {
             }
             let ignored = ev.events().contains(ReadFlags::IGNORED);
             if Some(wd) == self.projects_wd {
+                if ignored {
+                    // The folder was removed (the store wiped): watched again when it is back.
+                    self.projects_wd = None;
+                }
                 rescan = true;
                 continue;
             }
@@ -219,6 +223,12 @@ impl<'a> Watcher<'a> {
 
     /// Picks up project folders not known yet, and folds each.
     fn add_new_projects(&mut self) {
+        if self.projects_wd.is_none() {
+            let root = self.env.spex_home().join("projects");
+            let _ = crate::fsutil::create_private_dir_all(&root);
+            self.projects_wd =
+                inotify::add_watch(&self.fd, &root, WatchFlags::CREATE | WatchFlags::MOVED_TO).ok();
+        }
         for store in store::all_projects(&self.env.spex_home()) {
             if self.projects.iter().any(|p| p.store.dir == store.dir) {
                 continue;
@@ -269,7 +279,15 @@ impl<'a> Watcher<'a> {
         };
         let sessions: Vec<Session> = sessions
             .into_iter()
-            .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
+            .map(|s| {
+                // Only a host that no longer runs (or never came up) is news; asking a live
+                // host over its socket at every wake would wake it for nothing.
+                let host_alive = runtime::host_record(&store, &s.id).is_some_and(|r| alive(r.host));
+                if host_alive {
+                    return s;
+                }
+                runtime::reconcile_hosted(env, &store, &s).unwrap_or(s)
+            })
             .map(|s| runtime::judge::judge(env, &store, s, &mut self.book))
             .collect();
         if let Err(e) = store::stream::take_in(&store, None) {
@@ -398,6 +416,8 @@ impl<'a> Watcher<'a> {
             .flat_map(|p| p.pids.iter().copied())
             .collect();
         self.pidfds.retain(|p, _| pids.contains(p));
+        // A process no live session names any more is forgotten (the set stays small).
+        self.ended.retain(|p| pids.contains(p));
         for p in pids {
             if self.pidfds.contains_key(&p) || self.ended.contains(&p) {
                 continue;

@@ -38,7 +38,22 @@ impl crate::seam::evidence::Observer for ClaudeEvidence {
         env: &Env,
         session: &crate::store::session::Session,
     ) -> crate::seam::evidence::Watch {
-        vec![registry_dir(env, session)]
+        let mut dirs = vec![registry_dir(env, session)];
+        // A turn that failed has its text read from the transcript once it is written there
+        // (`read_log`): its folder changes then.
+        let failed_unread = session
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.state == crate::store::session::TurnState::Failed && !t.log_read);
+        if let Some(folder) = session
+            .transcript
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|_| failed_unread)
+        {
+            dirs.push(folder.to_path_buf());
+        }
+        dirs
     }
 
     fn read_log(
