@@ -618,8 +618,10 @@ fn a_real_claude_tui_esc_and_kill_reach_the_stream_within_a_second_with_only_the
         .iter()
         .find(|v| v["sessionId"] == sid.as_str())
         .and_then(|v| v["statusUpdatedAt"].as_u64())
-        .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
-        .unwrap_or_else(|| panic!("no registry entry\n{}", diag(&t)));
+        .map_or_else(
+            || panic!("no registry entry\n{}", diag(&t)),
+            |ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms),
+        );
     let watcher_part = arrived.duration_since(idle_at).unwrap_or_default();
     eprintln!(
         "claude: Esc at the dialog -> stream: {:?} (registry idle -> stream: {watcher_part:?})",
