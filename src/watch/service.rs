@@ -195,7 +195,13 @@ pub fn status(env: &Env) -> anyhow::Result<Report> {
     let holder = super::holder(env)?;
     let installed = ours(unit)?;
     let active = if systemd && installed.is_some() {
-        systemctl(&["is-active", UNIT]).ok()
+        // `is-active` exits non-zero for any state but `active`; its word is what counts.
+        Command::new("systemctl")
+            .args(["--user", "is-active", UNIT])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .filter(|word| !word.is_empty())
     } else {
         None
     };
