@@ -22,6 +22,7 @@ mod seam;
 mod spec;
 mod store;
 mod text;
+mod watch;
 
 use std::ffi::OsString;
 use std::io::Write as _;

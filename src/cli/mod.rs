@@ -32,6 +32,7 @@ pub mod report;
 pub mod resume;
 pub mod serve;
 pub mod server;
+pub mod service;
 pub mod sessions;
 pub mod slash;
 pub mod snapshot;
@@ -40,6 +41,7 @@ pub mod stop;
 pub mod terminal;
 pub mod turns;
 pub mod usage;
+pub mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -88,6 +90,8 @@ pub enum Command {
     Replay(replay::Args),
     Cassette(cassette::Args),
     Server(server::Args),
+    Watch(watch::Args),
+    Service(service::Args),
     #[command(hide = true)]
     Host(host::Args),
     #[command(hide = true)]
@@ -139,6 +143,8 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Replay(a) => replay::run(&a, env),
         Command::Cassette(a) => cassette::run(&a, env),
         Command::Server(a) => server::run(&a, env),
+        Command::Watch(a) => watch::run(&a, env),
+        Command::Service(a) => service::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),
         Command::Completions { shell } => {

@@ -66,7 +66,13 @@ fn fold(
             if s.seq != all[i].seq {
                 return (None, Vec::new(), Some(s));
             }
+            let before = s.clone();
             let events = apply(&mut s, &ev, &now);
+            if events.is_empty() && s == before {
+                // Nothing concluded: nothing written (a watcher woken by its own write must
+                // find nothing to do, or it never sleeps).
+                return (None, Vec::new(), Some(s));
+            }
             (Some(s.clone()), events, Some(s))
         })?;
         if let Some(s) = fresh {
@@ -96,7 +102,11 @@ fn fold(
                 if cur.usage_cursor != read_from {
                     return (None, Vec::new(), Some(cur));
                 }
+                let before = cur.clone();
                 let events = apply_log(&mut cur, &reading, &now, &source);
+                if events.is_empty() && cur == before {
+                    return (None, Vec::new(), Some(cur));
+                }
                 (Some(cur.clone()), events, Some(cur))
             })?;
             let Some(fresh) = fresh else { break };

@@ -28,6 +28,12 @@ pub trait Observer: Sync {
     /// the text a failed turn wrote), for a session live or exited; `None` when there is
     /// nothing to read. Called by the readers only, never on the hook path.
     fn read_log(&self, session: &Session) -> Option<LogReading>;
+    /// When `observe` or `read_log` may next say something new about `session` with no file
+    /// changing and no process ending (a settle time running out), or `None`: the watcher wakes
+    /// then, and never on a tick.
+    fn next_look(&self, _session: &Session) -> Option<std::time::SystemTime> {
+        None
+    }
 }
 
 /// What the evidence says happened since the record was last written.

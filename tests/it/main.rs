@@ -40,3 +40,4 @@ mod steering;
 mod store;
 mod subagents;
 mod support;
+mod watch;
