@@ -152,6 +152,8 @@ struct SortedTurn<'a> {
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     interrupting: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupting_at: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     log_read: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -335,6 +337,7 @@ impl<'a> SortedRecord<'a> {
                      stalled_at,
                      by,
                      interrupting,
+                     interrupting_at,
                      timeout,
                      other,
                  }| SortedTurn {
@@ -344,6 +347,7 @@ impl<'a> SortedRecord<'a> {
                     error_kind: *error_kind,
                     id: id.as_deref(),
                     interrupting: interrupting.as_deref(),
+                    interrupting_at: interrupting_at.as_deref(),
                     log_read: *log_read,
                     next: next.as_deref(),
                     note: note.as_deref(),
@@ -457,6 +461,7 @@ mod tests {
                 stalled_at: Some("2026-11-23T10:00:01.800Z".into()),
                 by: Some("spex interrupt".into()),
                 interrupting: Some("timeout".into()),
+                interrupting_at: Some("2026-11-23T10:00:02.000Z".into()),
                 timeout: Some(Timeout {
                     action: "interrupt".into(),
                     budget_ms: 1000,
@@ -570,6 +575,7 @@ mod tests {
                 stalled_at: None,
                 by: None,
                 interrupting: None,
+                interrupting_at: None,
                 timeout: None,
                 other: serde_json::Map::new(),
                 ..t
