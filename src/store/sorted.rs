@@ -22,6 +22,8 @@ pub struct SortedRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     attended: Option<bool>,
     attention: Option<SortedAttention<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    boot_id: Option<&'a str>,
     branch: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     children: &'a [Child],
@@ -211,6 +213,7 @@ impl<'a> SortedRecord<'a> {
             handle,
             name,
             process,
+            boot_id,
             transcript,
             observed,
             attended,
@@ -236,6 +239,7 @@ impl<'a> SortedRecord<'a> {
         } = flags;
         SortedRecord {
             attended: *attended,
+            boot_id: boot_id.as_deref(),
             attention: attention.as_ref().map(
                 |Attention {
                      reason,
@@ -487,6 +491,7 @@ mod tests {
                 },
                 other: newer("zz_process"),
             }),
+            boot_id: Some("7c4b2f0e-2d1a-4a5e-9b1e-0c6f3d2a8e11".into()),
             transcript: Some("/h/.agent/rollout.jsonl".into()),
             observed: Some("busy".into()),
             attended: Some(false),

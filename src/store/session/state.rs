@@ -425,6 +425,7 @@ impl Session {
     /// its evidence said, so the readers find the new one.
     pub fn forget_process(&mut self) {
         self.process = None;
+        self.boot_id = None;
         self.observed = None;
         self.attended = None;
         self.exit_status = None;
