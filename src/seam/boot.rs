@@ -103,11 +103,12 @@ pub fn fold(store: &ProjectStore, boot: &Boot, s: &Session) -> Option<Session> {
                         fields.insert("why".into(), why.clone().into());
                     }
                     cur.stamp(before, &now, SOURCE, Some(why));
+                    cur.updated_at = now;
                 }
+                // A note beside the process, no change of state: `updated_at` stays.
                 None if cur.boot_id.is_none() => cur.boot_id.clone_from(&boot.id),
                 None => return (None, Vec::new(), None),
             }
-            cur.updated_at = now;
             (Some(cur.clone()), events, Some(cur))
         })
         .ok()
@@ -167,6 +168,51 @@ mod tests {
             at: boot.at,
         };
         assert_eq!(unknown.stopped(&live(Some("b1"), after)), None);
+    }
+
+    #[test]
+    fn folding_ends_a_record_of_an_earlier_boot_once_and_notes_this_boot_on_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProjectStore::new(dir.path(), dir.path());
+        let boot = Boot {
+            id: Some("b2".into()),
+            at: crate::store::parse_time("2026-11-27T08:00:00.000Z"),
+        };
+        let now = crate::store::now_rfc3339();
+        let mut old = live(Some("b1"), &now);
+        old.id = "old".into();
+        old.status = Status::Working;
+        old.turn = Some(crate::store::session::Turn {
+            started_at: now.clone(),
+            ..crate::store::session::Turn::default()
+        });
+        let mut new = live(None, &now);
+        new.id = "new".into();
+        for s in [&old, &new] {
+            store
+                .update(&s.id, |_| (Some(s.clone()), Vec::new(), ()))
+                .unwrap();
+        }
+        let ended = fold(&store, &boot, &old).expect("ended");
+        assert_eq!(
+            (ended.status, ended.exit_reason.as_deref()),
+            (Status::Exited, Some(MACHINE_STOPPED))
+        );
+        let kinds: Vec<String> = store
+            .events("old", None)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(kinds, ["turn.interrupted", "session.exited"]);
+        assert_eq!(fold(&store, &boot, &ended), None, "once");
+        let noted = fold(&store, &boot, &new).expect("noted");
+        assert_eq!(
+            (noted.status, noted.boot_id.as_deref()),
+            (Status::Idle, Some("b2"))
+        );
+        assert_eq!(noted.updated_at, now, "a note, no change of state");
+        assert_eq!(fold(&store, &boot, &noted), None);
     }
 
     #[test]
