@@ -125,7 +125,12 @@ pub fn not_reached(env: &Env, store: &ProjectStore, id: &str, act: Act) -> Runti
             hint: act.hint(),
         };
     }
-    reconcile_hosted(env, store, &s);
+    // A host of an earlier boot was not killed: the machine stopped under it.
+    if let Some(ended) = reconcile_hosted(env, store, &s)
+        .filter(|e| e.exit_reason.as_deref() == Some(crate::seam::boot::MACHINE_STOPPED))
+    {
+        return RuntimeError::exited(&ended);
+    }
     RuntimeError::HostGone {
         id: id.to_owned(),
         socket: socket_path(env, id).unwrap_or_default(),

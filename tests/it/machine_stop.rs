@@ -199,6 +199,15 @@ fn sessions_live_before_a_reboot_read_machine_stopped_and_resume_all_stopped_bri
     assert_eq!(exited.len(), 1, "{exited:?}");
     assert_eq!(exited[0]["reason"], "machine stopped");
 
+    // A command that reaches for a stopped session's host says how it ended, not that its
+    // host was killed or crashed.
+    let out = after_reboot(&w, &fake, &boot, &other, &["snapshot", &second]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("machine stopped") && !said.contains("crashed"),
+        "{said}"
+    );
+
     // From outside any project: every project's stopped sessions, the one that cannot come
     // back listed with why, and a non-zero exit for it.
     let args = ["resume", "--all-stopped", "--json"];
