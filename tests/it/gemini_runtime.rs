@@ -427,6 +427,12 @@ fn an_esc_cancelled_gemini_turn_has_one_ending_interrupted_and_wait_turn_end_fai
     a.writer.write_all(b"\x1b").unwrap();
     let done = wait_turn(&w, &id, "interrupted");
     assert_eq!(done["turn"]["by"], "terminal", "{}", pretty(&done));
+    // The key was in the record before Gemini saw it.
+    assert!(
+        host_log(&w, &id).contains("interrupt key by terminal: noted on the running turn"),
+        "{}",
+        host_log(&w, &id)
+    );
     // The prompt is back, the hook has come: nothing more is written about the turn.
     assert!(wait_screen(
         &w,

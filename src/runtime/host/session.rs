@@ -105,7 +105,9 @@ impl Shared {
                 drop(watch);
                 // In the record before the harness sees the key: its turn-end report, which
                 // may follow the key at once, then ends the turn `interrupted`.
-                crate::runtime::marks::mark_interrupt_key(&self.store, &self.id, by);
+                if crate::runtime::marks::mark_interrupt_key(&self.store, &self.id, by) {
+                    log!("interrupt key by {by}: noted on the running turn");
+                }
             }
         }
         self.write(bytes)
