@@ -27,6 +27,7 @@ mod gemini_files;
 mod gemini_runtime;
 mod gemini_sessions;
 mod host;
+mod machine_stop;
 mod materialize;
 mod names;
 mod outcomes;
