@@ -14,6 +14,7 @@ pub mod format;
 pub mod read;
 pub mod record;
 pub mod scrub;
+pub mod status;
 #[cfg(test)]
 mod tests;
 
