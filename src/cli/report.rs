@@ -76,6 +76,8 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         StreamError,
         crate::store::session::StoreError,
         crate::pty::cassette::format::CassetteError,
+        crate::pty::cassette::assertions::AssertionsError,
+        crate::pty::cassette::assertions::eval::TestError,
         crate::adapters::AppServerError,
     );
     None

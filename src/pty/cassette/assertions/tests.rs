@@ -1,0 +1,1 @@
+//! Unit cases for assertion specs.
