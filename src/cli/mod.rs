@@ -6,7 +6,6 @@ pub mod args;
 pub mod attach;
 pub mod away;
 pub mod cassette;
-pub mod cassette_test;
 pub mod clean;
 pub mod complete;
 pub mod deliver;

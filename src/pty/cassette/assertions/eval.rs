@@ -485,24 +485,21 @@ impl Judge<'_> {
                 let mut next = 0;
                 let mut last: Option<&crate::pty::cassette::read::Record> = None;
                 for want in in_order {
-                    match events[next..].iter().position(|e| matches(&e.value, want)) {
-                        Some(k) => {
-                            last = Some(events[next + k]);
-                            next += k + 1;
-                        }
-                        None => {
-                            let after = last.map_or("from the start".to_owned(), |r| {
-                                format!(
-                                    "after the `{}` at t_ms {}",
-                                    r.value["kind"].as_str().unwrap_or("?"),
-                                    r.t_ms
-                                )
-                            });
-                            let mut miss = last.map_or_else(|| self.miss(String::new()), at);
-                            miss.message = format!("no service event matches {want} {after}");
-                            return Err(miss);
-                        }
-                    }
+                    let Some(k) = events[next..].iter().position(|e| matches(&e.value, want))
+                    else {
+                        let after = last.map_or("from the start".to_owned(), |r| {
+                            format!(
+                                "after the `{}` at t_ms {}",
+                                r.value["kind"].as_str().unwrap_or("?"),
+                                r.t_ms
+                            )
+                        });
+                        let mut miss = last.map_or_else(|| self.miss(String::new()), at);
+                        miss.message = format!("no service event matches {want} {after}");
+                        return Err(miss);
+                    };
+                    last = Some(events[next + k]);
+                    next += k + 1;
                 }
                 Ok(())
             }

@@ -66,12 +66,14 @@ impl Build {
         fs_err::write(dir.join("final.json"), pretty(fin)).unwrap();
         fs_err::write(dir.join("scrub-report.json"), r#"{"rules": []}"#).unwrap();
         for stream in crate::pty::cassette::format::STREAMS {
-            let text: String = self
-                .lines
-                .iter()
-                .filter(|(s, _)| *s == stream)
-                .map(|(_, v)| format!("{v}\n"))
-                .collect();
+            let text: String = self.lines.iter().filter(|(s, _)| *s == stream).fold(
+                String::new(),
+                |mut text, (_, v)| {
+                    text.push_str(&v.to_string());
+                    text.push('\n');
+                    text
+                },
+            );
             fs_err::write(dir.join(stream), text).unwrap();
         }
         Cassette::open(dir).unwrap()
@@ -131,6 +133,10 @@ fn run(assertion: &Value) -> Report {
 
 /// Every family: predicates that hold for the session, and predicates that do not.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one table of cases, read top to bottom"
+)]
 fn each_predicate_family_passes_and_fails() {
     let cases = [
         // Screen contains, at a time, a seq, a mark.
