@@ -54,6 +54,33 @@ pub enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Record a program (not a harness) as a cassette, driven by a script of steps: how the
+    /// terminal conformance set and `top`, `less`, `vim` are recorded
+    /// (`scripts/record-cassettes.sh`).
+    ///
+    /// The program runs under spex's PTY host with `TERM=xterm-256color` and `LANG=C.UTF-8`; the
+    /// terminal model answers its queries. The script is a JSON list of steps: `{"wait": TEXT}`
+    /// (until the screen shows it, at most 20 s), `{"keys": TEXT}`, `{"paste": TEXT}` (one
+    /// bracketed paste), `{"resize": [ROWS, COLS]}`, `{"sleep_ms": N}`, `{"frame": REASON}`
+    /// (notes the screen, an anchor for specs). After the last step the program has 20 s to
+    /// exit before it is killed. The folder, the home folder and the store are scrubbed.
+    Record {
+        /// The cassette folder to create (it must not hold a recording).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The script of steps (none: the program runs until it exits).
+        #[arg(long, value_name = "FILE")]
+        script: Option<PathBuf>,
+        /// Terminal rows.
+        #[arg(long, default_value_t = 24)]
+        rows: u16,
+        /// Terminal columns.
+        #[arg(long, default_value_t = 80)]
+        cols: u16,
+        /// The program and its arguments.
+        #[arg(required = true, last = true, value_name = "PROGRAM")]
+        argv: Vec<String>,
+    },
     /// Write a starter `assertions.json` from a recording, for a person to tighten: its
     /// service events (as marks and in order), final screen, state, exit and outcome.
     Spec {
@@ -95,6 +122,13 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         }
         Action::Test { cassettes, json } => test(cassettes, *json, env),
         Action::Spec { cassette, force } => draft_spec(&cassette_dir(cassette, env)?, *force),
+        Action::Record {
+            out,
+            script,
+            rows,
+            cols,
+            argv,
+        } => record_program(out, script.as_deref(), (*rows, *cols), argv, env),
         Action::Export { cassette, cast } => {
             let c = Cassette::open(&cassette_dir(cassette, env)?)?;
             crate::fsutil::write_atomic(cast, c.asciicast().as_bytes())
@@ -234,5 +268,52 @@ fn draft_spec(dir: &Path, force: bool) -> anyhow::Result<Outcome> {
         spec.assertions.len(),
         dir.display()
     ));
+    Ok(Outcome::Ok)
+}
+
+/// Records `argv` into `out`, driven by the steps in `script`.
+fn record_program(
+    out: &Path,
+    script: Option<&Path>,
+    (rows, cols): (u16, u16),
+    argv: &[String],
+    env: &Env,
+) -> anyhow::Result<Outcome> {
+    use crate::pty::cassette::program;
+    let steps = script.map(program::script).transpose()?.unwrap_or_default();
+    let cwd = std::env::current_dir()?;
+    let mut scrub = vec![(
+        "tree path".to_owned(),
+        cwd.to_string_lossy().into_owned(),
+        "$TREE".to_owned(),
+    )];
+    if let Some(home) = &env.home {
+        scrub.push((
+            "home path".to_owned(),
+            home.to_string_lossy().into_owned(),
+            "$HOME".to_owned(),
+        ));
+    }
+    scrub.push((
+        "spex store".to_owned(),
+        env.spex_home().to_string_lossy().into_owned(),
+        "$SPEX_HOME".to_owned(),
+    ));
+    let term = "xterm-256color".to_owned();
+    program::record(&program::Recording {
+        argv: argv.to_vec(),
+        cwd,
+        size: crate::pty::session::Size { rows, cols },
+        env: vec![
+            ("TERM".to_owned(), term.clone()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ],
+        steps: &steps,
+        out: out.to_owned(),
+        id: crate::runtime::start::new_id()?,
+        scrub,
+        term: Some(term),
+    })?;
+    output::print(&format!("recorded {}\n", out.display()));
     Ok(Outcome::Ok)
 }

@@ -78,6 +78,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::pty::cassette::format::CassetteError,
         crate::pty::cassette::assertions::AssertionsError,
         crate::pty::cassette::assertions::eval::TestError,
+        crate::pty::cassette::program::ProgramError,
         crate::adapters::AppServerError,
     );
     None

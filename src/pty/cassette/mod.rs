@@ -12,6 +12,7 @@
 
 pub mod assertions;
 pub mod format;
+pub mod program;
 pub mod read;
 pub mod record;
 pub mod scrub;
