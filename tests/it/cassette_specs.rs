@@ -273,3 +273,98 @@ fn a_starter_spec_passes_and_is_never_replaced_unasked() {
     let test = spex(&w, &["cassette", "test", interrupt.to_str().unwrap()]);
     assert!(test.status.success(), "{}", text(&test.stdout));
 }
+
+/// The terminal conformance set (`scripts/record-cassettes.sh`): every case is committed with
+/// a spec of its own, and all of them pass with nothing on PATH (no `top`, `less`, `vim`, no
+/// `python3`).
+#[test]
+fn the_terminal_conformance_set_passes_with_nothing_installed() {
+    let w = World::new();
+    let set = fixtures().join("terminal");
+    let cases = [
+        "split-escapes",
+        "one-byte",
+        "alternate-screen",
+        "osc-links",
+        "wide-combining",
+        "bell",
+        "bracketed-paste",
+        "mouse",
+        "resize-redraw",
+        "resize-escape",
+        "large-output",
+        "exit-burst",
+        "eof-redraw",
+        "top",
+        "less",
+        "vim",
+    ];
+    for case in cases {
+        let spec = spec_of(&set.join(case));
+        assert!(
+            spec["assertions"].as_array().unwrap().len() >= 4,
+            "{case}: a spec of a few predicates at least"
+        );
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/terminal-programs")
+            .join(format!("{case}.steps.json"));
+        assert!(script.is_file(), "{case} has no script to record it again");
+    }
+    let out = w
+        .cmd(&w.repo, &["cassette", "test", set.to_str().unwrap()])
+        .env("PATH", "")
+        .output()
+        .expect("spex runs");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!("{0} of {0} cassettes passed", cases.len())),
+        "{stdout}"
+    );
+}
+
+/// `spex cassette record` runs a program under the PTY host, driven by its script (a wait, keys,
+/// a resize, a frame), into a cassette that checks, and whose starter spec passes.
+#[test]
+fn a_program_recorded_by_script_checks_and_passes_its_starter_spec() {
+    let w = World::new();
+    let script = w.dir.path().join("steps.json");
+    std::fs::write(
+        &script,
+        r#"[{"wait": "name?"}, {"frame": "asked"}, {"keys": "spex\r"}, {"resize": [30, 100]}, {"wait": "hello spex"}]"#,
+    )
+    .unwrap();
+    let out_dir = w.dir.path().join("recorded");
+    let record = spex(
+        &w,
+        &[
+            "cassette",
+            "record",
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--script",
+            script.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "printf 'name? '; read n; printf 'hello %s\\n' \"$n\"",
+        ],
+    );
+    assert!(record.status.success(), "{}", text(&record.stderr));
+    let check = spex(&w, &["cassette", "check", out_dir.to_str().unwrap()]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let input = std::fs::read_to_string(out_dir.join("input.jsonl")).unwrap();
+    assert!(input.contains(r#""text":"spex\r""#), "{input}");
+    assert!(input.contains(r#""kind":"resize""#), "{input}");
+    let frames = std::fs::read_to_string(out_dir.join("frames.jsonl")).unwrap();
+    assert!(frames.contains(r#""reason":"asked""#), "{frames}");
+    // The checkout (the command's folder) is scrubbed from what was recorded.
+    let manifest = std::fs::read_to_string(out_dir.join("manifest.json")).unwrap();
+    assert!(!manifest.contains(w.repo.to_str().unwrap()), "{manifest}");
+    let drafted = spex(&w, &["cassette", "spec", out_dir.to_str().unwrap()]);
+    assert!(drafted.status.success(), "{}", text(&drafted.stderr));
+    let spec = std::fs::read_to_string(out_dir.join("assertions.json")).unwrap();
+    assert!(spec.contains("hello spex"), "{spec}");
+    let test = spex(&w, &["cassette", "test", out_dir.to_str().unwrap()]);
+    assert!(test.status.success(), "{}", text(&test.stdout));
+}

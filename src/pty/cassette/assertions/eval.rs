@@ -275,6 +275,18 @@ impl Judge<'_> {
                 }
             }
             Assertion::ScreenStable { from, for_ms, to } => self.stable(from, *for_ms, to.as_ref()),
+            Assertion::ScreenChanges { from, to } => {
+                let (from, to) = (self.moment(from)?, self.moment(to)?);
+                let (a, b) = (self.t.index_at(from), self.t.index_at(to));
+                if self.t.states[a].lines != self.t.states[b].lines {
+                    return Ok(());
+                }
+                Err(Miss {
+                    message: format!("the screen at {} is the one at {}", when(to), when(from)),
+                    state: b,
+                    seq: to.seq,
+                })
+            }
             Assertion::ScreenState { at, expect } => {
                 let m = self.moment(at)?;
                 let i = self.t.index_at(m);

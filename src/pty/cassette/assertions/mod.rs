@@ -136,6 +136,9 @@ pub enum Assertion {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         to: Option<Anchor>,
     },
+    /// The screen's text at `to` is not what it was at `from` (a refresh, a redraw, a
+    /// layout that changed).
+    ScreenChanges { from: Anchor, to: Anchor },
     /// The screen's size, cursor and modes at `at`; only the fields `expect` gives are
     /// checked.
     ScreenState { at: Anchor, expect: ScreenState },
@@ -275,6 +278,7 @@ impl Assertion {
             | Assertion::ScreenNever { from, to, .. }
             | Assertion::MaxGap { from, to, .. } => from.iter().chain(to).collect(),
             Assertion::ScreenStable { from, to, .. } => std::iter::once(from).chain(to).collect(),
+            Assertion::ScreenChanges { from, to } => vec![from, to],
             _ => Vec::new(),
         }
     }

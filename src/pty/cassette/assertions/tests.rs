@@ -196,6 +196,14 @@ fn each_predicate_family_passes_and_fails() {
             json!({"assert": "screen_stable", "from": {"mark": "done"}, "for_ms": 500}),
             false,
         ),
+        (
+            json!({"assert": "screen_changes", "from": {"t_ms": 0}, "to": {"t_ms": 300}}),
+            true,
+        ),
+        (
+            json!({"assert": "screen_changes", "from": {"t_ms": 0}, "to": {"t_ms": 200}}),
+            false,
+        ),
         // Screen state: size, alternate screen, cursor, title, modes, bells.
         (
             json!({"assert": "screen_state", "at": {"t_ms": 500}, "expect": {"alternate_screen": true, "cursor_visible": false, "mouse": "press_release", "bracketed_paste": true, "bells": 1, "title": "demo", "rows": 24}}),
