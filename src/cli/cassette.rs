@@ -50,7 +50,7 @@ pub enum Action {
         #[arg(required = true, add = super::complete::sessions())]
         cassettes: Vec<String>,
         /// Print the reports as JSON: a list of `{cassette, id, assertions, binding,
-        /// failures: [{index, predicate, message, seq, t_ms, excerpt, events}]}`.
+        /// failures: [{index, predicate, message, seq, t_ms, excerpt, frame, events}]}`.
         #[arg(long)]
         json: bool,
     },
@@ -232,6 +232,14 @@ fn render(r: &Report) -> String {
             for row in &f.excerpt {
                 out.push_str(&format!("      {row}\n"));
             }
+        }
+        if let Some(frame) = &f.frame {
+            out.push_str(&format!(
+                "    nearest recorded frame: `{}` at t_ms {} (seq {})\n",
+                frame["reason"].as_str().unwrap_or("?"),
+                frame["t_ms"],
+                frame["seq"]
+            ));
         }
         if f.events.is_empty() {
             out.push_str("    no service events nearby\n");

@@ -166,6 +166,7 @@ fn a_wrong_predicate_fails_with_the_predicate_the_screen_and_the_events_near_it(
         "the screen at t_ms 1000 (seq 22) does not show `WRONG_ANSWER`".to_owned(),
         "screen at t_ms 1000 (seq 21):".to_owned(),
         "5: ❯ USE_NONE hello".to_owned(),
+        "nearest recorded frame: `busy` at t_ms 1000 (seq 19)".to_owned(),
         "t_ms 900 seq 17 turn.started".to_owned(),
         "t_ms 1000 seq 22 turn.completed".to_owned(),
     ] {

@@ -49,6 +49,8 @@ pub struct Failure {
     pub t_ms: u64,
     /// That screen's non-blank rows, `row: text`, control characters made visible.
     pub excerpt: Vec<String>,
+    /// The recorded frame nearest to that moment (`frames.jsonl`): its reason, `seq`, `t_ms`.
+    pub frame: Option<Value>,
     /// The service events around that moment.
     pub events: Vec<Value>,
 }
@@ -137,6 +139,7 @@ pub fn judge(dir: &Path, cassette: &Cassette, fin: &Value, spec: &Spec) -> Repor
                 seq: state.seq,
                 t_ms: state.t_ms,
                 excerpt: excerpt(state),
+                frame: nearest_frame(cassette, miss.seq.or(state.seq)),
                 events: timeline
                     .events_near(miss.seq.or(state.seq), NEARBY_EVENTS, NEARBY_EVENTS)
                     .into_iter()
@@ -146,6 +149,17 @@ pub fn judge(dir: &Path, cassette: &Cassette, fin: &Value, spec: &Spec) -> Repor
         }
     }
     report
+}
+
+/// The recorded frame nearest to record `seq` (the first one for the start).
+fn nearest_frame(cassette: &Cassette, seq: Option<u64>) -> Option<Value> {
+    let at = seq.unwrap_or(0);
+    cassette
+        .records
+        .iter()
+        .filter(|r| r.stream == "frames.jsonl")
+        .min_by_key(|r| r.seq.abs_diff(at))
+        .map(|r| serde_json::json!({"reason": r.value["reason"], "seq": r.seq, "t_ms": r.t_ms}))
 }
 
 /// A screen's non-blank rows, numbered, control characters made visible.
