@@ -189,8 +189,11 @@ pub fn record(r: &Recording) -> Result<(), ProgramError> {
         closed: false,
     };
     let driven = drive(r.steps, &mut session, &mut screen, &tee);
-    // The program ends by itself after its last step, or is stopped.
-    let _ = screen.pump(&mut session, WAIT, |_| false);
+    // The program ends by itself after its last step, or is stopped (at once when a step
+    // failed: the recording is not what the script meant).
+    if driven.is_ok() {
+        let _ = screen.pump(&mut session, WAIT, |_| false);
+    }
     if session.wait_timeout(Duration::from_secs(2))?.is_none() {
         session.kill()?;
     }
