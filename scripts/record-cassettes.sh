@@ -8,9 +8,9 @@
 #   scripts/record-cassettes.sh vim less     # these cases
 #
 # A case's `assertions.json` is kept across a new recording and bound to it (its manifest id and
-# content digest); a case without one gets a starter spec (`spex cassette spec`) to tighten.
-# Every spec is then judged (`spex cassette test`): a new recording that breaks its spec fails
-# here, before it is committed.
+# content digest) when every predicate holds for it (`spex cassette spec --rebind`): a new
+# recording that breaks its spec fails here, before it is committed. A case without one gets a
+# starter spec (`spex cassette spec`) to tighten.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -57,14 +57,8 @@ for case in "${cases[@]}"; do
         --rows "$rows" --cols "$cols" --script "$programs/$case.steps.json" -- "${argv[@]}")
     "$spex" cassette check "$dir"
     if [ -n "$kept" ]; then
-        python3 - "$dir" "$kept" <<'PY'
-import json, sys
-d, kept = sys.argv[1], sys.argv[2]
-m = json.load(open(d + "/manifest.json"))
-spec = json.load(open(kept))
-spec["cassette"] = {"id": m["id"], "content_digest": m["content_digest"]}
-open(d + "/assertions.json", "w").write(json.dumps(spec, indent=2, ensure_ascii=False) + "\n")
-PY
+        cp "$kept" "$dir/assertions.json"
+        "$spex" cassette spec --rebind "$dir"
     else
         "$spex" cassette spec "$dir"
     fi

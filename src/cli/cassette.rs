@@ -89,8 +89,13 @@ pub enum Action {
         #[arg(add = super::complete::sessions())]
         cassette: String,
         /// Replace an `assertions.json` that is there already.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "rebind")]
         force: bool,
+        /// Keep the `assertions.json` there and bind it to this recording (after a new
+        /// recording or a rescrub of the same session), only when every predicate holds for
+        /// it; otherwise print the failures and change nothing.
+        #[arg(long)]
+        rebind: bool,
     },
 }
 
@@ -121,7 +126,18 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             }
         }
         Action::Test { cassettes, json } => test(cassettes, *json, env),
-        Action::Spec { cassette, force } => draft_spec(&cassette_dir(cassette, env)?, *force),
+        Action::Spec {
+            cassette,
+            force,
+            rebind,
+        } => {
+            let dir = cassette_dir(cassette, env)?;
+            if *rebind {
+                rebind_spec(&dir)
+            } else {
+                draft_spec(&dir, *force)
+            }
+        }
         Action::Record {
             out,
             script,
@@ -323,5 +339,41 @@ fn record_program(
         term: Some(term),
     })?;
     output::print(&format!("recorded {}\n", out.display()));
+    Ok(Outcome::Ok)
+}
+
+/// Binds the spec in `dir` to the cassette there, when every predicate holds for it.
+fn rebind_spec(dir: &Path) -> anyhow::Result<Outcome> {
+    use crate::pty::cassette::assertions::{Binding, Spec};
+    let path = dir.join(FILE);
+    let mut spec = Spec::load(&path)?;
+    let cassette = Cassette::open(dir)?;
+    let fin: serde_json::Value =
+        serde_json::from_str(&fs_err::read_to_string(dir.join("final.json"))?)?;
+    let before = spec.cassette.clone();
+    spec.cassette = Binding {
+        id: cassette.manifest.id.clone(),
+        content_digest: cassette.manifest.content_digest.clone().unwrap_or_default(),
+    };
+    let report = eval::judge(dir, &cassette, &fin, &spec);
+    if !report.passed() {
+        output::print(&render(&report));
+        output::print(&format!(
+            "{} stays bound to `{}` ({})\n",
+            path.display(),
+            before.id,
+            before.content_digest
+        ));
+        return Ok(Outcome::Differs);
+    }
+    crate::fsutil::write_atomic(&path, spec.to_json().as_bytes())
+        .map_err(|e| anyhow::anyhow!("`{}`: {e}", path.display()))?;
+    output::print(&format!(
+        "{} is bound to `{}` ({}): {} assertions hold\n",
+        path.display(),
+        spec.cassette.id,
+        spec.cassette.content_digest,
+        spec.assertions.len()
+    ));
     Ok(Outcome::Ok)
 }

@@ -369,3 +369,40 @@ fn a_program_recorded_by_script_checks_and_passes_its_starter_spec() {
     let test = spex(&w, &["cassette", "test", out_dir.to_str().unwrap()]);
     assert!(test.status.success(), "{}", text(&test.stdout));
 }
+
+/// `cassette spec --rebind`: a spec follows its recording to a new digest (a rescrub, a new
+/// recording) only when every predicate holds for the new one.
+#[test]
+fn rebinding_a_spec_needs_every_predicate_to_hold() {
+    let w = World::new();
+    let turn = copy(&w, "turn");
+    let own = spec_of(&turn);
+    let mut stale = own.clone();
+    stale["cassette"]["content_digest"] = "sha256:0000".into();
+    write_spec(&turn, &stale);
+    let rebound = spex(
+        &w,
+        &["cassette", "spec", "--rebind", turn.to_str().unwrap()],
+    );
+    assert!(rebound.status.success(), "{}", text(&rebound.stdout));
+    assert_eq!(spec_of(&turn), own);
+    // With a predicate the recording breaks, nothing changes and the failure is shown.
+    let mut wrong = stale.clone();
+    wrong["assertions"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"assert": "exit", "code": 0}));
+    write_spec(&turn, &wrong);
+    let refused = spex(
+        &w,
+        &["cassette", "spec", "--rebind", turn.to_str().unwrap()],
+    );
+    let stdout = text(&refused.stdout);
+    assert_eq!(refused.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("final.json says exit code 143, expected 0"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("stays bound to"), "{stdout}");
+    assert_eq!(spec_of(&turn), wrong);
+}

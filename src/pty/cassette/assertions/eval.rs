@@ -554,12 +554,12 @@ impl Judge<'_> {
                 if let Some(c) = code
                     && got_code != Some(i64::from(*c))
                 {
-                    wrong.push(format!("exit code {got_code:?}, expected {c}"));
+                    wrong.push(format!("exit code {}, expected {c}", shown(got_code)));
                 }
                 if let Some(s) = signal
                     && got_signal != Some(i64::from(*s))
                 {
-                    wrong.push(format!("signal {got_signal:?}, expected {s}"));
+                    wrong.push(format!("signal {}, expected {s}", shown(got_signal)));
                 }
                 if wrong.is_empty() {
                     return Ok(());
@@ -568,8 +568,7 @@ impl Judge<'_> {
             }
             Assertion::Status { is } => {
                 let events: Vec<Value> = self.t.events().cloned().collect();
-                let recorded = events.iter().any(|e| e["record"]["status"].is_string());
-                let status = crate::pty::cassette::status::status_after(&events, recorded);
+                let status = final_status(self.fin, &events);
                 if &status == is {
                     return Ok(());
                 }
@@ -587,13 +586,10 @@ impl Judge<'_> {
     }
 }
 
-/// How the last turn ended: `final.json`'s `turn.outcome` (or `outcome`) when the recording
-/// has one, else the kind of the last turn-ending service event without its `turn.` prefix.
+/// How the last turn ended: `final.json`'s last turn (`turn.state`) when the recording has
+/// it, else the kind of the last turn-ending service event without its `turn.` prefix.
 pub fn last_outcome<'a>(fin: &Value, events: impl Iterator<Item = &'a Value>) -> Option<String> {
-    let recorded = fin["turn"]["outcome"]
-        .as_str()
-        .or_else(|| fin["outcome"].as_str());
-    if let Some(o) = recorded {
+    if let Some(o) = fin["turn"]["state"].as_str() {
         return Some(o.to_owned());
     }
     events
@@ -601,6 +597,21 @@ pub fn last_outcome<'a>(fin: &Value, events: impl Iterator<Item = &'a Value>) ->
         .filter(|k| !matches!(*k, "started" | "stalled"))
         .last()
         .map(str::to_owned)
+}
+
+/// The session's status at the end: `final.json`'s `status` when the recording has it, else
+/// what its service events left.
+pub fn final_status(fin: &Value, events: &[Value]) -> String {
+    if let Some(s) = fin["status"].as_str() {
+        return s.to_owned();
+    }
+    let recorded = events.iter().any(|e| e["record"]["status"].is_string());
+    crate::pty::cassette::status::status_after(events, recorded)
+}
+
+/// A number from `final.json`, or `none`.
+fn shown(n: Option<i64>) -> String {
+    n.map_or_else(|| "none".to_owned(), |n| n.to_string())
 }
 
 /// Where `needle` first occurs in `hay` at or after `from`.

@@ -171,9 +171,10 @@ pub enum Assertion {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<i32>,
     },
-    /// The session's status at the end, as its service events left it.
+    /// The session's status at the end: `final.json`'s `status` when the recording has it,
+    /// else as its service events left it.
     Status { is: String },
-    /// How the last turn ended: `final.json`'s turn outcome when the recording has one, else
+    /// How the last turn ended: `final.json`'s `turn.state` when the recording has it, else
     /// the kind of the last turn-ending event (`completed`, `failed`, `interrupted`, ...).
     Outcome { is: String },
 }

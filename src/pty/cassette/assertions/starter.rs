@@ -50,10 +50,9 @@ pub fn draft(cassette: &Cassette, fin: &Value) -> Spec {
     });
     if !kinds.is_empty() {
         let events: Vec<Value> = timeline.events().cloned().collect();
-        let recorded = events.iter().any(|e| e["record"]["status"].is_string());
         assertions.push(Assertion::ServiceEvents { in_order: kinds });
         assertions.push(Assertion::Status {
-            is: crate::pty::cassette::status::status_after(&events, recorded),
+            is: super::eval::final_status(fin, &events),
         });
     }
     if let Some(outcome) = super::eval::last_outcome(fin, timeline.events()) {

@@ -407,3 +407,24 @@ fn a_starter_spec_holds_for_the_recording_it_was_drafted_from() {
         assert!(json.contains(has), "{json}");
     }
 }
+
+#[test]
+fn the_end_reads_final_json_when_the_recording_has_it() {
+    let events = [
+        json!({"kind": "turn.started"}),
+        json!({"kind": "turn.completed", "record": {"status": "idle"}}),
+    ];
+    let bare = json!({"exit": {"code": 0}});
+    assert_eq!(
+        super::eval::last_outcome(&bare, events.iter()).as_deref(),
+        Some("completed")
+    );
+    assert_eq!(super::eval::final_status(&bare, &events), "idle");
+    let recorded = json!({"status": "exited", "turn": {"id": "$UUID2", "state": "interrupted"}});
+    assert_eq!(
+        super::eval::last_outcome(&recorded, events.iter()).as_deref(),
+        Some("interrupted")
+    );
+    assert_eq!(super::eval::final_status(&recorded, &events), "exited");
+    assert_eq!(super::eval::last_outcome(&bare, events[..1].iter()), None);
+}
