@@ -213,7 +213,11 @@ impl Judge<'_> {
 
     fn moment(&self, anchor: &Anchor) -> Result<Moment, Miss> {
         let anchor = match anchor {
-            Anchor::Mark(name) => self.spec.marks.get(name).unwrap_or(&Anchor::End),
+            Anchor::Mark(name) => self
+                .spec
+                .marks
+                .get(name)
+                .ok_or_else(|| self.miss(format!("the spec has no mark `{name}`")))?,
             a => a,
         };
         self.t.resolve(anchor).map_err(|e| self.miss(e))

@@ -247,6 +247,18 @@ impl Spec {
                 });
             }
         }
+        if let Some((index, why)) = spec
+            .assertions
+            .iter()
+            .enumerate()
+            .find_map(|(i, a)| a.empty().map(|why| (i, why)))
+        {
+            return Err(AssertionsError::BadAssertion {
+                path: path.to_owned(),
+                index,
+                message: why.to_owned(),
+            });
+        }
         let unknown = spec.assertions.iter().enumerate().find_map(|(i, a)| {
             a.marks()
                 .find(|m| !spec.marks.contains_key(*m))
@@ -281,6 +293,29 @@ impl Assertion {
             Assertion::ScreenStable { from, to, .. } => std::iter::once(from).chain(to).collect(),
             Assertion::ScreenChanges { from, to } => vec![from, to],
             _ => Vec::new(),
+        }
+    }
+
+    /// Why this predicate would check nothing, if it would.
+    fn empty(&self) -> Option<&'static str> {
+        match self {
+            Assertion::Exit {
+                code: None,
+                signal: None,
+            } => Some("`exit` needs `code` or `signal`"),
+            Assertion::ScreenState { expect, .. } if *expect == ScreenState::default() => {
+                Some("`screen_state` needs at least one field in `expect`")
+            }
+            Assertion::ScreenStable {
+                for_ms: None,
+                to: None,
+                ..
+            } => Some("`screen_stable` needs `for_ms` or `to`"),
+            Assertion::Keys { keys } if keys.is_empty() => Some("`keys` names no key"),
+            Assertion::ServiceEvents { in_order } if in_order.is_empty() => {
+                Some("`service_events` lists no event")
+            }
+            _ => None,
         }
     }
 

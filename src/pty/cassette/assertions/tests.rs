@@ -371,6 +371,21 @@ fn a_spec_error_names_the_file_and_the_assertion() {
             json!({"assert": "screen_contains", "text": "x", "at": {"mark": "nowhere"}}),
             "no mark `nowhere`",
         ),
+        // A predicate that would check nothing is refused, not passed.
+        (json!({"assert": "exit"}), "`exit` needs `code` or `signal`"),
+        (
+            json!({"assert": "screen_state", "at": "end", "expect": {}}),
+            "at least one field",
+        ),
+        (
+            json!({"assert": "screen_stable", "from": "start"}),
+            "`for_ms` or `to`",
+        ),
+        (json!({"assert": "keys", "keys": []}), "names no key"),
+        (
+            json!({"assert": "service_events", "in_order": []}),
+            "lists no event",
+        ),
     ];
     for (bad, says) in cases {
         let ok = json!({"assert": "exit", "code": 0});
