@@ -215,7 +215,7 @@ fn drive(
                     return Err(ProgramError::Timeout {
                         step: i,
                         text: text.clone(),
-                        screen: screen.term.text(),
+                        screen: crate::text::visible_lines(&screen.term.text()),
                     });
                 }
             }
