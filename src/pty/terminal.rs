@@ -9,12 +9,12 @@ const VERSION_REPLY: &str = concat!("\x1bP>|spex(", env!("CARGO_PKG_VERSION"), "
 
 #[derive(Debug, Default)]
 struct Callbacks {
+    /// How many times the program rang the bell (`BEL`).
+    bells: u64,
     /// Answer queries (no real terminal is attached to answer them).
     answering: bool,
     replies: Vec<u8>,
     title: String,
-    /// How many times the program rang the bell (`BEL`).
-    bells: u64,
 }
 
 fn param(params: &[&[u16]], i: usize) -> Option<u16> {
@@ -22,10 +22,6 @@ fn param(params: &[&[u16]], i: usize) -> Option<u16> {
 }
 
 impl vt100::Callbacks for Callbacks {
-    fn audible_bell(&mut self, _: &mut vt100::Screen) {
-        self.bells += 1;
-    }
-
     fn set_window_title(&mut self, _: &mut vt100::Screen, title: &[u8]) {
         self.title = String::from_utf8_lossy(title).into_owned();
     }
@@ -74,6 +70,10 @@ impl vt100::Callbacks for Callbacks {
         };
         self.replies
             .extend_from_slice(format!("\x1b]{color}\x1b\\").as_bytes());
+    }
+
+    fn audible_bell(&mut self, _: &mut vt100::Screen) {
+        self.bells += 1;
     }
 }
 
