@@ -75,6 +75,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         CursorError,
         StreamError,
         crate::store::session::StoreError,
+        crate::store::projects::LocateError,
         crate::pty::cassette::format::CassetteError,
         crate::adapters::AppServerError,
     );

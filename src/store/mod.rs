@@ -6,6 +6,7 @@ pub mod answers;
 pub mod away;
 pub mod governance;
 pub mod lock;
+pub mod projects;
 pub mod prune;
 pub mod session;
 pub mod sorted;
