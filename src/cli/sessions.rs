@@ -43,6 +43,10 @@ use crate::text::visible;
 /// recorded them (`12.3k/1.2k`). An attention (a failed turn's alert, a question) closes only by an
 /// answer, a new turn, an interrupt or an exit.
 #[derive(Debug, clap::Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is one independent flag of the command line"
+)]
 pub struct ListArgs {
     /// Include exited sessions and sessions that never ran a turn.
     #[arg(long)]

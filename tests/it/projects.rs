@@ -497,7 +497,7 @@ fn sessions_watch_off_a_terminal_prints_one_table_per_change() {
     assert_eq!(next(), "", "a blank line between tables");
     assert!(next().starts_with("PROJECT"));
     let row = next();
-    assert!(row.contains("idle") && !row.contains("\u{1b}"), "{row}");
+    assert!(row.contains("idle") && !row.contains('\u{1b}'), "{row}");
     // Ctrl-C ends it with success.
     let pid = child.id().to_string();
     Command::new("kill").args(["-INT", &pid]).status().unwrap();

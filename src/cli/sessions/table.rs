@@ -45,8 +45,11 @@ pub struct Listing {
     pub stores: Vec<ProjectStore>,
     /// What the `PROJECT` column says of each store (`None`: one project, no column).
     pub labels: Option<Vec<String>>,
-    /// The records, in the order shown, with the index of their store.
+    /// The records listed, with the index of their store.
     pub rows: Vec<(usize, Session)>,
+    /// The order they are shown in: indices into `rows` (sorted by reference: moving
+    /// thousands of records costs more than comparing them).
+    pub order: Vec<usize>,
 }
 
 /// Reads the sessions of `scope`: every record with its evidence folded in and its budget
@@ -55,31 +58,29 @@ pub struct Listing {
 pub fn read(env: &Env, scope: &Scope, all: bool) -> anyhow::Result<Listing> {
     let stores = scope.stores(env);
     let mut book = runtime::budget::Book::default();
-    let mut rows: Vec<(usize, Session)> = Vec::new();
-    let mut checkouts: Vec<Option<std::path::PathBuf>> = Vec::with_capacity(stores.len());
-    for (i, store) in stores.iter().enumerate() {
-        let records = reconcile::sessions(env, store)?;
-        checkouts.push(
-            records
-                .iter()
-                .map(|s| &s.project)
-                .find(|p| !p.as_os_str().is_empty())
-                .cloned(),
-        );
-        rows.extend(
-            records
-                .into_iter()
-                .map(|s| runtime::reconcile_hosted(env, store, &s).unwrap_or(s))
-                .map(|s| runtime::judge::judge(env, store, s, &mut book))
-                // Records that never ran a turn say nothing, except a live session spex started.
-                .filter(|s| {
-                    all || (s.status != Status::Exited
-                        && (s.turn.is_some() || s.launched_by == LaunchedBy::Spex))
-                })
-                .map(|s| (i, s)),
-        );
+    // Every project's records in one fold: each harness's evidence is read once.
+    let records = reconcile::sessions_of(env, &stores)?;
+    let mut checkouts: Vec<Option<std::path::PathBuf>> = vec![None; stores.len()];
+    for (i, s) in &records {
+        if checkouts[*i].is_none() && !s.project.as_os_str().is_empty() {
+            checkouts[*i] = Some(s.project.clone());
+        }
     }
-    rows.sort_by(|(_, a), (_, b)| attention_first(a, b));
+    let rows: Vec<(usize, Session)> = records
+        .into_iter()
+        .map(|(i, s)| {
+            let store = &stores[i];
+            let s = runtime::reconcile_hosted(env, store, &s).unwrap_or(s);
+            (i, runtime::judge::judge(env, store, s, &mut book))
+        })
+        // Records that never ran a turn say nothing, except a live session spex started.
+        .filter(|(_, s)| {
+            all || (s.status != Status::Exited
+                && (s.turn.is_some() || s.launched_by == LaunchedBy::Spex))
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|a, b| attention_first(&rows[*a].1, &rows[*b].1));
     let labels = matches!(scope, Scope::All).then(|| {
         let pairs: Vec<_> = stores
             .iter()
@@ -92,6 +93,7 @@ pub fn read(env: &Env, scope: &Scope, all: bool) -> anyhow::Result<Listing> {
         stores,
         labels,
         rows,
+        order,
     })
 }
 
@@ -100,9 +102,12 @@ impl Listing {
     /// with `live` and `subagents_running`.
     pub fn print_json(self, env: &Env) {
         let rows: Vec<SortedRecord> = self
-            .rows
+            .order
             .iter()
-            .map(|(i, s)| SortedRecord::new(s, runtime::live(env, &self.stores[*i], s)))
+            .map(|k| {
+                let (i, s) = &self.rows[*k];
+                SortedRecord::new(s, runtime::live(env, &self.stores[*i], s))
+            })
             .collect();
         output::json(&rows);
         drop(rows);
@@ -129,7 +134,7 @@ impl Listing {
             header.insert(0, "PROJECT");
         }
         let mut rows = vec![header.into_iter().map(String::from).collect::<Vec<_>>()];
-        for (i, s) in &self.rows {
+        for (i, s) in self.order.iter().map(|k| &self.rows[*k]) {
             let mut row = Vec::with_capacity(10);
             if let Some(labels) = &self.labels {
                 row.push(visible(&labels[*i]));

@@ -69,7 +69,7 @@ mod tests {
 
     #[test]
     fn needs_you_oldest_first_then_working_idle_exited_newest_first() {
-        let mut all = vec![
+        let mut all = [
             session("exited", Status::Exited, "2026-01-01T00:00:09Z", None),
             session("idle-old", Status::Idle, "2026-01-01T00:00:01Z", None),
             session(
