@@ -346,6 +346,23 @@ fn one_handle_in_two_projects_is_refused_outside_with_candidates_and_project_han
             && e.contains("hint: the projects with sessions: lib, repo"),
         "{e}"
     );
+    // Completion outside any checkout offers every project's live sessions as `project/handle`.
+    let out = w
+        .cmd(&outside, &["--", "spex", "show", ""])
+        .env("COMPLETE", "fish")
+        .output()
+        .unwrap();
+    let offered = String::from_utf8_lossy(&out.stdout);
+    let values: Vec<&str> = offered
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .filter(|v| !v.starts_with('-'))
+        .collect();
+    assert_eq!(values.len(), 2, "{offered}");
+    assert!(
+        values.contains(&"lib/beef") && values.contains(&"repo/beef"),
+        "{offered}"
+    );
     // `events SESSION` reads the stream of the session's own project.
     let events = w.ok(&outside, &["events", "lib/beef", "--json"]);
     assert!(
