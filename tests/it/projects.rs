@@ -467,6 +467,13 @@ fn sessions_watch_redraws_on_a_change_and_ctrl_c_leaves_the_terminal_as_it_was()
     // Redrawn in place: the screen is cleared each time, the old rows are gone.
     assert!(t.since(mark).contains("^[[H^[[2J"), "{}", t.diag());
     assert_eq!(t.text().matches("second prompt").count(), 1, "{}", t.diag());
+    // A resized terminal is drawn again.
+    let mark = t.mark();
+    t.resize(30, 160);
+    t.wait_until(Duration::from_secs(10), |v| {
+        v.since(mark).contains("^[[H^[[2J") && v.text().contains("second prompt")
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
     // Ctrl-C: it ends, with the cursor shown and the alternate screen left.
     t.send(&[0x03]);
     let status = t.exit_within(Duration::from_secs(10));

@@ -98,6 +98,19 @@ pub fn read(env: &Env, scope: &Scope, all: bool) -> anyhow::Result<Listing> {
 }
 
 impl Listing {
+    /// When a running turn that no spex process judges next needs judging (its budget's
+    /// deadline): no file changes then, so a watching reader wakes for it.
+    pub fn next_judgement(&self, env: &Env) -> Option<std::time::Instant> {
+        let mut book = runtime::budget::Book::default();
+        self.rows
+            .iter()
+            .filter_map(|(i, s)| {
+                runtime::judge::deadline(env, s, &mut book)
+                    .filter(|_| !runtime::judge::owned(env, &self.stores[*i], s))
+            })
+            .min()
+    }
+
     /// Prints the records as `sessions --json` does: each record as `session.json` holds it,
     /// with `live` and `subagents_running`.
     pub fn print_json(self, env: &Env) {

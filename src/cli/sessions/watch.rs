@@ -1,5 +1,6 @@
 //! `spex sessions --watch`: the table redrawn in place on every change of the store, woken by
-//! inotify on the project folders (never a timer), until Ctrl-C. On a terminal it draws on the
+//! inotify on the project folders (never a timer; only a running turn's budget deadline, when
+//! no spex process judges it, bounds a wait), until Ctrl-C; a resized terminal is redrawn. On a terminal it draws on the
 //! alternate screen with the cursor hidden and puts both back when it ends; elsewhere it prints
 //! one table per change.
 
@@ -113,6 +114,10 @@ pub fn run(all: bool, all_projects: bool, env: &Env) -> anyhow::Result<Outcome> 
     ] {
         signal_hook::low_level::pipe::register(sig, tx.try_clone()?)?;
     }
+    // A resized terminal is drawn again.
+    let (winch, winch_tx) = UnixStream::pair()?;
+    winch.set_nonblocking(true)?;
+    signal_hook::low_level::pipe::register(signal_hook::consts::SIGWINCH, winch_tx)?;
     let terminal = std::io::stdout().is_terminal();
     let mut watches = Watches::new()?;
     let _screen = terminal.then(Screen::enter);
@@ -121,7 +126,10 @@ pub fn run(all: bool, all_projects: bool, env: &Env) -> anyhow::Result<Outcome> 
     loop {
         // Watched before reading: a change during the read wakes the next round.
         watches.cover(env, &scope);
-        let table = read(env, &scope, all)?.text(env, all);
+        let listing = read(env, &scope, all)?;
+        let table = listing.text(env, all);
+        let judge_at = listing.next_judgement(env);
+        drop(listing);
         if table != shown {
             if terminal {
                 let title = match &scope {
@@ -143,8 +151,13 @@ pub fn run(all: bool, all_projects: bool, env: &Env) -> anyhow::Result<Outcome> 
             rustix::event::PollFd::new(&watches.fd, rustix::event::PollFlags::IN),
             rustix::event::PollFd::new(&signals, rustix::event::PollFlags::IN),
             rustix::event::PollFd::new(&stdout, rustix::event::PollFlags::empty()),
+            rustix::event::PollFd::new(&winch, rustix::event::PollFlags::IN),
         ];
-        match rustix::event::poll(&mut fds, None) {
+        // Only a budget's deadline, where one is due, bounds the sleep: no timer otherwise.
+        let timeout = judge_at
+            .map(|at| at.saturating_duration_since(std::time::Instant::now()))
+            .and_then(|d| rustix::event::Timespec::try_from(d).ok());
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e).context("poll"),
         }
@@ -153,6 +166,13 @@ pub fn run(all: bool, all_projects: bool, env: &Env) -> anyhow::Result<Outcome> 
             .intersects(rustix::event::PollFlags::ERR | rustix::event::PollFlags::HUP);
         if !fds[1].revents().is_empty() || gone {
             return Ok(Outcome::Ok);
+        }
+        if !fds[3].revents().is_empty() {
+            let mut buf = [0u8; 64];
+            while std::io::Read::read(&mut &winch, &mut buf).is_ok_and(|n| n > 0) {}
+            if terminal {
+                shown.clear();
+            }
         }
         watches.drain();
     }
