@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use crate::runtime::{FakeApi, std_dirs, wait_screen};
 use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
+use crate::support::codex_home::write_codex_config;
 use crate::support::fake_anthropic::FakeAnthropic;
+use crate::support::fake_responses::FakeResponses;
 use crate::support::peers::peers_path;
 use crate::support::term::{Modes, Term};
 use crate::support::world::{World, git, json_result, merged, pretty, read_or_empty, write};
@@ -39,7 +41,11 @@ fn spex_in(w: &World, fake: &FakeAnthropic, cwd: &Path, args: &[&str]) -> Comman
     let mut c = w.cmd(cwd, args);
     c.env("PATH", peers_path())
         .envs(fake.env())
-        .env("XDG_RUNTIME_DIR", w.dir.path().join("run"));
+        .env("XDG_RUNTIME_DIR", w.dir.path().join("run"))
+        // What Codex needs against the fake Responses server (`write_codex_config`).
+        .env("FAKE_API_KEY", "dummy")
+        .env("OPENAI_API_KEY", "sk-dummy")
+        .env("RUST_LOG", "warn");
     c
 }
 
@@ -112,37 +118,44 @@ fn until_status(w: &World, id: &str, status: &str, timeout: Duration) -> Value {
 }
 
 #[test]
-fn real_sessions_of_two_projects_listed_attention_first_and_named_from_anywhere() {
+fn real_sessions_of_three_projects_listed_attention_first_and_named_from_anywhere() {
     let w = World::new();
     std_dirs(&w);
     let lib = second_repo(&w, "lib");
+    let svc = second_repo(&w, "svc");
     for repo in [&w.repo, &lib] {
         write(
             &repo.join("spex.jsonc"),
             "{ \"harnesses\": [\"claude\"] }\n",
         );
     }
+    write(&svc.join("spex.jsonc"), "{ \"harnesses\": [\"codex\"] }\n");
+    git(&svc, &["commit", "-q", "--allow-empty", "-m", "base"]);
     seed_claude_home(
         &w.home,
         DUMMY_API_KEY,
         &[&w.repo, &lib],
         SeedOptions::default(),
     );
-    for repo in [&w.repo, &lib] {
+    let responses = FakeResponses::start_with_hang_limit(Duration::from_mins(1));
+    let url = responses.base_url();
+    write_codex_config(&w.codex_home, &url, "on-request", "workspace-write");
+    for repo in [&w.repo, &lib, &svc] {
         w.ok(repo, &["materialize"]);
     }
     let fake = FakeAnthropic::start();
     let outside = elsewhere(&w);
-    let launch = |repo: &Path| -> String {
-        let args = ["launch", "--harness", "claude", "--detach", "--json"];
+    let launch = |repo: &Path, harness: &str, extra: &[&str]| -> String {
+        let mut args = vec!["launch", "--harness", harness, "--detach", "--json"];
+        args.extend_from_slice(extra);
         json_in(&w, &fake, repo, &args)["session"]["id"]
             .as_str()
             .unwrap()
             .to_owned()
     };
-    let app_id = launch(&w.repo);
-    let lib_id = launch(&lib);
-    // Each by its full id, from the other project's checkout.
+    let app_id = launch(&w.repo, "claude", &[]);
+    let lib_id = launch(&lib, "claude", &[]);
+    // Each by its full id, from outside any checkout.
     let handle = |id: &str| {
         json_in(&w, &fake, &outside, &["show", id, "--json"])["session"]["handle"]
             .as_str()
@@ -171,61 +184,64 @@ fn real_sessions_of_two_projects_listed_attention_first_and_named_from_anywhere(
     );
     until_status(&w, &lib_id, "needs_attention", Duration::from_mins(1));
     // `wait_screen` runs `spex snapshot` in the world's repo: another project's session.
+    let dialog = "Do you want to proceed?";
     assert!(
-        wait_screen(
-            &w,
-            &fake,
-            &lib_id,
-            "Do you want to proceed?",
-            Duration::from_secs(20)
-        ),
+        wait_screen(&w, &fake, &lib_id, dialog, Duration::from_secs(20)),
         "{}",
         diag(&w, &lib_id)
     );
+    // In `svc`, later: a Codex command held for approval by its app server.
+    let svc_id = launch(&svc, "codex", &["SCENARIO:escalate"]);
+    let svc_handle = handle(&svc_id);
+    let r = until_status(&w, &svc_id, "needs_attention", Duration::from_mins(1));
+    assert_eq!(r["attention"]["via"]["how"], "server", "{}", pretty(&r));
 
-    // Outside any repository: every project, attention first, with the PROJECT column.
+    // Outside any repository: every project, attention first (the oldest attention first),
+    // with the PROJECT column.
     let (code, table, err) = said(&mut spex_in(&w, &fake, &outside, &["sessions"]));
     assert_eq!(code, Some(0), "{table}{err}");
     let r = rows(&table);
-    assert_eq!(r[0][..3], ["PROJECT", "ID", "NAME"], "{table}");
-    assert_eq!(r.len(), 3, "{table}");
     assert_eq!(
-        r[1][..2],
-        ["lib", lib_handle.as_str()],
-        "attention first:\n{table}"
+        r[0][..5],
+        ["PROJECT", "ID", "NAME", "HARNESS", "STATUS"],
+        "{table}"
     );
-    assert!(r[1].contains(&"needs_attention"), "{table}");
-    assert_eq!(r[2][..2], ["repo", app.as_str()], "{table}");
-    assert!(r[2].contains(&"idle"), "{table}");
-    // Inside a repository the default stays that project; `--all-projects` lists both.
+    assert_eq!(r.len(), 4, "{table}");
+    let want = [
+        ["lib", &lib_handle, "-", "claude", "needs_attention"],
+        ["svc", &svc_handle, "-", "codex", "needs_attention"],
+        ["repo", &app, "-", "claude", "idle"],
+    ];
+    for (row, want) in r[1..].iter().zip(&want) {
+        assert_eq!(row[..5], want[..], "attention first:\n{table}");
+    }
+    // Inside a repository the default stays that project; `--all-projects` lists all three.
     let (_, here, _) = said(&mut spex_in(&w, &fake, &w.repo, &["sessions"]));
     assert_eq!(rows(&here).len(), 2, "{here}");
     assert!(!here.contains("PROJECT") && here.contains(&app), "{here}");
-    let (_, both, _) = said(&mut spex_in(
-        &w,
-        &fake,
-        &w.repo,
-        &["sessions", "--all-projects"],
-    ));
-    assert_eq!(rows(&both), r, "the same table from anywhere");
-    let listed = json_in(
-        &w,
-        &fake,
-        &outside,
-        &["sessions", "--all-projects", "--json"],
+    let args = ["sessions", "--all-projects"];
+    let (_, both, _) = said(&mut spex_in(&w, &fake, &w.repo, &args));
+    let firsts = |t: &str| -> Vec<Vec<String>> {
+        rows(t)
+            .iter()
+            .map(|r| r[..5].iter().map(|c| (*c).to_owned()).collect())
+            .collect()
+    };
+    assert_eq!(
+        firsts(&both),
+        firsts(&table),
+        "the same table from anywhere:\n{both}"
     );
+    let args = ["sessions", "--all-projects", "--json"];
+    let listed = json_in(&w, &fake, &outside, &args);
     let projects: Vec<&str> = listed
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s["project"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        projects,
-        [lib.to_str().unwrap(), w.repo.to_str().unwrap()],
-        "{}",
-        pretty(&listed)
-    );
+    let want = [&lib, &svc, &w.repo].map(|p| p.to_str().unwrap());
+    assert_eq!(projects, want, "{}", pretty(&listed));
 
     // A handle used outside its checkout: shown, then its dialog answered; the tool runs in
     // its own repository.
@@ -239,8 +255,17 @@ fn real_sessions_of_two_projects_listed_attention_first_and_named_from_anywhere(
         lib.join("bash_out.txt").exists(),
         "the approved command did not run"
     );
+    // The Codex approval too, from the Claude project's checkout.
+    let (code, o, e) = said(&mut spex_in(&w, &fake, &w.repo, &["approve", &svc_handle]));
+    assert_eq!(
+        code,
+        Some(0),
+        "approve from another project's checkout:\n{o}{e}"
+    );
+    let ran = read_or_empty(&svc.join("escalated.txt"));
+    assert_eq!(ran, "escalated\n", "{}", diag(&w, &svc_id));
 
-    // One name in both projects: refused outside, listing both as `project/handle`; each
+    // One name in two projects: refused outside, listing both as `project/handle`; each
     // checkout finds its own first; `project/name` and `project/handle` always work.
     for id in [&app_id, &lib_id] {
         let (code, o, e) = said(&mut spex_in(&w, &fake, &outside, &["rename", id, "twin"]));
@@ -269,18 +294,19 @@ fn real_sessions_of_two_projects_listed_attention_first_and_named_from_anywhere(
     assert_eq!(id_of(&outside, &format!("repo/{app}")), app_id);
 
     // Each stopped from outside by `project/handle`.
-    for word in [format!("repo/{app}"), format!("lib/{lib_handle}")] {
-        let (code, o, e) = said(&mut spex_in(
-            &w,
-            &fake,
-            &outside,
-            &["stop", &word, "--grace", "5"],
-        ));
+    for word in [
+        format!("repo/{app}"),
+        format!("lib/{lib_handle}"),
+        format!("svc/{svc_handle}"),
+    ] {
+        let args = ["stop", &word, "--grace", "5"];
+        let (code, o, e) = said(&mut spex_in(&w, &fake, &outside, &args));
         assert_eq!(code, Some(0), "stop {word}:\n{o}{e}");
     }
-    for id in [&app_id, &lib_id] {
+    for id in [&app_id, &lib_id, &svc_id] {
         until_status(&w, id, "exited", Duration::from_secs(30));
     }
+    let _ = spex_in(&w, &fake, &svc, &["server", "stop"]).output();
 }
 
 /// Two sessions whose ids end alike: each project gives its session the handle `beef`.
