@@ -493,6 +493,19 @@ fn sessions_watch_redraws_on_a_change_and_ctrl_c_leaves_the_terminal_as_it_was()
     // Redrawn in place: the screen is cleared each time, the old rows are gone.
     assert!(t.since(mark).contains("^[[H^[[2J"), "{}", t.diag());
     assert_eq!(t.text().matches("second prompt").count(), 1, "{}", t.diag());
+    // While nothing changes it sleeps: no wakeup in a quiet second (no timer).
+    let switches = || {
+        std::fs::read_to_string(format!("/proc/{}/status", t.pid()))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches"))
+            .map(str::to_owned)
+            .unwrap()
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let before = switches();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(switches(), before, "it woke while nothing changed");
     // A resized terminal is drawn again.
     let mark = t.mark();
     t.resize(30, 160);
