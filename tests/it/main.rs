@@ -33,6 +33,7 @@ mod materialize;
 mod names;
 mod outcomes;
 mod peers_smoke;
+mod projects;
 mod real_peers;
 mod real_sessions;
 mod real_tui;
