@@ -42,6 +42,12 @@ pub enum Request {
     Record {
         dir: Option<std::path::PathBuf>,
     },
+    /// The running recording misses part of the session (the launch failed at a screen spex
+    /// cannot answer): its capture is `partial`, for `reason`. Nothing happens when the session
+    /// is not recorded.
+    Incomplete {
+        reason: String,
+    },
     /// Send the harness's interrupt keys (the turn ends `interrupted` once the screen is idle).
     Interrupt,
     /// End the program: SIGTERM to its process group, SIGKILL after `grace_ms`.

@@ -12,6 +12,7 @@ use super::session::{Shared, lock};
 use crate::hint::Hinted;
 use crate::log::log;
 use crate::pty::session::Size;
+use crate::pty::tee::Event as TeeEvent;
 use crate::runtime::protocol::{Envelope, Request, Response, VERSION};
 use crate::seam::terminal::Activity;
 
@@ -210,7 +211,19 @@ fn handle(shared: &Shared, request: Request) -> Response {
         Request::Record { dir: Some(dir) } => shared.start_recording(&dir),
         Request::Record { dir: None } => {
             shared.frame("end");
+            shared.tee.record(TeeEvent::Mark {
+                stream: "capture".into(),
+                data: serde_json::json!({"reason": "stopped before the session ended"}),
+            });
+            super::recording::note_final(&shared.tee, &shared.store, &shared.id);
             shared.tee.close_sinks();
+            Ok(())
+        }
+        Request::Incomplete { reason } => {
+            shared.tee.record(TeeEvent::Mark {
+                stream: "capture".into(),
+                data: serde_json::json!({ "reason": reason }),
+            });
             Ok(())
         }
         Request::Interrupt => match shared.terminal.interrupt_keys() {

@@ -197,10 +197,12 @@ impl Shared {
         };
         let mut spawn = self.spawn.clone();
         spawn.size = Size { rows, cols };
-        let mut recorder = recorder(self.harness, &spawn, &self.scrub, dir).ok_or_else(|| {
-            std::io::Error::other("the recording could not start (see the host log)")
-        })?;
-        recorder.set_partial();
+        let pids = [std::process::id(), self.child_pid];
+        let mut recorder =
+            recorder(self.harness, &spawn, &self.scrub, dir, &pids).ok_or_else(|| {
+                std::io::Error::other("the recording could not start (see the host log)")
+            })?;
+        recorder.set_partial("started mid-session: it opens with the screen as it was");
         // A new recording has no frame yet to compare a quiet screen with.
         *lock(&self.frames.last) = None;
         self.tee.add_sink(Box::new(recorder));
