@@ -39,3 +39,4 @@ mod steering;
 mod store;
 mod subagents;
 mod support;
+mod watching;

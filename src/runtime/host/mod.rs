@@ -106,8 +106,8 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     // The last screen says why a program ended early (a refused flag, a dialog).
     log!("final screen:\n{}", lock(&shared.term).text());
     let _ = fs_err::remove_file(&spec.socket);
-    for (_, c) in lock(&shared.clients).iter() {
-        let _ = c.shutdown(std::net::Shutdown::Both);
+    for c in lock(&shared.clients).iter() {
+        let _ = c.stream.shutdown(std::net::Shutdown::Both);
     }
     Ok(exit)
 }
@@ -188,7 +188,7 @@ fn pump(shared: &Shared, output: &Receiver<Vec<u8>>) {
             let _ = shared.write(&replies);
         }
         let mut clients = lock(&shared.clients);
-        clients.retain_mut(|(_, c)| c.write_all(&chunk).is_ok());
+        clients.retain_mut(|c| c.stream.write_all(&chunk).is_ok());
         shared.set_clients(&clients);
         drop(clients);
         shared.observe();
