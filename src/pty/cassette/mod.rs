@@ -13,6 +13,7 @@
 pub mod format;
 pub mod read;
 pub mod record;
+pub mod rescrub;
 pub mod scrub;
 #[cfg(test)]
 mod tests;

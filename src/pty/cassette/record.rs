@@ -294,7 +294,8 @@ impl Recorder {
 
     /// Takes in a note meant for the recorder itself rather than a stream (`process`: a pid
     /// of the session, to scrub; `final`: the session's last turn; `capture`: the recording
-    /// misses part of the session, and why); whether `stream` was one.
+    /// misses part of the session, and why; `start`: nothing but the clock's start); whether
+    /// `stream` was one.
     fn note(&mut self, stream: &str, data: &Value) -> bool {
         match stream {
             "process" => {
@@ -306,6 +307,8 @@ impl Recorder {
                 let text = self.scrubber.scrub_str(&data.to_string());
                 self.last_turn = serde_json::from_str(&text).ok();
             }
+            // The recording's clock starts (it times from its first observation).
+            "start" => {}
             "capture" => {
                 let reason = self
                     .scrubber

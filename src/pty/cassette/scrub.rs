@@ -372,6 +372,23 @@ impl Scrubber {
     /// scrubbed one by one.
     pub fn scrub_wrapped_rows(&mut self, rows: &mut [String]) {
         for i in 0..self.finders.len() {
+            let n = if self.finders[i].literal > 0 {
+                self.wrapped_in(i, rows)
+            } else {
+                // A pattern may look at what follows its text (a word boundary): each row
+                // with the next alone, so the row after is not read as going on from it.
+                (0..rows.len().saturating_sub(1))
+                    .map(|k| self.wrapped_in(i, &mut rows[k..k + 2]))
+                    .sum()
+            };
+            let name = self.finders[i].name.clone();
+            self.hit(&name, n);
+        }
+    }
+
+    /// [`Scrubber::scrub_wrapped_rows`] of rule `i` over `rows` joined: how many it replaced.
+    fn wrapped_in(&mut self, i: usize, rows: &mut [String]) -> u64 {
+        {
             let mut n = 0;
             // Each pass takes one match; a placeholder holding the text cannot loop forever.
             for _ in 0..rows.len() {
@@ -414,8 +431,7 @@ impl Scrubber {
                 }
                 n += 1;
             }
-            let name = self.finders[i].name.clone();
-            self.hit(&name, n);
+            n
         }
     }
 }

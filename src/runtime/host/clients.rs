@@ -216,10 +216,6 @@ fn handle(shared: &Shared, request: Request) -> Response {
         Request::Record { dir: Some(dir) } => shared.start_recording(&dir),
         Request::Record { dir: None } => {
             shared.frame("end");
-            shared.tee.record(TeeEvent::Mark {
-                stream: "capture".into(),
-                data: serde_json::json!({"reason": "stopped before the session ended"}),
-            });
             super::recording::note_final(&shared.tee, &shared.store, &shared.id);
             shared.tee.close_sinks();
             Ok(())

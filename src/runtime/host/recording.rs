@@ -274,6 +274,49 @@ impl Frames {
 
 #[cfg(test)]
 mod tests {
+    /// The committed cassettes keep no id, time or process id but what `KEPT` lists: scrubbed
+    /// again by the standard rules (with `SPEX_UPDATE_CASSETTES=1` this rewrites them in
+    /// place: their digests change, their ids stay), no UUID, RFC3339 time or clock time is
+    /// left in any file but the manifest's own id, and each still checks clean.
+    #[test]
+    fn the_committed_cassettes_keep_no_id_or_time() {
+        use crate::pty::cassette::scrub::standard_patterns;
+        use crate::pty::cassette::{Cassette, Scrubber, rescrub::rescrub};
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cassettes");
+        let update = std::env::var_os("SPEX_UPDATE_CASSETTES").is_some();
+        let volatile = regex::Regex::new(
+            r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}|\b\d{1,2}:\d{2}:\d{2}\b",
+        )
+        .unwrap();
+        for entry in fs_err::read_dir(&root).unwrap() {
+            let dir = entry.unwrap().path();
+            if !dir.join("manifest.json").is_file() {
+                continue;
+            }
+            if update {
+                let mut scrubber = Scrubber::with_patterns(Vec::new(), standard_patterns());
+                for (field, why) in super::KEPT {
+                    scrubber.keep(field, why);
+                }
+                rescrub(&dir, scrubber).unwrap();
+            }
+            let c = Cassette::open(&dir).unwrap();
+            assert_eq!(c.problems(), Vec::<String>::new(), "{}", dir.display());
+            for e in fs_err::read_dir(&dir).unwrap() {
+                let path = e.unwrap().path();
+                let mut text = String::from_utf8_lossy(&fs_err::read(&path).unwrap()).into_owned();
+                text = text.replace(&c.manifest.id, "");
+                let found: Vec<&str> = volatile.find_iter(&text).map(|m| m.as_str()).collect();
+                assert!(
+                    found.is_empty(),
+                    "{} keeps {found:?} (SPEX_UPDATE_CASSETTES=1 scrubs it again)",
+                    path.display()
+                );
+            }
+        }
+    }
+
     use std::sync::{Arc, Mutex};
 
     use super::Frames;
