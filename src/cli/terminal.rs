@@ -47,10 +47,6 @@ pub fn watch(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
     join(env, id, detach, true)
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "the handshake, raw mode, the pump and the one line on leaving share the terminal's state"
-)]
 fn join(env: &Env, id: &str, detach: u8, read_only: bool) -> anyhow::Result<()> {
     use rustix::termios;
     let stdin = std::io::stdin();

@@ -13,7 +13,7 @@ use crate::support::world::write;
 /// The TUI's first screen, from a cold start on a loaded 2-core machine.
 const STARTUP: Duration = Duration::from_mins(2);
 /// How long an answer, a redraw or leaving may take.
-const WAIT: Duration = Duration::from_secs(60);
+const WAIT: Duration = Duration::from_mins(1);
 
 /// The session's screen size, as its host's model has it.
 fn size_of(

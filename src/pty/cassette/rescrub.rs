@@ -137,21 +137,7 @@ fn observations(c: &Cassette, last: &Value) -> Vec<(u64, Event)> {
                     }
                 }
             }
-            "input.jsonl" => match v["kind"].as_str() {
-                Some("resize") => Event::Resize {
-                    rows: u16::try_from(v["rows"].as_u64().unwrap_or(24)).unwrap_or(24),
-                    cols: u16::try_from(v["cols"].as_u64().unwrap_or(80)).unwrap_or(80),
-                },
-                Some("signal") => Event::Signal {
-                    signal: i32::try_from(v["signal"].as_i64().unwrap_or(0)).unwrap_or(0),
-                },
-                _ => Event::Input {
-                    bytes: v["text"].as_str().map_or_else(
-                        || hex::decode(v["hex"].as_str().unwrap_or_default()).unwrap_or_default(),
-                        |t| t.as_bytes().to_vec(),
-                    ),
-                },
-            },
+            "input.jsonl" => input(v),
             stream => {
                 if v["record"].is_object() {
                     last_turn = Some(json!({"status": v["record"]["status"],
@@ -185,4 +171,23 @@ fn observations(c: &Cassette, last: &Value) -> Vec<(u64, Event)> {
         },
     ));
     out
+}
+
+/// The observation an `input.jsonl` record was made from.
+fn input(v: &Value) -> Event {
+    match v["kind"].as_str() {
+        Some("resize") => Event::Resize {
+            rows: u16::try_from(v["rows"].as_u64().unwrap_or(24)).unwrap_or(24),
+            cols: u16::try_from(v["cols"].as_u64().unwrap_or(80)).unwrap_or(80),
+        },
+        Some("signal") => Event::Signal {
+            signal: i32::try_from(v["signal"].as_i64().unwrap_or(0)).unwrap_or(0),
+        },
+        _ => Event::Input {
+            bytes: v["text"].as_str().map_or_else(
+                || hex::decode(v["hex"].as_str().unwrap_or_default()).unwrap_or_default(),
+                |t| t.as_bytes().to_vec(),
+            ),
+        },
+    }
 }

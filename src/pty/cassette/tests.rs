@@ -518,3 +518,52 @@ fn ids_keep_one_placeholder_each_and_the_report_lists_every_rule() {
     );
     assert_eq!(report["kept"][0]["field"], "manifest.id");
 }
+
+/// A cassette whose frames another emulator version derived is refused with both versions
+/// named; one of the same minor version (or from before the manifest named one) reads.
+#[test]
+fn a_cassette_from_another_emulator_version_is_refused_naming_both() {
+    use super::format::{EMULATOR_VERSION, same_emulator};
+    let dir = tempfile::tempdir().unwrap();
+    small_cassette(dir.path());
+    let path = dir.path().join("manifest.json");
+    let set = |version: Option<&str>| {
+        let mut m: Value = serde_json::from_str(&fs_err::read_to_string(&path).unwrap()).unwrap();
+        m["terminal"]["model"] = json!("vt100");
+        m["terminal"]["model_version"] = json!(version);
+        if version.is_none() {
+            m["terminal"]
+                .as_object_mut()
+                .unwrap()
+                .remove("model_version");
+        }
+        fs_err::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+    };
+    set(Some("0.15.2"));
+    let err = Cassette::open(dir.path()).unwrap_err();
+    let said = err.to_string();
+    assert!(matches!(err, CassetteError::Emulator { .. }), "{said}");
+    assert!(
+        said.contains("vt100 0.15.2") && said.contains(&format!("vt100 {EMULATOR_VERSION}")),
+        "{said}"
+    );
+    for fine in [Some("0.16"), Some(EMULATOR_VERSION), None] {
+        set(fine);
+        assert!(Cassette::open(dir.path()).is_ok(), "{fine:?}");
+    }
+    assert!(!same_emulator("1.16.2"));
+}
+
+/// The emulator version the manifest names is the one spex is built with (`Cargo.lock`).
+#[test]
+fn the_emulator_version_is_the_locked_one() {
+    let lock =
+        fs_err::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock")).unwrap();
+    let locked = lock
+        .split("[[package]]")
+        .find(|p| p.contains("name = \"vt100\""))
+        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = ")))
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap();
+    assert_eq!(locked, super::format::EMULATOR_VERSION);
+}
