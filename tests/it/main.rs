@@ -33,6 +33,7 @@ mod peers_smoke;
 mod real_peers;
 mod real_sessions;
 mod real_tui;
+mod recording;
 mod runtime;
 mod safety;
 mod steering;
