@@ -88,6 +88,8 @@ impl Finder {
 #[derive(Debug, Clone)]
 pub struct Scrubber {
     finders: Vec<Finder>,
+    /// Every finder's expression at once: one pass says which rules may have anything to do.
+    set: regex::bytes::RegexSet,
     /// Hits per rule, in the order of the rules.
     pub hits: Vec<(String, u64)>,
     /// The placeholder each distinct text a numbered rule matched got, by rule.
@@ -172,6 +174,11 @@ pub fn standard_patterns() -> Vec<Pattern> {
     ]
 }
 
+fn set_of(finders: &[Finder]) -> regex::bytes::RegexSet {
+    regex::bytes::RegexSet::new(finders.iter().map(|f| f.regex.as_str()))
+        .expect("compiled expressions compile together")
+}
+
 fn compile(regex: &str) -> Option<Regex> {
     // ASCII word boundaries and classes: bytes of other text are not letters to a rule.
     Regex::new(&format!("(?-u){regex}")).ok()
@@ -236,6 +243,7 @@ impl Scrubber {
         all.dedup();
         all.extend(hits);
         Scrubber {
+            set: set_of(&finders),
             finders,
             hits: all,
             ids: HashMap::new(),
@@ -269,6 +277,7 @@ impl Scrubber {
             if !self.hits.iter().any(|(n, _)| n == PID_RULE) {
                 self.hits.push((PID_RULE.into(), 0));
             }
+            self.set = set_of(&self.finders);
         }
     }
 
@@ -334,9 +343,15 @@ impl Scrubber {
     /// start, so it is scrubbed whole once it is all there.
     pub fn safe_cut(&self, carry: &[u8], mut cut: usize) -> usize {
         let visible = Visible::of(carry);
+        let candidates: Vec<&Finder> = self
+            .set
+            .matches(visible.text.as_ref().map_or(carry, |t| &t.0))
+            .into_iter()
+            .map(|i| &self.finders[i])
+            .collect();
         loop {
             let before = cut;
-            for f in &self.finders {
+            for f in &candidates {
                 // Unguarded: what may turn out a match once the bytes around it are known is
                 // held too. A match ending at the cut is held as well: the byte after it,
                 // which decides whether a guarded rule takes it, is not released with it.
@@ -388,7 +403,15 @@ impl Scrubber {
     /// placeholder did not cover).
     pub fn scrub_mapped(&mut self, bytes: &[u8], positions: &mut [usize], pad: bool) -> Vec<u8> {
         let mut out = bytes.to_vec();
-        for i in 0..self.finders.len() {
+        // Most output holds nothing to scrub: one pass over it says so.
+        let candidates = {
+            let visible = Visible::of(&out);
+            self.set
+                .matches(visible.text.as_ref().map_or(&out[..], |t| &t.0))
+                .into_iter()
+                .collect::<Vec<usize>>()
+        };
+        for i in candidates {
             let visible = Visible::of(&out);
             let matches = visible.matches(&self.finders[i], &out);
             if matches.is_empty() {
