@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::seam::terminal::{Activity, Blocker, TerminalHost, bracketed_paste};
+use crate::seam::terminal::{
+    Activity, Blocker, ScrubRule, TerminalHost, bracketed_paste, option_value,
+};
 
 pub struct ClaudeTerminal;
 
@@ -117,6 +119,33 @@ impl TerminalHost for ClaudeTerminal {
         // gap; 100-300 ms always worked (docs/harnesses/facts/claude.md §7.4).
         Some(bracketed_paste(text, Duration::from_millis(250)))
     }
+
+    fn scrub_rules(&self, tree: &Path) -> Vec<ScrubRule> {
+        // Its projects folder is named after the checkout, every `/` and `.` a `-`
+        // (docs/harnesses/facts/claude.md, `transcript_path`).
+        let slug: String = tree
+            .to_string_lossy()
+            .chars()
+            .map(|c| if c == '/' || c == '.' { '-' } else { c })
+            .collect();
+        vec![ScrubRule {
+            name: "claude projects folder".into(),
+            regex: regex::escape(&slug),
+            replace: "$TREE_SLUG".into(),
+            numbered: false,
+        }]
+    }
+
+    fn permission_mode(&self, args: &[String]) -> Option<String> {
+        if args.iter().any(|a| a == "--dangerously-skip-permissions") {
+            return Some("bypassPermissions".into());
+        }
+        Some(
+            option_value(args, "--permission-mode")
+                .unwrap_or("default")
+                .to_owned(),
+        )
+    }
 }
 
 /// The prompt box's footer (`ready_for_input`).
@@ -207,6 +236,35 @@ fn blocking_screen(screen: &str) -> Option<Blocker> {
 #[cfg(test)]
 mod screen_tests {
     use super::*;
+
+    /// A recording scrubs Claude's projects folder, named after the checkout
+    /// (docs/harnesses/facts/claude.md, `transcript_path`); the permission mode comes from its
+    /// arguments.
+    #[test]
+    fn a_recording_scrubs_the_projects_folder_and_names_the_permission_mode() {
+        let t = ClaudeTerminal;
+        let rules = t.scrub_rules(Path::new("/home/dev/src/my.app"));
+        let re = regex::Regex::new(&rules[0].regex).unwrap();
+        assert!(re.is_match("~/.claude/projects/-home-dev-src-my-app/x.jsonl"));
+        assert!(!re.is_match("/home/dev/src/my.app"));
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(t.permission_mode(&args(&[])).as_deref(), Some("default"));
+        assert_eq!(
+            t.permission_mode(&args(&["--permission-mode", "plan"]))
+                .as_deref(),
+            Some("plan")
+        );
+        assert_eq!(
+            t.permission_mode(&args(&["--permission-mode=acceptEdits"]))
+                .as_deref(),
+            Some("acceptEdits")
+        );
+        assert_eq!(
+            t.permission_mode(&args(&["--dangerously-skip-permissions"]))
+                .as_deref(),
+            Some("bypassPermissions")
+        );
+    }
 
     #[test]
     fn reads_activity_and_summary_from_the_terminal() {
