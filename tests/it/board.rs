@@ -595,3 +595,131 @@ fn board_socket_sends_a_snapshot_then_changes_and_resumes_by_cursor() {
     let s = snap2["sessions"].as_array().unwrap().iter().find(|s| s["key"] == key.as_str()).unwrap();
     assert_eq!(s["group"], "working", "{}", pretty(s));
 }
+
+/// Waits until session `id`'s attention `att` is open and a hook waits for its answer.
+fn hooked(w: &World, id: &str, att: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    loop {
+        let a = w.record(id)["attention"].clone();
+        if a["id"] == att && a["via"]["how"] == "hook" {
+            return a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hook waits for {att}: {}\n{}",
+            pretty(&a),
+            crate::runtime::host_log(w, id)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn board_delivers_to_a_real_claude_session_and_answers_its_permission_by_the_board() {
+    use crate::runtime::{claude_world, host_log, launch, spex_cmd, stop};
+    use crate::support::claude_home::SeedOptions;
+    let (w, fake) = claude_world(SeedOptions::default());
+    let id = launch(&w, &fake);
+    let b = start(spex_cmd(
+        &w,
+        &fake,
+        &["board", "--listen", "127.0.0.1:0", "--json"],
+    ));
+    let mut ws = b.socket(Some(&b.origin()), None).unwrap();
+    let snap = ws.next();
+    let s = snap["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{}", pretty(&snap)))
+        .clone();
+    let key = s["key"].as_str().unwrap().to_owned();
+    assert_eq!(s["harness"], "claude");
+    // deliver: the receipt's stages come as they are reached, over the socket too.
+    let out = w.repo.join("bash_out.txt");
+    let r = b.act(
+        "deliver",
+        &json!({"session": key, "text": "USE_BASH run it", "request": "r1"}),
+    );
+    assert_eq!(r.status, 200, "{r:?}\n{}", host_log(&w, &id));
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["delivery"]["confirmed"], true, "{}", pretty(&v));
+    let stages: Vec<&str> = v["delivery"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["stage"].as_str())
+        .collect();
+    assert_eq!(stages.first(), Some(&"accepted"), "{stages:?}");
+    // The permission dialog reaches the page, with its real choices.
+    let began = Instant::now();
+    let got = ws.until(|m| {
+        m["type"] == "change"
+            && m["sessions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|s| s["id"] == id.as_str() && s["group"] == "needs_you")
+            })
+    });
+    eprintln!(
+        "permission dialog on the board {} ms after the delivery returned",
+        began.elapsed().as_millis()
+    );
+    let s = got
+        .last()
+        .unwrap()["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .unwrap()
+        .clone();
+    let att = s["attention"]["id"].as_str().unwrap().to_owned();
+    let choices: Vec<&str> = s["attention"]["choices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert!(choices.contains(&"allow") && choices.contains(&"deny"), "{}", pretty(&s));
+    hooked(&w, &id, &att);
+    // allow from the board: the tool runs, and the closing event says the board answered.
+    let r = b.act(
+        "answer",
+        &json!({"session": key, "attention": att, "choices": ["allow"]}),
+    );
+    assert_eq!(r.status, 200, "{r:?}\n{}", host_log(&w, &id));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !out.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(out.exists(), "the command did not run\n{}", host_log(&w, &id));
+    let closed = w
+        .events(&id)
+        .into_iter()
+        .rfind(|e| e["kind"] == "attention.closed")
+        .unwrap();
+    assert_eq!(closed["by"], "board", "{}", pretty(&closed));
+    assert_eq!(closed["choice"], "allow");
+    // The turn's end comes to the page as the delivery's `done` stage.
+    let done = ws.until(|m| m["type"] == "receipt" && m["request"] == "r1" && m["outcome"].is_string());
+    let last = done.last().unwrap();
+    let stages: Vec<&str> = last["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["stage"].as_str())
+        .collect();
+    assert_eq!(stages.last(), Some(&"done"), "{}", pretty(last));
+    assert_eq!(last["outcome"], "completed", "{}", pretty(last));
+    // The screen, read-only: the host's snapshot of the session's terminal.
+    ws.0
+        .send(tungstenite::Message::Text(
+            json!({"type": "screen", "session": key}).to_string().into(),
+        ))
+        .unwrap();
+    let screen = ws.until(|m| m["type"] == "screen");
+    let lines = screen.last().unwrap()["lines"].as_array().unwrap().clone();
+    assert!(!lines.is_empty(), "{}", pretty(screen.last().unwrap()));
+    stop(&w, &fake, &id);
+}
