@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::hub::Push;
 use super::screen::resolve;
-use super::server::Shared;
+use super::shared::Shared;
 use crate::env::Env;
 use crate::runtime::{self, RuntimeError, StageAt};
 use crate::store::ProjectStore;
@@ -33,7 +33,7 @@ pub const ACTIONS: [(&str, &str); 5] = [
 /// How long an answer or an interrupt waits for the harness to confirm (the CLI's default).
 const CONFIRM: Duration = Duration::from_secs(30);
 /// How long a delivery's turn is followed to its end.
-const TURN: Duration = Duration::from_secs(3600);
+const TURN: Duration = Duration::from_hours(1);
 
 type Reply = (StatusCode, Value);
 
@@ -97,7 +97,10 @@ pub fn from_a_session(env: &Env, peer: SocketAddr, local: SocketAddr) -> Option<
 
 fn strings(v: &Value) -> Vec<String> {
     match v {
-        Value::Array(a) => a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(str::to_owned))
+            .collect(),
         Value::String(s) => vec![s.clone()],
         _ => Vec::new(),
     }
@@ -113,8 +116,20 @@ fn answer(env: &Env, store: &ProjectStore, id: &str, body: &Value) -> Reply {
     let Some(att) = body["attention"].as_str() else {
         return refused(StatusCode::BAD_REQUEST, "no attention named");
     };
-    let message = body["message"].as_str().filter(|m| !m.is_empty()).map(str::to_owned);
-    match runtime::answer::answer(env, store, id, Some(att), &choices, message, "board", CONFIRM) {
+    let message = body["message"]
+        .as_str()
+        .filter(|m| !m.is_empty())
+        .map(str::to_owned);
+    match runtime::transport::answer(
+        env,
+        store,
+        id,
+        Some(att),
+        &choices,
+        message,
+        "board",
+        CONFIRM,
+    ) {
         Ok(done) => (StatusCode::OK, json!({"ok": true, "answered": done})),
         Err(e) => failed(&e),
     }
@@ -130,9 +145,8 @@ fn deliver(shared: &Arc<Shared>, store: &ProjectStore, id: &str, body: &Value) -
         return refused(StatusCode::BAD_REQUEST, "the prompt is empty");
     }
     let request = body["request"].as_str().unwrap_or_default().to_owned();
-    let record = match store.load(id) {
-        Ok(Some(r)) => r,
-        _ => return refused(StatusCode::NOT_FOUND, "no such session"),
+    let Ok(Some(record)) = store.load(id) else {
+        return refused(StatusCode::NOT_FOUND, "no such session");
     };
     let d = match runtime::transport::of(env, store, &record)
         .and_then(|t| t.deliver(text, true, CONFIRM))
@@ -141,19 +155,26 @@ fn deliver(shared: &Arc<Shared>, store: &ProjectStore, id: &str, body: &Value) -
         Err(e) => return failed(&e),
     };
     let key = super::view::key_of(store, id);
-    let notice = move |stages: &[StageAt], outcome: Option<TurnState>| {
-        json!({"type": "receipt", "request": request, "session": key, "stages": stages, "outcome": outcome})
-    };
-    let _ = shared.tx.send(Push::Notice(Arc::new(notice(&d.stages, None))));
+    let notice = move |stages: &[StageAt], outcome: Option<TurnState>| json!({"type": "receipt", "request": request, "session": key, "stages": stages, "outcome": outcome});
+    let _ = shared
+        .tx
+        .send(Push::Notice(Arc::new(notice(&d.stages, None))));
     if d.stages.last().is_some_and(|s| s.stage == "started") {
         // The turn is followed to its end apart: the request is answered now.
         let shared = shared.clone();
-        let (store, id, mut stages, turn_id) = (store.clone(), id.to_owned(), d.stages.clone(), d.turn_id.clone());
+        let (store, id, mut stages, turn_id) = (
+            store.clone(),
+            id.to_owned(),
+            d.stages.clone(),
+            d.turn_id.clone(),
+        );
         std::thread::spawn(move || {
             let ended = turn_end(&shared.env, &store, &id, turn_id.as_deref(), began + TURN);
             if let Some(state) = ended {
                 stages.push(StageAt::now("done", began));
-                let _ = shared.tx.send(Push::Notice(Arc::new(notice(&stages, Some(state)))));
+                let _ = shared
+                    .tx
+                    .send(Push::Notice(Arc::new(notice(&stages, Some(state)))));
             }
         });
     }
@@ -186,7 +207,13 @@ fn turn_end(
         let _ = runtime::wait_for(
             &store.session_dir(id),
             Instant::now() + Duration::from_millis(500),
-            || store.load(id).ok().flatten().filter(|r| r.seq != s.seq || r.status != s.status),
+            || {
+                store
+                    .load(id)
+                    .ok()
+                    .flatten()
+                    .filter(|r| r.seq != s.seq || r.status != s.status)
+            },
         );
     }
 }
@@ -197,7 +224,10 @@ fn interrupt(env: &Env, store: &ProjectStore, id: &str) -> Reply {
         return refused(StatusCode::NOT_FOUND, "no such session");
     };
     match runtime::transport::of(env, store, &record).and_then(|t| t.interrupt(CONFIRM)) {
-        Ok(s) => (StatusCode::OK, json!({"ok": true, "status": s.status.as_str()})),
+        Ok(s) => (
+            StatusCode::OK,
+            json!({"ok": true, "status": s.status.as_str()}),
+        ),
         Err(e) => failed(&e),
     }
 }
@@ -209,10 +239,16 @@ fn stop(env: &Env, store: &ProjectStore, id: &str) -> Reply {
     };
     let record = runtime::reconcile_hosted(env, store, &record).unwrap_or(record);
     if record.status == Status::Exited {
-        return (StatusCode::OK, json!({"ok": true, "status": "exited", "already": true}));
+        return (
+            StatusCode::OK,
+            json!({"ok": true, "status": "exited", "already": true}),
+        );
     }
     match runtime::transport::of(env, store, &record).and_then(|t| t.stop(Duration::from_secs(5))) {
-        Ok(s) => (StatusCode::OK, json!({"ok": true, "status": s.status.as_str()})),
+        Ok(s) => (
+            StatusCode::OK,
+            json!({"ok": true, "status": s.status.as_str()}),
+        ),
         Err(e) => failed(&e),
     }
 }
@@ -224,7 +260,10 @@ fn resume(store: &ProjectStore, id: &str) -> Reply {
         return refused(StatusCode::NOT_FOUND, "no such session");
     };
     let Ok(exe) = std::env::current_exe() else {
-        return refused(StatusCode::INTERNAL_SERVER_ERROR, "cannot find the spex binary");
+        return refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot find the spex binary",
+        );
     };
     let out = std::process::Command::new(exe)
         .args(["resume", id, "--detach", "--json"])
@@ -240,6 +279,9 @@ fn resume(store: &ProjectStore, id: &str) -> Reply {
             StatusCode::CONFLICT,
             String::from_utf8_lossy(&o.stderr).trim().to_owned(),
         ),
-        Err(e) => refused(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot run `spex resume`: {e}")),
+        Err(e) => refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot run `spex resume`: {e}"),
+        ),
     }
 }

@@ -70,10 +70,14 @@ impl PublicUrl {
         // `[::1]:8443`, `host:8443`, `host`: the port is what follows the last `:` outside
         // brackets.
         let (name, port) = match authority.rfind(':') {
-            Some(i) if !authority[i..].contains(']') => (&authority[..i], Some(&authority[i + 1..])),
+            Some(i) if !authority[i..].contains(']') => {
+                (&authority[..i], Some(&authority[i + 1..]))
+            }
             _ => (authority.as_str(), None),
         };
-        if name.is_empty() || port.is_some_and(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
+        if name.is_empty()
+            || port.is_some_and(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+        {
             return None;
         }
         let host = match port {
@@ -176,7 +180,11 @@ pub fn gate(site: &Site, secrets: &Secrets, req: &Request) -> Result<Pass, Refus
     if reads && !req.upgrade && PUBLIC.contains(&req.path) {
         return Ok(Pass::Asset);
     }
-    if reads && !req.upgrade && req.path == "/" && let Some(t) = req.query_token {
+    if reads
+        && !req.upgrade
+        && req.path == "/"
+        && let Some(t) = req.query_token
+    {
         return if eq(t.as_bytes(), secrets.token.as_bytes()) {
             Ok(Pass::Login)
         } else {
@@ -194,7 +202,11 @@ pub fn gate(site: &Site, secrets: &Secrets, req: &Request) -> Result<Pass, Refus
         Some(c) if eq(c.as_bytes(), secrets.csrf.as_bytes()) => {}
         _ => return Err(Refusal::Csrf),
     }
-    Ok(if req.upgrade { Pass::Socket } else { Pass::Action })
+    Ok(if req.upgrade {
+        Pass::Socket
+    } else {
+        Pass::Action
+    })
 }
 
 /// Compares in time that depends on the lengths only, never on where the bytes differ.
@@ -220,7 +232,14 @@ mod tests {
     }
 
     fn run(req: Request) -> Result<Pass, Refusal> {
-        gate(&site(), &Secrets { token: TOKEN, csrf: CSRF }, &req)
+        gate(
+            &site(),
+            &Secrets {
+                token: TOKEN,
+                csrf: CSRF,
+            },
+            &req,
+        )
     }
 
     fn action() -> Request<'static> {
@@ -237,14 +256,40 @@ mod tests {
 
     #[test]
     fn host_is_checked_before_anything_else() {
-        for host in [None, Some("evil.example:4750"), Some("127.0.0.1:4751"), Some("127.0.0.1"), Some("localhost.evil:4750")] {
-            assert_eq!(run(Request { host, ..action() }), Err(Refusal::Host), "{host:?}");
+        for host in [
+            None,
+            Some("evil.example:4750"),
+            Some("127.0.0.1:4751"),
+            Some("127.0.0.1"),
+            Some("localhost.evil:4750"),
+        ] {
+            assert_eq!(
+                run(Request { host, ..action() }),
+                Err(Refusal::Host),
+                "{host:?}"
+            );
             // Even a public asset and a right token are refused under a wrong Host.
-            let asset = Request { method: "GET", path: "/icon.svg", host, ..Request::default() };
+            let asset = Request {
+                method: "GET",
+                path: "/icon.svg",
+                host,
+                ..Request::default()
+            };
             assert_eq!(run(asset), Err(Refusal::Host));
         }
-        for host in ["127.0.0.1:4750", "LOCALHOST:4750", "[::1]:4750", "board.example"] {
-            let get = Request { method: "GET", path: "/", host: Some(host), cookie: Some(TOKEN), ..Request::default() };
+        for host in [
+            "127.0.0.1:4750",
+            "LOCALHOST:4750",
+            "[::1]:4750",
+            "board.example",
+        ] {
+            let get = Request {
+                method: "GET",
+                path: "/",
+                host: Some(host),
+                cookie: Some(TOKEN),
+                ..Request::default()
+            };
             assert_eq!(run(get), Ok(Pass::Read), "{host}");
         }
     }
@@ -252,12 +297,33 @@ mod tests {
     #[test]
     fn origin_must_be_the_boards_own_on_actions_and_the_socket() {
         assert_eq!(run(action()), Ok(Pass::Action));
-        for origin in [None, Some("null"), Some("http://evil.example"), Some("http://localhost:4750"), Some("http://127.0.0.1:4751")] {
-            assert_eq!(run(Request { origin, ..action() }), Err(Refusal::Origin), "{origin:?}");
-            let ws = Request { method: "GET", path: "/ws", upgrade: true, origin, ..action() };
+        for origin in [
+            None,
+            Some("null"),
+            Some("http://evil.example"),
+            Some("http://localhost:4750"),
+            Some("http://127.0.0.1:4751"),
+        ] {
+            assert_eq!(
+                run(Request { origin, ..action() }),
+                Err(Refusal::Origin),
+                "{origin:?}"
+            );
+            let ws = Request {
+                method: "GET",
+                path: "/ws",
+                upgrade: true,
+                origin,
+                ..action()
+            };
             assert_eq!(run(ws), Err(Refusal::Origin), "{origin:?}");
         }
-        let ws = Request { method: "GET", path: "/ws", upgrade: true, ..action() };
+        let ws = Request {
+            method: "GET",
+            path: "/ws",
+            upgrade: true,
+            ..action()
+        };
         assert_eq!(run(ws), Ok(Pass::Socket));
         let public = Request {
             host: Some("board.example"),
@@ -269,19 +335,81 @@ mod tests {
 
     #[test]
     fn credentials_are_the_cookie_and_the_pages_csrf_value() {
-        assert_eq!(run(Request { cookie: None, ..action() }), Err(Refusal::Credentials));
-        assert_eq!(run(Request { cookie: Some("t0k3m"), ..action() }), Err(Refusal::Credentials));
-        assert_eq!(run(Request { csrf: None, ..action() }), Err(Refusal::Csrf));
-        assert_eq!(run(Request { csrf: Some("c5rg"), ..action() }), Err(Refusal::Csrf));
-        let ws = Request { method: "GET", path: "/ws", upgrade: true, csrf: None, ..action() };
+        assert_eq!(
+            run(Request {
+                cookie: None,
+                ..action()
+            }),
+            Err(Refusal::Credentials)
+        );
+        assert_eq!(
+            run(Request {
+                cookie: Some("t0k3m"),
+                ..action()
+            }),
+            Err(Refusal::Credentials)
+        );
+        assert_eq!(
+            run(Request {
+                csrf: None,
+                ..action()
+            }),
+            Err(Refusal::Csrf)
+        );
+        assert_eq!(
+            run(Request {
+                csrf: Some("c5rg"),
+                ..action()
+            }),
+            Err(Refusal::Csrf)
+        );
+        let ws = Request {
+            method: "GET",
+            path: "/ws",
+            upgrade: true,
+            csrf: None,
+            ..action()
+        };
         assert_eq!(run(ws), Err(Refusal::Csrf));
-        let page = Request { method: "GET", path: "/", origin: None, cookie: None, csrf: None, ..action() };
+        let page = Request {
+            method: "GET",
+            path: "/",
+            origin: None,
+            cookie: None,
+            csrf: None,
+            ..action()
+        };
         assert_eq!(run(page), Err(Refusal::Credentials));
-        assert_eq!(run(Request { query_token: Some(TOKEN), ..page }), Ok(Pass::Login));
-        assert_eq!(run(Request { query_token: Some("t0k3"), ..page }), Err(Refusal::Credentials));
+        assert_eq!(
+            run(Request {
+                query_token: Some(TOKEN),
+                ..page
+            }),
+            Ok(Pass::Login)
+        );
+        assert_eq!(
+            run(Request {
+                query_token: Some("t0k3"),
+                ..page
+            }),
+            Err(Refusal::Credentials)
+        );
         // The token is taken from the address of `/` only.
-        assert_eq!(run(Request { path: "/api/sessions", query_token: Some(TOKEN), ..page }), Err(Refusal::Credentials));
-        assert_eq!(run(Request { path: "/assets/board.js", ..page }), Ok(Pass::Asset));
+        assert_eq!(
+            run(Request {
+                path: "/api/sessions",
+                query_token: Some(TOKEN),
+                ..page
+            }),
+            Err(Refusal::Credentials)
+        );
+        assert_eq!(
+            run(Request {
+                path: "/assets/board.js",
+                ..page
+            }),
+            Ok(Pass::Asset)
+        );
     }
 
     #[test]
@@ -294,12 +422,24 @@ mod tests {
     #[test]
     fn public_urls_give_the_host_a_browser_sends() {
         let p = PublicUrl::parse("https://Board.Example:443/x").unwrap();
-        assert_eq!((p.host.as_str(), p.origin.as_str()), ("board.example", "https://board.example"));
+        assert_eq!(
+            (p.host.as_str(), p.origin.as_str()),
+            ("board.example", "https://board.example")
+        );
         let p = PublicUrl::parse("http://10.0.0.2:8080").unwrap();
-        assert_eq!((p.host.as_str(), p.origin.as_str()), ("10.0.0.2:8080", "http://10.0.0.2:8080"));
+        assert_eq!(
+            (p.host.as_str(), p.origin.as_str()),
+            ("10.0.0.2:8080", "http://10.0.0.2:8080")
+        );
         let p = PublicUrl::parse("http://[fd00::1]:8080/").unwrap();
         assert_eq!(p.host, "[fd00::1]:8080");
-        for bad in ["ftp://x", "http://", "board.example", "http://u@h", "http://h:"] {
+        for bad in [
+            "ftp://x",
+            "http://",
+            "board.example",
+            "http://u@h",
+            "http://h:",
+        ] {
             assert_eq!(PublicUrl::parse(bad), None, "{bad}");
         }
     }

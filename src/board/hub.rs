@@ -68,14 +68,13 @@ pub fn snapshot(env: &Env, from: Option<&Cursor>) -> Snapshot {
     for store in store::all_projects(&env.spex_home()) {
         let key = store.stream_key();
         let mut reader = Reader::new(store.clone(), from.map(|c| c.after(&key)), &text);
-        match reader.next_batch(None) {
-            Ok(lines) => out.events.extend(lines.into_iter().map(|l| tag(&store, l))),
-            Err(_) => {
-                // A cursor the stream no longer holds: the snapshot stands alone.
-                out.gaps.push(key.clone());
-                reader = Reader::new(store.clone(), None, "");
-                let _ = reader.next_batch(None);
-            }
+        if let Ok(lines) = reader.next_batch(None) {
+            out.events.extend(lines.into_iter().map(|l| tag(&store, l)));
+        } else {
+            // A cursor the stream no longer holds: the snapshot stands alone.
+            out.gaps.push(key.clone());
+            reader = Reader::new(store.clone(), None, "");
+            let _ = reader.next_batch(None);
         }
         out.cursor.set(&key, reader.after);
         let Ok(all) = crate::reconcile::sessions(env, &store) else {

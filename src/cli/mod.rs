@@ -6,6 +6,8 @@ pub mod args;
 pub mod attach;
 pub mod away;
 pub mod board;
+#[cfg(test)]
+mod board_map;
 pub mod cassette;
 pub mod clean;
 pub mod complete;

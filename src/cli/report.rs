@@ -77,6 +77,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::store::session::StoreError,
         crate::pty::cassette::format::CassetteError,
         crate::adapters::AppServerError,
+        crate::board::BoardError,
     );
     None
 }
