@@ -12,6 +12,12 @@
   let retry = 500;
   let screenOf = null; // the session whose screen is shown
 
+  // Control characters shown as the CLI shows them (`\e[31m`), never sent to the screen raw.
+  function visible(t) {
+    return String(t).replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) =>
+      c === "\u001b" ? "\\e" : "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
+  }
+
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
@@ -19,7 +25,7 @@
       if (k.startsWith("data-") || k === "type" || k === "name" || k === "value" || k === "for" || k === "id" || k === "aria-label" || k === "placeholder" || k === "rows") e.setAttribute(k, v);
       else if (k === "class") e.className = v;
     }
-    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (text !== undefined && text !== null) e.textContent = visible(text);
     return e;
   }
 
@@ -102,21 +108,22 @@
     li.dataset.status = s.status;
     li.dataset.group = s.group;
     const f = (name) => li.querySelector('[data-field="' + name + '"]');
-    f("label").textContent = s.name && s.handle ? s.handle + " · " + s.name : s.label;
-    f("harness").textContent = s.harness;
-    f("project").textContent = s.project;
-    f("branch").textContent = s.branch || "";
+    const set = (name, text) => { f(name).textContent = visible(text || ""); };
+    set("label", s.name && s.handle ? s.handle + " · " + s.name : s.label);
+    set("harness", s.harness);
+    set("project", s.project);
+    set("branch", s.branch || "");
     f("branch").hidden = !s.branch;
-    f("headline").textContent = s.headline || "";
-    f("state").textContent = s.status.replace("_", " ") + (s.since ? " since " + clock(s.since) : "");
-    f("evidence").textContent = [s.source, s.why || s.exit_reason].filter(Boolean).join(": ");
-    f("turn").textContent = s.turn_phrase || (s.turn ? s.turn.state : "");
-    f("tree").textContent = s.tree;
+    set("headline", s.headline || "");
+    set("state", s.status.replace("_", " ") + (s.since ? " since " + clock(s.since) : ""));
+    set("evidence", [s.source, s.why || s.exit_reason].filter(Boolean).join(": "));
+    set("turn", s.turn_phrase || (s.turn ? s.turn.state : ""));
+    set("tree", s.tree);
     const u = s.usage;
     f("usage").textContent = u ? "tokens in " + u.input + " (cached " + u.cached + ") out " + u.output : "";
     attention(li, s);
     const live = s.status !== "exited";
-    li.querySelector('[data-action="interrupt"]').hidden = s.status !== "working";
+    li.querySelector('[data-action="interrupt"]').hidden = !(live && s.turn && s.turn.state === "running");
     li.querySelector('[data-action="stop"]').hidden = !live;
     li.querySelector('[data-action="resume"]').hidden = live;
     li.querySelector(".deliver").hidden = !live;
@@ -233,7 +240,7 @@
   function result(li, ok, text) {
     const r = li.querySelector('[data-field="result"]');
     r.dataset.ok = String(ok);
-    r.textContent = text;
+    r.textContent = visible(text);
   }
 
   async function act(li, name, body) {
@@ -299,7 +306,7 @@
     const li = cards.get(msg.session);
     if (!li || msg.session !== screenOf) return;
     const pre = li.querySelector('pre[data-field="screen"]');
-    pre.textContent = msg.error ? msg.error : (msg.lines || []).join("\n");
+    pre.textContent = visible(msg.error ? msg.error : (msg.lines || []).join("\n"));
   }
 
   connect();
