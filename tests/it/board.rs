@@ -837,3 +837,64 @@ fn board_delivers_to_a_real_claude_session_and_answers_its_permission_by_the_boa
     assert!(!lines.is_empty(), "{}", pretty(screen.last().unwrap()));
     stop(&w, &fake, &id);
 }
+
+#[test]
+fn board_shows_every_project_and_one_that_appears_while_it_runs() {
+    let (w, key) = waiting_world();
+    let b = board(&w);
+    let mut ws = b.socket(Some(&b.origin()), None).unwrap();
+    let snap = ws.next();
+    assert_eq!(
+        snap["sessions"].as_array().unwrap().len(),
+        1,
+        "{}",
+        pretty(&snap)
+    );
+    // A second repository's first session, after the board started: its project folder
+    // is new, and everything in it reaches the page.
+    let other = w.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    crate::support::world::git(&other, &["init", "-q", "-b", "main"]);
+    let sid = "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9";
+    let mut p = payload(&w, "SessionStart.startup", sid);
+    let mut q = payload(&w, "UserPromptSubmit", sid);
+    for v in [&mut p, &mut q] {
+        let text = v
+            .to_string()
+            .replace(&*w.repo.to_string_lossy(), &other.to_string_lossy());
+        *v = serde_json::from_str(&text).unwrap();
+    }
+    assert!(
+        w.dispatch(&other, "claude", "SessionStart", &p)
+            .status
+            .success()
+    );
+    assert!(
+        w.dispatch(&other, "claude", "UserPromptSubmit", &q)
+            .status
+            .success()
+    );
+    let got = ws.until(|m| {
+        m["type"] == "change"
+            && m["sessions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|s| s["project"] == "other" && s["group"] == "working")
+            })
+    });
+    let s = got.last().unwrap()["sessions"].as_array().unwrap()[0].clone();
+    assert_ne!(
+        s["project_key"].as_str().unwrap(),
+        key.split('/').next().unwrap()
+    );
+    // A new page sees both projects.
+    let mut again = b.socket(Some(&b.origin()), None).unwrap();
+    let snap = again.next();
+    let mut projects: Vec<&str> = snap["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["project"].as_str())
+        .collect();
+    projects.sort_unstable();
+    assert_eq!(projects, ["other", "repo"], "{}", pretty(&snap));
+}
