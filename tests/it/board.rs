@@ -646,7 +646,7 @@ fn board_socket_sends_a_snapshot_then_changes_and_resumes_by_cursor() {
             })
     });
     eprintln!(
-        "board change pushed {} ms after the hook returned... measured from its start",
+        "board change pushed {} ms after the hook started (its own run included)",
         began.elapsed().as_millis()
     );
     let last = got.last().unwrap();
@@ -835,6 +835,22 @@ fn board_delivers_to_a_real_claude_session_and_answers_its_permission_by_the_boa
     let screen = ws.until(|m| m["type"] == "screen");
     let lines = screen.last().unwrap()["lines"].as_array().unwrap().clone();
     assert!(!lines.is_empty(), "{}", pretty(screen.last().unwrap()));
+    // stop, then resume, from the board: the CLI's code, the record says so.
+    let r = b.act("stop", &json!({"session": key}));
+    assert_eq!(r.status, 200, "{r:?}\n{}", host_log(&w, &id));
+    assert_eq!(w.record(&id)["status"], "exited", "{}", host_log(&w, &id));
+    ws.until(|m| {
+        m["type"] == "change"
+            && m["sessions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|s| s["id"] == id.as_str() && s["group"] == "exited")
+            })
+    });
+    let r = b.act("resume", &json!({"session": key}));
+    assert_eq!(r.status, 200, "{r:?}\n{}", host_log(&w, &id));
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["ok"], true, "{}", pretty(&v));
+    crate::support::world::wait_status(&w, &id, "idle", Duration::from_mins(1));
     stop(&w, &fake, &id);
 }
 
