@@ -109,11 +109,36 @@ pub struct Request<'a> {
     pub upgrade: bool,
 }
 
-/// The board's secrets: the token (its cookie's value) and the CSRF value its pages carry.
+/// The board's secret: its token (the cookie's value), which the pages' CSRF values are
+/// bound to.
 #[derive(Debug, Clone, Copy)]
 pub struct Secrets<'a> {
     pub token: &'a str,
-    pub csrf: &'a str,
+}
+
+/// The CSRF value of one page: a nonce of its own and a MAC of it under the board's token, so
+/// it is bound to the cookie (a page of another board, or of this one before a restart,
+/// carries none that passes) and tells nothing of the token.
+pub fn csrf_for(token: &str, nonce: &str) -> String {
+    format!("{nonce}.{}", mac(token, nonce))
+}
+
+fn mac(token: &str, nonce: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(
+        format!("spex board csrf\0{token}\0{nonce}").as_bytes(),
+    ))
+}
+
+/// Whether `value` is a CSRF value a page of the board with `token` was given.
+pub fn csrf_valid(token: &str, value: &str) -> bool {
+    let Some((nonce, m)) = value.split_once('.') else {
+        return false;
+    };
+    !nonce.is_empty()
+        && nonce.len() <= 64
+        && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+        && eq(m.as_bytes(), mac(token, nonce).as_bytes())
 }
 
 /// What a request may do once through.
@@ -199,7 +224,7 @@ pub fn gate(site: &Site, secrets: &Secrets, req: &Request) -> Result<Pass, Refus
         return Ok(Pass::Read);
     }
     match req.csrf {
-        Some(c) if eq(c.as_bytes(), secrets.csrf.as_bytes()) => {}
+        Some(c) if csrf_valid(secrets.token, c) => {}
         _ => return Err(Refusal::Csrf),
     }
     Ok(if req.upgrade {
@@ -222,7 +247,9 @@ mod tests {
     use super::*;
 
     const TOKEN: &str = "t0k3n";
-    const CSRF: &str = "c5rf";
+    fn csrf() -> &'static str {
+        Box::leak(csrf_for(TOKEN, "0a1b").into_boxed_str())
+    }
 
     fn site() -> Site {
         Site::new(
@@ -232,14 +259,7 @@ mod tests {
     }
 
     fn run(req: Request) -> Result<Pass, Refusal> {
-        gate(
-            &site(),
-            &Secrets {
-                token: TOKEN,
-                csrf: CSRF,
-            },
-            &req,
-        )
+        gate(&site(), &Secrets { token: TOKEN }, &req)
     }
 
     fn action() -> Request<'static> {
@@ -249,7 +269,7 @@ mod tests {
             host: Some("127.0.0.1:4750"),
             origin: Some("http://127.0.0.1:4750"),
             cookie: Some(TOKEN),
-            csrf: Some(CSRF),
+            csrf: Some(csrf()),
             ..Request::default()
         }
     }
@@ -356,12 +376,28 @@ mod tests {
             }),
             Err(Refusal::Csrf)
         );
+        // Another board's page value, a forged MAC, a value without its nonce: refused.
+        let other = csrf_for("another token", "0a1b");
+        let forged = format!("0a1c.{}", csrf().split_once('.').unwrap().1);
+        for bad in [other.as_str(), forged.as_str(), "c5rf", ".", "0a1b."] {
+            assert_eq!(
+                run(Request {
+                    csrf: Some(bad),
+                    ..action()
+                }),
+                Err(Refusal::Csrf),
+                "{bad}"
+            );
+        }
+        // Each page has its own value; every one passes.
+        let page2 = csrf_for(TOKEN, "ffee");
+        assert_ne!(page2, csrf());
         assert_eq!(
             run(Request {
-                csrf: Some("c5rg"),
+                csrf: Some(&page2),
                 ..action()
             }),
-            Err(Refusal::Csrf)
+            Ok(Pass::Action)
         );
         let ws = Request {
             method: "GET",

@@ -16,8 +16,6 @@ pub mod view;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
 use crate::env::Env;
 use crate::hint::Hint;
 
@@ -67,13 +65,6 @@ impl Hint for BoardError {
     }
 }
 
-/// The CSRF value of the pages of the board whose token is `token`: bound to it (a page of
-/// another board, or of this one before a restart, carries another), and telling nothing of it.
-pub fn csrf_of(token: &str) -> String {
-    let digest = Sha256::digest(format!("spex board csrf\0{token}").as_bytes());
-    hex::encode(digest)
-}
-
 /// A bound listener with everything the server needs.
 pub struct Bound {
     pub listener: std::net::TcpListener,
@@ -99,7 +90,6 @@ pub fn bind(env: &Env, opts: &Options, paths: &state::Paths) -> Result<Bound, Bo
     let shared = Arc::new(shared::Shared {
         env: env.clone(),
         site: gate::Site::new(local, opts.public_url.as_ref()),
-        csrf: csrf_of(&token),
         token,
         tx,
         local,

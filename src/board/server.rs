@@ -100,7 +100,6 @@ async fn guard(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) 
         &shared.site,
         &Secrets {
             token: &shared.token,
-            csrf: &shared.csrf,
         },
         &gate::Request {
             method: req.method().as_str(),
@@ -150,7 +149,10 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
 /// The page, with this board's CSRF value in a meta tag (read by the script; no inline
 /// script anywhere).
 async fn page(State(shared): State<Arc<Shared>>) -> Response {
-    let html = assets::HTML.replace("{{csrf}}", &shared.csrf);
+    // A value of this page's own, bound to the token.
+    let nonce = super::state::new_secret().unwrap_or_default();
+    let csrf = gate::csrf_for(&shared.token, &nonce[..nonce.len().min(32)]);
+    let html = assets::HTML.replace("{{csrf}}", &csrf);
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
 }
 

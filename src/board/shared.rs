@@ -14,7 +14,6 @@ pub struct Shared {
     pub env: Env,
     pub site: Site,
     pub token: String,
-    pub csrf: String,
     pub tx: broadcast::Sender<Push>,
     /// The address the board listens on (the other end of every client's connection).
     pub local: SocketAddr,

@@ -872,9 +872,9 @@ fn board_shows_every_project_and_one_that_appears_while_it_runs() {
     std::fs::create_dir_all(&other).unwrap();
     crate::support::world::git(&other, &["init", "-q", "-b", "main"]);
     let sid = "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9";
-    let mut p = payload(&w, "SessionStart.startup", sid);
-    let mut q = payload(&w, "UserPromptSubmit", sid);
-    for v in [&mut p, &mut q] {
+    let mut start = payload(&w, "SessionStart.startup", sid);
+    let mut prompt = payload(&w, "UserPromptSubmit", sid);
+    for v in [&mut start, &mut prompt] {
         let text = v
             .to_string()
             .replace(&*w.repo.to_string_lossy(), &other.to_string_lossy());
