@@ -881,12 +881,12 @@ fn board_shows_every_project_and_one_that_appears_while_it_runs() {
         *v = serde_json::from_str(&text).unwrap();
     }
     assert!(
-        w.dispatch(&other, "claude", "SessionStart", &p)
+        w.dispatch(&other, "claude", "SessionStart", &start)
             .status
             .success()
     );
     assert!(
-        w.dispatch(&other, "claude", "UserPromptSubmit", &q)
+        w.dispatch(&other, "claude", "UserPromptSubmit", &prompt)
             .status
             .success()
     );
