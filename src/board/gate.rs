@@ -177,11 +177,13 @@ impl Refusal {
 }
 
 /// Paths served to anyone who reached the right `Host`: they hold no data.
-pub const PUBLIC: [&str; 4] = [
+pub const PUBLIC: [&str; 6] = [
     "/assets/board.css",
     "/assets/board.js",
     "/manifest.webmanifest",
     "/icon.svg",
+    "/icon-192.png",
+    "/icon-512.png",
 ];
 
 /// The gate: `Host`, then `Origin` where state changes or the socket opens, then the

@@ -43,6 +43,14 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/icon.svg",
             get(|| async { asset("image/svg+xml", assets::ICON) }),
         )
+        .route(
+            "/icon-192.png",
+            get(|| async { ([(header::CONTENT_TYPE, "image/png")], assets::ICON_192) }),
+        )
+        .route(
+            "/icon-512.png",
+            get(|| async { ([(header::CONTENT_TYPE, "image/png")], assets::ICON_512) }),
+        )
         .route("/ws", get(socket))
         .route("/api/{action}", post(action))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })

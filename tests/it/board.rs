@@ -395,6 +395,7 @@ fn board_token_becomes_an_httponly_cookie_and_is_never_sent_back() {
         "/assets/board.css",
         "/manifest.webmanifest",
         "/icon.svg",
+        "/icon-192.png",
         "/nothing",
     ]
     .iter()
@@ -484,6 +485,17 @@ fn board_changes_nothing_on_get_and_sends_its_security_headers() {
         !page.body.contains("onclick=") && !page.body.contains("javascript:"),
         "no inline handlers"
     );
+    // Installable: the manifest's icons are served, from the binary.
+    let manifest: Value = serde_json::from_str(&b.get("/manifest.webmanifest", &[]).body).unwrap();
+    assert_eq!(manifest["start_url"], "/");
+    for icon in manifest["icons"].as_array().unwrap() {
+        let r = b.get(icon["src"].as_str().unwrap(), &[]);
+        assert_eq!(r.status, 200, "{icon}");
+        assert_eq!(
+            r.header("content-type"),
+            icon["type"].as_str().map(str::to_owned)
+        );
+    }
     // Session text reaches the page as text: the script never parses HTML.
     let js = b.get("/assets/board.js", &[]).body;
     for sink in [
