@@ -926,3 +926,45 @@ fn board_shows_every_project_and_one_that_appears_while_it_runs() {
     projects.sort_unstable();
     assert_eq!(projects, ["other", "repo"], "{}", pretty(&snap));
 }
+
+#[test]
+fn board_public_url_is_printed_and_its_host_and_origin_accepted() {
+    let (w, key) = waiting_world();
+    let b = start(w.cmd(
+        &w.repo,
+        &[
+            "board",
+            "--listen",
+            "127.0.0.1:0",
+            "--public-url",
+            "https://board.test:8443/",
+            "--json",
+        ],
+    ));
+    assert!(
+        b.url.starts_with("https://board.test:8443/?token="),
+        "{}",
+        b.url
+    );
+    let page = b.get("/", &[("Host", "board.test:8443"), ("Cookie", &b.cookie())]);
+    assert_eq!(page.status, 200, "{page:?}");
+    // Its origin is the public one: the loopback origin is foreign under that host.
+    let r = b.post(
+        "answer",
+        &answer_body(&w, &key),
+        &[
+            ("Host", "board.test:8443"),
+            ("Origin", "https://board.test:8443"),
+        ],
+    );
+    assert_eq!(r.status, 409, "reaches the action: {r:?}");
+    let r = b.post(
+        "answer",
+        &answer_body(&w, &key),
+        &[("Host", "board.test:8443")],
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    // Another name under the same address is still refused.
+    let r = b.get("/", &[("Host", "board.test:8444"), ("Cookie", &b.cookie())]);
+    assert_eq!(r.status, 403);
+}
