@@ -968,3 +968,69 @@ fn board_public_url_is_printed_and_its_host_and_origin_accepted() {
     let r = b.get("/", &[("Host", "board.test:8444"), ("Cookie", &b.cookie())]);
     assert_eq!(r.status, 403);
 }
+
+#[test]
+fn board_shows_a_sessions_diff_per_file_and_opens_a_file_in_the_editor() {
+    use crate::support::world::{executable, git, write};
+    let w = World::new();
+    write(&w.repo.join("notes.txt"), "one\n");
+    git(&w.repo, &["add", "-A"]);
+    git(&w.repo, &["commit", "-q", "-m", "base"]);
+    let sid = "7b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d";
+    hook(&w, "SessionStart", "SessionStart.startup", sid);
+    hook(&w, "UserPromptSubmit", "UserPromptSubmit", sid);
+    let id = w.session_ids().pop().unwrap();
+    let project = w.project_dir();
+    let project = project.file_name().unwrap().to_string_lossy();
+    let key = format!("{}/{id}", project.rsplit('-').next().unwrap());
+    write(&w.repo.join("notes.txt"), "one\n<b>two</b>\n");
+    write(&w.repo.join("new.txt"), "fresh\n");
+    // The editor: a script that writes down its arguments.
+    let argv_file = w.dir.path().join("editor-argv");
+    let editor = w.dir.path().join("editor.sh");
+    executable(
+        &editor,
+        &format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > '{}'\n",
+            argv_file.display()
+        ),
+    );
+    write(
+        &w.xdg_config.join("spex/config.jsonc"),
+        json!({"editor": format!("'{}' {{path}}", editor.display())}).to_string(),
+    );
+    let b = board(&w);
+    let r = b.act("diff", &json!({"session": key}));
+    assert_eq!(r.status, 200, "{r:?}");
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    let files = v["files"].as_array().unwrap();
+    let file = |p: &str| {
+        files
+            .iter()
+            .find(|f| f["path"] == p)
+            .cloned()
+            .unwrap_or_else(|| panic!("{p}: {}", pretty(&v)))
+    };
+    let notes = file("notes.txt");
+    assert_eq!(notes["status"], "modified", "{}", pretty(&notes));
+    assert_eq!(notes["added"], 1);
+    let patch = notes["patch"].as_str().unwrap();
+    assert!(
+        patch.contains("+<b>two</b>") && patch.contains("notes.txt"),
+        "{patch}"
+    );
+    assert!(!patch.contains("new.txt"), "a patch per file: {patch}");
+    assert!(!patch.contains('\u{1b}'), "no colour: {patch:?}");
+    assert_eq!(file("new.txt")["status"], "added");
+    let r = b.act("open", &json!({"session": key, "file": "notes.txt"}));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        read(&argv_file),
+        format!("{}/notes.txt\n", w.repo.display())
+    );
+    std::fs::remove_file(&argv_file).unwrap();
+    let r = b.act("open", &json!({"session": key, "file": "../outside.txt"}));
+    assert_eq!(r.status, 409, "{r:?}");
+    assert!(r.body.contains("outside the worktree"), "{}", r.body);
+    assert!(!argv_file.exists(), "the editor ran");
+}

@@ -159,16 +159,19 @@
       act(li, "deliver", { session: s.key, text: prompt.value, request }).then((ok) => { if (ok) prompt.value = ""; });
     });
     const controls = el("div", { class: "controls" });
-    for (const [a, label] of [["interrupt", "Interrupt"], ["stop", "Stop"], ["resume", "Resume"], ["screen", "Screen"]]) {
+    for (const [a, label] of [["interrupt", "Interrupt"], ["stop", "Stop"], ["resume", "Resume"], ["screen", "Screen"], ["diff", "Diff"], ["open", "Open"]]) {
       const b = el("button", { type: "button", "data-action": a }, label);
       b.addEventListener("click", () => {
         if (a === "screen") return toggleScreen(li, s.key);
+        if (a === "diff") return showDiff(li, s.key);
         if (a === "stop" && !confirm("Stop " + (sessions.get(s.key) || s).label + "?")) return;
         act(li, a, { session: s.key });
       });
       controls.append(b);
     }
-    li.append(deliver, controls, el("div", { "data-field": "receipt" }), el("div", { "data-field": "result" }));
+    const diff = el("div", { "data-field": "diff" });
+    diff.hidden = true;
+    li.append(deliver, controls, el("div", { "data-field": "receipt" }), el("div", { "data-field": "result" }), diff);
     const pre = el("pre", { "data-field": "screen" });
     pre.hidden = true;
     li.append(pre);
@@ -243,6 +246,26 @@
     r.textContent = visible(text);
   }
 
+  // An action whose reply the caller shows itself; null (the error shown) when refused.
+  async function post(li, name, body) {
+    result(li, true, name + "…");
+    try {
+      const r = await fetch("/api/" + name, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-Spex-Csrf": csrf },
+        body: JSON.stringify(body),
+      });
+      const v = await r.json();
+      if (!v.ok) { result(li, false, v.error || "refused"); return null; }
+      result(li, true, "");
+      return v;
+    } catch (e) {
+      result(li, false, String(e));
+      return null;
+    }
+  }
+
   async function act(li, name, body) {
     for (const b of li.querySelectorAll("button")) b.disabled = true;
     result(li, true, name + "…");
@@ -281,6 +304,27 @@
     if (r.dataset.stage === "done" && last !== "done") return;
     r.dataset.stage = last;
     r.textContent = "delivery: " + stages.map((x) => x.stage + " " + x.elapsed_ms + " ms").join(" → ") + (msg.outcome ? " (" + msg.outcome + ")" : "");
+  }
+
+  // The session's changes since its base commit, one element per file, each patch as text.
+  async function showDiff(li, key) {
+    const box = li.querySelector('[data-field="diff"]');
+    if (!box.hidden) { box.hidden = true; box.replaceChildren(); return; }
+    const v = await post(li, "diff", { session: key });
+    if (!v) return;
+    box.replaceChildren();
+    box.hidden = false;
+    const files = v.files || [];
+    if (!files.length) box.append(el("p", { class: "meta" }, "no changes since " + String(v.base || "").slice(0, 12)));
+    for (const f of files) {
+      const d = el("details", { "data-file": f.path, "data-status": f.status, "data-touched": String(!!f.touched_by_session) });
+      const lines = f.binary ? "binary" : "+" + f.added + " −" + f.removed;
+      d.append(el("summary", {}, (f.touched_by_session ? "* " : "") + f.path + " (" + f.status + ", " + lines + ")"));
+      const open = el("button", { type: "button", "data-action": "open", "data-file": f.path }, "Open in editor");
+      open.addEventListener("click", () => act(li, "open", { session: key, file: f.path }));
+      d.append(open, el("pre", { "data-field": "patch" }, f.patch || f.error || ""));
+      box.append(d);
+    }
   }
 
   function toggleScreen(li, key) {
