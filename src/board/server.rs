@@ -21,8 +21,11 @@ use super::shared::Shared;
 use super::{actions, assets};
 use crate::store::stream::Cursor;
 
-/// The board cookie's name.
-pub const COOKIE: &str = "spex_board";
+/// The board cookie's name: with the board's port, as browsers share a host's cookies across
+/// its ports (two boards, or a board restarted on another port, never overwrite each other's).
+pub fn cookie_name(port: u16) -> String {
+    format!("spex_board_{port}")
+}
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -90,13 +93,14 @@ pub fn pair<'a>(text: &'a str, sep: char, name: &str) -> Option<&'a str> {
 
 /// Runs the gate before anything else; a login sets the cookie and sends the browser to `/`.
 async fn guard(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) -> Response {
+    let name = cookie_name(shared.local.port());
     let h = req.headers();
     let query = req.uri().query().unwrap_or_default();
     let cookie = h
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find_map(|c| pair(c, ';', COOKIE));
+        .find_map(|c| pair(c, ';', &name));
     let upgrade =
         header_str(h, header::UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
     let csrf = if upgrade {
@@ -127,10 +131,7 @@ async fn guard(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) 
             (status, "forbidden\n").into_response()
         }
         Ok(Pass::Login) => {
-            let cookie = format!(
-                "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-                shared.token
-            );
+            let cookie = format!("{name}={}; HttpOnly; SameSite=Strict; Path=/", shared.token);
             let mut r = Response::builder()
                 .status(StatusCode::SEE_OTHER)
                 .header(header::LOCATION, "/")

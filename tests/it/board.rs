@@ -97,7 +97,7 @@ impl Board {
     }
 
     fn cookie(&self) -> String {
-        format!("spex_board={}", self.token)
+        format!("spex_board_{}={}", self.port, self.token)
     }
 
     /// Sends `request` as it is and reads the whole response.
@@ -377,7 +377,11 @@ fn board_token_becomes_an_httponly_cookie_and_is_never_sent_back() {
     assert_eq!(b.get("/", &[]).status, 403);
     let wrong = format!("/?token={}", "0".repeat(64));
     assert_eq!(b.get(&wrong, &[]).status, 403);
-    assert_eq!(b.get("/", &[("Cookie", "spex_board=abc")]).status, 403);
+    let forged = format!("spex_board_{}=abc", b.port);
+    assert_eq!(b.get("/", &[("Cookie", &forged)]).status, 403);
+    // Another board's cookie (another port) is not this one's.
+    let other = format!("spex_board_{}={}", b.port.wrapping_add(1), b.token);
+    assert_eq!(b.get("/", &[("Cookie", &other)]).status, 403);
     // The address's token becomes the cookie, and the browser goes to `/` without it.
     let path = b.url.split_once(&b.host()).unwrap().1;
     assert_eq!(path, format!("/?token={}", b.token), "{}", b.url);
