@@ -23,6 +23,7 @@ mod seam;
 mod spec;
 mod store;
 mod text;
+mod watch;
 
 use std::ffi::OsString;
 use std::io::Write as _;

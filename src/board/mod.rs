@@ -120,6 +120,9 @@ pub fn serve(bound: Bound) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let shared = bound.shared.clone();
+    // The watcher folds in what no hook reports (a killed harness, an Esc at the terminal),
+    // so the stream the board follows is complete; in standby while another one runs.
+    let _watcher = crate::watch::spawn(shared.env.clone());
     {
         let env = shared.env.clone();
         let tx = shared.tx.clone();

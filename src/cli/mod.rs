@@ -35,6 +35,7 @@ pub mod report;
 pub mod resume;
 pub mod serve;
 pub mod server;
+pub mod service;
 pub mod sessions;
 pub mod slash;
 pub mod snapshot;
@@ -43,6 +44,7 @@ pub mod stop;
 pub mod terminal;
 pub mod turns;
 pub mod usage;
+pub mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -92,6 +94,8 @@ pub enum Command {
     Cassette(cassette::Args),
     Server(server::Args),
     Board(board::Args),
+    Watch(watch::Args),
+    Service(service::Args),
     #[command(hide = true)]
     Host(host::Args),
     #[command(hide = true)]
@@ -144,6 +148,8 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Cassette(a) => cassette::run(&a, env),
         Command::Server(a) => server::run(&a, env),
         Command::Board(a) => board::run(&a, env),
+        Command::Watch(a) => watch::run(&a, env),
+        Command::Service(a) => service::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),
         Command::Completions { shell } => {

@@ -80,6 +80,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::pty::cassette::format::CassetteError,
         crate::adapters::AppServerError,
         crate::board::BoardError,
+        crate::watch::service::ServiceError,
     );
     None
 }

@@ -3,7 +3,8 @@
 //! table) into its record, under the record's lock and with the same event grammar as the hook
 //! handlers. Never on the hook path: `dispatch` stays as fast as it is. Then what the harness's
 //! own log adds (usage, a failed turn's text), for exited sessions too until the log is read
-//! to its end. Also gives each session its short handle the first time a reader sees it.
+//! to its end. Also gives each session its short handle the first time a reader sees it. A
+//! session live in an earlier boot of the machine ends `machine stopped` before any of that.
 
 use std::collections::BTreeMap;
 
@@ -34,6 +35,15 @@ fn fold(
     store: &ProjectStore,
     mut all: Vec<Session>,
 ) -> Result<Vec<Session>, StoreError> {
+    // First the machine's own word: a session live in an earlier boot was stopped with the
+    // machine (`machine stopped`), whatever its harness's files say now.
+    let mut boot = None;
+    for s in all.iter_mut().filter(|s| s.status != Status::Exited) {
+        let boot = boot.get_or_insert_with(|| crate::seam::boot::Boot::now(env));
+        if let Some(fresh) = crate::seam::boot::fold(store, boot, s) {
+            *s = fresh;
+        }
+    }
     // Live sessions per harness, so an adapter reads its evidence once for all of them.
     let mut by_harness: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
     for (i, s) in all.iter().enumerate() {
@@ -66,7 +76,13 @@ fn fold(
             if s.seq != all[i].seq {
                 return (None, Vec::new(), Some(s));
             }
+            let before = s.clone();
             let events = apply(&mut s, &ev, &now);
+            if events.is_empty() && s == before {
+                // Nothing concluded: nothing written (a watcher woken by its own write must
+                // find nothing to do, or it never sleeps).
+                return (None, Vec::new(), Some(s));
+            }
             (Some(s.clone()), events, Some(s))
         })?;
         if let Some(s) = fresh {
@@ -96,7 +112,11 @@ fn fold(
                 if cur.usage_cursor != read_from {
                     return (None, Vec::new(), Some(cur));
                 }
+                let before = cur.clone();
                 let events = apply_log(&mut cur, &reading, &now, &source);
+                if events.is_empty() && cur == before {
+                    return (None, Vec::new(), Some(cur));
+                }
                 (Some(cur.clone()), events, Some(cur))
             })?;
             let Some(fresh) = fresh else { break };

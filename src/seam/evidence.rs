@@ -28,6 +28,12 @@ pub trait Observer: Sync {
     /// the text a failed turn wrote), for a session live or exited; `None` when there is
     /// nothing to read. Called by the readers only, never on the hook path.
     fn read_log(&self, session: &Session) -> Option<LogReading>;
+    /// When `observe` or `read_log` may next say something new about `session` with no file
+    /// changing and no process ending (a settle time running out), or `None`: the watcher wakes
+    /// then, and never on a tick.
+    fn next_look(&self, _session: &Session) -> Option<std::time::SystemTime> {
+        None
+    }
 }
 
 /// What the evidence says happened since the record was last written.
@@ -102,8 +108,8 @@ pub fn usage_total(entries: &[UsageEntry]) -> Usage {
 
 /// Applies what a reader took from the harness's log: usage to the session and, for entries
 /// written since the turn began, to its turn; a failed turn that had written text becomes
-/// `partial_failed` (`turn.amended`: not a second ending, the ending's state corrected by
-/// evidence the hook could not read).
+/// `partial_failed` (`turn.amended`: not a second ending, the failure's detail completed by
+/// evidence the hook could not read; the outcome stays a failure, see `Turn::amend`).
 pub fn apply_log(s: &mut Session, r: &LogReading, now: &str, source: &str) -> Vec<NewEvent> {
     let mut out = Vec::new();
     let turn_start = s
@@ -135,13 +141,13 @@ pub fn apply_log(s: &mut Session, r: &LogReading, now: &str, source: &str) -> Ve
             .as_deref()
             .map(str::trim)
             .filter(|p| !p.is_empty())
+            && let Some(was) = t.amend(TurnState::PartialFailed)
         {
-            t.state = TurnState::PartialFailed;
             t.partial = Some(text.to_owned());
             out.push(new_event(
                 "turn.amended",
                 source,
-                json!({ "turn_id": t.id, "state": TurnState::PartialFailed, "was": TurnState::Failed,
+                json!({ "turn_id": t.id, "state": TurnState::PartialFailed, "was": was,
                     "partial": text }),
             ));
         }

@@ -161,6 +161,14 @@ impl ProjectStore {
     }
 }
 
+/// Takes in what the sessions `ids` (every session when `None`) committed since the stream last
+/// looked, reading nothing back: for a writer of the stream that reads it elsewhere (the
+/// watcher), so every conclusion has its position before any follower asks.
+pub fn take_in(store: &ProjectStore, ids: Option<&[String]>) -> Result<(), StreamError> {
+    let lock = store.dir.join("stream.lock");
+    super::lock::with(&lock, || sync(store, ids).map(drop))?
+}
+
 /// One reader of a project's stream: its position, and where in the stream file it has read
 /// to (so a follower reads only what was appended).
 #[derive(Debug)]

@@ -16,9 +16,11 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     ("entry", &["main"]),
     ("cli", &["cli"]),
-    // The board runs the watcher in its own process; the watcher folds evidence through the
-    // engines below it. Neither is imported by an engine.
+    // The board runs the notifier and the watcher in its own process, the notifier runs the
+    // watcher; the watcher folds evidence through the engines below it. None is imported by an
+    // engine.
     ("board", &["board"]),
+    ("notifier", &["notify"]),
     ("watcher", &["watch"]),
     (
         "engines",

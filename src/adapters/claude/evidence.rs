@@ -38,7 +38,22 @@ impl crate::seam::evidence::Observer for ClaudeEvidence {
         env: &Env,
         session: &crate::store::session::Session,
     ) -> crate::seam::evidence::Watch {
-        vec![registry_dir(env, session)]
+        let mut dirs = vec![registry_dir(env, session)];
+        // A turn that failed has its text read from the transcript once it is written there
+        // (`read_log`): its folder changes then.
+        let failed_unread = session
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.state == crate::store::session::TurnState::Failed && !t.log_read);
+        if let Some(folder) = session
+            .transcript
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|_| failed_unread)
+        {
+            dirs.push(folder.to_path_buf());
+        }
+        dirs
     }
 
     fn read_log(
@@ -95,6 +110,16 @@ impl crate::seam::evidence::Observer for ClaudeEvidence {
             }
         }
         (r != crate::seam::evidence::LogReading::default()).then_some(r)
+    }
+
+    fn next_look(&self, s: &crate::store::session::Session) -> Option<std::time::SystemTime> {
+        use crate::store::session::TurnState;
+        // A failed turn's text is read for a while after it ended, then given up on.
+        let turn = s
+            .turn
+            .as_ref()
+            .filter(|t| t.state == TurnState::Failed && !t.log_read)?;
+        Some(crate::store::parse_time(turn.ended_at.as_deref()?)? + TRANSCRIPT_LAG)
     }
 }
 

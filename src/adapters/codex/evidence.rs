@@ -44,6 +44,23 @@ impl evidence::Observer for CodexEvidence {
         // Codex's hooks carry its usage (`PostModelRequest`) and its server the failed turn.
         None
     }
+
+    fn next_look(&self, s: &Session) -> Option<SystemTime> {
+        // A failed attempt ends its turn (or sub-agent) once no new one followed within the
+        // bound: nothing else happens then to wake a watcher.
+        let at = |t: Option<&str>| Some(crate::store::parse_time(t?)? + RETRY_BOUND);
+        let turn = s
+            .turn
+            .as_ref()
+            .filter(|_| s.turn_running())
+            .and_then(|t| at(t.attempt_failed_at.as_deref()));
+        let children = s
+            .children
+            .iter()
+            .filter(|c| c.state == ChildState::Running)
+            .filter_map(|c| at(c.attempt_failed_at.as_deref()));
+        turn.into_iter().chain(children).min()
+    }
 }
 
 /// How a turn the app-server reported `failed` (`turn/completed`, `turn.status: failed`)

@@ -31,6 +31,6 @@ pub use record::Event;
 pub use record::{Declared, DeclaredState, Flags, Session, Status};
 pub use state::{NewEvent, new_event};
 pub use text::{elapsed_ms, ellipsis};
-pub use turn::{Child, ChildState, ErrorKind, Failure, Timeout, Turn, TurnState};
+pub use turn::{Child, ChildState, ErrorKind, Failure, INTERRUPT_SETTLE, Timeout, Turn, TurnState};
 pub use usage::{Usage, UsageCursor, count};
 pub use vocab::{AnswerWay, AttentionKind, LaunchedBy};

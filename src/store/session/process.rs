@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// The harness process a session runs in: its pid and its start time (clock ticks since boot,
 /// `/proc/<pid>/stat` field 22), so a reused pid is never mistaken for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ProcessId {
     pub pid: u32,
     pub start: u64,
