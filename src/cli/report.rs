@@ -135,6 +135,10 @@ mod tests {
                     stack.push(path);
                     continue;
                 }
+                // Only Rust sources: `src/board/assets/` holds the page's images.
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
                 let text = fs_err::read_to_string(&path).unwrap();
                 for line in text.lines() {
                     let Some((_, rest)) = line.split_once("Hint for ") else {
