@@ -1038,3 +1038,50 @@ fn board_shows_a_sessions_diff_per_file_and_opens_a_file_in_the_editor() {
     assert!(r.body.contains("outside the worktree"), "{}", r.body);
     assert!(!argv_file.exists(), "the editor ran");
 }
+
+#[test]
+fn board_shows_a_killed_session_exited_without_a_reload() {
+    use crate::runtime::{claude_world, launch_json, spex_cmd};
+    use crate::support::claude_home::SeedOptions;
+    let (w, fake) = claude_world(SeedOptions::default());
+    let launched = launch_json(&w, &fake, &[]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let host = launched["session"]["host_pid"].as_i64().unwrap();
+    let child = launched["session"]["child_pid"].as_i64().unwrap();
+    let board = start(spex_cmd(
+        &w,
+        &fake,
+        &["board", "--listen", "127.0.0.1:0", "--json"],
+    ));
+    let mut ws = board.socket(Some(&board.origin()), None).unwrap();
+    let snap = ws.next();
+    assert!(
+        snap["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == id.as_str() && s["group"] != "exited"),
+        "{}",
+        pretty(&snap)
+    );
+    // The host killed: nothing writes the record but the board's watcher, which sees the
+    // processes go.
+    Command::new("kill")
+        .args(["-9", &host.to_string()])
+        .status()
+        .unwrap();
+    let began = Instant::now();
+    ws.until(|m| {
+        m["type"] == "change"
+            && m["sessions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|s| s["id"] == id.as_str() && s["group"] == "exited")
+            })
+    });
+    let took = began.elapsed();
+    eprintln!("killed session shown exited after {} ms", took.as_millis());
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let _ = Command::new("kill")
+        .args(["-9", &child.to_string()])
+        .status();
+}
