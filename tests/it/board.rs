@@ -263,12 +263,17 @@ fn waiting_world() -> (World, String) {
     (w, format!("{key}/{id}"))
 }
 
-/// The session's record and its event count: what "nothing changed" compares.
+/// What an action would change of the session: its state, its attention (and any answer on
+/// its way), its turn, its sequence number, and its events. A reader's bookkeeping (the handle
+/// it gives, the boot it saw the session in) is not a change.
 fn state_of(w: &World, key: &str) -> (Value, usize) {
     let id = key.split('/').nth(1).unwrap();
-    let mut r = w.record(id);
-    r.as_object_mut().unwrap().remove("handle");
-    (r, w.events(id).len())
+    let r = w.record(id);
+    let kept = json!({
+        "status": r["status"], "attention": r["attention"], "turn": r["turn"], "seq": r["seq"],
+        "since": r["since"],
+    });
+    (kept, w.events(id).len())
 }
 
 fn answer_body(w: &World, key: &str) -> Value {
