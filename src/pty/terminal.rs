@@ -9,6 +9,8 @@ const VERSION_REPLY: &str = concat!("\x1bP>|spex(", env!("CARGO_PKG_VERSION"), "
 
 #[derive(Debug, Default)]
 struct Callbacks {
+    /// How many times the program rang the bell (`BEL`).
+    bells: u64,
     /// Answer queries (no real terminal is attached to answer them).
     answering: bool,
     replies: Vec<u8>,
@@ -69,6 +71,10 @@ impl vt100::Callbacks for Callbacks {
         self.replies
             .extend_from_slice(format!("\x1b]{color}\x1b\\").as_bytes());
     }
+
+    fn audible_bell(&mut self, _: &mut vt100::Screen) {
+        self.bells += 1;
+    }
 }
 
 /// The screen as data.
@@ -88,6 +94,17 @@ pub struct Snapshot {
 
 pub struct Terminal {
     parser: vt100::Parser<Callbacks>,
+}
+
+/// The modes a program left the screen in, and the bells it rang, as a terminal would show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modes {
+    pub alternate_screen: bool,
+    pub cursor_visible: bool,
+    pub bracketed_paste: bool,
+    /// `none`, `press`, `press_release`, `button_motion` or `any_motion`.
+    pub mouse: &'static str,
+    pub bells: u64,
 }
 
 impl Terminal {
@@ -135,6 +152,24 @@ impl Terminal {
     #[cfg(test)]
     pub fn bracketed_paste(&self) -> bool {
         self.parser.screen().bracketed_paste()
+    }
+
+    /// The modes the program set and the bells it rang so far.
+    pub fn modes(&self) -> Modes {
+        let screen = self.parser.screen();
+        Modes {
+            alternate_screen: screen.alternate_screen(),
+            cursor_visible: !screen.hide_cursor(),
+            bracketed_paste: screen.bracketed_paste(),
+            mouse: match screen.mouse_protocol_mode() {
+                vt100::MouseProtocolMode::None => "none",
+                vt100::MouseProtocolMode::Press => "press",
+                vt100::MouseProtocolMode::PressRelease => "press_release",
+                vt100::MouseProtocolMode::ButtonMotion => "button_motion",
+                vt100::MouseProtocolMode::AnyMotion => "any_motion",
+            },
+            bells: self.parser.callbacks().bells,
+        }
     }
 
     /// The screen's text, rows joined by `\n`, trailing blanks removed.

@@ -10,10 +10,13 @@
 //! `record` writes a cassette, `read` reads one back and checks it. The children never import
 //! this file; it only re-exports them, so callers keep their `pty::cassette::` paths.
 
+pub mod assertions;
 pub mod format;
+pub mod program;
 pub mod read;
 pub mod record;
 pub mod scrub;
+pub mod status;
 #[cfg(test)]
 mod tests;
 
