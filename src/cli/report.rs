@@ -91,6 +91,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::pty::cassette::assertions::eval::TestError,
         crate::pty::cassette::program::ProgramError,
         crate::adapters::AppServerError,
+        crate::board::BoardError,
         crate::watch::service::ServiceError,
     );
     None
@@ -144,6 +145,10 @@ mod tests {
                 let path = entry.unwrap().path();
                 if path.is_dir() {
                     stack.push(path);
+                    continue;
+                }
+                // Only Rust sources: `src/board/assets/` holds the page's images.
+                if path.extension().is_none_or(|e| e != "rs") {
                     continue;
                 }
                 let text = fs_err::read_to_string(&path).unwrap();

@@ -54,6 +54,10 @@ pub fn session(env: &Env, store: &ProjectStore, id: &str) -> Result<Session, Sto
 }
 
 /// Folds the evidence into records `all`, each with the index of its project in `stores`.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the machine's word, then each harness's evidence, then the logs: one pass over the same records"
+)]
 fn fold(
     env: &Env,
     stores: &[ProjectStore],
