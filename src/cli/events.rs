@@ -13,8 +13,8 @@ use super::outcome::Outcome;
 use crate::env::Env;
 use crate::hint::Hinted;
 use crate::runtime;
-use crate::store::{self, ProjectStore};
 use crate::store::stream::{Cursor, Reader};
+use crate::store::{self, ProjectStore};
 use crate::text::visible;
 
 /// Print every change of every session's record (state, turns, tool calls, attention, exits,
