@@ -92,6 +92,20 @@ fn the_driver_reads_clicks_types_waits_and_screenshots_a_real_page() {
     );
     assert!(page.try_eval("nope()").unwrap_err().contains("nope"));
 
+    // A change timed in the page: noted when the DOM changed, on the machine's clock.
+    page.goto(&format!("{base}/"));
+    page.mark_when(
+        "late",
+        "document.getElementById('late').textContent === 'arrived'",
+    );
+    let loaded = std::time::SystemTime::now();
+    let at = page.wait_mark("late", Duration::from_secs(5));
+    let after = at.duration_since(loaded).unwrap_or_default();
+    assert!(after < Duration::from_millis(400), "{after:?}");
+    page.mark_when("at once", "true");
+    assert!(page.mark("at once").is_some());
+    assert!(page.mark("never set").is_none());
+
     page.type_into("#name", "<b>world</b>");
     page.click("#go");
     page.wait_text("#out", "hi", Duration::from_secs(5));

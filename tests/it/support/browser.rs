@@ -370,6 +370,46 @@ impl Page {
         v.as_str().unwrap_or_default().to_owned()
     }
 
+    /// Notes in the page the machine's time (`Date.now()`, ms since the epoch) at which the
+    /// expression `js` first holds, checked now and on every change of the DOM (a
+    /// `MutationObserver`, which runs before the change is painted); read it with
+    /// [`Page::mark`]. A navigation forgets it.
+    pub fn mark_when(&self, name: &str, js: &str) {
+        let key = js_string(name);
+        self.eval(&format!(
+            "(() => {{
+              const holds = () => {{ try {{ return !!({js}); }} catch (e) {{ return false; }} }};
+              const marks = window.__spexMarks = window.__spexMarks || {{}};
+              delete marks[{key}];
+              if (holds()) {{ marks[{key}] = Date.now(); return; }}
+              const o = new MutationObserver(() => {{
+                if (holds()) {{ marks[{key}] = Date.now(); o.disconnect(); }}
+              }});
+              o.observe(document, {{ subtree: true, childList: true, characterData: true, attributes: true }});
+            }})()"
+        ));
+    }
+
+    /// The time noted by [`Page::mark_when`] `name`, once its expression held.
+    pub fn mark(&self, name: &str) -> Option<std::time::SystemTime> {
+        let key = js_string(name);
+        let ms = self
+            .eval(&format!("(window.__spexMarks || {{}})[{key}]"))
+            .as_u64()?;
+        Some(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+    }
+
+    /// Waits up to `timeout` for the mark `name`; panics saying what it waited for.
+    pub fn wait_mark(&self, name: &str, timeout: Duration) -> std::time::SystemTime {
+        let key = js_string(name);
+        self.wait_for(
+            &format!("mark {name:?}"),
+            &format!("(window.__spexMarks || {{}})[{key}]"),
+            timeout,
+        );
+        self.mark(name).expect("the mark is set")
+    }
+
     /// A PNG of the viewport as it is drawn now.
     pub fn screenshot_png(&self) -> Vec<u8> {
         self.tab
