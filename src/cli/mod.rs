@@ -5,6 +5,7 @@ pub mod answer;
 pub mod args;
 pub mod attach;
 pub mod away;
+pub mod board;
 pub mod cassette;
 pub mod clean;
 pub mod complete;
@@ -82,6 +83,7 @@ pub enum Command {
     Replay(replay::Args),
     Cassette(cassette::Args),
     Server(server::Args),
+    Board(board::Args),
     #[command(hide = true)]
     Host(host::Args),
     #[command(hide = true)]
@@ -130,6 +132,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Replay(a) => replay::run(&a, env),
         Command::Cassette(a) => cassette::run(&a, env),
         Command::Server(a) => server::run(&a, env),
+        Command::Board(a) => board::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),
         Command::Completions { shell } => {

@@ -433,6 +433,7 @@ mod tests {
                     at: "2026-11-23T10:00:02.000Z".into(),
                     by: "spex answer".into(),
                     choice: "deny".into(),
+                    from: Some("cli".into()),
                     message: Some("no".into()),
                 }),
                 hook: Some(super::super::session::ProcessId { pid: 42, start: 7 }),

@@ -13,6 +13,7 @@
 mod answering;
 mod architecture;
 mod attach;
+mod board;
 mod browser_driver;
 mod cassettes;
 mod cli;

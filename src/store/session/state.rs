@@ -406,6 +406,7 @@ impl Session {
                 "how": how,
                 "choice": answer.map(|x| &x.choice),
                 "message": answer.and_then(|x| x.message.as_ref()),
+                "by": answer.and_then(|x| x.from.as_ref()),
             }),
         ))
     }
