@@ -14,6 +14,7 @@ mod answering;
 mod architecture;
 mod attach;
 mod board;
+mod board_browser;
 mod browser_driver;
 mod cassettes;
 mod cli;

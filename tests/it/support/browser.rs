@@ -89,8 +89,9 @@ impl Browser {
             window_size: Some((DESKTOP.width, DESKTOP.height)),
             args,
             // The transport closes after this long without an event from the browser; a test
-            // may well sit that long waiting for a harness.
-            idle_browser_timeout: Duration::from_mins(30),
+            // may sit up to a minute waiting for a harness; a call the browser never answers fails
+            // after this long too.
+            idle_browser_timeout: Duration::from_mins(2),
             ..LaunchOptions::default()
         };
         let browser = headless_chrome::Browser::new(options)
@@ -108,15 +109,20 @@ impl Browser {
 
     /// A new tab at `viewport`, showing `url` once its load event fired.
     pub fn open(&self, url: &str, viewport: Viewport) -> Page {
+        self.open_with(url, viewport, "")
+    }
+
+    /// [`Browser::open`], with the script `init` run in every document the tab loads before
+    /// any of the document's own scripts (to time a page from its start).
+    pub fn open_with(&self, url: &str, viewport: Viewport, init: &str) -> Page {
         let tab = self.browser.new_tab().expect("a new tab");
         tab.set_default_timeout(CALL_TIMEOUT);
         let page = Page { tab };
         page.set_viewport(viewport);
-        // Errors the page throws (and CSP violations) are kept for `errors()`: installed before
-        // any of the page's own scripts run.
+        // Errors the page throws (and CSP violations) are kept for `errors()`.
         page.tab
             .call_method(Cdp::AddScriptToEvaluateOnNewDocument {
-                source: ERROR_TRAP.to_owned(),
+                source: format!("{ERROR_TRAP}\n{init}"),
                 world_name: None,
                 include_command_line_api: None,
                 run_immediately: None,
@@ -124,6 +130,13 @@ impl Browser {
             .expect("Page.addScriptToEvaluateOnNewDocument");
         page.goto(url);
         page
+    }
+
+    /// The browser's product and version (`Chrome/…`).
+    pub fn version(&self) -> String {
+        self.browser
+            .get_version()
+            .map_or_else(|e| format!("unknown: {e}"), |v| v.product)
     }
 }
 
@@ -142,6 +155,19 @@ pub struct Page {
 }
 
 impl Page {
+    /// Makes this the tab in front: a headless browser draws only that one, and input to a tab
+    /// behind another is never delivered (the click's call waits for it in vain).
+    pub fn to_front(&self) {
+        self.tab
+            .bring_to_front()
+            .unwrap_or_else(|e| panic!("Page.bringToFront: {e:#}"));
+    }
+
+    /// Closes the tab.
+    pub fn close(&self) {
+        let _ = self.tab.close(false);
+    }
+
     /// Sets the tab's viewport (CSS pixels, device scale 1).
     pub fn set_viewport(&self, v: Viewport) {
         self.tab
@@ -282,6 +308,7 @@ impl Page {
     /// Clicks the first element matching `selector` with the mouse, at its middle, after
     /// scrolling it into view (waiting up to [`CALL_TIMEOUT`] for it to exist).
     pub fn click(&self, selector: &str) {
+        self.to_front();
         let el = self.tab.wait_for_element(selector).unwrap_or_else(|e| {
             panic!(
                 "no element `{selector}` to click: {e:#}\npage:\n{}",
@@ -294,6 +321,7 @@ impl Page {
 
     /// Focuses the first element matching `selector` and types `text` into it, key by key.
     pub fn type_into(&self, selector: &str, text: &str) {
+        self.to_front();
         let el = self.tab.wait_for_element(selector).unwrap_or_else(|e| {
             panic!(
                 "no element `{selector}` to type into: {e:#}\npage:\n{}",
@@ -412,6 +440,7 @@ impl Page {
 
     /// A PNG of the viewport as it is drawn now.
     pub fn screenshot_png(&self) -> Vec<u8> {
+        self.to_front();
         self.tab
             .capture_screenshot(Cdp::CaptureScreenshotFormatOption::Png, None, None, true)
             .expect("Page.captureScreenshot")
