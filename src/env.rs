@@ -19,6 +19,9 @@ pub struct Env {
     pub pwd: Option<PathBuf>,
     pub path: Option<OsString>,
     pub no_color: bool,
+    /// `VISUAL` and `EDITOR`: the editor command lines `spex open` falls back on.
+    pub visual: Option<String>,
+    pub editor: Option<String>,
     pub spex_session_id: Option<String>,
     /// `SPEX_TRACE_DISPATCH`: log every hook invocation to the project's `dispatch.log`.
     pub trace_dispatch: bool,
@@ -44,6 +47,12 @@ impl Env {
             pwd: path_var("PWD"),
             path: std::env::var_os("PATH"),
             no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+            visual: std::env::var("VISUAL")
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
+            editor: std::env::var("EDITOR")
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
             spex_session_id: std::env::var("SPEX_SESSION_ID")
                 .ok()
                 .filter(|v| !v.is_empty()),

@@ -1,6 +1,9 @@
 //! Git checkout discovery by reading `.git` files directly: which tree we are in, its main
-//! checkout, its linked worktrees, its branch. No `git` subprocess and no libgit2, because
-//! `spex dispatch` needs this on every hook and two small file reads are all it takes.
+//! checkout, its linked worktrees, its branch, the commit its HEAD names. No `git` subprocess
+//! and no libgit2, because `spex dispatch` needs this on every hook and two small file reads
+//! are all it takes. (`diff` runs the `git` binary read-only, for readers only.)
+
+pub mod diff;
 
 use std::path::{Path, PathBuf};
 
@@ -204,6 +207,38 @@ impl Tree {
         self.common_dir.join("info/exclude")
     }
 
+    /// The checked-out branch (`None` on a detached HEAD) and the commit HEAD names (`None` on
+    /// an unborn branch), from the git files: HEAD, then the loose ref or `packed-refs`. A few
+    /// small file reads, so a record made by a hook can carry them.
+    pub fn branch_and_commit(&self) -> (Option<String>, Option<String>) {
+        let Ok(head) = fs_err::read_to_string(self.git_dir.join("HEAD")) else {
+            return (None, None);
+        };
+        let head = head.trim_end();
+        let Some(name) = head.strip_prefix("ref: ") else {
+            return (None, object_id(head));
+        };
+        let branch = name.strip_prefix("refs/heads/").map(str::to_owned);
+        (branch, self.ref_commit(name))
+    }
+
+    /// The commit the ref `name` (`refs/heads/main`) names.
+    fn ref_commit(&self, name: &str) -> Option<String> {
+        // Per-worktree refs (`refs/bisect`, `refs/worktree`) live in the worktree's git dir,
+        // every other ref in the shared one.
+        for dir in [&self.git_dir, &self.common_dir] {
+            if let Ok(text) = fs_err::read_to_string(dir.join(name)) {
+                return object_id(text.trim_end());
+            }
+        }
+        let packed = fs_err::read_to_string(self.common_dir.join("packed-refs")).ok()?;
+        packed
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .find(|(_, r)| *r == name)
+            .and_then(|(id, _)| object_id(id))
+    }
+
     /// The checked-out branch, or `None` on a detached HEAD.
     pub fn branch(&self) -> Option<String> {
         let head = fs_err::read_to_string(self.git_dir.join("HEAD")).ok()?;
@@ -213,9 +248,122 @@ impl Tree {
     }
 }
 
+/// Whether `path` is `root` or inside it, both resolved (`..` and symlinks) as far as they
+/// exist: a file that does not exist yet resolves through its nearest existing folder.
+pub fn resolved_inside(root: &Path, path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let root = fs_err::canonicalize(root).ok()?;
+    let parts: Vec<Component> = path.components().collect();
+    // The longest leading part that exists, resolved as the kernel would (symlinks, then `..`).
+    let (mut full, rest) = (1..=parts.len()).rev().find_map(|n| {
+        let c = fs_err::canonicalize(parts[..n].iter().collect::<PathBuf>()).ok()?;
+        Some((c, &parts[n..]))
+    })?;
+    // What does not exist has no symlinks to follow: its `..` and `.` are read as written.
+    for part in rest {
+        match part {
+            Component::ParentDir => {
+                full.pop();
+            }
+            Component::Normal(name) => full.push(name),
+            _ => {}
+        }
+    }
+    full.starts_with(&root).then_some(full)
+}
+
+/// `text` when it is a full object id (SHA-1 or SHA-256 hex).
+fn object_id(text: &str) -> Option<String> {
+    let ok = matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit());
+    ok.then(|| text.to_ascii_lowercase())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    #[test]
+    fn head_commit_reads_loose_packed_and_linked_worktree_refs() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = fs_err::canonicalize(dir.path()).unwrap().join("repo");
+        fs_err::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q"]);
+        assert_eq!(
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
+            None,
+            "unborn"
+        );
+        git(&repo, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        let one = git(&repo, &["rev-parse", "HEAD"]);
+        assert_eq!(
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
+            Some(one.clone())
+        );
+        git(&repo, &["pack-refs", "--all"]);
+        assert_eq!(
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
+            Some(one.clone())
+        );
+        let wt = repo.parent().unwrap().join("wt");
+        git(
+            &repo,
+            &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()],
+        );
+        git(&wt, &["commit", "-q", "--allow-empty", "-m", "two"]);
+        let two = git(&wt, &["rev-parse", "HEAD"]);
+        assert_ne!(one, two);
+        assert_eq!(
+            Tree::discover(&wt).unwrap().branch_and_commit().1,
+            Some(two)
+        );
+        assert_eq!(
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
+            Some(one.clone())
+        );
+        git(&repo, &["checkout", "-q", "--detach"]);
+        assert_eq!(
+            Tree::discover(&repo).unwrap().branch_and_commit().1,
+            Some(one)
+        );
+    }
+
+    #[test]
+    fn a_path_resolves_inside_its_root_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = fs_err::canonicalize(dir.path()).unwrap();
+        let root = base.join("tree");
+        fs_err::create_dir_all(root.join("src")).unwrap();
+        fs_err::write(base.join("secret"), "x").unwrap();
+        fs_err::os::unix::fs::symlink(base.join("secret"), root.join("link")).unwrap();
+        let inside = |p: &str| resolved_inside(&root, &root.join(p));
+        assert_eq!(inside("src"), Some(root.join("src")));
+        assert_eq!(inside("src/new.rs"), Some(root.join("src/new.rs")));
+        assert_eq!(inside("src/../src/a"), Some(root.join("src/a")));
+        assert_eq!(inside("../secret"), None);
+        assert_eq!(inside("link"), None, "a symlink out of the tree");
+        assert_eq!(inside("nope/../../secret"), None);
+        assert_eq!(inside("nope/../src/b"), Some(root.join("src/b")));
+        assert_eq!(resolved_inside(&root, Path::new("/etc/passwd")), None);
+    }
 
     /// `<tmp>/real/repo` (a checkout with `sub/`), `<tmp>/link -> real/repo`,
     /// `<tmp>/alias -> real`, `<tmp>/real/repo/inner -> sub` and `<tmp>/elsewhere -> real/repo/sub`.

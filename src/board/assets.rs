@@ -6,3 +6,5 @@ pub const CSS: &str = include_str!("assets/board.css");
 pub const JS: &str = include_str!("assets/board.js");
 pub const MANIFEST: &str = include_str!("assets/manifest.webmanifest");
 pub const ICON: &str = include_str!("assets/icon.svg");
+pub const ICON_192: &[u8] = include_bytes!("assets/icon-192.png");
+pub const ICON_512: &[u8] = include_bytes!("assets/icon-512.png");

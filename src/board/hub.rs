@@ -68,14 +68,13 @@ pub fn snapshot(env: &Env, from: Option<&Cursor>) -> Snapshot {
     for store in store::all_projects(&env.spex_home()) {
         let key = store.stream_key();
         let mut reader = Reader::new(store.clone(), from.map(|c| c.after(&key)), &text);
-        match reader.next_batch(None) {
-            Ok(lines) => out.events.extend(lines.into_iter().map(|l| tag(&store, l))),
-            Err(_) => {
-                // A cursor the stream no longer holds: the snapshot stands alone.
-                out.gaps.push(key.clone());
-                reader = Reader::new(store.clone(), None, "");
-                let _ = reader.next_batch(None);
-            }
+        if let Ok(lines) = reader.next_batch(None) {
+            out.events.extend(lines.into_iter().map(|l| tag(&store, l)));
+        } else {
+            // A cursor the stream no longer holds: the snapshot stands alone.
+            out.gaps.push(key.clone());
+            reader = Reader::new(store.clone(), None, "");
+            let _ = reader.next_batch(None);
         }
         out.cursor.set(&key, reader.after);
         let Ok(all) = crate::reconcile::sessions(env, &store) else {
@@ -89,7 +88,34 @@ pub fn snapshot(env: &Env, from: Option<&Cursor>) -> Snapshot {
             }
         }
     }
+    keep_recent_exited(&mut out.sessions);
     out
+}
+
+/// How many exited sessions a snapshot carries (the latest changed): a store keeps thousands.
+pub const EXITED_SHOWN: usize = 100;
+
+/// Drops all but the [`EXITED_SHOWN`] latest exited sessions.
+fn keep_recent_exited(sessions: &mut Vec<Value>) {
+    let mut exited: Vec<String> = sessions
+        .iter()
+        .filter(|s| s["group"] == "exited")
+        .filter_map(|s| s["updated_at"].as_str().map(str::to_owned))
+        .collect();
+    if exited.len() <= EXITED_SHOWN {
+        return;
+    }
+    exited.sort_unstable_by(|a, b| b.cmp(a));
+    let oldest_kept = exited[EXITED_SHOWN - 1].clone();
+    let mut kept = 0;
+    sessions.retain(|s| {
+        if s["group"] != "exited" {
+            return true;
+        }
+        let keep = kept < EXITED_SHOWN && s["updated_at"].as_str() >= Some(oldest_kept.as_str());
+        kept += usize::from(keep);
+        keep
+    });
 }
 
 /// A stream line with the project it belongs to.
@@ -259,5 +285,28 @@ fn watch(fd: &impl rustix::fd::AsFd, p: &mut Project) {
         ) {
             p.wds.insert(wd, id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_keeps_the_latest_exited_sessions_and_every_other() {
+        let mut all: Vec<Value> = (0..EXITED_SHOWN + 30)
+            .map(|i| serde_json::json!({"group": "exited", "updated_at": format!("2026-11-27T10:{:02}:{:02}Z", i / 60, i % 60)}))
+            .collect();
+        all.push(serde_json::json!({"group": "working", "updated_at": "2020-01-01T00:00:00Z"}));
+        keep_recent_exited(&mut all);
+        assert_eq!(all.len(), EXITED_SHOWN + 1);
+        assert!(all.iter().any(|s| s["group"] == "working"));
+        let oldest = all
+            .iter()
+            .filter(|s| s["group"] == "exited")
+            .filter_map(|s| s["updated_at"].as_str())
+            .min()
+            .unwrap();
+        assert_eq!(oldest, "2026-11-27T10:00:30Z");
     }
 }

@@ -9,13 +9,12 @@ pub mod hub;
 pub mod peer;
 pub mod screen;
 pub mod server;
+pub mod shared;
 pub mod state;
 pub mod view;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-use sha2::{Digest, Sha256};
 
 use crate::env::Env;
 use crate::hint::Hint;
@@ -34,7 +33,9 @@ pub enum BoardError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("`{0}` is not a URL the board can be reached at (an `http://` or `https://` URL with a host)")]
+    #[error(
+        "`{0}` is not a URL the board can be reached at (an `http://` or `https://` URL with a host)"
+    )]
     PublicUrl(String),
     #[error("the board's files in `{path}`: {source}")]
     Files {
@@ -51,39 +52,32 @@ impl Hint for BoardError {
     fn hint(&self) -> Option<String> {
         Some(match self {
             BoardError::Listen { .. } => {
-                "another program holds the port: `spex board --listen 127.0.0.1:0` takes a free one".into()
+                "another program holds the port: `spex board --listen 127.0.0.1:0` takes a free one"
+                    .into()
             }
             BoardError::PublicUrl(_) => {
                 "`--public-url https://board.example` (the address a browser opens)".into()
             }
             BoardError::Files { path, .. } => format!("check that `{path}` is yours and writable"),
             BoardError::NotRunning => "`spex board` starts one".into(),
-            BoardError::NotStarted(_) => {
-                "run `spex board` in the foreground to see why".into()
-            }
+            BoardError::NotStarted(_) => "run `spex board` in the foreground to see why".into(),
         })
     }
-}
-
-/// The CSRF value of the pages of the board whose token is `token`: bound to it (a page of
-/// another board, or of this one before a restart, carries another), and telling nothing of it.
-pub fn csrf_of(token: &str) -> String {
-    let digest = Sha256::digest(format!("spex board csrf\0{token}").as_bytes());
-    hex::encode(digest)
 }
 
 /// A bound listener with everything the server needs.
 pub struct Bound {
     pub listener: std::net::TcpListener,
-    pub shared: Arc<server::Shared>,
+    pub shared: Arc<shared::Shared>,
 }
 
 /// Binds the board's address and makes its token (written 0600 to the store).
 pub fn bind(env: &Env, opts: &Options, paths: &state::Paths) -> Result<Bound, BoardError> {
-    let listener = std::net::TcpListener::bind(opts.listen).map_err(|source| BoardError::Listen {
-        addr: opts.listen,
-        source,
-    })?;
+    let listener =
+        std::net::TcpListener::bind(opts.listen).map_err(|source| BoardError::Listen {
+            addr: opts.listen,
+            source,
+        })?;
     let files = |source| BoardError::Files {
         path: paths.dir.display().to_string(),
         source,
@@ -93,10 +87,9 @@ pub fn bind(env: &Env, opts: &Options, paths: &state::Paths) -> Result<Bound, Bo
     let token = state::new_secret().map_err(files)?;
     state::write_token(paths, &token).map_err(files)?;
     let (tx, _) = tokio::sync::broadcast::channel(1024);
-    let shared = Arc::new(server::Shared {
+    let shared = Arc::new(shared::Shared {
         env: env.clone(),
         site: gate::Site::new(local, opts.public_url.as_ref()),
-        csrf: csrf_of(&token),
         token,
         tx,
         local,
@@ -140,8 +133,7 @@ pub fn serve(bound: Bound) -> anyhow::Result<()> {
     }
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(bound.listener)?;
-        let app = server::router(shared)
-            .into_make_service_with_connect_info::<SocketAddr>();
+        let app = server::router(shared).into_make_service_with_connect_info::<SocketAddr>();
         // Not a graceful shutdown: the pages' sockets never close on their own.
         tokio::select! {
             r = axum::serve(listener, app) => r?,

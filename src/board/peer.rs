@@ -17,14 +17,18 @@ pub fn process_of(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
         .find_map(|table| inode_in(&table, peer, local))?;
     let wanted = format!("socket:[{inode}]");
     for entry in fs_err::read_dir("/proc").ok()?.filter_map(Result::ok) {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(fds) = fs_err::read_dir(entry.path().join("fd")) else {
             continue;
         };
         for fd in fds.filter_map(Result::ok) {
-            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == wanted.as_str()) {
+            if fs_err::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == wanted.as_str()) {
                 return Some(pid);
             }
         }

@@ -26,7 +26,10 @@ pub fn resolve(env: &Env, key: &str) -> Option<(ProjectStore, String)> {
     let store = crate::store::all_projects(&env.spex_home())
         .into_iter()
         .find(|s| s.stream_key() == project)?;
-    store.session_dir(id).is_dir().then(|| (store, id.to_owned()))
+    store
+        .session_dir(id)
+        .is_dir()
+        .then(|| (store, id.to_owned()))
 }
 
 impl Watch {
@@ -49,7 +52,9 @@ impl Watch {
         let shot = tokio::task::spawn_blocking(move || {
             let (store, id) = resolve(&env, &k)?;
             Some(match crate::runtime::snapshot(&env, &store, &id, 0) {
-                Ok(s) => json!({"lines": s.lines, "title": s.title, "rows": s.rows, "cols": s.cols}),
+                Ok(s) => {
+                    json!({"lines": s.lines, "title": s.title, "rows": s.rows, "cols": s.cols})
+                }
                 Err(e) => json!({"error": e.to_string()}),
             })
         })

@@ -15,30 +15,25 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use super::gate::{self, Pass, Secrets, Site};
+use super::gate::{self, Pass, Secrets};
 use super::hub::{self, Push};
+use super::shared::Shared;
 use super::{actions, assets};
-use crate::env::Env;
 use crate::store::stream::Cursor;
 
-/// The board cookie's name.
-pub const COOKIE: &str = "spex_board";
-
-/// What every handler shares.
-pub struct Shared {
-    pub env: Env,
-    pub site: Site,
-    pub token: String,
-    pub csrf: String,
-    pub tx: broadcast::Sender<Push>,
-    /// The address the board listens on (the other end of every client's connection).
-    pub local: SocketAddr,
+/// The board cookie's name: with the board's port, as browsers share a host's cookies across
+/// its ports (two boards, or a board restarted on another port, never overwrite each other's).
+pub fn cookie_name(port: u16) -> String {
+    format!("spex_board_{port}")
 }
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/", get(page))
-        .route("/assets/board.css", get(|| async { asset("text/css", assets::CSS) }))
+        .route(
+            "/assets/board.css",
+            get(|| async { asset("text/css", assets::CSS) }),
+        )
         .route(
             "/assets/board.js",
             get(|| async { asset("text/javascript", assets::JS) }),
@@ -47,7 +42,18 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/manifest.webmanifest",
             get(|| async { asset("application/manifest+json", assets::MANIFEST) }),
         )
-        .route("/icon.svg", get(|| async { asset("image/svg+xml", assets::ICON) }))
+        .route(
+            "/icon.svg",
+            get(|| async { asset("image/svg+xml", assets::ICON) }),
+        )
+        .route(
+            "/icon-192.png",
+            get(|| async { ([(header::CONTENT_TYPE, "image/png")], assets::ICON_192) }),
+        )
+        .route(
+            "/icon-512.png",
+            get(|| async { ([(header::CONTENT_TYPE, "image/png")], assets::ICON_512) }),
+        )
         .route("/ws", get(socket))
         .route("/api/{action}", post(action))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
@@ -72,27 +78,31 @@ fn harden(headers: &mut HeaderMap) {
     set(headers, "cache-control", "no-store");
 }
 
-fn header_str<'a>(h: &'a HeaderMap, name: impl header::AsHeaderName) -> Option<&'a str> {
+fn header_str(h: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// `name`'s value among `a=b; c=d` (cookies) or `a=b&c=d` (a query), undecoded.
 pub fn pair<'a>(text: &'a str, sep: char, name: &str) -> Option<&'a str> {
-    text.split(sep)
-        .map(str::trim)
-        .find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == name).map(|(_, v)| v))
+    text.split(sep).map(str::trim).find_map(|kv| {
+        kv.split_once('=')
+            .filter(|(k, _)| *k == name)
+            .map(|(_, v)| v)
+    })
 }
 
 /// Runs the gate before anything else; a login sets the cookie and sends the browser to `/`.
 async fn guard(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) -> Response {
+    let name = cookie_name(shared.local.port());
     let h = req.headers();
     let query = req.uri().query().unwrap_or_default();
     let cookie = h
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find_map(|c| pair(c, ';', COOKIE));
-    let upgrade = header_str(h, header::UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+        .find_map(|c| pair(c, ';', &name));
+    let upgrade =
+        header_str(h, header::UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
     let csrf = if upgrade {
         pair(query, '&', "csrf")
     } else {
@@ -102,7 +112,6 @@ async fn guard(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) 
         &shared.site,
         &Secrets {
             token: &shared.token,
-            csrf: &shared.csrf,
         },
         &gate::Request {
             method: req.method().as_str(),
@@ -122,10 +131,7 @@ async fn guard(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) 
             (status, "forbidden\n").into_response()
         }
         Ok(Pass::Login) => {
-            let cookie = format!(
-                "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-                shared.token
-            );
+            let cookie = format!("{name}={}; HttpOnly; SameSite=Strict; Path=/", shared.token);
             let mut r = Response::builder()
                 .status(StatusCode::SEE_OTHER)
                 .header(header::LOCATION, "/")
@@ -152,7 +158,10 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
 /// The page, with this board's CSRF value in a meta tag (read by the script; no inline
 /// script anywhere).
 async fn page(State(shared): State<Arc<Shared>>) -> Response {
-    let html = assets::HTML.replace("{{csrf}}", &shared.csrf);
+    // A value of this page's own, bound to the token.
+    let nonce = super::state::new_secret().unwrap_or_default();
+    let csrf = gate::csrf_for(&shared.token, &nonce[..nonce.len().min(32)]);
+    let html = assets::HTML.replace("{{csrf}}", &csrf);
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
 }
 
@@ -257,12 +266,20 @@ async fn action(
         return (StatusCode::PAYLOAD_TOO_LARGE, "too large\n").into_response();
     };
     let Ok(body) = serde_json::from_slice::<Value>(&bytes) else {
-        return reply(StatusCode::BAD_REQUEST, &json!({"ok": false, "error": "the body is not JSON"}));
+        return reply(
+            StatusCode::BAD_REQUEST,
+            &json!({"ok": false, "error": "the body is not JSON"}),
+        );
     };
     let (status, v) = actions::run(shared, peer, &name, body).await;
     reply(status, &v)
 }
 
 fn reply(status: StatusCode, v: &Value) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
 }

@@ -76,8 +76,8 @@ pub fn take_lock(paths: &Paths) -> std::io::Result<Option<()>> {
         .write(true)
         .open(paths.lock())?;
     fsutil::make_private(&paths.lock())?;
-    let lock: &'static mut fd_lock::RwLock<std::fs::File> =
-        Box::leak(Box::new(fd_lock::RwLock::new(file.into())));
+    let lock: &'static mut fd_lock::RwLock<fs_err::File> =
+        Box::leak(Box::new(fd_lock::RwLock::new(file)));
     match lock.try_write() {
         Ok(guard) => {
             std::mem::forget(guard);
@@ -93,7 +93,7 @@ pub fn running(paths: &Paths) -> bool {
     let Ok(file) = fs_err::OpenOptions::new().write(true).open(paths.lock()) else {
         return false;
     };
-    let mut lock = fd_lock::RwLock::new(std::fs::File::from(file));
+    let mut lock = fd_lock::RwLock::new(file);
     lock.try_write().is_err()
 }
 

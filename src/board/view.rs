@@ -18,15 +18,11 @@ pub fn group(s: &Session) -> &'static str {
 
 /// The project's name as the board shows it: its checkout's folder name.
 pub fn project_name(store: &ProjectStore, s: Option<&Session>) -> String {
-    s.and_then(|s| s.project.file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| {
-            store
-                .dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
+    let name = s
+        .and_then(|s| s.project.file_name())
+        .or_else(|| store.dir.file_name());
+    name.map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The board's key of a session: its project's stream key and its id (ids are per project).

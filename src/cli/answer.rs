@@ -86,7 +86,7 @@ pub fn deny(args: &DenyArgs, env: &Env) -> anyhow::Result<Outcome> {
 
 fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Result<Outcome> {
     let (store, id) = super::args::project_and_id(env, arg)?;
-    let result = runtime::answer::answer(
+    let result = runtime::transport::answer(
         env,
         &store,
         &id,

@@ -18,6 +18,10 @@ use crate::env::Env;
 /// address. The token is stored 0600 in the spex home; a request without it, from another
 /// site, or under another host name is refused. docs/guides/board.md says more.
 #[derive(Debug, clap::Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is one flag of the command line"
+)]
 pub struct Args {
     /// The address and port to listen on (`127.0.0.1:0`: any free port).
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:4750")]
@@ -46,7 +50,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         return stop(args, &paths);
     }
     if args.status {
-        return status(args, &paths);
+        return Ok(status(args, &paths));
     }
     let public_url = match &args.public_url {
         Some(u) => Some(PublicUrl::parse(u).ok_or_else(|| BoardError::PublicUrl(u.clone()))?),
@@ -124,13 +128,14 @@ fn wait_running(paths: &state::Paths, within: Duration) -> Option<(state::State,
 
 /// Another board runs: its address is printed, as if this one had started.
 fn running_one(args: &Args, paths: &state::Paths) -> anyhow::Result<Outcome> {
-    let (s, token) = wait_running(paths, Duration::from_secs(5))
-        .ok_or_else(|| BoardError::NotStarted("another board holds the lock but says nowhere it listens".into()))?;
+    let (s, token) = wait_running(paths, Duration::from_secs(5)).ok_or_else(|| {
+        BoardError::NotStarted("another board holds the lock but says nowhere it listens".into())
+    })?;
     print_url(args.json, &s, &token);
     Ok(Outcome::Ok)
 }
 
-fn status(args: &Args, paths: &state::Paths) -> anyhow::Result<Outcome> {
+fn status(args: &Args, paths: &state::Paths) -> Outcome {
     let found = state::read_state(paths).filter(|_| state::running(paths));
     match (&found, args.json) {
         (Some(s), true) => output::print(&format!(
@@ -144,7 +149,11 @@ fn status(args: &Args, paths: &state::Paths) -> anyhow::Result<Outcome> {
         (None, true) => output::print("{\"running\":false}\n"),
         (None, false) => output::print("no board runs\n"),
     }
-    Ok(if found.is_some() { Outcome::Ok } else { Outcome::Differs })
+    if found.is_some() {
+        Outcome::Ok
+    } else {
+        Outcome::Differs
+    }
 }
 
 fn stop(args: &Args, paths: &state::Paths) -> anyhow::Result<Outcome> {
@@ -165,11 +174,17 @@ fn stop(args: &Args, paths: &state::Paths) -> anyhow::Result<Outcome> {
     }
     let stopped = !state::running(paths);
     if args.json {
-        output::print(&format!("{}\n", serde_json::json!({"stopped": stopped, "pid": s.pid})));
+        output::print(&format!(
+            "{}\n",
+            serde_json::json!({"stopped": stopped, "pid": s.pid})
+        ));
     } else if stopped {
         output::print(&format!("stopped the board (pid {})\n", s.pid));
     }
-    anyhow::ensure!(stopped, BoardError::NotStarted(format!("the board (pid {}) did not end within 10 s", s.pid)));
+    anyhow::ensure!(
+        stopped,
+        BoardError::NotStarted(format!("the board (pid {}) did not end within 10 s", s.pid))
+    );
     Ok(Outcome::Ok)
 }
 
@@ -187,7 +202,9 @@ fn detach(args: &Args, paths: &state::Paths) -> anyhow::Result<Outcome> {
     let log = fs_err::File::create(paths.log()).map_err(files)?;
     crate::fsutil::make_private(&paths.log()).map_err(files)?;
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
-    cmd.arg("board").arg("--listen").arg(args.listen.to_string());
+    cmd.arg("board")
+        .arg("--listen")
+        .arg(args.listen.to_string());
     if let Some(u) = &args.public_url {
         cmd.arg("--public-url").arg(u);
     }
@@ -197,7 +214,7 @@ fn detach(args: &Args, paths: &state::Paths) -> anyhow::Result<Outcome> {
     let mut child = std::os::unix::process::CommandExt::process_group(&mut cmd, 0)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::from(std::fs::File::from(log)))
+        .stderr(std::process::Stdio::from(log.into_file()))
         .spawn()?;
     let out = child.stdout.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -213,4 +230,22 @@ fn detach(args: &Args, paths: &state::Paths) -> anyhow::Result<Outcome> {
     }
     output::print(&line);
     Ok(Outcome::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Board {
+        #[command(flatten)]
+        args: super::Args,
+    }
+
+    #[test]
+    fn the_default_address_is_loopback() {
+        let b = Board::try_parse_from(["board"]).unwrap();
+        assert!(b.args.listen.ip().is_loopback());
+        assert!(!b.args.detach && !b.args.stop && !b.args.status);
+    }
 }

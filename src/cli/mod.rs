@@ -6,10 +6,13 @@ pub mod args;
 pub mod attach;
 pub mod away;
 pub mod board;
+#[cfg(test)]
+mod board_map;
 pub mod cassette;
 pub mod clean;
 pub mod complete;
 pub mod deliver;
+pub mod diff;
 pub mod dispatch;
 pub mod doctor;
 pub mod events;
@@ -18,6 +21,7 @@ pub mod init;
 pub mod interrupt;
 pub mod launch;
 pub mod materialize;
+pub mod open;
 pub mod outcome;
 pub mod output;
 pub mod plan;
@@ -38,6 +42,7 @@ pub mod start;
 pub mod stop;
 pub mod terminal;
 pub mod turns;
+pub mod usage;
 
 use clap::{Parser, Subcommand};
 
@@ -76,6 +81,9 @@ pub enum Command {
     Snapshot(snapshot::Args),
     Stop(stop::Args),
     Rename(rename::Args),
+    Diff(diff::Args),
+    Open(open::Args),
+    Usage(usage::Args),
     Interrupt(interrupt::Args),
     Resume(resume::Args),
     Prune(prune::Args),
@@ -125,6 +133,9 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Snapshot(a) => snapshot::run(&a, env),
         Command::Stop(a) => stop::run(&a, env),
         Command::Rename(a) => rename::run(&a, env),
+        Command::Diff(a) => diff::run(&a, env),
+        Command::Open(a) => open::run(&a, env),
+        Command::Usage(a) => usage::run(&a, env),
         Command::Interrupt(a) => interrupt::run(&a, env),
         Command::Resume(a) => resume::run(&a, env),
         Command::Prune(a) => prune::run(&a, env),

@@ -10,7 +10,8 @@ use crate::hint::Hinted;
 /// Remove exited sessions older than a duration, with their aliases and index entries.
 ///
 /// Removes the sessions whose record last changed longer ago than `--older-than`, with their
-/// aliases and touched-index entries. A session that has not exited is never removed.
+/// aliases and touched-index entries; their model usage stays as daily totals, which `spex
+/// usage` counts. A session that has not exited is never removed.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How long ago a session must have last changed, e.g. `30d`, `12h`, `90min`.

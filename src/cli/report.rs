@@ -71,12 +71,15 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         JsonError,
         SpecError,
         crate::config::ConfigError,
+        crate::config::editor::EditorError,
         RepoError,
+        crate::repo::diff::DiffError,
         CursorError,
         StreamError,
         crate::store::session::StoreError,
         crate::pty::cassette::format::CassetteError,
         crate::adapters::AppServerError,
+        crate::board::BoardError,
     );
     None
 }

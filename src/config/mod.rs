@@ -5,8 +5,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use jsonc_parser::ast::{ObjectPropName, Value as Ast};
+use jsonc_parser::ast::Value as Ast;
 use jsonc_parser::common::Ranged;
+
+pub mod editor;
+mod jsonc;
+pub mod prices;
+
+use jsonc::name_of;
 
 pub const PROJECT_FILE: &str = "spex.jsonc";
 pub const LOCAL_FILE: &str = "spex.local.jsonc";
@@ -110,6 +116,10 @@ pub struct Config {
     pub answer_wait_secs: u64,
     /// `answering.away`: away mode while `spex away` was never run (see `store::away`).
     pub away: bool,
+    /// `editor`: the command line `spex open` runs (see `editor`), before `$VISUAL`/`$EDITOR`.
+    pub editor: Option<String>,
+    /// `usage.prices`: per model, per million tokens (see `prices`).
+    pub prices: prices::Prices,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -191,6 +201,8 @@ impl Config {
             event_log_bytes: EVENT_LOG_BYTES,
             answer_wait_secs: ANSWER_WAIT_SECS,
             away: false,
+            editor: None,
+            prices: prices::Prices::default(),
             budgets: Budgets::default(),
             sources: Vec::new(),
         }
@@ -214,13 +226,6 @@ impl Layer<'_> {
             message: message.into(),
             hint: hint.into(),
         }
-    }
-}
-
-fn name_of(n: &ObjectPropName) -> String {
-    match n {
-        ObjectPropName::String(s) => s.value.to_string(),
-        ObjectPropName::Word(w) => w.value.to_owned(),
     }
 }
 
@@ -316,6 +321,9 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
             "policies" => apply_policies(cfg, layer, v)?,
             "store" => apply_store(cfg, layer, v)?,
             "answering" => apply_answering(cfg, layer, v)?,
+            "usage" => prices::apply_usage(&mut cfg.prices, v)
+                .map_err(|b| layer.err(b.at, b.message, b.hint))?,
+            "editor" => cfg.editor = Some(editor_line(layer, v)?),
             "record" => {
                 let Ast::BooleanLit(b) = v else {
                     return Err(layer.err(
@@ -362,13 +370,26 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`, `editor`, `usage`",
                 ));
             }
         }
     }
     Ok(())
 }
+/// The `editor` key: a command line that splits into words.
+fn editor_line(layer: &Layer, v: &Ast) -> Result<String, ConfigError> {
+    let line = string(layer, v, "editor")?;
+    editor::split(&line).map_err(|e| {
+        layer.err(
+            v.start(),
+            format!("`editor`: {e}"),
+            "e.g. \"code --goto {path}:{line}\" or \"vim +{line} {path}\"",
+        )
+    })?;
+    Ok(line)
+}
+
 /// The `scrub` key: literal text a recording replaces with `<scrubbed>`, each once.
 fn apply_scrub(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), ConfigError> {
     let hint = "e.g. [\"internal.example.com\"]: literal text, 4 characters or more";
@@ -628,12 +649,27 @@ pub fn source_root(tree_root: &Path, main: &Path) -> PathBuf {
 /// Loads the layered configuration for a checkout rooted at `tree_root` (see `source_root`),
 /// accepting the harness ids in `known`.
 pub fn load(user_file: &Path, tree_root: &Path, known: &Known) -> Result<Config, ConfigError> {
+    load_layers(
+        [
+            user_file.to_owned(),
+            tree_root.join(PROJECT_FILE),
+            tree_root.join(LOCAL_FILE),
+        ],
+        known,
+    )
+}
+
+/// The user's configuration alone, for a command run outside any checkout.
+pub fn load_user(user_file: &Path, known: &Known) -> Result<Config, ConfigError> {
+    load_layers([user_file.to_owned()], known)
+}
+
+fn load_layers(
+    files: impl IntoIterator<Item = PathBuf>,
+    known: &Known,
+) -> Result<Config, ConfigError> {
     let mut cfg = Config::new(known);
-    for file in [
-        user_file.to_owned(),
-        tree_root.join(PROJECT_FILE),
-        tree_root.join(LOCAL_FILE),
-    ] {
+    for file in files {
         let text = match fs_err::read_to_string(&file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -771,6 +807,33 @@ mod tests {
             err.contains("`answering.away` must be true or false"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn editor_and_prices_are_read_and_checked() {
+        let cfg = parse(
+            "{\"editor\": \"code --goto '{path}:{line}'\", \"usage\": {\"prices\": {\"m-*\": {\"input\": 3, \"output\": 15.5}}}}",
+        )
+        .unwrap();
+        assert_eq!(cfg.editor.as_deref(), Some("code --goto '{path}:{line}'"));
+        let p = cfg.prices.of("m-1").unwrap();
+        assert_eq!((p.input, p.cached, p.output), (3.0, 3.0, 15.5));
+        for (bad, says) in [
+            ("{\"editor\": \"ed 'x\"}", "unterminated quote"),
+            ("{\"editor\": 1}", "`editor` must be a string"),
+            ("{\"usage\": {\"price\": {}}}", "unknown key `usage.price`"),
+            (
+                "{\"usage\": {\"prices\": {\"m\": {\"input\": -1, \"output\": 1}}}}",
+                "`usage.prices.m.input` must be a number",
+            ),
+            (
+                "{\"usage\": {\"prices\": {\"m\": {\"input\": 1}}}}",
+                "needs `input` and `output`",
+            ),
+        ] {
+            let err = parse(bad).unwrap_err().to_string();
+            assert!(err.contains("line 1") && err.contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -44,40 +44,6 @@ fn refuse(id: &str, message: impl Into<String>, hint: impl Into<String>) -> Runt
     }
 }
 
-/// Answers session `id`'s open attention (the one `named`, when given) with `choices`: the
-/// whole path of `spex answer`, for each caller (`by`: `cli`, `board`), recorded in the
-/// attention's closing event. Confirmed by the harness within `timeout`.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "each is one of `spex answer`'s own options; a struct would only rename them"
-)]
-pub fn answer(
-    env: &Env,
-    store: &ProjectStore,
-    id: &str,
-    named: Option<&str>,
-    choices: &[String],
-    message: Option<String>,
-    by: &'static str,
-    timeout: Duration,
-) -> Result<Answered, RuntimeError> {
-    let record = store
-        .load(id)?
-        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
-    let host_pids = super::host_pids(store, id);
-    let (s, a) = target(env, store, id, named, &host_pids)?;
-    let mut r = response(id, &a, choices, message)?;
-    r.by = by;
-    // A hook waiting for the answer takes it first, whatever else could answer (a Codex
-    // TUI in away mode has a server, but not one other clients can join).
-    if hook_waiting(&a) {
-        return by_hook(store, &s, &a, &r, timeout);
-    }
-    super::transport::of(env, store, &record)
-        .map_err(|e| RuntimeError::NoWayToAnswer(Box::new(e)))?
-        .answer(&s, &a, &r, &host_pids, timeout)
-}
-
 /// The open attention of session `id` that the answer is for: the one `--attention` names (an
 /// attention that has closed meanwhile, or another than the open one, is refused), and never
 /// from inside the session itself.

@@ -1,5 +1,6 @@
 //! Removing what the store no longer needs: sessions that exited long ago, with their aliases
-//! and their entries in the touched-file index. Never a session that has not exited.
+//! and their entries in the touched-file index (their usage kept as daily totals, `daily`).
+//! Never a session that has not exited.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -45,6 +46,8 @@ impl ProjectStore {
                 if s.status != Status::Exited || last_change(&s).is_none_or(|t| t >= cutoff) {
                     return Ok(None);
                 }
+                // Its usage stays, as its day's totals, before the record goes.
+                self.fold_usage(&s)?;
                 // Out of the way first, in one step: a hook that arrives meanwhile finds no
                 // folder and starts afresh (its lock is then a new file), never a half-removed one.
                 let aside = self
@@ -145,6 +148,14 @@ mod tests {
         );
         s.status = status;
         s.updated_at = humantime::format_rfc3339_millis(updated).to_string();
+        s.usage = Some(crate::store::session::Usage {
+            input_tokens: 10,
+            cached_input_tokens: 4,
+            output_tokens: 3,
+            requests: 2,
+            model: Some("m".into()),
+            ..Default::default()
+        });
         store.update(id, |_| (Some(s), Vec::new(), ())).unwrap();
         store.set_alias("h", &format!("h-{id}"), id).unwrap();
         store.note_touched("src/a.rs", id);
@@ -170,5 +181,15 @@ mod tests {
         assert_eq!(store.alias("h", "h-old-exited"), None);
         assert_eq!(store.alias("h", "h-old-idle").as_deref(), Some("old-idle"));
         assert_eq!(store.touched_by("src/a.rs"), ["old-idle", "new-exited"]);
+        // Its usage stays as its day's totals; a second fold of it adds nothing.
+        let daily = store.daily_usage();
+        assert_eq!(daily.folded, ["old-exited"]);
+        let [day] = &daily.days[..] else {
+            panic!("{daily:?}")
+        };
+        assert_eq!((day.sessions, day.usage.input_tokens), (1, 10));
+        assert_eq!(day.day, crate::store::daily::day_of(&removed[0].updated_at));
+        store.fold_usage(&removed[0]).unwrap();
+        assert_eq!(store.daily_usage(), daily);
     }
 }

@@ -22,6 +22,8 @@ pub struct SortedRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     attended: Option<bool>,
     attention: Option<SortedAttention<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_commit: Option<&'a str>,
     branch: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     children: &'a [Child],
@@ -195,6 +197,7 @@ impl<'a> SortedRecord<'a> {
             project,
             tree,
             branch,
+            base_commit,
             launched_by,
             status,
             since,
@@ -267,6 +270,7 @@ impl<'a> SortedRecord<'a> {
                     other,
                 },
             ),
+            base_commit: base_commit.as_deref(),
             branch: branch.as_deref(),
             children,
             created_at,
@@ -397,6 +401,7 @@ mod tests {
             project: "/p/main".into(),
             tree: "/p/wt ü".into(),
             branch: Some("feature/x".into()),
+            base_commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
             launched_by: "spex".into(),
             status: Status::NeedsAttention,
             since: Some("2026-11-23T10:00:01.000Z".into()),

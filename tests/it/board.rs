@@ -74,13 +74,12 @@ fn start(mut cmd: Command) -> Board {
     };
     let page = b.get("/", &[("Cookie", &b.cookie())]);
     assert_eq!(page.status, 200, "{page:?}");
-    b.csrf = page
-        .body
+    page.body
         .split("name=\"spex-csrf\" content=\"")
         .nth(1)
         .and_then(|r| r.split('"').next())
         .unwrap()
-        .to_owned();
+        .clone_into(&mut b.csrf);
     b
 }
 
@@ -98,7 +97,7 @@ impl Board {
     }
 
     fn cookie(&self) -> String {
-        format!("spex_board={}", self.token)
+        format!("spex_board_{}={}", self.port, self.token)
     }
 
     /// Sends `request` as it is and reads the whole response.
@@ -189,12 +188,10 @@ impl Board {
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
-        let (ws, _) = tungstenite::client::client(req.body(()).unwrap(), stream)
-            .map_err(|e| match e {
+        let (ws, _) =
+            tungstenite::client::client(req.body(()).unwrap(), stream).map_err(|e| match e {
                 tungstenite::HandshakeError::Failure(e) => e,
-                tungstenite::HandshakeError::Interrupted(_) => {
-                    tungstenite::Error::ConnectionClosed
-                }
+                tungstenite::HandshakeError::Interrupted(_) => tungstenite::Error::ConnectionClosed,
             })?;
         Ok(Socket(ws))
     }
@@ -254,7 +251,15 @@ fn waiting_world() -> (World, String) {
     hook(&w, "UserPromptSubmit", "UserPromptSubmit", sid);
     hook(&w, "Notification", "Notification.permission_prompt", sid);
     let id = w.session_ids().pop().unwrap();
-    let key = w.project_dir().file_name().unwrap().to_string_lossy().rsplit('-').next().unwrap().to_owned();
+    let key = w
+        .project_dir()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .rsplit('-')
+        .next()
+        .unwrap()
+        .to_owned();
     (w, format!("{key}/{id}"))
 }
 
@@ -312,7 +317,13 @@ fn board_origin_must_be_its_own_on_actions_and_the_socket() {
     let before = state_of(&w, &key);
     let port = b.port.to_string();
     let other = format!("http://localhost:{port}");
-    for origin in ["", "null", "http://attacker.example", other.as_str(), "https://127.0.0.1"] {
+    for origin in [
+        "",
+        "null",
+        "http://attacker.example",
+        other.as_str(),
+        "https://127.0.0.1",
+    ] {
         let r = b.post("answer", &answer_body(&w, &key), &[("Origin", origin)]);
         assert_eq!(r.status, 403, "{origin:?}: {r:?}");
         let ws = b.socket((!origin.is_empty()).then_some(origin), None);
@@ -366,7 +377,11 @@ fn board_token_becomes_an_httponly_cookie_and_is_never_sent_back() {
     assert_eq!(b.get("/", &[]).status, 403);
     let wrong = format!("/?token={}", "0".repeat(64));
     assert_eq!(b.get(&wrong, &[]).status, 403);
-    assert_eq!(b.get("/", &[("Cookie", "spex_board=abc")]).status, 403);
+    let forged = format!("spex_board_{}=abc", b.port);
+    assert_eq!(b.get("/", &[("Cookie", &forged)]).status, 403);
+    // Another board's cookie (another port) is not this one's.
+    let other = format!("spex_board_{}={}", b.port.wrapping_add(1), b.token);
+    assert_eq!(b.get("/", &[("Cookie", &other)]).status, 403);
     // The address's token becomes the cookie, and the browser goes to `/` without it.
     let path = b.url.split_once(&b.host()).unwrap().1;
     assert_eq!(path, format!("/?token={}", b.token), "{}", b.url);
@@ -378,10 +393,18 @@ fn board_token_becomes_an_httponly_cookie_and_is_never_sent_back() {
         assert!(cookie.contains(part), "{cookie}");
     }
     // The token is in no response body: the page, the assets, the socket's messages, refusals.
-    let mut bodies: Vec<String> = ["/", "/assets/board.js", "/assets/board.css", "/manifest.webmanifest", "/icon.svg", "/nothing"]
-        .iter()
-        .map(|p| b.get(p, &[("Cookie", &b.cookie())]).body)
-        .collect();
+    let mut bodies: Vec<String> = [
+        "/",
+        "/assets/board.js",
+        "/assets/board.css",
+        "/manifest.webmanifest",
+        "/icon.svg",
+        "/icon-192.png",
+        "/nothing",
+    ]
+    .iter()
+    .map(|p| b.get(p, &[("Cookie", &b.cookie())]).body)
+    .collect();
     bodies.push(login.body);
     bodies.push(b.get("/", &[]).body);
     bodies.push(b.act("answer", &answer_body(&w, &key)).body);
@@ -424,15 +447,31 @@ fn board_changes_nothing_on_get_and_sends_its_security_headers() {
     let b = board(&w);
     let before = state_of(&w, &key);
     let q = format!("/api/answer?session={key}&choices=allow");
-    let r = b.get(&q, &[("Cookie", &b.cookie()), ("Origin", &b.origin()), ("X-Spex-Csrf", &b.csrf)]);
+    let r = b.get(
+        &q,
+        &[
+            ("Cookie", &b.cookie()),
+            ("Origin", &b.origin()),
+            ("X-Spex-Csrf", &b.csrf),
+        ],
+    );
     assert_eq!(r.status, 405, "{r:?}");
     assert_eq!(state_of(&w, &key), before);
     let page = b.get("/", &[("Cookie", &b.cookie())]);
     for r in [&page, &b.get("/", &[]), &b.get("/assets/board.js", &[])] {
         let csp = r.header("content-security-policy").unwrap();
-        assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"), "{csp}");
-        assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
-        assert_eq!(r.header("x-content-type-options").as_deref(), Some("nosniff"));
+        assert!(
+            csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"),
+            "{csp}"
+        );
+        assert!(
+            !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+            "{csp}"
+        );
+        assert_eq!(
+            r.header("x-content-type-options").as_deref(),
+            Some("nosniff")
+        );
         assert_eq!(r.header("referrer-policy").as_deref(), Some("no-referrer"));
     }
     // No inline script: every script element loads a file of the board's own.
@@ -441,12 +480,35 @@ fn board_changes_nothing_on_get_and_sends_its_security_headers() {
     for s in scripts {
         let tag = s.split('>').next().unwrap();
         assert!(tag.contains("src=\"/assets/"), "{tag}");
-        assert!(s.split('>').nth(1).unwrap().starts_with("</script"), "inline script: {s}");
+        assert!(
+            s.split('>').nth(1).unwrap().starts_with("</script"),
+            "inline script: {s}"
+        );
     }
-    assert!(!page.body.contains("onclick=") && !page.body.contains("javascript:"), "no inline handlers");
+    assert!(
+        !page.body.contains("onclick=") && !page.body.contains("javascript:"),
+        "no inline handlers"
+    );
+    // Installable: the manifest's icons are served, from the binary.
+    let manifest: Value = serde_json::from_str(&b.get("/manifest.webmanifest", &[]).body).unwrap();
+    assert_eq!(manifest["start_url"], "/");
+    for icon in manifest["icons"].as_array().unwrap() {
+        let r = b.get(icon["src"].as_str().unwrap(), &[]);
+        assert_eq!(r.status, 200, "{icon}");
+        assert_eq!(
+            r.header("content-type"),
+            icon["type"].as_str().map(str::to_owned)
+        );
+    }
     // Session text reaches the page as text: the script never parses HTML.
     let js = b.get("/assets/board.js", &[]).body;
-    for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+    for sink in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+    ] {
         assert!(!js.contains(sink), "{sink}");
     }
 }
@@ -516,11 +578,18 @@ fn board_listens_on_another_address_only_with_a_warning_and_the_token() {
     BufReader::new(child.stderr.take().unwrap())
         .read_line(&mut err)
         .unwrap();
-    assert!(err.starts_with("warning:") && err.contains("0.0.0.0"), "{err}");
+    assert!(
+        err.starts_with("warning:") && err.contains("0.0.0.0"),
+        "{err}"
+    );
     assert!(v["url"].as_str().unwrap().contains("?token="), "{v}");
     // Without the token, refused there too.
     let mut s = TcpStream::connect(("127.0.0.1", u16::try_from(port).unwrap())).unwrap();
-    write!(s, "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     assert!(text.starts_with("HTTP/1.1 403"), "{text}");
@@ -533,21 +602,31 @@ fn board_is_one_per_user_detaches_says_where_it_listens_and_stops() {
     let w = World::new();
     let first = w.ok(&w.repo, &["board", "--listen", "127.0.0.1:0", "--detach"]);
     let url = first.lines().next().unwrap().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:") && url.contains("/?token="), "{first}");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.contains("/?token="),
+        "{first}"
+    );
     // A second board prints the running one's address.
     let second = w.ok(&w.repo, &["board", "--listen", "127.0.0.1:0"]);
     assert_eq!(second.trim(), url);
-    let status: Value = serde_json::from_str(&w.ok(&w.repo, &["board", "--status", "--json"])).unwrap();
+    let status: Value =
+        serde_json::from_str(&w.ok(&w.repo, &["board", "--status", "--json"])).unwrap();
     assert_eq!(status["running"], true, "{status}");
     assert!(url.starts_with(status["url"].as_str().unwrap()));
     let text = w.ok(&w.repo, &["board", "--status"]);
     assert!(!text.contains("token"), "{text}");
     let pid = status["pid"].as_u64().unwrap();
     w.ok(&w.repo, &["board", "--stop"]);
-    assert!(!Path::new(&format!("/proc/{pid}")).exists() || read(Path::new(&format!("/proc/{pid}/stat"))).contains(" Z "));
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || read(Path::new(&format!("/proc/{pid}/stat"))).contains(" Z ")
+    );
     let out = w.spex(&w.repo, &["board", "--status", "--json"]);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "{\"running\":false}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "{\"running\":false}"
+    );
 }
 
 #[test]
@@ -575,24 +654,65 @@ fn board_socket_sends_a_snapshot_then_changes_and_resumes_by_cursor() {
     let sid = "9d2f7c1e-0b1a-4c3d-8e5f-1a2b3c4d5e6f";
     let began = Instant::now();
     hook(&w, "Stop", "Stop", sid);
-    let got = ws.until(|v| v["type"] == "change" && v["sessions"].as_array().is_some_and(|a| a.iter().any(|s| s["key"] == key.as_str() && s["group"] == "idle")));
-    eprintln!("board change pushed {} ms after the hook returned... measured from its start", began.elapsed().as_millis());
+    let got = ws.until(|v| {
+        v["type"] == "change"
+            && v["sessions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|s| s["key"] == key.as_str() && s["group"] == "idle")
+            })
+    });
+    eprintln!(
+        "board change pushed {} ms after the hook started (its own run included)",
+        began.elapsed().as_millis()
+    );
     let last = got.last().unwrap();
-    assert!(last["events"].as_array().unwrap().iter().any(|e| e["kind"] == "turn.completed" || e["kind"] == "turn.ended" || e["kind"].as_str().is_some_and(|k| k.starts_with("turn."))), "{}", pretty(last));
+    assert!(
+        last["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "turn.completed"
+                || e["kind"] == "turn.ended"
+                || e["kind"].as_str().is_some_and(|k| k.starts_with("turn."))),
+        "{}",
+        pretty(last)
+    );
     drop(ws);
     // Reconnecting with the first cursor: every event after it comes again, none lost.
     hook(&w, "UserPromptSubmit", "UserPromptSubmit", sid);
     let mut again = b.socket(Some(&b.origin()), Some(&cursor)).unwrap();
     let snap2 = again.next();
     assert_eq!(snap2["type"], "snapshot");
-    let kinds: Vec<&str> = snap2["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    let kinds: Vec<&str> = snap2["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
     assert!(kinds.iter().any(|k| k.starts_with("turn.")), "{kinds:?}");
     assert!(kinds.contains(&"turn.started"), "{kinds:?}");
-    let positions: Vec<u64> = snap2["events"].as_array().unwrap().iter().filter_map(|e| e["pos"].as_u64()).collect();
+    let positions: Vec<u64> = snap2["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["pos"].as_u64())
+        .collect();
     let first_pos: u64 = cursor.split(':').nth(1).unwrap().parse().unwrap();
-    assert_eq!(positions.first().copied(), Some(first_pos + 1), "{positions:?}");
-    assert!(positions.windows(2).all(|p| p[1] == p[0] + 1), "{positions:?}");
-    let s = snap2["sessions"].as_array().unwrap().iter().find(|s| s["key"] == key.as_str()).unwrap();
+    assert_eq!(
+        positions.first().copied(),
+        Some(first_pos + 1),
+        "{positions:?}"
+    );
+    assert!(
+        positions.windows(2).all(|p| p[1] == p[0] + 1),
+        "{positions:?}"
+    );
+    let s = snap2["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == key.as_str())
+        .unwrap();
     assert_eq!(s["group"], "working", "{}", pretty(s));
 }
 
@@ -615,6 +735,10 @@ fn hooked(w: &World, id: &str, att: &str) -> Value {
 }
 
 #[test]
+#[expect(
+    clippy::many_single_char_names,
+    reason = "the world, the board, a session, a reply: the names every test here uses"
+)]
 fn board_delivers_to_a_real_claude_session_and_answers_its_permission_by_the_board() {
     use crate::runtime::{claude_world, host_log, launch, spex_cmd, stop};
     use crate::support::claude_home::SeedOptions;
@@ -665,9 +789,7 @@ fn board_delivers_to_a_real_claude_session_and_answers_its_permission_by_the_boa
         "permission dialog on the board {} ms after the delivery returned",
         began.elapsed().as_millis()
     );
-    let s = got
-        .last()
-        .unwrap()["sessions"]
+    let s = got.last().unwrap()["sessions"]
         .as_array()
         .unwrap()
         .iter()
@@ -681,7 +803,11 @@ fn board_delivers_to_a_real_claude_session_and_answers_its_permission_by_the_boa
         .iter()
         .filter_map(|c| c["id"].as_str())
         .collect();
-    assert!(choices.contains(&"allow") && choices.contains(&"deny"), "{}", pretty(&s));
+    assert!(
+        choices.contains(&"allow") && choices.contains(&"deny"),
+        "{}",
+        pretty(&s)
+    );
     hooked(&w, &id, &att);
     // allow from the board: the tool runs, and the closing event says the board answered.
     let r = b.act(
@@ -693,7 +819,11 @@ fn board_delivers_to_a_real_claude_session_and_answers_its_permission_by_the_boa
     while !out.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(out.exists(), "the command did not run\n{}", host_log(&w, &id));
+    assert!(
+        out.exists(),
+        "the command did not run\n{}",
+        host_log(&w, &id)
+    );
     let closed = w
         .events(&id)
         .into_iter()
@@ -702,7 +832,8 @@ fn board_delivers_to_a_real_claude_session_and_answers_its_permission_by_the_boa
     assert_eq!(closed["by"], "board", "{}", pretty(&closed));
     assert_eq!(closed["choice"], "allow");
     // The turn's end comes to the page as the delivery's `done` stage.
-    let done = ws.until(|m| m["type"] == "receipt" && m["request"] == "r1" && m["outcome"].is_string());
+    let done =
+        ws.until(|m| m["type"] == "receipt" && m["request"] == "r1" && m["outcome"].is_string());
     let last = done.last().unwrap();
     let stages: Vec<&str> = last["stages"]
         .as_array()
@@ -713,13 +844,197 @@ fn board_delivers_to_a_real_claude_session_and_answers_its_permission_by_the_boa
     assert_eq!(stages.last(), Some(&"done"), "{}", pretty(last));
     assert_eq!(last["outcome"], "completed", "{}", pretty(last));
     // The screen, read-only: the host's snapshot of the session's terminal.
-    ws.0
-        .send(tungstenite::Message::Text(
-            json!({"type": "screen", "session": key}).to_string().into(),
-        ))
-        .unwrap();
+    ws.0.send(tungstenite::Message::Text(
+        json!({"type": "screen", "session": key}).to_string().into(),
+    ))
+    .unwrap();
     let screen = ws.until(|m| m["type"] == "screen");
     let lines = screen.last().unwrap()["lines"].as_array().unwrap().clone();
     assert!(!lines.is_empty(), "{}", pretty(screen.last().unwrap()));
+    // stop, then resume, from the board: the CLI's code, the record says so.
+    let r = b.act("stop", &json!({"session": key}));
+    assert_eq!(r.status, 200, "{r:?}\n{}", host_log(&w, &id));
+    assert_eq!(w.record(&id)["status"], "exited", "{}", host_log(&w, &id));
+    ws.until(|m| {
+        m["type"] == "change"
+            && m["sessions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|s| s["id"] == id.as_str() && s["group"] == "exited")
+            })
+    });
+    let r = b.act("resume", &json!({"session": key}));
+    assert_eq!(r.status, 200, "{r:?}\n{}", host_log(&w, &id));
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["ok"], true, "{}", pretty(&v));
+    crate::support::world::wait_status(&w, &id, "idle", Duration::from_mins(1));
     stop(&w, &fake, &id);
+}
+
+#[test]
+fn board_shows_every_project_and_one_that_appears_while_it_runs() {
+    let (w, key) = waiting_world();
+    let b = board(&w);
+    let mut ws = b.socket(Some(&b.origin()), None).unwrap();
+    let snap = ws.next();
+    assert_eq!(
+        snap["sessions"].as_array().unwrap().len(),
+        1,
+        "{}",
+        pretty(&snap)
+    );
+    // A second repository's first session, after the board started: its project folder
+    // is new, and everything in it reaches the page.
+    let other = w.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    crate::support::world::git(&other, &["init", "-q", "-b", "main"]);
+    let sid = "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9";
+    let mut start = payload(&w, "SessionStart.startup", sid);
+    let mut prompt = payload(&w, "UserPromptSubmit", sid);
+    for v in [&mut start, &mut prompt] {
+        let text = v
+            .to_string()
+            .replace(&*w.repo.to_string_lossy(), &other.to_string_lossy());
+        *v = serde_json::from_str(&text).unwrap();
+    }
+    assert!(
+        w.dispatch(&other, "claude", "SessionStart", &start)
+            .status
+            .success()
+    );
+    assert!(
+        w.dispatch(&other, "claude", "UserPromptSubmit", &prompt)
+            .status
+            .success()
+    );
+    let got = ws.until(|m| {
+        m["type"] == "change"
+            && m["sessions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|s| s["project"] == "other" && s["group"] == "working")
+            })
+    });
+    let s = got.last().unwrap()["sessions"].as_array().unwrap()[0].clone();
+    assert_ne!(
+        s["project_key"].as_str().unwrap(),
+        key.split('/').next().unwrap()
+    );
+    // A new page sees both projects.
+    let mut again = b.socket(Some(&b.origin()), None).unwrap();
+    let snap = again.next();
+    let mut projects: Vec<&str> = snap["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["project"].as_str())
+        .collect();
+    projects.sort_unstable();
+    assert_eq!(projects, ["other", "repo"], "{}", pretty(&snap));
+}
+
+#[test]
+fn board_public_url_is_printed_and_its_host_and_origin_accepted() {
+    let (w, key) = waiting_world();
+    let b = start(w.cmd(
+        &w.repo,
+        &[
+            "board",
+            "--listen",
+            "127.0.0.1:0",
+            "--public-url",
+            "https://board.test:8443/",
+            "--json",
+        ],
+    ));
+    assert!(
+        b.url.starts_with("https://board.test:8443/?token="),
+        "{}",
+        b.url
+    );
+    let page = b.get("/", &[("Host", "board.test:8443"), ("Cookie", &b.cookie())]);
+    assert_eq!(page.status, 200, "{page:?}");
+    // Its origin is the public one: the loopback origin is foreign under that host.
+    let r = b.post(
+        "answer",
+        &answer_body(&w, &key),
+        &[
+            ("Host", "board.test:8443"),
+            ("Origin", "https://board.test:8443"),
+        ],
+    );
+    assert_eq!(r.status, 409, "reaches the action: {r:?}");
+    let r = b.post(
+        "answer",
+        &answer_body(&w, &key),
+        &[("Host", "board.test:8443")],
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    // Another name under the same address is still refused.
+    let r = b.get("/", &[("Host", "board.test:8444"), ("Cookie", &b.cookie())]);
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn board_shows_a_sessions_diff_per_file_and_opens_a_file_in_the_editor() {
+    use crate::support::world::{executable, git, write};
+    let w = World::new();
+    write(&w.repo.join("notes.txt"), "one\n");
+    git(&w.repo, &["add", "-A"]);
+    git(&w.repo, &["commit", "-q", "-m", "base"]);
+    let sid = "7b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d";
+    hook(&w, "SessionStart", "SessionStart.startup", sid);
+    hook(&w, "UserPromptSubmit", "UserPromptSubmit", sid);
+    let id = w.session_ids().pop().unwrap();
+    let project = w.project_dir();
+    let project = project.file_name().unwrap().to_string_lossy();
+    let key = format!("{}/{id}", project.rsplit('-').next().unwrap());
+    write(&w.repo.join("notes.txt"), "one\n<b>two</b>\n");
+    write(&w.repo.join("new.txt"), "fresh\n");
+    // The editor: a script that writes down its arguments.
+    let argv_file = w.dir.path().join("editor-argv");
+    let editor = w.dir.path().join("editor.sh");
+    executable(
+        &editor,
+        &format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > '{}'\n",
+            argv_file.display()
+        ),
+    );
+    write(
+        &w.xdg_config.join("spex/config.jsonc"),
+        json!({"editor": format!("'{}' {{path}}", editor.display())}).to_string(),
+    );
+    let b = board(&w);
+    let r = b.act("diff", &json!({"session": key}));
+    assert_eq!(r.status, 200, "{r:?}");
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    let files = v["files"].as_array().unwrap();
+    let file = |p: &str| {
+        files
+            .iter()
+            .find(|f| f["path"] == p)
+            .cloned()
+            .unwrap_or_else(|| panic!("{p}: {}", pretty(&v)))
+    };
+    let notes = file("notes.txt");
+    assert_eq!(notes["status"], "modified", "{}", pretty(&notes));
+    assert_eq!(notes["added"], 1);
+    let patch = notes["patch"].as_str().unwrap();
+    assert!(
+        patch.contains("+<b>two</b>") && patch.contains("notes.txt"),
+        "{patch}"
+    );
+    assert!(!patch.contains("new.txt"), "a patch per file: {patch}");
+    assert!(!patch.contains('\u{1b}'), "no colour: {patch:?}");
+    assert_eq!(file("new.txt")["status"], "added");
+    let r = b.act("open", &json!({"session": key, "file": "notes.txt"}));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        read(&argv_file),
+        format!("{}/notes.txt\n", w.repo.display())
+    );
+    std::fs::remove_file(&argv_file).unwrap();
+    let r = b.act("open", &json!({"session": key, "file": "../outside.txt"}));
+    assert_eq!(r.status, 409, "{r:?}");
+    assert!(r.body.contains("outside the worktree"), "{}", r.body);
+    assert!(!argv_file.exists(), "the editor ran");
 }

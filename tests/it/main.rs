@@ -20,6 +20,7 @@ mod cassettes;
 mod cli;
 mod codex_rpc;
 mod codex_runtime;
+mod diff_usage;
 mod dispatch;
 mod docs;
 mod events;

@@ -12,6 +12,12 @@
   let retry = 500;
   let screenOf = null; // the session whose screen is shown
 
+  // Control characters shown as the CLI shows them (`\e[31m`), never sent to the screen raw.
+  function visible(t) {
+    return String(t).replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) =>
+      c === "\u001b" ? "\\e" : "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
+  }
+
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
@@ -19,7 +25,7 @@
       if (k.startsWith("data-") || k === "type" || k === "name" || k === "value" || k === "for" || k === "id" || k === "aria-label" || k === "placeholder" || k === "rows") e.setAttribute(k, v);
       else if (k === "class") e.className = v;
     }
-    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (text !== undefined && text !== null) e.textContent = visible(text);
     return e;
   }
 
@@ -102,21 +108,22 @@
     li.dataset.status = s.status;
     li.dataset.group = s.group;
     const f = (name) => li.querySelector('[data-field="' + name + '"]');
-    f("label").textContent = s.name && s.handle ? s.handle + " · " + s.name : s.label;
-    f("harness").textContent = s.harness;
-    f("project").textContent = s.project;
-    f("branch").textContent = s.branch || "";
+    const set = (name, text) => { f(name).textContent = visible(text || ""); };
+    set("label", s.name && s.handle ? s.handle + " · " + s.name : s.label);
+    set("harness", s.harness);
+    set("project", s.project);
+    set("branch", s.branch || "");
     f("branch").hidden = !s.branch;
-    f("headline").textContent = s.headline || "";
-    f("state").textContent = s.status.replace("_", " ") + (s.since ? " since " + clock(s.since) : "");
-    f("evidence").textContent = [s.source, s.why || s.exit_reason].filter(Boolean).join(": ");
-    f("turn").textContent = s.turn_phrase || (s.turn ? s.turn.state : "");
-    f("tree").textContent = s.tree;
+    set("headline", s.headline || "");
+    set("state", s.status.replace("_", " ") + (s.since ? " since " + clock(s.since) : ""));
+    set("evidence", [s.source, s.why || s.exit_reason].filter(Boolean).join(": "));
+    set("turn", s.turn_phrase || (s.turn ? s.turn.state : ""));
+    set("tree", s.tree);
     const u = s.usage;
     f("usage").textContent = u ? "tokens in " + u.input + " (cached " + u.cached + ") out " + u.output : "";
     attention(li, s);
     const live = s.status !== "exited";
-    li.querySelector('[data-action="interrupt"]').hidden = s.status !== "working";
+    li.querySelector('[data-action="interrupt"]').hidden = !(live && s.turn && s.turn.state === "running");
     li.querySelector('[data-action="stop"]').hidden = !live;
     li.querySelector('[data-action="resume"]').hidden = live;
     li.querySelector(".deliver").hidden = !live;
@@ -152,16 +159,19 @@
       act(li, "deliver", { session: s.key, text: prompt.value, request }).then((ok) => { if (ok) prompt.value = ""; });
     });
     const controls = el("div", { class: "controls" });
-    for (const [a, label] of [["interrupt", "Interrupt"], ["stop", "Stop"], ["resume", "Resume"], ["screen", "Screen"]]) {
+    for (const [a, label] of [["interrupt", "Interrupt"], ["stop", "Stop"], ["resume", "Resume"], ["screen", "Screen"], ["diff", "Diff"], ["open", "Open"]]) {
       const b = el("button", { type: "button", "data-action": a }, label);
       b.addEventListener("click", () => {
         if (a === "screen") return toggleScreen(li, s.key);
+        if (a === "diff") return showDiff(li, s.key);
         if (a === "stop" && !confirm("Stop " + (sessions.get(s.key) || s).label + "?")) return;
         act(li, a, { session: s.key });
       });
       controls.append(b);
     }
-    li.append(deliver, controls, el("div", { "data-field": "receipt" }), el("div", { "data-field": "result" }));
+    const diff = el("div", { "data-field": "diff" });
+    diff.hidden = true;
+    li.append(deliver, controls, el("div", { "data-field": "receipt" }), el("div", { "data-field": "result" }), diff);
     const pre = el("pre", { "data-field": "screen" });
     pre.hidden = true;
     li.append(pre);
@@ -233,7 +243,27 @@
   function result(li, ok, text) {
     const r = li.querySelector('[data-field="result"]');
     r.dataset.ok = String(ok);
-    r.textContent = text;
+    r.textContent = visible(text);
+  }
+
+  // An action whose reply the caller shows itself; null (the error shown) when refused.
+  async function post(li, name, body) {
+    result(li, true, name + "…");
+    try {
+      const r = await fetch("/api/" + name, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-Spex-Csrf": csrf },
+        body: JSON.stringify(body),
+      });
+      const v = await r.json();
+      if (!v.ok) { result(li, false, v.error || "refused"); return null; }
+      result(li, true, "");
+      return v;
+    } catch (e) {
+      result(li, false, String(e));
+      return null;
+    }
   }
 
   async function act(li, name, body) {
@@ -276,6 +306,27 @@
     r.textContent = "delivery: " + stages.map((x) => x.stage + " " + x.elapsed_ms + " ms").join(" → ") + (msg.outcome ? " (" + msg.outcome + ")" : "");
   }
 
+  // The session's changes since its base commit, one element per file, each patch as text.
+  async function showDiff(li, key) {
+    const box = li.querySelector('[data-field="diff"]');
+    if (!box.hidden) { box.hidden = true; box.replaceChildren(); return; }
+    const v = await post(li, "diff", { session: key });
+    if (!v) return;
+    box.replaceChildren();
+    box.hidden = false;
+    const files = v.files || [];
+    if (!files.length) box.append(el("p", { class: "meta" }, "no changes since " + String(v.base || "").slice(0, 12)));
+    for (const f of files) {
+      const d = el("details", { "data-file": f.path, "data-status": f.status, "data-touched": String(!!f.touched_by_session) });
+      const lines = f.binary ? "binary" : "+" + f.added + " −" + f.removed;
+      d.append(el("summary", {}, (f.touched_by_session ? "* " : "") + f.path + " (" + f.status + ", " + lines + ")"));
+      const open = el("button", { type: "button", "data-action": "open", "data-file": f.path }, "Open in editor");
+      open.addEventListener("click", () => act(li, "open", { session: key, file: f.path }));
+      d.append(open, el("pre", { "data-field": "patch" }, f.patch || f.error || ""));
+      box.append(d);
+    }
+  }
+
   function toggleScreen(li, key) {
     const pre = li.querySelector('pre[data-field="screen"]');
     if (screenOf === key) {
@@ -299,7 +350,7 @@
     const li = cards.get(msg.session);
     if (!li || msg.session !== screenOf) return;
     const pre = li.querySelector('pre[data-field="screen"]');
-    pre.textContent = msg.error ? msg.error : (msg.lines || []).join("\n");
+    pre.textContent = visible(msg.error ? msg.error : (msg.lines || []).join("\n"));
   }
 
   connect();

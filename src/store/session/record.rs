@@ -128,6 +128,10 @@ pub struct Session {
     pub project: PathBuf,
     pub tree: PathBuf,
     pub branch: Option<String>,
+    /// The commit the checkout's HEAD named when the record was made (at launch, or at the
+    /// first hook of a session spex did not launch): what `spex diff` compares against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
     /// `spex` or `self`.
     pub launched_by: LaunchedBy,
     pub status: Status,
@@ -235,6 +239,7 @@ impl Session {
         launched_by: LaunchedBy,
         now: &str,
     ) -> Session {
+        let (branch, base_commit) = tree.branch_and_commit();
         Session {
             schema: SCHEMA,
             id: id.to_owned(),
@@ -242,7 +247,8 @@ impl Session {
             harness_session_id,
             project: tree.main.clone(),
             tree: tree.root.clone(),
-            branch: tree.branch(),
+            branch,
+            base_commit,
             launched_by,
             status: Status::Starting,
             created_at: now.to_owned(),
