@@ -2,9 +2,9 @@
 //! opens, driven through its buttons and fields, against real harness sessions on fake model
 //! servers. A Claude session's permission dialog reaches the page within 1 s of its record and
 //! is allowed there (the tool runs); a delivery shows its stages; a question is answered by
-//! option; a Codex approval is denied; sessions of two projects share one board; a killed
-//! session turns exited without a reload; crafted HTML, script and terminal escapes in session
-//! text stay inert text; at a phone's size (390x844) nothing scrolls sideways. With
+//! option; an edit's diff is shown per file; a Codex approval is denied; sessions of two
+//! projects share one board; a killed session turns exited without a reload; crafted HTML,
+//! script and terminal escapes in session text stay inert text; at a phone's size (390x844) nothing scrolls sideways. With
 //! `SPEX_UPDATE_DOCS=1` the two-project test writes the README's screenshot, `docs/board.png`.
 //! Needs `scripts/install-peers.sh` and `scripts/install-test-tools.sh`; fails, never skips.
 
@@ -148,6 +148,10 @@ fn last_closed(w: &World, id: &str) -> Value {
 #[test]
 fn board_in_a_browser_answers_a_real_claude_sessions_permission_and_question() {
     let (w, fake) = claude_world(SeedOptions::default());
+    // A committed file for the session to edit: its diff is against the commit it started at.
+    write(&w.repo.join("notes.txt"), "hello world\n");
+    git(&w.repo, &["add", "-A"]);
+    git(&w.repo, &["commit", "-q", "-m", "base"]);
     let id = launch(&w, &fake);
     let b = board(&w, &fake);
     let browser = Browser::start();
@@ -264,6 +268,56 @@ fn board_in_a_browser_answers_a_real_claude_sessions_permission_and_question() {
         "the session idle again",
         &in_group(&id, "idle"),
         Duration::from_mins(1),
+    );
+
+    // An edit, allowed on the page; then the session's diff there, per file, as text.
+    deliver(&page, &id, "Please edit the file. USE_EDIT FILE=notes.txt");
+    page.wait_for(
+        "the edit's dialog",
+        &in_group(&id, "needs_you"),
+        Duration::from_mins(1),
+    );
+    let att = w.record(&id)["attention"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    hooked(&w, &id, &att);
+    page.click(&format!(
+        "{c} .attention[data-attention=\"{att}\"] button[data-action=answer][data-choice=allow]"
+    ));
+    let notes = w.repo.join("notes.txt");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&notes).unwrap() != "goodbye world\n" && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "goodbye world\n",
+        "{}",
+        host_log(&w, &id)
+    );
+    page.wait_for(
+        "the session idle again",
+        &in_group(&id, "idle"),
+        Duration::from_mins(1),
+    );
+    page.click(&format!("{c} button[data-action=diff]"));
+    let file = format!("{c} details[data-file=\"notes.txt\"]");
+    page.wait_for(
+        "the diff on the page",
+        &format!("document.querySelector({})", js_string(&file)),
+        Duration::from_secs(30),
+    );
+    let shown = page.eval(&format!(
+        "(d => ({{ touched: d.dataset.touched, patch: d.querySelector('pre[data-field=patch]').textContent }}))(document.querySelector({}))",
+        js_string(&file)
+    ));
+    assert_eq!(shown["touched"], "true", "{}", pretty(&shown));
+    let patch = shown["patch"].as_str().unwrap_or_default();
+    assert!(
+        patch.contains("-hello world") && patch.contains("+goodbye world"),
+        "{patch}"
     );
     assert!(page.errors().is_empty(), "{:?}", page.errors());
     crate::runtime::stop(&w, &fake, &id);
