@@ -484,6 +484,30 @@ fn board_in_a_browser_shows_two_projects_inert_text_a_phone_and_a_killed_session
     );
     assert_eq!(keys, 2);
 
+    // The second project's session asks to run a command; with `SPEX_UPDATE_DOCS=1` that
+    // board is the README's screenshot: two projects, one session waiting for the person.
+    deliver(&page, &second_id, "USE_BASH run it");
+    page.wait_for(
+        "the second project's dialog",
+        &format!(
+            "document.querySelector({}) && {}",
+            js_string(&format!("{} [data-field=question]", card(&second_id))),
+            in_group(&second_id, "needs_you")
+        ),
+        Duration::from_mins(1),
+    );
+    page.wait_text(
+        &format!("{} [data-field=receipt]", card(&second_id)),
+        "started",
+        Duration::from_secs(10),
+    );
+    if std::env::var_os("SPEX_UPDATE_DOCS").is_some() {
+        let png = page.screenshot_png();
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/board.png");
+        std::fs::write(&path, png).unwrap();
+        eprintln!("wrote {}", path.display());
+    }
+
     // Session text with markup, script and terminal escapes: a Bash command in a dialog (it
     // writes a file, so Claude asks).
     let c = card(&first);
@@ -521,14 +545,6 @@ fn board_in_a_browser_shows_two_projects_inert_text_a_phone_and_a_killed_session
         page.html()
     );
 
-    // The README's screenshot: two projects, one session waiting for the person.
-    if std::env::var_os("SPEX_UPDATE_DOCS").is_some() {
-        let png = page.screenshot_png();
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/board.png");
-        std::fs::write(&path, png).unwrap();
-        eprintln!("wrote {}", path.display());
-    }
-
     // A phone: nothing scrolls sideways, with the dialog's long command open.
     let phone = browser.open(&b.url, PHONE);
     phone.wait_for(
@@ -538,7 +554,7 @@ fn board_in_a_browser_shows_two_projects_inert_text_a_phone_and_a_killed_session
     );
     phone.wait_for(
         "both sessions on the phone",
-        &in_group(&second_id, "idle"),
+        &in_group(&second_id, "needs_you"),
         Duration::from_secs(10),
     );
     assert_eq!(phone.eval("window.innerWidth"), 390);
