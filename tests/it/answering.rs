@@ -802,7 +802,7 @@ fn hosted_claude_question_answered_with_an_option() {
 
 /// A project on Codex with approvals on request in a workspace-write sandbox, so an escalated
 /// command asks.
-fn codex_rig() -> (World, FakeResponses) {
+pub fn codex_rig() -> (World, FakeResponses) {
     use std::os::unix::fs::PermissionsExt;
     let w = World::new();
     let run = w.dir.path().join("run");
@@ -824,7 +824,7 @@ fn codex_rig() -> (World, FakeResponses) {
     (w, fake)
 }
 
-fn codex(w: &World, args: &[&str]) -> std::process::Command {
+pub fn codex(w: &World, args: &[&str]) -> std::process::Command {
     let mut c = w.cmd(&w.repo, args);
     c.env("PATH", peers_path())
         .env("XDG_RUNTIME_DIR", w.dir.path().join("run"))
@@ -838,7 +838,7 @@ fn codex_json(w: &World, args: &[&str]) -> Result<Value, String> {
     json_result(args, &feed(&mut codex(w, args), b""))
 }
 
-fn codex_diag(w: &World, fake: &FakeResponses) -> String {
+pub fn codex_diag(w: &World, fake: &FakeResponses) -> String {
     let mut out = format!(
         "--- server log:\n{}",
         read_or_empty(&w.project_dir().join("servers/codex.log"))
@@ -855,7 +855,7 @@ fn codex_diag(w: &World, fake: &FakeResponses) -> String {
     out
 }
 
-fn codex_waits(w: &World, fake: &FakeResponses, id: &str) -> Value {
+pub fn codex_waits(w: &World, fake: &FakeResponses, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_mins(1);
     loop {
         let r = w.record(id);

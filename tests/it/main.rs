@@ -15,6 +15,8 @@ mod architecture;
 mod attach;
 mod board;
 mod cassette_specs;
+mod board_browser;
+mod browser_driver;
 mod cassettes;
 mod cli;
 mod codex_rpc;

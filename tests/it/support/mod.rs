@@ -9,6 +9,7 @@
 // Each test module uses a different subset of these helpers; the rest is not dead, just idle.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod claude_home;
 pub mod codex_home;
 pub mod fake_anthropic;
