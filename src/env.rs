@@ -79,6 +79,12 @@ impl Env {
             .collect()
     }
 
+    /// A variable a configuration names to hold a secret (`notify.webhook.headers`'s
+    /// `{"env": NAME}`): read when it is used, never stored.
+    pub fn secret(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
     /// The names (not values) of this process's variables.
     pub fn names() -> Vec<String> {
         std::env::vars_os()

@@ -14,6 +14,7 @@ mod fsutil;
 mod hint;
 mod log;
 mod materialize;
+mod notify;
 mod pty;
 mod reconcile;
 mod repo;

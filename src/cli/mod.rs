@@ -18,6 +18,7 @@ pub mod init;
 pub mod interrupt;
 pub mod launch;
 pub mod materialize;
+pub mod notify;
 pub mod open;
 pub mod outcome;
 pub mod output;
@@ -91,6 +92,7 @@ pub enum Command {
     Cassette(cassette::Args),
     Server(server::Args),
     Watch(watch::Args),
+    Notify(notify::Args),
     Service(service::Args),
     #[command(hide = true)]
     Host(host::Args),
@@ -144,6 +146,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Cassette(a) => cassette::run(&a, env),
         Command::Server(a) => server::run(&a, env),
         Command::Watch(a) => watch::run(&a, env),
+        Command::Notify(a) => notify::run(&a, env),
         Command::Service(a) => service::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),

@@ -80,6 +80,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::pty::cassette::format::CassetteError,
         crate::adapters::AppServerError,
         crate::watch::service::ServiceError,
+        crate::notify::AlreadyRunning,
     );
     None
 }
