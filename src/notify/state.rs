@@ -132,16 +132,8 @@ pub fn note(env: &Env, channel: &str, ok: bool, detail: &str, attempts: u32) {
     }
 }
 
-/// The answer links minted, by their token's hash.
-#[cfg_attr(
-    not(test),
-    allow(dead_code, reason = "the board's server reads them once it lands")
-)]
-pub fn links(env: &Env) -> BTreeMap<String, Link> {
-    read(&dir(env).join("links.json"))
-}
-
-/// Changes the links under the lock.
+/// Reads and changes the answer links (by their token's hash) under the lock: the board finds,
+/// judges and records an answer in one call, so two taps never both answer.
 pub fn update_links<R>(
     env: &Env,
     f: impl FnOnce(&mut BTreeMap<String, Link>) -> R,

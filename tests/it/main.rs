@@ -29,6 +29,7 @@ mod gemini_sessions;
 mod host;
 mod materialize;
 mod names;
+mod notify;
 mod outcomes;
 mod peers_smoke;
 mod real_peers;

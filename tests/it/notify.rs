@@ -1,0 +1,343 @@
+//! `spex notify` against REAL harness sessions (Claude Code, offline against the fake model
+//! server): a permission dialog is announced exactly once through the command channel and a
+//! webhook (a receiver in the test), not again after the sender restarts, not at all when it
+//! was answered within the dwell; a failing webhook retries within its bound, never holds up
+//! the command channel, and shows in `spex notify --status`. Fails, never skips.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::runtime::{claude_world, host_log, launch, run_json, spex_cmd};
+use crate::support::claude_home::SeedOptions;
+use crate::support::fake_anthropic::FakeAnthropic;
+use crate::support::http::LoggingServer;
+use crate::support::world::{World, pretty, read_or_empty, wait_status, write};
+
+/// A webhook receiver: answers 200 (or `status`, or hangs for `hang`) and logs each body.
+fn receiver(status: u16, hang: Option<Duration>) -> LoggingServer {
+    LoggingServer::start(move |req, conn, log| {
+        log.push(Value::Object(req.log_entry()));
+        if let Some(d) = hang {
+            conn.sleep(d);
+            return Ok(());
+        }
+        conn.json(status, &json!({"ok": status == 200}))
+    })
+}
+
+/// The project's config: Claude only, dialogs answered with keys, and `notify`.
+fn configure(w: &World, notify: &Value) {
+    let cfg = json!({
+        "harnesses": ["claude"],
+        "answering": {"hookWaitSecs": 0},
+        "notify": notify,
+    });
+    write(&w.repo.join("spex.jsonc"), format!("{cfg}\n"));
+}
+
+/// A command channel that appends each notification (one JSON line) to `out`.
+fn command(out: &Path) -> Value {
+    json!([
+        "/bin/sh",
+        "-c",
+        format!("cat >> '{0}' && echo >> '{0}'", out.display())
+    ])
+}
+
+/// A running `spex notify --watch`, killed on drop.
+struct Sender(Child);
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sender(w: &World, fake: &FakeAnthropic, log: &Path) -> Sender {
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let child = spex_cmd(w, fake, &["notify", "--watch"])
+        .env("SPEX_TEST_NOTIFY_TOKEN", "tok-123")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    // Started once its lock names it.
+    let lock = w.spex_home.join("notify/sender.lock");
+    let end = Instant::now() + Duration::from_secs(20);
+    while read_or_empty(&lock).trim() != child.id().to_string() {
+        assert!(
+            Instant::now() < end,
+            "the sender did not start\n{}",
+            read_or_empty(log)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Sender(child)
+}
+
+fn lines(out: &Path) -> Vec<Value> {
+    read_or_empty(out)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Delivers `prompt` and waits until the permission dialog is open: the attention.
+fn permission(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str) -> Value {
+    run_json(w, fake, &["deliver", id, prompt, "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
+    let r = wait_status(w, id, "needs_attention", Duration::from_mins(1));
+    assert_eq!(r["attention"]["kind"], "permission", "{}", pretty(&r));
+    r["attention"].clone()
+}
+
+fn answer(w: &World, fake: &FakeAnthropic, id: &str, att: &str) {
+    run_json(
+        w,
+        fake,
+        &["answer", id, "allow", "--attention", att, "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
+}
+
+#[test]
+fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_again() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let hook = receiver(200, None);
+    let out = w.dir.path().join("notified.jsonl");
+    let log = w.dir.path().join("notify.log");
+    configure(
+        &w,
+        &json!({
+            "on": ["needs_attention"],
+            "command": command(&out),
+            "webhook": {"url": format!("http://{}/hook", hook.addr()), "format": "json",
+                        "headers": {"X-Token": {"env": "SPEX_TEST_NOTIFY_TOKEN"}}},
+            "dwell": "0s",
+        }),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let mut s = sender(&w, &fake, &log);
+    let id = launch(&w, &fake);
+    let handle = w.record(&id)["handle"].as_str().unwrap().to_owned();
+
+    let a = permission(&w, &fake, &id, "USE_BASH run it");
+    let opened = Instant::now();
+    let got = hook
+        .request_within(
+            |r| r["body"]["attention"] == a["id"],
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|| panic!("no webhook\n{}", read_or_empty(&log)));
+    let took = opened.elapsed();
+    eprintln!("webhook received {took:?} after the record showed the attention");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let body = &got["body"];
+    assert_eq!(got["headers"]["x-token"], "tok-123", "{}", pretty(&got));
+    assert_eq!(body["session"], id.as_str(), "{}", pretty(body));
+    assert_eq!(body["handle"], handle.as_str());
+    assert_eq!(body["event"], "needs_attention");
+    assert!(
+        body["question"].as_str().unwrap().contains("bash_out.txt"),
+        "{}",
+        pretty(body)
+    );
+    let choices: Vec<&str> = body["choices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(
+        choices,
+        ["allow", "allow-session", "deny"],
+        "{}",
+        pretty(body)
+    );
+    assert!(
+        body["title"].as_str().unwrap().contains(&handle),
+        "{}",
+        pretty(body)
+    );
+    let end = Instant::now() + Duration::from_secs(2);
+    while lines(&out).is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let by_command = lines(&out);
+    assert_eq!(by_command.len(), 1, "{by_command:?}");
+    assert_eq!(by_command[0]["attention"], a["id"]);
+
+    // Each channel's delivery is recorded (`--status`) once it is done.
+    let end = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        let st = run_json(&w, &fake, &["notify", "--status", "--json"]).unwrap();
+        let done = ["webhook", "command"]
+            .iter()
+            .all(|c| st["deliveries"][c]["outcome"] == "accepted");
+        if done || Instant::now() > end {
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        status["deliveries"]["webhook"]["outcome"],
+        "accepted",
+        "{}\n{}\n{}",
+        pretty(&status),
+        read_or_empty(&log),
+        read_or_empty(&w.spex_home.join("notify/status.json"))
+    );
+    assert_eq!(
+        status["deliveries"]["command"]["outcome"],
+        "accepted",
+        "{}\n{}",
+        pretty(&status),
+        read_or_empty(&log)
+    );
+
+    // A restarted sender sends nothing again.
+    drop(s);
+    s = sender(&w, &fake, &log);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(hook.requests().len(), 1, "{:?}", hook.requests());
+    assert_eq!(lines(&out).len(), 1);
+    answer(&w, &fake, &id, a["id"].as_str().unwrap());
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // An attention answered within the dwell is never announced.
+    drop(s);
+    configure(
+        &w,
+        &json!({"command": command(&out), "dwell": "4s",
+                "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
+    );
+    let _s = sender(&w, &fake, &log);
+    let b = permission(&w, &fake, &id, "USE_BASH again");
+    answer(&w, &fake, &id, b["id"].as_str().unwrap());
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(hook.requests().len(), 1, "{:?}", hook.requests());
+    assert_eq!(lines(&out).len(), 1, "{}", read_or_empty(&log));
+}
+
+#[test]
+fn a_hanging_webhook_retries_within_its_bound_and_never_holds_up_the_command() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let hook = receiver(200, Some(Duration::from_secs(30)));
+    let out = w.dir.path().join("notified.jsonl");
+    let log = w.dir.path().join("notify.log");
+    configure(
+        &w,
+        &json!({"command": command(&out), "dwell": "0s",
+                "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let _s = sender(&w, &fake, &log);
+    let id = launch(&w, &fake);
+    let a = permission(&w, &fake, &id, "USE_BASH run it");
+    let opened = Instant::now();
+    let end = opened + Duration::from_secs(2);
+    while lines(&out).is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        lines(&out).len(),
+        1,
+        "the command waited on the webhook\n{}",
+        read_or_empty(&log)
+    );
+    assert_eq!(lines(&out)[0]["attention"], a["id"]);
+    // 3 attempts of at most 5 s each, with 0.25 s and 0.5 s between them.
+    let end = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let s = run_json(&w, &fake, &["notify", "--status", "--json"]).unwrap();
+        if s["deliveries"]["webhook"]["outcome"] == "failed" || Instant::now() > end {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let d = &status["deliveries"]["webhook"];
+    assert_eq!(d["outcome"], "failed", "{}", pretty(&status));
+    assert_eq!(d["attempts"], 3);
+    assert!(
+        opened.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        opened.elapsed()
+    );
+    assert_eq!(hook.requests().len(), 3, "{:?}", hook.requests());
+    let human = w.ok(&w.repo, &["notify", "--status"]);
+    assert!(
+        human.contains("webhook") && human.contains("failed"),
+        "{human}"
+    );
+}
+
+/// `spex notify --test` says per channel whether it accepted: a refused connection and a 500
+/// are retried within the bound (3 attempts) and reported; the command still gets it.
+#[test]
+fn notify_test_reports_each_channel_and_a_failing_webhook_is_retried_within_its_bound() {
+    let w = World::new();
+    let out = w.dir.path().join("notified.jsonl");
+    let failing = receiver(500, None);
+    write(
+        &w.repo.join("spex.jsonc"),
+        format!(
+            "{}\n",
+            json!({"notify": {"command": command(&out),
+                  "webhook": {"url": format!("http://{}/hook", failing.addr()), "format": "ntfy"}}})
+        ),
+    );
+    let o = w.spex(&w.repo, &["notify", "--test"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("command: accepted"), "{text}");
+    assert!(text.contains("webhook: failed: HTTP 500"), "{text}");
+    assert_eq!(failing.requests().len(), 3);
+    // ntfy's JSON publish goes to the server's root with the topic inside.
+    let r = &failing.requests()[0];
+    assert_eq!(r["path"], "/");
+    assert_eq!(r["body"]["topic"], "hook");
+    assert_eq!(lines(&out).len(), 1);
+    assert_eq!(lines(&out)[0]["event"], "test");
+
+    // Nothing listens there any more: refused, retried, reported.
+    let port = failing.addr().port();
+    drop(failing);
+    write(
+        &w.repo.join("spex.jsonc"),
+        format!(
+            "{}\n",
+            json!({"notify": {"webhook": {"url": format!("http://127.0.0.1:{port}/x")}}})
+        ),
+    );
+    let o = w.spex(&w.repo, &["notify", "--test"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("webhook: failed") && text.contains("after 3 attempts"),
+        "{text}"
+    );
+    let status = w.ok(&w.repo, &["notify", "--status"]);
+    assert!(status.contains("failed"), "{status}");
+
+    // A wrong key names the file, line and key.
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{\n  \"notify\": {\"dwel\": \"5s\"}\n}\n",
+    );
+    let o = w.spex(&w.repo, &["notify", "--status"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("spex.jsonc") && err.contains("line 2") && err.contains("notify.dwel"),
+        "{err}"
+    );
+}
