@@ -81,7 +81,7 @@ impl Env {
 
     /// A variable a configuration names to hold a secret (`notify.webhook.headers`'s
     /// `{"env": NAME}`): read when it is used, never stored.
-    pub fn secret(&self, name: &str) -> Option<String> {
+    pub fn secret(name: &str) -> Option<String> {
         std::env::var(name).ok().filter(|v| !v.is_empty())
     }
 

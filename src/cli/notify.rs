@@ -15,6 +15,10 @@ use crate::notify::{self, message::Message, state};
 /// Each attention is announced once, after the dwell (`notify.dwell`, default 5s), and only
 /// while it is still open and nobody is attached to its session; turn ends that come together
 /// are one summary. One sender runs per user. See docs/guides/notifications.md.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "clap's flags: one mode of three, and `--json`"
+)]
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("mode").required(true).args(["watch", "test", "status"])))]
 pub struct Args {

@@ -329,7 +329,8 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 .map_err(|b| layer.err(b.at, b.message, b.hint))?,
             "editor" => cfg.editor = Some(editor_line(layer, v)?),
             "notify" => {
-                notify::apply(&mut cfg.notify, v).map_err(|b| layer.err(b.at, b.message, b.hint))?
+                notify::apply(&mut cfg.notify, v)
+                    .map_err(|b| layer.err(b.at, b.message, b.hint))?;
             }
             "record" => {
                 let Ast::BooleanLit(b) = v else {

@@ -37,10 +37,10 @@ impl Channel {
     }
 
     /// Delivers `m`: `Ok(detail)` when accepted, `Err(detail)` when not; and the attempts made.
-    pub fn deliver(&self, env: &Env, m: &Message) -> (Result<String, String>, u32) {
+    pub fn deliver(&self, m: &Message) -> (Result<String, String>, u32) {
         match self {
             Channel::Command(argv) => (command(argv, m, COMMAND_TIMEOUT), 1),
-            Channel::Webhook(w) => webhook(env, w, m),
+            Channel::Webhook(w) => webhook(w, m),
         }
     }
 }
@@ -69,7 +69,7 @@ pub fn start(env: &Env, channels: Vec<Channel>) -> Vec<mpsc::Sender<Message>> {
                 .name(format!("spex-notify-{}", ch.name()))
                 .spawn(move || {
                     for m in rx {
-                        let (r, attempts) = ch.deliver(&env, &m);
+                        let (r, attempts) = ch.deliver(&m);
                         let (ok, detail) = match r {
                             Ok(d) => (true, d),
                             Err(d) => (false, d),
@@ -221,7 +221,7 @@ fn target(w: &Webhook) -> String {
 
 /// Posts `m` to the webhook, retrying a refused connection, a timeout or a 5xx/429 answer
 /// [`ATTEMPTS`] times in all with a doubling backoff; a 4xx other than 429 is not retried.
-pub fn webhook(env: &Env, w: &Webhook, m: &Message) -> (Result<String, String>, u32) {
+pub fn webhook(w: &Webhook, m: &Message) -> (Result<String, String>, u32) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(REQUEST_TIMEOUT))
         .http_status_as_error(false)
@@ -236,7 +236,7 @@ pub fn webhook(env: &Env, w: &Webhook, m: &Message) -> (Result<String, String>, 
         for (name, value) in &w.headers {
             let v = match value {
                 Secret::Text(t) => t.clone(),
-                Secret::Env(var) => match env.secret(var) {
+                Secret::Env(var) => match Env::secret(var) {
                     Some(v) => v,
                     None => {
                         return (

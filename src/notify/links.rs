@@ -245,7 +245,7 @@ mod tests {
             "p",
             &s,
             s.attention.as_ref().unwrap(),
-            Duration::from_secs(60),
+            Duration::from_mins(1),
             now,
         )
         .unwrap();
@@ -282,7 +282,7 @@ mod tests {
             "p",
             &s,
             s.attention.as_ref().unwrap(),
-            Duration::from_secs(60),
+            Duration::from_mins(1),
             now,
         )
         .unwrap();

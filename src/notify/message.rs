@@ -13,6 +13,10 @@ pub const TEXT_MAX: usize = 300;
 pub const LABEL_MAX: usize = 60;
 
 /// One notification, as a command gets it on stdin and the `json` webhook in its body.
+#[expect(
+    clippy::struct_field_names,
+    reason = "ntfy and the webhook's readers call the body `message`"
+)]
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Message {
     /// `needs_attention`, `failed`, `turn_end`, `exited`, `summary` or `test`.
@@ -193,8 +197,7 @@ pub fn lifecycle(event: &str, key: &str, s: &Session, line: &Value) -> Message {
     let body = s
         .headline
         .as_deref()
-        .map(|h| clean(h, TEXT_MAX))
-        .unwrap_or_else(|| what.clone());
+        .map_or_else(|| what.clone(), |h| clean(h, TEXT_MAX));
     base(event, key, s, title, body)
 }
 

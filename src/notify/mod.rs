@@ -374,13 +374,13 @@ impl<'a> Sender<'a> {
                 }
                 What::Exited(line) => message::lifecycle("exited", pkey, &s, line),
             };
-            self.send(&p.key, m);
+            self.send(&p.key, &m);
         }
         match turn_ends.len() {
             0 => {}
             1 => {
                 let (k, m) = turn_ends.remove(0);
-                self.send(&k, m);
+                self.send(&k, &m);
             }
             _ => {
                 let mut parts = Vec::new();
@@ -454,9 +454,9 @@ impl<'a> Sender<'a> {
     }
 
     /// Claims `key` (recorded as sent), then hands `m` to every channel.
-    fn send(&self, key: &str, m: Message) {
+    fn send(&self, key: &str, m: &Message) {
         match state::claim(self.env, key) {
-            Ok(true) => self.fan_out(&m),
+            Ok(true) => self.fan_out(m),
             Ok(false) => {}
             Err(e) => log!("notify: cannot record `{key}` as sent, so it is not sent: {e}"),
         }
@@ -527,7 +527,7 @@ fn watch(fd: &impl rustix::fd::AsFd, p: &mut Project) {
 pub fn test(env: &Env, cfg: &Notify, m: &Message) -> Vec<(&'static str, Result<String, String>)> {
     let mut out = Vec::new();
     for ch in channels::configured(cfg) {
-        let (r, attempts) = ch.deliver(env, m);
+        let (r, attempts) = ch.deliver(m);
         state::note(
             env,
             ch.name(),

@@ -117,7 +117,7 @@ pub fn note(env: &Env, channel: &str, ok: bool, detail: &str, attempts: u32) {
         let d = all.entry(channel.to_owned()).or_default();
         d.at = crate::store::now_rfc3339();
         d.outcome = if ok { "accepted" } else { "failed" }.into();
-        d.detail = detail.to_owned();
+        detail.clone_into(&mut d.detail);
         d.attempts = attempts;
         if ok {
             d.failures = 0;
