@@ -405,9 +405,7 @@ impl<'a> Sender<'a> {
     /// Whether a person looks at session `s` now: a `spex attach` terminal on its host, the
     /// harness's own client (`attended`), or the board's page.
     fn looked_at(&self, store: &ProjectStore, s: &store::session::Session) -> bool {
-        s.attended == Some(true)
-            || store.session_dir(&s.id).join(ATTACHED).exists()
-            || state::viewed(self.env, &s.id)
+        s.attended == Some(true) || store.attached(&s.id) || state::viewed(self.env, &s.id)
     }
 
     fn add_links(
@@ -492,10 +490,6 @@ impl<'a> Sender<'a> {
         }
     }
 }
-
-/// The marker a session's host keeps in its session folder while a `spex attach` terminal is
-/// attached.
-pub const ATTACHED: &str = "attached";
 
 /// Watches the project's sessions folder and every session folder (a record's rename commits).
 fn watch(fd: &impl rustix::fd::AsFd, p: &mut Project) {

@@ -14,6 +14,7 @@ use crate::runtime::{claude_world, host_log, launch, run_json, spex_cmd};
 use crate::support::claude_home::SeedOptions;
 use crate::support::fake_anthropic::FakeAnthropic;
 use crate::support::http::LoggingServer;
+use crate::support::term::Term;
 use crate::support::world::{World, pretty, read_or_empty, wait_status, write};
 
 /// A webhook receiver: answers 200 (or `status`, or hangs for `hang`) and logs each body.
@@ -225,6 +226,27 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
     let b = permission(&w, &fake, &id, "USE_BASH again");
     answer(&w, &fake, &id, b["id"].as_str().unwrap());
     std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(hook.requests().len(), 1, "{:?}", hook.requests());
+    assert_eq!(lines(&out).len(), 1, "{}", read_or_empty(&log));
+
+    // A session with a `spex attach` terminal: nothing is sent for it.
+    drop(_s);
+    configure(
+        &w,
+        &json!({"command": command(&out), "dwell": "0s",
+                "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
+    );
+    let _s = sender(&w, &fake, &log);
+    let _attached = Term::spawn(&spex_cmd(&w, &fake, &["attach", &id]), 40, 120);
+    let marker = w.session_dir(&id).join("attached");
+    let end = Instant::now() + Duration::from_secs(20);
+    while !marker.exists() {
+        assert!(Instant::now() < end, "no attached marker");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let c = permission(&w, &fake, &id, "USE_BASH attached");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(w.record(&id)["attention"]["id"] == c["id"], "still open");
     assert_eq!(hook.requests().len(), 1, "{:?}", hook.requests());
     assert_eq!(lines(&out).len(), 1, "{}", read_or_empty(&log));
 }

@@ -25,6 +25,8 @@ pub(super) struct Shared {
     /// Attached terminals (by a number of their own), each getting every output chunk.
     pub(super) clients: Mutex<Vec<(u64, UnixStream)>>,
     pub(super) next_client: std::sync::atomic::AtomicU64,
+    /// Whether a terminal is attached, as the session folder's `attached` marker says.
+    pub(super) attached: std::sync::atomic::AtomicBool,
     pub(super) harness: &'static dyn Harness,
     pub(super) terminal: &'static dyn TerminalHost,
     pub(super) child_pid: u32,
@@ -359,7 +361,24 @@ impl Shared {
 
     /// The terminal model answers queries exactly while no real terminal is attached.
     pub(super) fn set_clients(&self, clients: &[(u64, UnixStream)]) {
-        lock(&self.term).set_answering(clients.is_empty());
+        let attached = !clients.is_empty();
+        lock(&self.term).set_answering(!attached);
+        // Written on a change only (this runs for every output chunk).
+        if self
+            .attached
+            .swap(attached, std::sync::atomic::Ordering::SeqCst)
+            != attached
+        {
+            let marker = self.store.attached_file(&self.id);
+            let r = if attached {
+                crate::fsutil::replace(&marker, format!("{}\n", std::process::id()).as_bytes())
+            } else {
+                fs_err::remove_file(&marker)
+            };
+            if let Err(e) = r {
+                crate::log::log!("host: the attached marker: {e}");
+            }
+        }
     }
 }
 
