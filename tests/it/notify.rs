@@ -128,7 +128,7 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
         }),
     );
     w.ok(&w.repo, &["materialize"]);
-    let mut s = sender(&w, &fake, &log);
+    let mut running = sender(&w, &fake, &log);
     let id = launch(&w, &fake);
     let handle = w.record(&id)["handle"].as_str().unwrap().to_owned();
 
@@ -207,8 +207,8 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
     );
 
     // A restarted sender sends nothing again.
-    drop(s);
-    s = sender(&w, &fake, &log);
+    drop(running);
+    running = sender(&w, &fake, &log);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(hook.requests().len(), 1, "{:?}", hook.requests());
     assert_eq!(lines(&out).len(), 1);
@@ -216,27 +216,27 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
     wait_status(&w, &id, "idle", Duration::from_mins(1));
 
     // An attention answered within the dwell is never announced.
-    drop(s);
+    drop(running);
     configure(
         &w,
         &json!({"command": command(&out), "dwell": "4s",
                 "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
     );
-    let _s = sender(&w, &fake, &log);
-    let b = permission(&w, &fake, &id, "USE_BASH again");
-    answer(&w, &fake, &id, b["id"].as_str().unwrap());
+    running = sender(&w, &fake, &log);
+    let again = permission(&w, &fake, &id, "USE_BASH again");
+    answer(&w, &fake, &id, again["id"].as_str().unwrap());
     std::thread::sleep(Duration::from_secs(5));
     assert_eq!(hook.requests().len(), 1, "{:?}", hook.requests());
     assert_eq!(lines(&out).len(), 1, "{}", read_or_empty(&log));
 
     // A session with a `spex attach` terminal: nothing is sent for it.
-    drop(_s);
+    drop(running);
     configure(
         &w,
         &json!({"command": command(&out), "dwell": "0s",
                 "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
     );
-    let _s = sender(&w, &fake, &log);
+    let _running = sender(&w, &fake, &log);
     let _attached = Term::spawn(&spex_cmd(&w, &fake, &["attach", &id]), 40, 120);
     let marker = w.session_dir(&id).join("attached");
     let end = Instant::now() + Duration::from_secs(20);
@@ -244,9 +244,12 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
         assert!(Instant::now() < end, "no attached marker");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let c = permission(&w, &fake, &id, "USE_BASH attached");
+    let third = permission(&w, &fake, &id, "USE_BASH attached");
     std::thread::sleep(Duration::from_secs(2));
-    assert!(w.record(&id)["attention"]["id"] == c["id"], "still open");
+    assert!(
+        w.record(&id)["attention"]["id"] == third["id"],
+        "still open"
+    );
     assert_eq!(hook.requests().len(), 1, "{:?}", hook.requests());
     assert_eq!(lines(&out).len(), 1, "{}", read_or_empty(&log));
 }
