@@ -101,7 +101,7 @@ fn test(env: &Env, cfg: &Notify) -> Outcome {
 }
 
 fn status(args: &Args, env: &Env, cfg: &Notify) {
-    let channels: Vec<&str> = notify::channels::configured(cfg)
+    let channels: Vec<&str> = notify::channels::configured(env, cfg)
         .iter()
         .map(notify::channels::Channel::name)
         .collect();

@@ -26,6 +26,8 @@ const NTFY_ACTIONS: usize = 3;
 pub enum Channel {
     Command(Vec<String>),
     Webhook(Webhook),
+    /// OSC 9 / OSC 777 to the `spex attach` terminals of every other session.
+    Terminal(Box<Env>),
 }
 
 impl Channel {
@@ -33,6 +35,7 @@ impl Channel {
         match self {
             Channel::Command(_) => "command",
             Channel::Webhook(_) => "webhook",
+            Channel::Terminal(_) => "terminal",
         }
     }
 
@@ -41,19 +44,23 @@ impl Channel {
         match self {
             Channel::Command(argv) => (command(argv, m, COMMAND_TIMEOUT), 1),
             Channel::Webhook(w) => webhook(w, m),
+            Channel::Terminal(env) => (terminal(env, m), 1),
         }
     }
 }
 
-/// The channels `n` configures (desktop and terminal notifications are not built yet: see
+/// The channels `n` configures (desktop notifications are not built yet: see
 /// `docs/guides/notifications.md`).
-pub fn configured(n: &Notify) -> Vec<Channel> {
+pub fn configured(env: &Env, n: &Notify) -> Vec<Channel> {
     let mut out = Vec::new();
     if let Some(argv) = &n.command {
         out.push(Channel::Command(argv.clone()));
     }
     if let Some(w) = &n.webhook {
         out.push(Channel::Webhook(w.clone()));
+    }
+    if n.terminal {
+        out.push(Channel::Terminal(Box::new(env.clone())));
     }
     out
 }
@@ -134,6 +141,35 @@ pub fn command(argv: &[String], m: &Message, timeout: Duration) -> Result<String
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(format!("waiting for `{program}`: {e}")),
         }
+    }
+}
+
+/// Shows `m` in the terminals attached to every session but its own (a person attached to
+/// the session it is about sees it already).
+fn terminal(env: &Env, m: &Message) -> Result<String, String> {
+    let (mut shown, mut failed) = (0, Vec::new());
+    for store in crate::store::all_projects(&env.spex_home()) {
+        for id in store.session_ids() {
+            if id == m.session || !store.attached(&id) {
+                continue;
+            }
+            let notice = crate::runtime::protocol::Request::Notice {
+                title: m.title.clone(),
+                body: m.message.clone(),
+            };
+            match crate::runtime::client::call(env, &id, notice) {
+                Ok(_) => shown += 1,
+                Err(e) => failed.push(format!("{}: {e}", store.label_of(&id))),
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(format!("shown in {shown} attached terminal(s)"))
+    } else {
+        Err(format!(
+            "shown in {shown} attached terminal(s), not in {}",
+            failed.join("; ")
+        ))
     }
 }
 

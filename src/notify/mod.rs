@@ -137,7 +137,7 @@ pub fn run(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
         env.spex_home().display(),
         std::process::id()
     );
-    let outs = channels::start(env, channels::configured(cfg));
+    let outs = channels::start(env, channels::configured(env, cfg));
     Sender::new(env, cfg, outs).follow()
 }
 
@@ -520,7 +520,7 @@ fn watch(fd: &impl rustix::fd::AsFd, p: &mut Project) {
 /// Sends `m` once through every configured channel now, in this thread: what each said.
 pub fn test(env: &Env, cfg: &Notify, m: &Message) -> Vec<(&'static str, Result<String, String>)> {
     let mut out = Vec::new();
-    for ch in channels::configured(cfg) {
+    for ch in channels::configured(env, cfg) {
         let (r, attempts) = ch.deliver(m);
         state::note(
             env,

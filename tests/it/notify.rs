@@ -233,11 +233,11 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
     drop(running);
     configure(
         &w,
-        &json!({"command": command(&out), "dwell": "0s",
+        &json!({"command": command(&out), "dwell": "0s", "terminal": true,
                 "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
     );
     let _running = sender(&w, &fake, &log);
-    let _attached = Term::spawn(&spex_cmd(&w, &fake, &["attach", &id]), 40, 120);
+    let attached = Term::spawn(&spex_cmd(&w, &fake, &["attach", &id]), 40, 120);
     let marker = w.session_dir(&id).join("attached");
     let end = Instant::now() + Duration::from_secs(20);
     while !marker.exists() {
@@ -252,6 +252,38 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
     );
     assert_eq!(hook.requests().len(), 1, "{:?}", hook.requests());
     assert_eq!(lines(&out).len(), 1, "{}", read_or_empty(&log));
+
+    // Another session's attention: announced, and shown in the attached terminal (OSC 9 and
+    // OSC 777), which is about the other session.
+    let other = launch(&w, &fake);
+    let other_handle = w.record(&other)["handle"].as_str().unwrap().to_owned();
+    let mark = attached.mark();
+    let d = permission(&w, &fake, &other, "USE_BASH other");
+    assert!(
+        hook.request_within(
+            |r| r["body"]["session"] == other.as_str(),
+            Duration::from_secs(5)
+        )
+        .is_some(),
+        "{}",
+        read_or_empty(&log)
+    );
+    let end = Instant::now() + Duration::from_secs(5);
+    let raw = loop {
+        let raw = String::from_utf8_lossy(&attached.raw_since(mark)).into_owned();
+        if (raw.contains("\x1b]9;") && raw.contains("\x1b]777;notify;")) || Instant::now() > end {
+            break raw;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let osc9 = raw
+        .split("\x1b]9;")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no OSC 9: {raw:?}"));
+    assert!(osc9.contains(&other_handle), "{osc9:?}");
+    assert!(raw.contains("\x1b]777;notify;"), "{raw:?}");
+    assert_eq!(hook.requests().len(), 2, "{:?}", hook.requests());
+    answer(&w, &fake, &other, d["id"].as_str().unwrap());
 }
 
 #[test]
