@@ -298,7 +298,14 @@ fn a_hanging_webhook_retries_within_its_bound_and_never_holds_up_the_command() {
                 "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
     );
     w.ok(&w.repo, &["materialize"]);
-    let _s = sender(&w, &fake, &log);
+    let running = sender(&w, &fake, &log);
+    // One sender per user: a second one exits, naming the pid that sends.
+    let second = spex_cmd(&w, &fake, &["notify", "--watch"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{said}");
+    assert!(said.contains(&format!("pid {}", running.0.id())), "{said}");
     let id = launch(&w, &fake);
     let a = permission(&w, &fake, &id, "USE_BASH run it");
     let opened = Instant::now();
@@ -397,4 +404,45 @@ fn notify_test_reports_each_channel_and_a_failing_webhook_is_retried_within_its_
         err.contains("spex.jsonc") && err.contains("line 2") && err.contains("notify.dwel"),
         "{err}"
     );
+}
+
+/// Turn ends of several sessions within the dwell are one summary, not one message each.
+#[test]
+fn turn_ends_within_the_dwell_are_one_summary() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let hook = receiver(200, None);
+    let log = w.dir.path().join("notify.log");
+    configure(
+        &w,
+        &json!({"on": ["turn_end"], "dwell": "3s",
+                "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let _running = sender(&w, &fake, &log);
+    let ids: Vec<String> = (0..3).map(|_| launch(&w, &fake)).collect();
+    for id in &ids {
+        run_json(&w, &fake, &["deliver", id, "USE_NONE say hi", "--json"])
+            .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, id)));
+    }
+    for id in &ids {
+        wait_status(&w, id, "idle", Duration::from_mins(1));
+    }
+    let got = hook
+        .request_within(|_| true, Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("nothing sent\n{}", read_or_empty(&log)));
+    std::thread::sleep(Duration::from_secs(4));
+    let all = hook.requests();
+    assert_eq!(all.len(), 1, "{}", pretty(&json!(all)));
+    let body = &got["body"];
+    assert_eq!(body["event"], "summary", "{}", pretty(body));
+    let mut named: Vec<String> = body["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    named.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(named, want, "{}", pretty(body));
 }
