@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
+use crate::env::Env;
+use crate::store::ProjectStore;
 use crate::store::session::{Attention, Session};
 
 /// What the store keeps of one minted link.
@@ -209,6 +211,43 @@ pub fn prune(links: &mut BTreeMap<String, Link>, now: SystemTime) {
     links.retain(|_, l| l.expires + 86_400 > now);
 }
 
+/// The project store and record of the session `link` is for, when they still exist (the
+/// board's confirmation page shows the question and choices from them).
+pub fn record_of(env: &Env, link: &Link) -> Option<(ProjectStore, Session)> {
+    let store = crate::store::all_projects(&env.spex_home())
+        .into_iter()
+        .find(|s| s.stream_key() == link.project)?;
+    let record = store.load(&link.session).ok().flatten()?;
+    Some((store, record))
+}
+
+/// What an answer `choice` through link `token` comes to now (see [`judge`]), and the link
+/// (`None`: no such link, [`Verdict::Refused`]). Read under the notifier's state lock.
+pub fn check(
+    env: &Env,
+    token: &str,
+    expect: Option<(&str, &str)>,
+    choice: &str,
+) -> std::io::Result<(Verdict, Option<Link>)> {
+    let link = super::state::update_links(env, |all| find(all, token).cloned())?;
+    let Some(link) = link else {
+        return Ok((Verdict::Refused, None));
+    };
+    let record = record_of(env, &link).map(|(_, s)| s);
+    let v = judge(&link, expect, record.as_ref(), choice, SystemTime::now());
+    Ok((v, Some(link)))
+}
+
+/// Records that the runtime confirmed answer `choice` through link `token`.
+pub fn answered(env: &Env, token: &str, choice: &str) -> std::io::Result<()> {
+    let h = hash(token);
+    super::state::update_links(env, |all| {
+        if let Some(l) = all.get_mut(&h) {
+            record_answer(l, choice);
+        }
+    })
+}
+
 /// `<public-url>/a/<token>`.
 pub fn url(public_url: &str, token: &str) -> String {
     format!("{}/a/{token}", public_url.trim_end_matches('/'))
@@ -301,5 +340,42 @@ mod tests {
         let other = session("a1", &["allow", "allow-session", "deny"]);
         assert_eq!(judge(&link, None, Some(&other), "allow", now).status(), 410);
         assert_eq!(judge(&link, None, None, "allow", now).status(), 410);
+    }
+
+    /// What the board calls: `check` finds the link by its token in the store, judges it
+    /// against the live record; `answered` makes a second use 200 or 409.
+    #[test]
+    fn the_board_checks_a_token_against_the_store_and_records_its_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env {
+            spex_home: Some(dir.path().join("store")),
+            home: Some(dir.path().to_path_buf()),
+            ..Env::default()
+        };
+        let store = ProjectStore::new(&env.spex_home(), &dir.path().join("repo"));
+        let s = session("a1", &["allow", "deny"]);
+        store
+            .update("s1", |_| (Some(s.clone()), Vec::new(), ()))
+            .unwrap();
+        let (token, link) = mint(
+            &store.stream_key(),
+            &s,
+            s.attention.as_ref().unwrap(),
+            Duration::from_mins(1),
+            SystemTime::now(),
+        )
+        .unwrap();
+        crate::notify::state::update_links(&env, |all| all.insert(link.hash.clone(), link))
+            .unwrap();
+        let (v, found) = check(&env, &token, Some(("s1", "a1")), "allow").unwrap();
+        assert_eq!(v, Verdict::Answer);
+        assert_eq!(found.unwrap().session, "s1");
+        assert_eq!(
+            check(&env, &"f".repeat(64), None, "allow").unwrap().0,
+            Verdict::Refused
+        );
+        answered(&env, &token, "allow").unwrap();
+        assert_eq!(check(&env, &token, None, "allow").unwrap().0.status(), 200);
+        assert_eq!(check(&env, &token, None, "deny").unwrap().0.status(), 409);
     }
 }

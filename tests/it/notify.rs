@@ -125,6 +125,7 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
             "webhook": {"url": format!("http://{}/hook", hook.addr()), "format": "json",
                         "headers": {"X-Token": {"env": "SPEX_TEST_NOTIFY_TOKEN"}}},
             "dwell": "0s",
+            "publicUrl": "http://127.0.0.1:7878/",
         }),
     );
     w.ok(&w.repo, &["materialize"]);
@@ -165,6 +166,14 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
         "{}",
         pretty(body)
     );
+    // One answer link for the attention, one entry per choice; only its hash is stored.
+    let links = body["links"].as_array().unwrap();
+    assert_eq!(links.len(), 3, "{}", pretty(body));
+    let url = links[0]["url"].as_str().unwrap();
+    let token = url.strip_prefix("http://127.0.0.1:7878/a/").unwrap();
+    assert_eq!(token.len(), 64, "{url}");
+    let stored = read_or_empty(&w.spex_home.join("notify/links.json"));
+    assert!(!stored.contains(token) && stored.contains(&id), "{stored}");
     assert!(
         body["title"].as_str().unwrap().contains(&handle),
         "{}",
