@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
+use super::state;
 use crate::env::Env;
 use crate::store::ProjectStore;
 use crate::store::session::{Attention, Session};
@@ -229,7 +230,7 @@ pub fn check(
     expect: Option<(&str, &str)>,
     choice: &str,
 ) -> std::io::Result<(Verdict, Option<Link>)> {
-    let link = super::state::update_links(env, |all| find(all, token).cloned())?;
+    let link = update(env, |all| find(all, token).cloned())?;
     let Some(link) = link else {
         return Ok((Verdict::Refused, None));
     };
@@ -241,11 +242,25 @@ pub fn check(
 /// Records that the runtime confirmed answer `choice` through link `token`.
 pub fn answered(env: &Env, token: &str, choice: &str) -> std::io::Result<()> {
     let h = hash(token);
-    super::state::update_links(env, |all| {
+    update(env, |all| {
         if let Some(l) = all.get_mut(&h) {
             record_answer(l, choice);
         }
     })
+}
+
+/// Reads and changes the answer links (by their token's hash) under the lock: the board finds,
+/// judges and records an answer in one call, so two taps never both answer.
+pub fn update<R>(
+    env: &Env,
+    f: impl FnOnce(&mut BTreeMap<String, Link>) -> R,
+) -> std::io::Result<R> {
+    let path = state::dir(env).join("links.json");
+    state::locked(env, || {
+        let mut all: BTreeMap<String, Link> = state::read(&path);
+        let r = f(&mut all);
+        state::write(&path, &all).map(|()| r)
+    })?
 }
 
 /// `<public-url>/a/<token>`.
@@ -365,8 +380,7 @@ mod tests {
             SystemTime::now(),
         )
         .unwrap();
-        crate::notify::state::update_links(&env, |all| all.insert(link.hash.clone(), link))
-            .unwrap();
+        update(&env, |all| all.insert(link.hash.clone(), link)).unwrap();
         let (v, found) = check(&env, &token, Some(("s1", "a1")), "allow").unwrap();
         assert_eq!(v, Verdict::Answer);
         assert_eq!(found.unwrap().session, "s1");

@@ -422,7 +422,7 @@ impl<'a> Sender<'a> {
         else {
             return;
         };
-        if let Err(e) = state::update_links(self.env, |all| {
+        if let Err(e) = links::update(self.env, |all| {
             links::prune(all, SystemTime::now());
             all.insert(link.hash.clone(), link);
         }) {

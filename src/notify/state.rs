@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::links::Link;
 use crate::env::Env;
 use crate::fsutil;
 
@@ -29,7 +28,7 @@ pub fn locked<R>(env: &Env, f: impl FnOnce() -> R) -> std::io::Result<R> {
     crate::store::lock::with(&lock_file(env), f)
 }
 
-fn read<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> T {
+pub(super) fn read<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> T {
     fsutil::read_opt(path)
         .ok()
         .flatten()
@@ -37,7 +36,7 @@ fn read<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> T {
         .unwrap_or_default()
 }
 
-fn write<T: Serialize>(path: &Path, v: &T) -> std::io::Result<()> {
+pub(super) fn write<T: Serialize>(path: &Path, v: &T) -> std::io::Result<()> {
     fsutil::replace(path, &crate::store::json_bytes(v))
 }
 
@@ -130,20 +129,6 @@ pub fn note(env: &Env, channel: &str, ok: bool, detail: &str, attempts: u32) {
     if let Err(e) | Ok(Err(e)) = r {
         crate::log::log!("notify: cannot record the delivery through {channel}: {e}");
     }
-}
-
-/// Reads and changes the answer links (by their token's hash) under the lock: the board finds,
-/// judges and records an answer in one call, so two taps never both answer.
-pub fn update_links<R>(
-    env: &Env,
-    f: impl FnOnce(&mut BTreeMap<String, Link>) -> R,
-) -> std::io::Result<R> {
-    let path = dir(env).join("links.json");
-    locked(env, || {
-        let mut all: BTreeMap<String, Link> = read(&path);
-        let r = f(&mut all);
-        write(&path, &all).map(|()| r)
-    })?
 }
 
 /// The marker the board's page writes while it shows session `id` with the page visible

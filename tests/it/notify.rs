@@ -90,6 +90,38 @@ fn sender(w: &World, fake: &FakeAnthropic, log: &Path) -> Sender {
     Sender(child)
 }
 
+/// The sessions a test launched, stopped when it ends (passing or not): a host left running
+/// outlives the test's temp folder and holds its inotify instances.
+struct Hosts<'a> {
+    w: &'a World,
+    fake: &'a FakeAnthropic,
+    ids: std::cell::RefCell<Vec<String>>,
+}
+
+impl<'a> Hosts<'a> {
+    fn new(w: &'a World, fake: &'a FakeAnthropic) -> Self {
+        Hosts {
+            w,
+            fake,
+            ids: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+
+    fn launch(&self) -> String {
+        let id = launch(self.w, self.fake);
+        self.ids.borrow_mut().push(id.clone());
+        id
+    }
+}
+
+impl Drop for Hosts<'_> {
+    fn drop(&mut self) {
+        for id in self.ids.borrow().iter() {
+            let _ = spex_cmd(self.w, self.fake, &["stop", id, "--grace", "2"]).output();
+        }
+    }
+}
+
 fn lines(out: &Path) -> Vec<Value> {
     read_or_empty(out)
         .lines()
@@ -119,6 +151,7 @@ fn answer(w: &World, fake: &FakeAnthropic, id: &str, att: &str) {
 #[test]
 fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_again() {
     let (w, fake) = claude_world(SeedOptions::default());
+    let hosts = Hosts::new(&w, &fake);
     let hook = receiver(200, None);
     let out = w.dir.path().join("notified.jsonl");
     let log = w.dir.path().join("notify.log");
@@ -135,7 +168,7 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
     );
     w.ok(&w.repo, &["materialize"]);
     let mut running = sender(&w, &fake, &log);
-    let id = launch(&w, &fake);
+    let id = hosts.launch();
     let handle = w.record(&id)["handle"].as_str().unwrap().to_owned();
 
     let a = permission(&w, &fake, &id, "USE_BASH run it");
@@ -276,7 +309,7 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
 
     // Another session's attention: announced, and shown in the attached terminal (OSC 9 and
     // OSC 777), which is about the other session.
-    let other = launch(&w, &fake);
+    let other = hosts.launch();
     let other_handle = w.record(&other)["handle"].as_str().unwrap().to_owned();
     let mark = attached.mark();
     let d = permission(&w, &fake, &other, "USE_BASH other");
@@ -310,6 +343,7 @@ fn a_permission_is_announced_once_through_the_command_and_the_webhook_and_not_ag
 #[test]
 fn a_hanging_webhook_retries_within_its_bound_and_never_holds_up_the_command() {
     let (w, fake) = claude_world(SeedOptions::default());
+    let hosts = Hosts::new(&w, &fake);
     let hook = receiver(200, Some(Duration::from_secs(30)));
     let out = w.dir.path().join("notified.jsonl");
     let log = w.dir.path().join("notify.log");
@@ -327,7 +361,7 @@ fn a_hanging_webhook_retries_within_its_bound_and_never_holds_up_the_command() {
     let said = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(2), "{said}");
     assert!(said.contains(&format!("pid {}", running.0.id())), "{said}");
-    let id = launch(&w, &fake);
+    let id = hosts.launch();
     let a = permission(&w, &fake, &id, "USE_BASH run it");
     let opened = Instant::now();
     let end = opened + Duration::from_secs(2);
@@ -431,6 +465,7 @@ fn notify_test_reports_each_channel_and_a_failing_webhook_is_retried_within_its_
 #[test]
 fn turn_ends_within_the_dwell_are_one_summary() {
     let (w, fake) = claude_world(SeedOptions::default());
+    let hosts = Hosts::new(&w, &fake);
     let hook = receiver(200, None);
     let log = w.dir.path().join("notify.log");
     configure(
@@ -440,7 +475,7 @@ fn turn_ends_within_the_dwell_are_one_summary() {
     );
     w.ok(&w.repo, &["materialize"]);
     let running = sender(&w, &fake, &log);
-    let ids: Vec<String> = (0..3).map(|_| launch(&w, &fake)).collect();
+    let ids: Vec<String> = (0..3).map(|_| hosts.launch()).collect();
     for id in &ids {
         run_json(&w, &fake, &["deliver", id, "USE_NONE say hi", "--json"])
             .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, id)));
