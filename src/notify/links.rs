@@ -120,6 +120,9 @@ pub enum Verdict {
     /// Answer the attention with this choice (the caller goes through the runtime's answer
     /// path, then [`record_answer`]).
     Answer,
+    /// 200, asked with no choice (a GET): the attention is open and the link answers it: show
+    /// the confirmation page.
+    Open,
     /// 200: the same answer was already given through this link; nothing changes.
     Again,
     /// 409: another answer was given through this link already.
@@ -134,7 +137,7 @@ impl Verdict {
     /// The HTTP status the board answers with.
     pub fn status(&self) -> u16 {
         match self {
-            Verdict::Answer | Verdict::Again => 200,
+            Verdict::Answer | Verdict::Open | Verdict::Again => 200,
             Verdict::Conflict { .. } => 409,
             Verdict::Gone { .. } => 410,
             Verdict::Refused => 403,
@@ -142,7 +145,8 @@ impl Verdict {
     }
 }
 
-/// Judges an answer `choice` through `link` against the session's record now. `expect`: the
+/// Judges an answer `choice` through `link` against the session's record now (`""`: a GET,
+/// which answers nothing). `expect`: the
 /// (session, attention) the request names, when it names one (a form posting to the
 /// attention's own URL); a link never answers another.
 pub fn judge(
@@ -158,7 +162,7 @@ pub fn judge(
         return Verdict::Refused;
     }
     if let Some(given) = &link.answered {
-        return if given == choice {
+        return if choice.is_empty() || given == choice {
             Verdict::Again
         } else {
             Verdict::Conflict {
@@ -189,6 +193,9 @@ pub fn judge(
         return Verdict::Gone {
             why: "the attention asks something else now",
         };
+    }
+    if choice.is_empty() {
+        return Verdict::Open;
     }
     let offered = a.choices.iter().any(|c| c.id == choice)
         || a.questions
@@ -311,6 +318,7 @@ mod tests {
         assert!(find(&links, &"0".repeat(64)).is_none());
 
         assert_eq!(judge(&link, None, Some(&s), "allow", now), Verdict::Answer);
+        assert_eq!(judge(&link, None, Some(&s), "", now), Verdict::Open);
         assert_eq!(judge(&link, None, Some(&s), "maybe", now), Verdict::Refused);
         // Named against another attention or session: refused.
         assert_eq!(
@@ -323,6 +331,7 @@ mod tests {
         );
         record_answer(&mut link, "allow");
         assert_eq!(judge(&link, None, Some(&s), "allow", now), Verdict::Again);
+        assert_eq!(judge(&link, None, Some(&s), "", now), Verdict::Again);
         assert_eq!(judge(&link, None, Some(&s), "allow", now).status(), 200);
         let v = judge(&link, None, Some(&s), "deny", now);
         assert_eq!(v.status(), 409, "{v:?}");
