@@ -84,6 +84,12 @@ impl Env {
             .collect()
     }
 
+    /// A variable a configuration names to hold a secret (`notify.webhook.headers`'s
+    /// `{"env": NAME}`): read when it is used, never stored.
+    pub fn secret(name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
     /// What a recording says of this process's environment: the variables of
     /// [`RECORDED_VARS`] that are set, by name, each with its value where that is one of
     /// [`RECORDED_VALUES`] (a terminal or locale setting, never a path or a secret), else

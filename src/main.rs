@@ -15,6 +15,7 @@ mod fsutil;
 mod hint;
 mod log;
 mod materialize;
+mod notify;
 mod pty;
 mod reconcile;
 mod repo;

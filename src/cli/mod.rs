@@ -21,6 +21,7 @@ pub mod init;
 pub mod interrupt;
 pub mod launch;
 pub mod materialize;
+pub mod notify;
 pub mod open;
 pub mod outcome;
 pub mod output;
@@ -95,6 +96,7 @@ pub enum Command {
     Server(server::Args),
     Board(board::Args),
     Watch(watch::Args),
+    Notify(notify::Args),
     Service(service::Args),
     #[command(hide = true)]
     Host(host::Args),
@@ -149,6 +151,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Server(a) => server::run(&a, env),
         Command::Board(a) => board::run(&a, env),
         Command::Watch(a) => watch::run(&a, env),
+        Command::Notify(a) => notify::run(&a, env),
         Command::Service(a) => service::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),

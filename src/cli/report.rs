@@ -93,6 +93,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::adapters::AppServerError,
         crate::board::BoardError,
         crate::watch::service::ServiceError,
+        crate::notify::AlreadyRunning,
     );
     None
 }

@@ -10,6 +10,7 @@ use jsonc_parser::common::Ranged;
 
 pub mod editor;
 mod jsonc;
+pub mod notify;
 pub mod prices;
 
 use jsonc::name_of;
@@ -120,6 +121,8 @@ pub struct Config {
     pub editor: Option<String>,
     /// `usage.prices`: per model, per million tokens (see `prices`).
     pub prices: prices::Prices,
+    /// `notify`: the notifier's events, channels and dwell (see `notify`).
+    pub notify: notify::Notify,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -203,6 +206,7 @@ impl Config {
             away: false,
             editor: None,
             prices: prices::Prices::default(),
+            notify: notify::Notify::default(),
             budgets: Budgets::default(),
             sources: Vec::new(),
         }
@@ -324,6 +328,10 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
             "usage" => prices::apply_usage(&mut cfg.prices, v)
                 .map_err(|b| layer.err(b.at, b.message, b.hint))?,
             "editor" => cfg.editor = Some(editor_line(layer, v)?),
+            "notify" => {
+                notify::apply(&mut cfg.notify, v)
+                    .map_err(|b| layer.err(b.at, b.message, b.hint))?;
+            }
             "record" => {
                 let Ast::BooleanLit(b) = v else {
                     return Err(layer.err(
@@ -370,7 +378,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`, `editor`, `usage`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`, `editor`, `usage`, `notify`",
                 ));
             }
         }

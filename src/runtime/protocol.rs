@@ -58,6 +58,12 @@ pub enum Request {
     },
     /// Send the harness's interrupt keys (the turn ends `interrupted` once the screen is idle).
     Interrupt,
+    /// Show a desktop notification in the attached terminals (OSC 9 and OSC 777), about another
+    /// session: the notifier's terminal channel. Control characters are taken out by the host.
+    Notice {
+        title: String,
+        body: String,
+    },
     /// End the program: SIGTERM to its process group, SIGKILL after `grace_ms`.
     Stop {
         grace_ms: u64,

@@ -34,6 +34,7 @@ mod host;
 mod machine_stop;
 mod materialize;
 mod names;
+mod notify;
 mod outcomes;
 mod peers_smoke;
 mod projects;

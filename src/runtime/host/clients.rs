@@ -231,12 +231,37 @@ fn handle(shared: &Shared, request: Request) -> Response {
             Some(keys) => shared.write_input_by(keys, "spex interrupt"),
             None => Err(std::io::Error::other("this harness has no interrupt key")),
         },
+        Request::Notice { title, body } => {
+            notice(shared, &title, &body);
+            Ok(())
+        }
         Request::Attach { .. } => unreachable!("handled by serve"),
     };
     match result {
         Ok(()) => ok,
         Err(e) => Response::fail(e.to_string()),
     }
+}
+
+/// Writes a notification to every attached terminal: OSC 9 (`iTerm2`, Windows Terminal, kitty,
+/// `WezTerm`, Ghostty) and OSC 777 (VTE terminals, foot, urxvt), text with no control character
+/// (nothing in it can end the sequence or start another), `;` kept out of OSC 777's fields.
+fn notice(shared: &Shared, title: &str, body: &str) {
+    let plain = |s: &str, max: usize| -> String {
+        s.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(max)
+            .collect()
+    };
+    let (title, body) = (plain(title, 120), plain(body, 240));
+    let bytes = format!(
+        "\x1b]9;{title}: {body}\x1b\\\x1b]777;notify;{};{}\x1b\\",
+        title.replace(';', ","),
+        body.replace(';', ",")
+    );
+    let mut clients = lock(&shared.clients);
+    clients.retain_mut(|c| c.stream.write_all(bytes.as_bytes()).is_ok());
+    shared.set_clients(&clients);
 }
 
 /// Resizes the session and its model; a watching terminal is told the new size in its stream

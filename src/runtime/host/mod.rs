@@ -132,6 +132,7 @@ fn share(spec: &HostSpec, session: Session, tee: Tee) -> Arc<Shared> {
         frames,
         clients: Mutex::new(Vec::new()),
         next_client: std::sync::atomic::AtomicU64::new(0),
+        attached: std::sync::atomic::AtomicBool::new(false),
         harness: spec.harness,
         terminal: spec.terminal,
         child_pid,

@@ -25,6 +25,8 @@ pub(super) struct Shared {
     /// Attached terminals, each getting every output chunk.
     pub(super) clients: Mutex<Vec<Attached>>,
     pub(super) next_client: std::sync::atomic::AtomicU64,
+    /// Whether a terminal is attached, as the session folder's `attached` marker says.
+    pub(super) attached: std::sync::atomic::AtomicBool,
     pub(super) harness: &'static dyn Harness,
     pub(super) terminal: &'static dyn TerminalHost,
     pub(super) child_pid: u32,
@@ -359,9 +361,27 @@ impl Shared {
     }
 
     /// The terminal model answers queries exactly while no real terminal that types is
-    /// attached (a watching one's replies are dropped with the rest of its bytes).
+    /// attached (a watching one's replies are dropped with the rest of its bytes). A watching
+    /// terminal counts as a person looking (the `attached` marker the notifier reads).
     pub(super) fn set_clients(&self, clients: &[Attached]) {
+        let attached = !clients.is_empty();
         lock(&self.term).set_answering(clients.iter().all(|c| c.read_only));
+        // Written on a change only (this runs for every output chunk).
+        if self
+            .attached
+            .swap(attached, std::sync::atomic::Ordering::SeqCst)
+            != attached
+        {
+            let marker = self.store.attached_file(&self.id);
+            let r = if attached {
+                crate::fsutil::replace(&marker, format!("{}\n", std::process::id()).as_bytes())
+            } else {
+                fs_err::remove_file(&marker)
+            };
+            if let Err(e) = r {
+                crate::log::log!("host: the attached marker: {e}");
+            }
+        }
     }
 }
 

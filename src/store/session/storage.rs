@@ -22,6 +22,21 @@ impl ProjectStore {
         self.sessions_dir().join(id)
     }
 
+    /// The marker a session's host keeps while a `spex attach` terminal is attached (the pid of
+    /// the host inside): the notifier sends nothing for a session a person is attached to.
+    pub fn attached_file(&self, id: &str) -> PathBuf {
+        self.session_dir(id).join("attached")
+    }
+
+    /// Whether a live host says a terminal is attached to session `id`.
+    pub fn attached(&self, id: &str) -> bool {
+        fs_err::read_to_string(self.attached_file(id))
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+            .is_some_and(|pid| rustix::process::test_kill_process(pid).is_ok())
+    }
+
     fn alias_file(&self, harness: &str, harness_id: &str) -> PathBuf {
         self.dir
             .join("aliases")
