@@ -79,10 +79,19 @@ impl Env {
             .collect()
     }
 
-    /// The names (not values) of this process's variables.
-    pub fn names() -> Vec<String> {
-        std::env::vars_os()
-            .map(|(k, _)| k.to_string_lossy().into_owned())
+    /// What a recording says of this process's environment: the variables of
+    /// [`RECORDED_VARS`] that are set, by name, each with its value where that is one of
+    /// [`RECORDED_VALUES`] (a terminal or locale setting, never a path or a secret), else
+    /// `None` (set, value not recorded). Every other variable goes unnamed.
+    pub fn recorded_environment() -> Vec<(String, Option<String>)> {
+        RECORDED_VARS
+            .iter()
+            .filter_map(|&name| {
+                let value = std::env::var_os(name)?;
+                let safe = RECORDED_VALUES.contains(&name) || name.starts_with("LC_");
+                let value = safe.then(|| value.to_str().map(str::to_owned)).flatten();
+                Some((name.to_owned(), value))
+            })
             .collect()
     }
 
@@ -158,3 +167,49 @@ pub fn version_output(binary: &std::path::Path) -> Option<String> {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.lines().next().map(str::to_owned)
 }
+
+/// The variables a recording names when set: what changes how a program draws or behaves in a
+/// terminal (`Env::recorded_environment`).
+pub const RECORDED_VARS: &[&str] = &[
+    "TERM",
+    "COLORTERM",
+    "TERM_PROGRAM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "CI",
+    "COLUMNS",
+    "LINES",
+    "SHELL",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "HOME",
+    "PATH",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+];
+
+/// The variables of [`RECORDED_VARS`] whose values a recording keeps (they hold a setting,
+/// never a path, a name or a secret).
+pub const RECORDED_VALUES: &[&str] = &[
+    "TERM",
+    "COLORTERM",
+    "TERM_PROGRAM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "CI",
+    "COLUMNS",
+    "LINES",
+];

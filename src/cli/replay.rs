@@ -13,7 +13,9 @@ use crate::pty::terminal::Terminal;
 
 /// Play a recorded session: in real time, scaled, or collapsed (no pauses, same bytes).
 ///
-/// Plays to this terminal; `--frames` prints its frames instead; `--at MS` prints, as JSON, the
+/// With neither `--speed` nor `--collapsed`, as the cassette's manifest says (`replay_default`;
+/// real time when it does not say). A cassette whose frames were derived by another version of
+/// the terminal emulator than this spex's is refused, naming both. Plays to this terminal; `--frames` prints its frames instead; `--at MS` prints, as JSON, the
 /// screen and session state at a moment of the recording. A session's latest recording is played; a
 /// folder path names any of them.
 #[derive(Debug, clap::Args)]
@@ -169,7 +171,11 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         output::json(&frames);
         return Ok(Outcome::Ok);
     }
-    let speed = if args.collapsed {
+    // With no flag, as the recording says it is best played.
+    let collapsed = args.collapsed
+        || (args.speed.is_none()
+            && cassette.manifest.replay_default.as_deref() == Some("collapsed"));
+    let speed = if collapsed {
         None
     } else {
         Some(args.speed.unwrap_or(1.0).max(0.001))

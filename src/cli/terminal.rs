@@ -37,6 +37,17 @@ enum Left {
 /// One thread waits on the session's stream, this terminal's input and window changes at
 /// once, so exactly one of them ends the attachment and exactly one line says which.
 pub fn attach(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
+    join(env, id, detach, false)
+}
+
+/// [`attach`] that only watches: the host drops what this terminal types and never resizes
+/// the session to it; the session's screen is drawn at the session's size, cropped or padded
+/// to this terminal's, on this terminal's alternate screen.
+pub fn watch(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
+    join(env, id, detach, true)
+}
+
+fn join(env: &Env, id: &str, detach: u8, read_only: bool) -> anyhow::Result<()> {
     use rustix::termios;
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
@@ -46,6 +57,7 @@ pub fn attach(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
         Request::Attach {
             rows: size.map_or(0, |s| s.ws_row),
             cols: size.map_or(0, |s| s.ws_col),
+            read_only,
         },
         std::time::Duration::from_secs(10),
     )?;
@@ -68,6 +80,14 @@ pub fn attach(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
     // What this terminal shows, to know where a clean line is when we leave.
     let mut screen = Terminal::new(rows, cols);
     screen.set_answering(false);
+    // A watcher draws the session's screen through a model at the session's size.
+    let view = read_only.then(|| {
+        let (r, c) = answer
+            .snapshot
+            .as_ref()
+            .map_or((rows, cols), |s| (s.rows, s.cols));
+        Terminal::watching(r, c)
+    });
     let (winch, winch_tx) = UnixStream::pair()?;
     let _ = signal_hook::low_level::pipe::register(signal_hook::consts::SIGWINCH, winch_tx);
     winch.set_nonblocking(true)?;
@@ -79,16 +99,32 @@ pub fn attach(env: &Env, id: &str, detach: u8) -> anyhow::Result<()> {
     }
     // People read the handle; `id` stays the full id for the calls below.
     let shown = super::args::project(env).map_or_else(|_| id.to_owned(), |s| s.label_of(id));
-    eprint!(
-        "[attached to {shown}: {} detaches]\r\n",
-        crate::config::control_key_name(detach)
-    );
+    if read_only {
+        eprint!(
+            "[watching {shown}, read-only: {} detaches]\r\n",
+            crate::config::control_key_name(detach)
+        );
+        // On this terminal's alternate screen: leaving gives back what it showed.
+        let enter = b"\x1b[?1049h\x1b[H\x1b[2J";
+        screen.feed(enter);
+        let mut out = stdout.lock();
+        let _ = out.write_all(enter).and_then(|()| out.flush());
+    } else {
+        eprint!(
+            "[attached to {shown}: {} detaches]\r\n",
+            crate::config::control_key_name(detach)
+        );
+    }
     let streams = Streams {
         session: &stream,
         keys: &writer,
         winch: &winch,
     };
-    let left = pump(&streams, detach, &early, &mut screen, env, id);
+    let mut view = View {
+        screen: &mut screen,
+        watched: view,
+    };
+    let left = pump(&streams, detach, &early, &mut view, env, id);
     let _ = writer.shutdown(std::net::Shutdown::Both);
     if let Some(orig) = &original {
         let _ = termios::tcsetattr(&stdin, termios::OptionalActions::Now, orig);
@@ -131,23 +167,48 @@ struct Streams<'a> {
     winch: &'a UnixStream,
 }
 
+/// What this terminal shows (`screen`), and for a watcher the session's screen at the
+/// session's size (`watched`), which is drawn onto it.
+struct View<'a> {
+    screen: &'a mut Terminal,
+    watched: Option<Terminal>,
+}
+
+impl View<'_> {
+    /// Shows the session's `bytes` on `out`: as they are, or, watching, the session's screen
+    /// they leave drawn at this terminal's size.
+    fn show(&mut self, out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+        match &mut self.watched {
+            None => {
+                self.screen.feed(bytes);
+                out.write_all(bytes)?;
+            }
+            Some(watched) => {
+                watched.feed(bytes);
+                let size = self.screen.snapshot();
+                let drawn = watched.render(size.rows, size.cols);
+                self.screen.feed(&drawn);
+                out.write_all(&drawn)?;
+            }
+        }
+        out.flush()
+    }
+}
+
 /// Copies the session's stream to this terminal (and `screen`) and this terminal's keys to the
-/// session until one side ends; window changes go to the session as they come.
+/// session until one side ends; window changes go to the session as they come (a watcher's
+/// only redraw it: the session keeps its size).
 fn pump(
     streams: &Streams<'_>,
     detach: u8,
     early: &[u8],
-    screen: &mut Terminal,
+    view: &mut View<'_>,
     env: &Env,
     id: &str,
 ) -> Left {
     use rustix::event::{PollFd, PollFlags, poll};
     let mut out = std::io::stdout().lock();
-    let mut show = |bytes: &[u8], screen: &mut Terminal| {
-        screen.feed(bytes);
-        out.write_all(bytes).and_then(|()| out.flush())
-    };
-    if show(early, screen).is_err() {
+    if view.show(&mut out, early).is_err() {
         return Left::Detached;
     }
     let stdin = std::io::stdin();
@@ -168,7 +229,7 @@ fn pump(
             match (&*streams.session).read(&mut buf) {
                 Ok(0) | Err(_) => return Left::Closed,
                 Ok(n) => {
-                    if show(&buf[..n], screen).is_err() {
+                    if view.show(&mut out, &buf[..n]).is_err() {
                         return Left::Detached;
                     }
                 }
@@ -195,7 +256,13 @@ fn pump(
             let mut drain = [0u8; 64];
             while matches!((&*streams.winch).read(&mut drain), Ok(n) if n > 0) {}
             if let Ok(size) = rustix::termios::tcgetwinsize(std::io::stdout()) {
-                screen.resize(size.ws_row, size.ws_col);
+                view.screen.resize(size.ws_row, size.ws_col);
+                if view.watched.is_some() {
+                    if view.show(&mut out, &[]).is_err() {
+                        return Left::Detached;
+                    }
+                    continue;
+                }
                 let _ = crate::runtime::call(
                     env,
                     id,

@@ -117,6 +117,14 @@ impl Session {
         let mut reader = pair.master.try_clone_reader().map_err(|e| open(&e))?;
         let writer = pair.master.take_writer().map_err(|e| open(&e))?;
         let (tx, output) = mpsc::channel();
+        // Before any output: a recording scrubs the pid from the first byte on (a note for
+        // the recorder, `process`, not a record of a stream).
+        if let Some(tee) = &tee {
+            tee.record(Event::Mark {
+                stream: "process".into(),
+                data: serde_json::json!({ "pid": pid }),
+            });
+        }
         let reader_tee = tee.clone();
         std::thread::Builder::new()
             .name(format!("pty-read-{pid}"))
@@ -367,7 +375,11 @@ mod tests {
         );
         let seen = memory.observations();
         assert!(seen.iter().enumerate().all(|(i, o)| o.seq == i as u64));
-        assert!(matches!(seen.first().unwrap().event, Event::Input { .. }));
+        // The program's pid first (a recording scrubs it from the first byte), then the input.
+        assert!(
+            matches!(&seen[0].event, Event::Mark { stream, data } if stream == "process" && data["pid"] == s.pid())
+        );
+        assert!(matches!(seen[1].event, Event::Input { .. }));
         assert!(matches!(seen.last().unwrap().event, Event::Exit { .. }));
         assert!(
             seen.iter()

@@ -13,6 +13,9 @@ struct Callbacks {
     answering: bool,
     replies: Vec<u8>,
     title: String,
+    /// Take `CSI 8 ; rows ; cols t` as the size of the screen watched (a watcher's model of
+    /// a session: the host says so when the session is resized).
+    follow_resize: bool,
 }
 
 fn param(params: &[&[u16]], i: usize) -> Option<u16> {
@@ -20,6 +23,12 @@ fn param(params: &[&[u16]], i: usize) -> Option<u16> {
 }
 
 impl vt100::Callbacks for Callbacks {
+    fn resize(&mut self, screen: &mut vt100::Screen, (rows, cols): (u16, u16)) {
+        if self.follow_resize && rows > 0 && cols > 0 {
+            screen.set_size(rows, cols);
+        }
+    }
+
     fn set_window_title(&mut self, _: &mut vt100::Screen, title: &[u8]) {
         self.title = String::from_utf8_lossy(title).into_owned();
     }
@@ -193,6 +202,43 @@ impl Terminal {
             .rows(0, cols)
             .nth(usize::from(row))
             .unwrap_or_default()
+    }
+
+    /// A model of a screen watched from elsewhere: `CSI 8 ; rows ; cols t` in what it is fed
+    /// resizes it (see [`crate::runtime::protocol`]'s read-only `attach`); it answers nothing.
+    pub fn watching(rows: u16, cols: u16) -> Terminal {
+        let mut t = Terminal::new(rows, cols);
+        t.set_answering(false);
+        t.parser.callbacks_mut().follow_resize = true;
+        t
+    }
+
+    /// Bytes that draw this screen on a terminal of `rows` x `cols` from its top left corner,
+    /// as it is: cropped where that terminal is smaller, blank beyond it where larger; the
+    /// cursor where this screen has it (hidden when that is outside, or this screen hides it).
+    pub fn render(&self, rows: u16, cols: u16) -> Vec<u8> {
+        let screen = self.parser.screen();
+        let (own_rows, own_cols) = screen.size();
+        let mut out = b"\x1b[?25l".to_vec();
+        let mut drawn = screen.rows_formatted(0, own_cols.min(cols));
+        for row in 0..rows {
+            // The row blanked first: what this screen does not cover stays blank.
+            out.extend_from_slice(format!("\x1b[{};1H\x1b[0m\x1b[2K", row + 1).as_bytes());
+            if row < own_rows
+                && let Some(line) = drawn.next()
+            {
+                out.extend_from_slice(&line);
+                out.extend_from_slice(b"\x1b[0m");
+            }
+        }
+        let (row, col) = screen.cursor_position();
+        if row < rows && col < cols {
+            out.extend_from_slice(format!("\x1b[{};{}H", row + 1, col + 1).as_bytes());
+            if !screen.hide_cursor() {
+                out.extend_from_slice(b"\x1b[?25h");
+            }
+        }
+        out
     }
 
     /// Bytes that redraw the current screen on a terminal that attaches now.

@@ -33,14 +33,28 @@ pub enum Request {
         cols: u16,
     },
     /// Stream the terminal: the screen is redrawn, then raw output follows; raw input bytes
-    /// sent back go to the program.
+    /// sent back go to the program. With `read_only` the client only watches: the host drops
+    /// every byte it sends and never resizes the session to it (`rows`, `cols` are only noted);
+    /// the answer carries the session's screen (its size), and when the session is resized
+    /// later the stream carries `CSI 8 ; rows ; cols t` before the redraw at the new size.
+    /// Several may watch at once, beside terminals that type. A recording notes each watcher
+    /// joining and leaving as a service event (`observer.joined`, `observer.left`), never as
+    /// input.
     Attach {
         rows: u16,
         cols: u16,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        read_only: bool,
     },
     /// Start recording into `dir` (from now on), or with `None` stop and finish the recording.
     Record {
         dir: Option<std::path::PathBuf>,
+    },
+    /// The running recording misses part of the session (the launch failed at a screen spex
+    /// cannot answer): its capture is `partial`, for `reason`. Nothing happens when the session
+    /// is not recorded.
+    Incomplete {
+        reason: String,
     },
     /// Send the harness's interrupt keys (the turn ends `interrupted` once the screen is idle).
     Interrupt,

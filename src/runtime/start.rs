@@ -86,12 +86,45 @@ pub(super) fn terminal_of(h: &dyn Harness) -> Result<&'static dyn TerminalHost, 
 }
 
 /// Starts the host of session `id` running `argv` and waits until the harness is ready.
-/// Sessions on a server get their host through [`harness_server::Server::host`].
+/// Sessions on a server get their host through [`harness_server::Server::host`]. A recorded
+/// launch that fails while its host runs says so in the recording (its capture is `partial`).
+pub(super) fn start_host(
+    l: &Launch,
+    store: &ProjectStore,
+    id: &str,
+    argv: &[String],
+) -> Result<Launched, RuntimeError> {
+    let started = start_and_wait(l, store, id, argv);
+    if let Err(e) = &started
+        && l.record
+    {
+        let reason = match e {
+            RuntimeError::Blocked { what, .. } => {
+                Some(format!("the launch failed at a screen: {what}"))
+            }
+            RuntimeError::Stuck { .. } => {
+                Some("the launch failed at a screen spex does not know".to_owned())
+            }
+            RuntimeError::NoStart { .. } => {
+                Some("the launch failed: the start hook never reported".to_owned())
+            }
+            RuntimeError::NotReady { .. } => {
+                Some("the launch failed: the harness was not ready in time".to_owned())
+            }
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            let _ = call(l.env, id, Request::Incomplete { reason });
+        }
+    }
+    started
+}
+
 #[expect(
     clippy::too_many_lines,
     reason = "the host's command line, its start and the wait until the harness is ready share the launch's paths and log"
 )]
-pub(super) fn start_host(
+fn start_and_wait(
     l: &Launch,
     store: &ProjectStore,
     id: &str,

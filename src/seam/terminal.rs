@@ -26,6 +26,19 @@ pub struct Blocker {
     pub hint: String,
 }
 
+/// A scrubbing rule an adapter adds to a recording of its terminal, for text of its own
+/// formats that spex's standard rules do not know (a folder named after the checkout, a file
+/// name with a time in it): every match of `regex` becomes `replace`, or with `numbered` each
+/// distinct match its own `replace` + number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScrubRule {
+    pub name: String,
+    /// A regular expression (the `regex` crate's syntax, ASCII classes).
+    pub regex: String,
+    pub replace: String,
+    pub numbered: bool,
+}
+
 /// A prompt's text made safe to type as ONE bracketed paste: every control character a
 /// terminal program would act on (ESC, which opens the paste-end `ESC[201~`, Shift+Tab `ESC[Z`
 /// and every other key sequence; the other C0 controls; DEL; the C1 controls, among them the
@@ -101,6 +114,27 @@ pub trait TerminalHost: Sync {
     /// [`bracketed_paste`]); `None` where prompts are never typed into this terminal (they
     /// reach the session another way, such as its server, which confirms them).
     fn paste(&self, text: &str) -> Option<(Vec<u8>, Duration, Vec<u8>)>;
+    /// Rules a recording of a session in checkout `tree` scrubs besides spex's own (run
+    /// before the standard ones).
+    fn scrub_rules(&self, _tree: &Path) -> Vec<ScrubRule> {
+        Vec::new()
+    }
+    /// The permission mode the harness starts in with arguments `args` (after the binary),
+    /// in the harness's own words; `None` when it does not say.
+    fn permission_mode(&self, _args: &[String]) -> Option<String> {
+        None
+    }
+}
+
+/// The value of option `name` in `args` (`name value` or `name=value`).
+pub fn option_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter().enumerate().find_map(|(i, a)| {
+        if a == name {
+            args.get(i + 1).map(String::as_str)
+        } else {
+            a.strip_prefix(name)?.strip_prefix('=')
+        }
+    })
 }
 
 /// A prompt typed as one bracketed paste (its text neutralised, see [`neutralize_paste`]),

@@ -434,3 +434,164 @@ impl Drop for Reap {
         }
     }
 }
+
+/// A recording scrubs what changes from one run to the next and what names the machine: a
+/// program whose argv and screen show a UUID (in two cases), a timestamp, its own pid and its
+/// host's, a socket path and the home path leaves none of them in any file of the cassette;
+/// one id is one placeholder everywhere, and `scrub-report.json` lists each rule with its
+/// hits and the volatile fields kept on purpose. The cassette checks clean.
+#[test]
+fn a_recording_keeps_no_id_time_pid_socket_or_home_path() {
+    let w = World::new();
+    let run: PathBuf = w.dir.path().join("run");
+    std::fs::create_dir_all(run.join("spex")).unwrap();
+    std::fs::set_permissions(run.join("spex"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    record(&w);
+    let socket = run.join("spex").join(format!("{ID}.sock"));
+    let cassette = w.dir.path().join("cassette");
+    let uuid = "6f1c1e0a-3b2d-4c5e-8f9a-0b1c2d3e4f5a";
+    let other = "0b6a2f3c-8d1e-4f5a-9b7c-1d2e3f4a5b6c";
+    let home = w.home.to_str().unwrap().to_owned();
+    let script = format!(
+        "printf 'id={uuid} other={other}\\r\\n'; printf 'ID=%s\\r\\n' {upper}; \
+         printf 'at=%s argv-at=2026-11-27T12:34:56.789Z\\r\\n' \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"; \
+         printf 'pid=%s host=%s\\r\\n' $$ $PPID; printf 'sock={sock}\\r\\n'; \
+         printf 'home=%s\\r\\n' \"$HOME\"; printf 'done-drawing\\r\\n'; exec sleep 60",
+        upper = uuid.to_uppercase(),
+        sock = socket.display(),
+    );
+    let host = host_with(
+        &w,
+        &socket,
+        &script,
+        &["--record", cassette.to_str().unwrap()],
+    );
+    assert!(wait_screen(&socket, "done-drawing").contains("done-drawing"));
+    let pids = call(&socket, r#"{"v":1,"op":"ping"}"#);
+    let (host_pid, child_pid) = (
+        pids["host_pid"].as_u64().unwrap(),
+        pids["child_pid"].as_u64().unwrap(),
+    );
+    assert_eq!(u64::from(host.0.id()), host_pid);
+    let stopped = call(&socket, r#"{"v":1,"op":"record","dir":null}"#);
+    assert_eq!(stopped["ok"], true, "{stopped}");
+
+    let checked = w.spex(&w.repo, &["cassette", "check", cassette.to_str().unwrap()]);
+    assert!(checked.status.success(), "{checked:?}");
+    let files: Vec<(String, String)> = std::fs::read_dir(&cassette)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let text = String::from_utf8_lossy(&std::fs::read(e.path()).unwrap()).into_owned();
+            (e.file_name().to_string_lossy().into_owned(), text)
+        })
+        .collect();
+    assert_eq!(files.len(), 8, "{files:?}");
+    let time = regex::Regex::new(r"\d{2}:\d{2}:\d{2}").unwrap();
+    for (name, text) in &files {
+        for leak in [
+            uuid,
+            &uuid.to_uppercase(),
+            other,
+            home.as_str(),
+            socket.to_str().unwrap(),
+            ".sock",
+        ] {
+            assert!(!text.contains(leak), "`{leak}` in {name}:\n{text}");
+        }
+        assert!(!time.is_match(text), "a time in {name}:\n{text}");
+        for pid in [host_pid, child_pid] {
+            assert!(
+                !text.contains(&format!("={pid}")),
+                "pid {pid} in {name}:\n{text}"
+            );
+        }
+    }
+    let file = |name: &str| &files.iter().find(|(n, _)| n == name).unwrap().1;
+    let raw = file("output.raw");
+    for shown in [
+        "id=$UUID1",
+        "other=$UUID2",
+        "ID=$UUID1",
+        "at=$TIME",
+        "argv-at=$TIME",
+        "pid=$PID",
+        "host=$PID",
+        "sock=$SOCKET",
+        "home=$HOME",
+    ] {
+        assert!(raw.contains(shown), "`{shown}` not in output.raw:\n{raw}");
+    }
+    // The argv shows the same ids as the screen, under the same placeholders.
+    let manifest: Value = serde_json::from_str(file("manifest.json")).unwrap();
+    let argv = manifest["command"]["argv"].to_string();
+    assert!(argv.contains("id=$UUID1 other=$UUID2"), "{argv}");
+    assert!(argv.contains("argv-at=$TIME"), "{argv}");
+    // The environment: an allowlist of names, values only where safe.
+    let env = manifest["command"]["env"].as_object().unwrap();
+    assert!(env.keys().all(|k| spex_env_allowlisted(k)), "{env:?}");
+    assert!(manifest.get("env_names").is_none());
+    assert_eq!(manifest["terminal"]["model"], "vt100", "{manifest}");
+    assert_eq!(manifest["clock"]["source"], "monotonic", "{manifest}");
+    assert_eq!(manifest["replay_default"], "real-time", "{manifest}");
+    let report: Value = serde_json::from_str(file("scrub-report.json")).unwrap();
+    let hits = |rule: &str| -> u64 {
+        report["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == rule)
+            .and_then(|r| r["hits"].as_u64())
+            .unwrap_or_else(|| panic!("no rule `{rule}`: {report}"))
+    };
+    for rule in [
+        "uuid",
+        "rfc3339 timestamp",
+        "process id",
+        "socket path",
+        "home path",
+    ] {
+        assert!(hits(rule) > 0, "{rule}: {report}");
+    }
+    assert_eq!(
+        report["distinct_ids"],
+        json!([{"rule": "uuid", "count": 2}]),
+        "{report}"
+    );
+    let kept: Vec<&str> = report["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["field"].as_str())
+        .collect();
+    assert!(kept.contains(&"manifest.id"), "{report}");
+}
+
+/// Whether a recording may name environment variable `name` (its allowlist).
+fn spex_env_allowlisted(name: &str) -> bool {
+    [
+        "TERM",
+        "COLORTERM",
+        "TERM_PROGRAM",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "LC_MESSAGES",
+        "TZ",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CLICOLOR",
+        "CI",
+        "COLUMNS",
+        "LINES",
+        "SHELL",
+        "EDITOR",
+        "VISUAL",
+        "PAGER",
+        "HOME",
+        "PATH",
+        "TMPDIR",
+        "XDG_RUNTIME_DIR",
+    ]
+    .contains(&name)
+}

@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::seam::terminal::{Activity, Blocker, TerminalHost, bracketed_paste};
+use crate::seam::terminal::{
+    Activity, Blocker, ScrubRule, TerminalHost, bracketed_paste, option_value,
+};
 
 pub struct ClaudeTerminal;
 
@@ -116,6 +118,33 @@ impl TerminalHost for ClaudeTerminal {
         // Enter as a separate write: the first prompt after start stays unsubmitted with no
         // gap; 100-300 ms always worked (docs/harnesses/facts/claude.md §7.4).
         Some(bracketed_paste(text, Duration::from_millis(250)))
+    }
+
+    fn scrub_rules(&self, tree: &Path) -> Vec<ScrubRule> {
+        // Its projects folder is named after the checkout, every `/` and `.` a `-`
+        // (docs/harnesses/facts/claude.md, `transcript_path`).
+        let slug: String = tree
+            .to_string_lossy()
+            .chars()
+            .map(|c| if c == '/' || c == '.' { '-' } else { c })
+            .collect();
+        vec![ScrubRule {
+            name: "claude projects folder".into(),
+            regex: regex::escape(&slug),
+            replace: "$TREE_SLUG".into(),
+            numbered: false,
+        }]
+    }
+
+    fn permission_mode(&self, args: &[String]) -> Option<String> {
+        if args.iter().any(|a| a == "--dangerously-skip-permissions") {
+            return Some("bypassPermissions".into());
+        }
+        Some(
+            option_value(args, "--permission-mode")
+                .unwrap_or("default")
+                .to_owned(),
+        )
     }
 }
 

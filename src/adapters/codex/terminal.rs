@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::seam::terminal::{Activity, TerminalHost};
+use crate::seam::terminal::{Activity, ScrubRule, TerminalHost, option_value};
 
 pub struct CodexTerminal;
 
@@ -37,6 +37,33 @@ impl TerminalHost for CodexTerminal {
         // Prompts reach a thread through the server (`turn/start`, `turn/steer`), which
         // confirms them; nothing is typed into the client's composer.
         None
+    }
+
+    fn scrub_rules(&self, _tree: &Path) -> Vec<ScrubRule> {
+        // Its rollout files are named after the time they started
+        // (`rollout-2026-11-22T01-53-40-<uuid>.jsonl`, as a hook payload's `transcript_path` shows:
+        // tests/fixtures/payloads/codex/Interrupt.json).
+        vec![ScrubRule {
+            name: "codex rollout time".into(),
+            regex: r"rollout-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}".into(),
+            replace: "rollout-$TIME".into(),
+            numbered: false,
+        }]
+    }
+
+    fn permission_mode(&self, args: &[String]) -> Option<String> {
+        if args
+            .iter()
+            .any(|a| a == "--dangerously-bypass-approvals-and-sandbox" || a == "--yolo")
+        {
+            return Some("never (no sandbox)".into());
+        }
+        if args.iter().any(|a| a == "--full-auto") {
+            return Some("on-request (workspace-write)".into());
+        }
+        option_value(args, "--ask-for-approval")
+            .or_else(|| option_value(args, "-a"))
+            .map(str::to_owned)
     }
 }
 

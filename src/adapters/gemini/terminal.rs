@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::seam::terminal::{Activity, Blocker, TerminalHost, bracketed_paste};
+use crate::seam::terminal::{
+    Activity, Blocker, ScrubRule, TerminalHost, bracketed_paste, option_value,
+};
 
 pub struct GeminiTerminal;
 
@@ -98,6 +100,29 @@ impl TerminalHost for GeminiTerminal {
         // last key, or 40 ms of a paste it does not trust (before it has seen the kitty
         // keyboard protocol answer), becomes a newline in the box.
         Some(bracketed_paste(text, PASTE_PAUSE))
+    }
+
+    fn scrub_rules(&self, _tree: &Path) -> Vec<ScrubRule> {
+        // Its chat files are named after the minute they started and the session's first
+        // eight hex digits (`session-<YYYY-MM-DDTHH-MM>-<id8>.jsonl`,
+        // docs/harnesses/facts/gemini.md).
+        vec![ScrubRule {
+            name: "gemini chat file".into(),
+            regex: r"session-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-[0-9a-f]{8}".into(),
+            replace: "session-$TIME-$ID".into(),
+            numbered: false,
+        }]
+    }
+
+    fn permission_mode(&self, args: &[String]) -> Option<String> {
+        if args.iter().any(|a| a == "--yolo" || a == "-y") {
+            return Some("yolo".into());
+        }
+        Some(
+            option_value(args, "--approval-mode")
+                .unwrap_or("default")
+                .to_owned(),
+        )
     }
 }
 

@@ -40,6 +40,10 @@ pub enum CassetteError {
     Missing(PathBuf, &'static str),
     #[error("`{path}` is cassette version {found}; this spex reads version {VERSION}")]
     Version { path: PathBuf, found: u32 },
+    #[error(
+        "`{path}` was derived with terminal emulator {recorded}; this spex replays with {EMULATOR} {EMULATOR_VERSION}"
+    )]
+    Emulator { path: PathBuf, recorded: String },
     #[error("`{path}` line {line}: {message}")]
     Bad {
         path: PathBuf,
@@ -55,6 +59,10 @@ impl Hint for CassetteError {
                 "a cassette is the folder spex recorded, with all of its files".to_owned()
             }
             CassetteError::Version { .. } => "replay it with a newer spex".to_owned(),
+            CassetteError::Emulator { .. } => {
+                "replay it with the spex that recorded it, or record it again with this one"
+                    .to_owned()
+            }
             CassetteError::Io { .. } | CassetteError::File(_) | CassetteError::Bad { .. } => {
                 return None;
             }
@@ -82,6 +90,46 @@ pub struct Manifest {
     pub terminal: Value,
     pub timing: Value,
     pub provenance: Value,
-    /// `full` when every input byte went through the recorder's session, `partial` otherwise.
+    /// `full` when the recording saw the session from its start to its end, `partial`
+    /// otherwise (`capture_reason` says why).
     pub capture: String,
+    // What follows came after the first cassettes: optional on read, so they stay readable.
+    /// Why the capture is `partial`: started mid-session, stopped before the end, the launch
+    /// failed at a screen spex cannot answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_reason: Option<String>,
+    /// How `t_ms` was taken: `{"source": "monotonic", "resolution_ms", "zero": "first
+    /// record", "wall_time": "scrubbed"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<Value>,
+    /// How `spex replay` plays it with no flag: `real-time` or `collapsed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_default: Option<String>,
+    /// The session's permission mode, as the harness was started with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// The project's git state when the recording started: `{"commit", "dirty"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<Value>,
+}
+
+/// The terminal emulator the frames were derived with and a replay re-derives them with:
+/// `vt100` at this version (a test checks it against `Cargo.lock`). Versions that differ in
+/// major or, before 1.0, minor parse differently and are refused.
+pub const EMULATOR: &str = "vt100";
+pub const EMULATOR_VERSION: &str = "0.16.2";
+
+/// Whether an emulator `recorded` (a version) draws as this one does: the same major, and
+/// before 1.0 the same minor.
+pub fn same_emulator(recorded: &str) -> bool {
+    let key = |v: &str| -> Vec<String> {
+        let parts: Vec<String> = v.split('.').map(str::to_owned).collect();
+        let take = if parts.first().is_some_and(|m| m == "0") {
+            2
+        } else {
+            1
+        };
+        parts.into_iter().take(take).collect()
+    };
+    key(recorded) == key(EMULATOR_VERSION)
 }

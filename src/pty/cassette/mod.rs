@@ -13,6 +13,9 @@
 pub mod format;
 pub mod read;
 pub mod record;
+// Scrubs the committed cassettes again under new rules (a test writes them): no command uses it.
+#[cfg(test)]
+pub mod rescrub;
 pub mod scrub;
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::format::{CassetteError, Manifest, REQUIRED, STREAMS, VERSION};
+use super::format::{CassetteError, EMULATOR, Manifest, REQUIRED, STREAMS, VERSION, same_emulator};
 use crate::pty::terminal::Terminal;
 
 /// How many output records after a frame may still hold bytes the frame shows (the
@@ -56,10 +56,21 @@ impl Cassette {
             });
         }
         let manifest: Manifest = serde_json::from_value(raw).map_err(|e| CassetteError::Bad {
-            path: mpath,
+            path: mpath.clone(),
             line: 1,
             message: e.to_string(),
         })?;
+        // Frames are re-derived from `output.raw`: by the emulator that derived them or not at
+        // all (another draws some screens differently, and a check would blame the recording).
+        if let Some(version) = manifest.terminal["model_version"].as_str() {
+            let model = manifest.terminal["model"].as_str().unwrap_or(EMULATOR);
+            if model != EMULATOR || !same_emulator(version) {
+                return Err(CassetteError::Emulator {
+                    path: mpath,
+                    recorded: format!("{model} {version}"),
+                });
+            }
+        }
         let mut records = Vec::new();
         for stream in STREAMS {
             let path = dir.join(stream);

@@ -49,9 +49,14 @@ pub struct Recorder {
     exit: Option<(Option<i32>, Option<i32>)>,
     /// The text of the last screen noted in `frames.jsonl` (scrubbed), for `final.json`.
     last_screen: Option<String>,
-    /// The tee's number and time of the first observation: a recording started mid-session
-    /// still numbers from 0 and times from its own start.
-    base: Option<(u64, u64)>,
+    /// The tee's time of the first observation: a recording started mid-session still times
+    /// from its own start.
+    base: Option<u64>,
+    /// The next record's number: the recorder numbers what it writes (a note it only reads,
+    /// such as a process id to scrub, takes no number), from 0, without gaps.
+    next_seq: u64,
+    /// What the session's record said last about its turn (`final` notes), for `final.json`.
+    last_turn: Option<Value>,
 }
 
 /// An output chunk not yet indexed: its bytes still in `carry` and those written so far.
@@ -122,6 +127,8 @@ impl Recorder {
             exit: None,
             last_screen: None,
             base: None,
+            next_seq: 0,
+            last_turn: None,
         };
         r.write_json(
             "manifest.json",
@@ -157,10 +164,13 @@ impl Recorder {
             raw: bytes.len(),
             clean: 0,
         });
-        let keep = if flush { 0 } else { self.scrubber.longest() };
-        let release = self.carry.len().saturating_sub(keep);
-        // Never split a UTF-8 character (or a placeholder) across the release point.
-        let mut cut = release;
+        if flush {
+            return self.release(self.carry.len());
+        }
+        let release = self.carry.len().saturating_sub(self.scrubber.longest());
+        // Never split what a rule replaces across the release point (its first part would go
+        // out unscrubbed: a path drawn in many one-byte chunks), nor a UTF-8 character.
+        let mut cut = self.scrubber.safe_cut(&self.carry, release);
         while cut > 0 && cut < self.carry.len() && (self.carry[cut] & 0xC0) == 0x80 {
             cut -= 1;
         }
@@ -209,9 +219,15 @@ impl Recorder {
     }
 
     fn observe_inner(&mut self, o: &Observation) -> std::io::Result<()> {
-        let (base_seq, base_t) = *self.base.get_or_insert((o.seq, o.t_us));
+        let base_t = *self.base.get_or_insert(o.t_us);
         let t = self.t_ms(o.t_us.saturating_sub(base_t));
-        let seq = o.seq - base_seq;
+        if let Event::Mark { stream, data } = &o.event
+            && self.note(stream, data)
+        {
+            return Ok(());
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
         match &o.event {
             Event::Output { bytes } => self.output(seq, t, bytes, false)?,
             Event::Input { bytes } => {
@@ -276,6 +292,34 @@ impl Recorder {
         Ok(())
     }
 
+    /// Takes in a note meant for the recorder itself rather than a stream (`process`: a pid
+    /// of the session, to scrub; `final`: the session's last turn; `capture`: the recording
+    /// misses part of the session, and why; `start`: nothing but the clock's start); whether
+    /// `stream` was one.
+    fn note(&mut self, stream: &str, data: &Value) -> bool {
+        match stream {
+            "process" => {
+                if let Some(pid) = data["pid"].as_u64().and_then(|p| u32::try_from(p).ok()) {
+                    self.scrubber.add_pid(pid);
+                }
+            }
+            "final" => {
+                let text = self.scrubber.scrub_str(&data.to_string());
+                self.last_turn = serde_json::from_str(&text).ok();
+            }
+            // The recording's clock starts (it times from its first observation).
+            "start" => {}
+            "capture" => {
+                let reason = self
+                    .scrubber
+                    .scrub_str(data["reason"].as_str().unwrap_or("unknown"));
+                self.set_partial(&reason);
+            }
+            _ => return false,
+        }
+        true
+    }
+
     fn finish(&mut self, t: u64) -> std::io::Result<()> {
         let (code, signal) = self.exit.unwrap_or_default();
         self.finished = true;
@@ -291,28 +335,32 @@ impl Recorder {
         let digest = format!("sha256:{}", hex::encode(self.digest.clone().finalize()));
         self.manifest.content_digest = Some(digest);
         let manifest = serde_json::to_value(&self.manifest).unwrap_or_default();
-        let report: Vec<Value> = self
-            .scrubber
-            .hits
-            .iter()
-            .map(|(rule, hits)| json!({"rule": rule, "hits": hits}))
-            .collect();
+        let report = self.scrubber.report();
         let done = self
             .write_json("manifest.json", &manifest)
-            .and_then(|()| self.write_json("scrub-report.json", &json!({ "rules": report })))
+            .and_then(|()| self.write_json("scrub-report.json", &report))
             .and_then(|()| {
                 self.write_json(
                     "final.json",
                     &json!({"exit": {"code": code, "signal": signal}, "duration_ms": t,
-                        "screen": self.last_screen}),
+                        "screen": self.last_screen,
+                        "status": self.last_turn.as_ref().map(|f| f["status"].clone()),
+                        "turn": self.last_turn.as_ref().map(|f| f["turn"].clone()),
+                        "usage": self.last_turn.as_ref().map(|f| f["usage"].clone())}),
                 )
             });
         done.map_err(|e| std::io::Error::other(e.to_string()))
     }
 
-    /// Marks the capture partial: the recording did not see the session from its start.
-    pub fn set_partial(&mut self) {
+    /// Marks the capture partial, saying why (the recording did not see the session from its
+    /// start, or to its end; the launch failed); the first reason stays, later ones join it.
+    pub fn set_partial(&mut self, reason: &str) {
         self.manifest.capture = "partial".into();
+        let reason = match self.manifest.capture_reason.take() {
+            Some(first) if first != reason => format!("{first}; {reason}"),
+            _ => reason.to_owned(),
+        };
+        self.manifest.capture_reason = Some(reason);
     }
 }
 
@@ -370,6 +418,11 @@ pub(super) mod tests {
             timing: json!({"resolution_ms": 100}),
             provenance: json!({}),
             capture: "full".into(),
+            capture_reason: None,
+            clock: None,
+            replay_default: None,
+            permission_mode: None,
+            project: None,
         }
     }
 

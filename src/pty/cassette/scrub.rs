@@ -1,7 +1,13 @@
-//! The scrubber: replaces secrets and the user's paths in what a cassette records, keeping the
-//! geometry of what a terminal drew. Knows nothing of the files a cassette is made of.
+//! The scrubber: replaces secrets, the user's paths and what changes from one run to the next
+//! (ids, times, process ids, socket and temp file names) in what a cassette records, keeping
+//! the geometry of what a terminal drew. Knows nothing of the files a cassette is made of.
 
-/// One scrubbing rule: every occurrence of `find` becomes `replace`.
+use std::collections::HashMap;
+
+use regex::bytes::Regex;
+use serde_json::{Value, json};
+
+/// One literal scrubbing rule: every occurrence of `find` becomes `replace`.
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub name: String,
@@ -9,26 +15,241 @@ pub struct Rule {
     pub replace: String,
 }
 
-/// Replaces secrets and paths, counting hits per rule. Besides the literal rules, any token
-/// that looks like an API key (`sk-…`) or follows `Bearer ` is replaced.
-#[derive(Debug, Clone, Default)]
+/// One pattern scrubbing rule: every match of the regular expression `regex` becomes `replace`;
+/// with `numbered`, each distinct text matched gets a placeholder of its own, `replace` followed
+/// by a number in the order first seen (`$UUID1`), the same wherever that text shows again.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    pub name: String,
+    pub regex: String,
+    pub replace: String,
+    pub numbered: bool,
+}
+
+/// A rule, compiled: what it finds and what it puts there.
+#[derive(Debug, Clone)]
+struct Finder {
+    name: String,
+    /// `literal`, `pattern` or `pid`, for the report.
+    kind: &'static str,
+    regex: Regex,
+    /// The length of the text a literal rule finds (0 for a pattern).
+    literal: usize,
+    replace: String,
+    numbered: bool,
+}
+
+/// Replaces secrets, paths and volatile values, counting hits per rule. Literal rules go first
+/// (longest first: a tree path inside the home folder keeps its own placeholder), then
+/// API-key-shaped tokens (`sk-…`, `Bearer …`), then patterns (an adapter's before the standard
+/// ones), then the session's process ids.
+#[derive(Debug, Clone)]
 pub struct Scrubber {
-    rules: Vec<Rule>,
+    finders: Vec<Finder>,
+    /// Hits per rule, in the order of the rules.
     pub hits: Vec<(String, u64)>,
+    /// The placeholder each distinct text a numbered rule matched got, by rule.
+    ids: HashMap<(String, Vec<u8>), String>,
+    /// How many placeholders each numbered rule gave out.
+    numbers: HashMap<String, usize>,
+    /// Volatile fields left in the cassette on purpose, and why.
+    kept: Vec<(String, String)>,
+}
+
+impl Default for Scrubber {
+    fn default() -> Scrubber {
+        Scrubber::new(Vec::new())
+    }
 }
 
 const KEY_RULE: &str = "api-key-shaped token";
 const BEARER_RULE: &str = "bearer token";
+const PID_RULE: &str = "process id";
+
+/// Characters of a path segment, as the standard path patterns read them.
+const SEGMENT: &str = r"[A-Za-z0-9._@%+=,~-]";
+
+/// The standard volatile-value patterns: ids, times, socket and temp file names.
+pub fn standard_patterns() -> Vec<Pattern> {
+    let p = |name: &str, regex: String, replace: &str, numbered: bool| Pattern {
+        name: name.to_owned(),
+        regex,
+        replace: replace.to_owned(),
+        numbered,
+    };
+    vec![
+        p(
+            "uuid",
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+                .into(),
+            "$UUID",
+            true,
+        ),
+        p(
+            "rfc3339 timestamp",
+            r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
+                .into(),
+            "$TIME",
+            false,
+        ),
+        p(
+            "local timestamp",
+            r"\b(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun),? )?(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}\d{1,2},? (?:\d{4} )?)?\d{1,2}:\d{2}:\d{2}(?: ?[AaPp][Mm])?\b|\b\d{1,2}:\d{2} ?[AaPp][Mm]\b|\b\d{4}/\d{2}/\d{2}\b|\b\d{1,2}/\d{1,2}/\d{4}\b"
+                .into(),
+            "$TIME",
+            false,
+        ),
+        p(
+            "socket path",
+            format!(r"(?:unix:/*)?(?:\$[A-Z_]+)?(?:/{SEGMENT}+)+\.sock\b"),
+            "$SOCKET",
+            false,
+        ),
+        p(
+            "temp path",
+            format!(r"(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)(?:/{SEGMENT}+)+"),
+            "$TMP",
+            false,
+        ),
+        p(
+            "temp file name",
+            r"\b(?:tmp\.[A-Za-z0-9]{6,}|\.tmp[A-Za-z0-9]{6})\b".into(),
+            "$TMPNAME",
+            false,
+        ),
+    ]
+}
+
+fn compile(regex: &str) -> Option<Regex> {
+    // ASCII word boundaries and classes: bytes of other text are not letters to a rule.
+    Regex::new(&format!("(?-u){regex}")).ok()
+}
 
 impl Scrubber {
-    pub fn new(mut rules: Vec<Rule>) -> Scrubber {
+    /// A scrubber of literal `rules` and the key and bearer token rules (no patterns).
+    pub fn new(rules: Vec<Rule>) -> Scrubber {
+        Scrubber::with_patterns(rules, Vec::new())
+    }
+
+    /// A scrubber of literal `rules`, the token rules, then `patterns` in order (a pattern
+    /// that does not compile is left out, its name in the report with no hits).
+    pub fn with_patterns(mut rules: Vec<Rule>, patterns: Vec<Pattern>) -> Scrubber {
         rules.retain(|r| r.find.len() >= 4);
-        // Longest first: a tree path inside the home folder keeps its own placeholder.
         rules.sort_by_key(|r| std::cmp::Reverse(r.find.len()));
-        let mut hits: Vec<(String, u64)> = rules.iter().map(|r| (r.name.clone(), 0)).collect();
-        hits.push((KEY_RULE.into(), 0));
-        hits.push((BEARER_RULE.into(), 0));
-        Scrubber { rules, hits }
+        let mut finders: Vec<Finder> = rules
+            .into_iter()
+            .filter_map(|r| {
+                Some(Finder {
+                    regex: compile(&regex::escape(&r.find))?,
+                    literal: r.find.len(),
+                    name: r.name,
+                    kind: "literal",
+                    replace: r.replace,
+                    numbered: false,
+                })
+            })
+            .collect();
+        let token = |name: &str, regex: &str, replace: &str| Finder {
+            name: name.to_owned(),
+            kind: "pattern",
+            regex: compile(regex).expect("the token patterns compile"),
+            literal: 0,
+            replace: replace.to_owned(),
+            numbered: false,
+        };
+        finders.push(token(KEY_RULE, r"sk-[A-Za-z0-9._-]{16,}", "sk-<scrubbed>"));
+        finders.push(token(
+            BEARER_RULE,
+            r"Bearer [A-Za-z0-9._-]{8,}",
+            "Bearer <scrubbed>",
+        ));
+        let mut hits: Vec<(String, u64)> = Vec::new();
+        for p in patterns {
+            match compile(&p.regex) {
+                Some(regex) => finders.push(Finder {
+                    name: p.name,
+                    kind: "pattern",
+                    regex,
+                    literal: 0,
+                    replace: p.replace,
+                    numbered: p.numbered,
+                }),
+                None => hits.push((format!("{} (does not compile)", p.name), 0)),
+            }
+        }
+        let mut all: Vec<(String, u64)> = finders.iter().map(|f| (f.name.clone(), 0)).collect();
+        all.dedup();
+        all.extend(hits);
+        Scrubber {
+            finders,
+            hits: all,
+            ids: HashMap::new(),
+            numbers: HashMap::new(),
+            kept: Vec::new(),
+        }
+    }
+
+    /// Scrubs `pid` (one of the session's processes) wherever it stands as a number of its own.
+    pub fn add_pid(&mut self, pid: u32) {
+        let text = pid.to_string();
+        let pids = self.finders.iter().filter(|f| f.kind == "pid");
+        if pid == 0
+            || pids
+                .clone()
+                .any(|f| f.literal == text.len() && f.regex.is_match(text.as_bytes()))
+        {
+            return;
+        }
+        let n = pids.count() + 1;
+        if let Some(regex) = compile(&format!(r"\b{text}\b")) {
+            self.finders.push(Finder {
+                name: PID_RULE.into(),
+                kind: "pid",
+                regex,
+                literal: text.len(),
+                replace: format!("$PID{n}"),
+                numbered: false,
+            });
+            if !self.hits.iter().any(|(n, _)| n == PID_RULE) {
+                self.hits.push((PID_RULE.into(), 0));
+            }
+        }
+    }
+
+    /// Notes a volatile field the cassette keeps on purpose (`field`: where; `why`).
+    pub fn keep(&mut self, field: &str, why: &str) {
+        self.kept.push((field.to_owned(), why.to_owned()));
+    }
+
+    /// What `scrub-report.json` says: every rule with its kind, placeholder and hits, the
+    /// numbered placeholders given out, and the volatile fields kept on purpose.
+    pub fn report(&self) -> Value {
+        let rules: Vec<Value> = self
+            .hits
+            .iter()
+            .map(|(rule, hits)| {
+                let f = self.finders.iter().find(|f| &f.name == rule);
+                let placeholder = f.map(|f| match f.kind {
+                    "pid" => "$PID<n>".to_owned(),
+                    _ if f.numbered => format!("{}<n>", f.replace),
+                    _ => f.replace.clone(),
+                });
+                json!({"rule": rule, "kind": f.map(|f| f.kind), "placeholder": placeholder,
+                    "hits": hits})
+            })
+            .collect();
+        let mut numbered: Vec<(&String, &usize)> = self.numbers.iter().collect();
+        numbered.sort();
+        let kept: Vec<Value> = self
+            .kept
+            .iter()
+            .map(|(field, why)| json!({"field": field, "why": why}))
+            .collect();
+        json!({
+            "rules": rules,
+            "distinct_ids": numbered.into_iter().map(|(rule, n)| json!({"rule": rule, "count": n})).collect::<Vec<_>>(),
+            "kept": kept,
+        })
     }
 
     fn hit(&mut self, name: &str, n: u64) {
@@ -37,45 +258,101 @@ impl Scrubber {
         }
     }
 
-    /// Longest literal any rule looks for: how much a streaming caller must hold back.
+    /// Longest literal any rule looks for, and at least the longest fixed-size pattern (a
+    /// UUID, a timestamp): how much a streaming caller must hold back. A text that may grow
+    /// past it (a path) is kept whole by [`Scrubber::safe_cut`].
     pub fn longest(&self) -> usize {
-        self.rules
+        self.finders
             .iter()
-            .map(|r| r.find.len())
+            .map(|f| f.literal)
             .max()
             .unwrap_or(0)
             .max(64)
+    }
+
+    /// Where a streaming caller holding `carry` may cut at or before `cut` without splitting
+    /// any text a rule would replace: a text that starts before the cut and ends after it (or
+    /// runs to the end of `carry`, so it may go on in the next chunk) moves the cut to its
+    /// start, so it is scrubbed whole once it is all there.
+    pub fn safe_cut(&self, carry: &[u8], mut cut: usize) -> usize {
+        loop {
+            let before = cut;
+            for f in &self.finders {
+                for m in f.regex.find_iter(carry) {
+                    if m.start() >= cut {
+                        break;
+                    }
+                    if m.end() > cut || m.end() == carry.len() {
+                        cut = m.start();
+                        break;
+                    }
+                }
+            }
+            if cut == before {
+                return cut;
+            }
+        }
     }
 
     pub fn scrub(&mut self, bytes: &[u8]) -> Vec<u8> {
         self.scrub_mapped(bytes, &mut [], false)
     }
 
+    /// The placeholder for `matched`, found by rule `i`: its fixed text, or for a numbered
+    /// rule the one this text got when first seen.
+    fn placeholder_for(&mut self, i: usize, matched: &[u8]) -> Vec<u8> {
+        let f = &self.finders[i];
+        if !f.numbered {
+            return f.replace.as_bytes().to_vec();
+        }
+        let key = (f.name.clone(), matched.to_ascii_lowercase());
+        if let Some(p) = self.ids.get(&key) {
+            return p.as_bytes().to_vec();
+        }
+        let n = self.numbers.entry(f.name.clone()).or_insert(0);
+        *n += 1;
+        let p = format!("{}{n}", f.replace);
+        self.ids.insert(key, p.clone());
+        p.into_bytes()
+    }
+
     /// `scrub`, also moving `positions` (offsets into `bytes`, ascending) to the matching
     /// offsets of the result. A position inside a replaced text moves to the end of its
     /// placeholder: the placeholder goes with the bytes before the position. With `pad`, a
     /// placeholder shorter than the text it replaces is followed by spaces up to that text's
-    /// width: what a terminal draws keeps its geometry (a TUI that later redraws only the
-    /// cells that changed, or moves the cursor to an absolute column, lands where it did,
-    /// instead of leaving the tail of what the shorter placeholder did not cover).
+    /// width, and one longer is cut to it: what a terminal draws keeps its geometry (a TUI
+    /// that later redraws only the cells that changed, or moves the cursor to an absolute
+    /// column, lands where it did, instead of leaving the tail of what the shorter
+    /// placeholder did not cover).
     pub fn scrub_mapped(&mut self, bytes: &[u8], positions: &mut [usize], pad: bool) -> Vec<u8> {
         let mut out = bytes.to_vec();
-        for i in 0..self.rules.len() {
-            let (find, replace) = (
-                self.rules[i].find.as_bytes().to_vec(),
-                self.rules[i].replace.as_bytes().to_vec(),
-            );
-            let (next, n) = replace_all(&out, &find, &replace, positions, pad);
+        for i in 0..self.finders.len() {
+            let matches: Vec<(usize, usize)> = self.finders[i]
+                .regex
+                .find_iter(&out)
+                .map(|m| (m.start(), m.end()))
+                .collect();
+            if matches.is_empty() {
+                continue;
+            }
+            let mut next = Vec::with_capacity(out.len());
+            let mut moved = Mover { positions, next: 0 };
+            let mut at = 0;
+            for &(start, end) in &matches {
+                copy(&out[at..start], at, &mut next, &mut moved);
+                moved.upto(start, next.len());
+                let with = self.placeholder_for(i, &out[start..end]);
+                placeholder(&mut next, &with, &out[start..end], pad);
+                moved.before(end, next.len());
+                at = end;
+            }
+            copy(&out[at..], at, &mut next, &mut moved);
+            moved.upto(usize::MAX, next.len());
             out = next;
-            let name = self.rules[i].name.clone();
-            self.hit(&name, n);
+            let name = self.finders[i].name.clone();
+            self.hit(&name, matches.len() as u64);
         }
-        let (next, n) = replace_tokens(&out, b"sk-", 16, b"sk-<scrubbed>", positions, pad);
-        out = next;
-        self.hit(KEY_RULE, n);
-        let (next, n) = replace_tokens(&out, b"Bearer ", 8, b"Bearer <scrubbed>", positions, pad);
-        self.hit(BEARER_RULE, n);
-        next
+        out
     }
 
     pub fn scrub_str(&mut self, s: &str) -> String {
@@ -89,13 +366,29 @@ impl Scrubber {
     }
 
     /// A screen's rows, scrubbed also where a rule's text runs from one row on into the next
-    /// (a long line the terminal wrapped: a path or a key cut at the right edge, which no row
-    /// holds whole). The placeholder, padded to the text's width, takes the text's cells, row
-    /// by row, as the output scrubbed whole draws it. Run after the rows were scrubbed one by
-    /// one.
+    /// (a long line the terminal wrapped: a path, a key or an id cut at the right edge, which
+    /// no row holds whole). The placeholder, padded to the text's width, takes the text's
+    /// cells, row by row, as the output scrubbed whole draws it. Run after the rows were
+    /// scrubbed one by one.
     pub fn scrub_wrapped_rows(&mut self, rows: &mut [String]) {
-        for i in 0..self.rules.len() {
-            let (find, replace) = (self.rules[i].find.clone(), self.rules[i].replace.clone());
+        for i in 0..self.finders.len() {
+            let n = if self.finders[i].literal > 0 {
+                self.wrapped_in(i, rows)
+            } else {
+                // A pattern may look at what follows its text (a word boundary): each row
+                // with the next alone, so the row after is not read as going on from it.
+                (0..rows.len().saturating_sub(1))
+                    .map(|k| self.wrapped_in(i, &mut rows[k..k + 2]))
+                    .sum()
+            };
+            let name = self.finders[i].name.clone();
+            self.hit(&name, n);
+        }
+    }
+
+    /// [`Scrubber::scrub_wrapped_rows`] of rule `i` over `rows` joined: how many it replaced.
+    fn wrapped_in(&mut self, i: usize, rows: &mut [String]) -> u64 {
+        {
             let mut n = 0;
             // Each pass takes one match; a placeholder holding the text cannot loop forever.
             for _ in 0..rows.len() {
@@ -110,22 +403,25 @@ impl Scrubber {
                     })
                     .collect();
                 let row_of = |at: usize| starts.iter().rposition(|&s| s <= at).unwrap_or(0);
-                let Some(at) = joined
-                    .match_indices(&find)
-                    .map(|(at, _)| at)
-                    .find(|&at| row_of(at) != row_of(at + find.len() - 1))
+                let Some((at, end)) = self.finders[i]
+                    .regex
+                    .find_iter(joined.as_bytes())
+                    .map(|m| (m.start(), m.end()))
+                    .find(|&(at, end)| row_of(at) != row_of(end - 1))
                 else {
                     break;
                 };
-                let mut cells: Vec<char> = replace.chars().collect();
-                let width = find.chars().count();
-                cells.resize(width.max(cells.len()), ' ');
+                let found = &joined[at..end];
+                let replace = self.placeholder_for(i, found.as_bytes());
+                let mut cells: Vec<char> = String::from_utf8_lossy(&replace).chars().collect();
+                let width = found.chars().count();
+                cells.resize(width, ' ');
                 let mut cells = cells.into_iter();
-                let (first, last) = (row_of(at), row_of(at + find.len() - 1));
+                let (first, last) = (row_of(at), row_of(end - 1));
                 for row in first..=last {
                     let r = &rows[row];
                     let from = at.saturating_sub(starts[row]);
-                    let to = (at + find.len() - starts[row]).min(r.len());
+                    let to = (end - starts[row]).min(r.len());
                     let taken = r[from..to].chars().count();
                     let mut part: String = cells.by_ref().take(taken).collect();
                     if row == last {
@@ -135,9 +431,16 @@ impl Scrubber {
                 }
                 n += 1;
             }
-            let name = self.rules[i].name.clone();
-            self.hit(&name, n);
+            n
         }
+    }
+}
+
+/// Copies `bytes` (starting at `from` of a pass's input) to `out`, moving the positions in it.
+fn copy(bytes: &[u8], from: usize, out: &mut Vec<u8>, moved: &mut Mover<'_>) {
+    for (k, &b) in bytes.iter().enumerate() {
+        moved.upto(from + k, out.len());
+        out.push(b);
     }
 }
 
@@ -167,73 +470,16 @@ impl Mover<'_> {
     }
 }
 
-/// `placeholder`, followed with `pad` by spaces up to the width (in characters) of `replaced`.
+/// `placeholder`, with `pad` fitted to the width (in characters) of `replaced`: followed by
+/// spaces up to it, or cut to it.
 fn placeholder(out: &mut Vec<u8>, placeholder: &[u8], replaced: &[u8], pad: bool) {
-    out.extend_from_slice(placeholder);
-    if pad {
-        let width = |b: &[u8]| String::from_utf8_lossy(b).chars().count();
-        let missing = width(replaced).saturating_sub(width(placeholder));
-        out.resize(out.len() + missing, b' ');
+    if !pad {
+        out.extend_from_slice(placeholder);
+        return;
     }
-}
-
-fn replace_all(
-    hay: &[u8],
-    find: &[u8],
-    replace: &[u8],
-    positions: &mut [usize],
-    pad: bool,
-) -> (Vec<u8>, u64) {
-    let mut out = Vec::with_capacity(hay.len());
-    let mut moved = Mover { positions, next: 0 };
-    let mut n = 0;
-    let mut i = 0;
-    while i < hay.len() {
-        moved.upto(i, out.len());
-        if hay[i..].starts_with(find) {
-            placeholder(&mut out, replace, find, pad);
-            i += find.len();
-            moved.before(i, out.len());
-            n += 1;
-        } else {
-            out.push(hay[i]);
-            i += 1;
-        }
-    }
-    moved.upto(usize::MAX, out.len());
-    (out, n)
-}
-
-/// Replaces `prefix` + a run of at least `min` token characters.
-fn replace_tokens(
-    hay: &[u8],
-    prefix: &[u8],
-    min: usize,
-    with: &[u8],
-    positions: &mut [usize],
-    pad: bool,
-) -> (Vec<u8>, u64) {
-    let token = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.';
-    let mut out = Vec::with_capacity(hay.len());
-    let mut moved = Mover { positions, next: 0 };
-    let mut n = 0;
-    let mut i = 0;
-    while i < hay.len() {
-        moved.upto(i, out.len());
-        if hay[i..].starts_with(prefix) && !hay[i + prefix.len()..].starts_with(b"<scrubbed>") {
-            let rest = &hay[i + prefix.len()..];
-            let len = rest.iter().take_while(|&&b| token(b)).count();
-            if len >= min {
-                placeholder(&mut out, with, &hay[i..i + prefix.len() + len], pad);
-                i += prefix.len() + len;
-                moved.before(i, out.len());
-                n += 1;
-                continue;
-            }
-        }
-        out.push(hay[i]);
-        i += 1;
-    }
-    moved.upto(usize::MAX, out.len());
-    (out, n)
+    let width = String::from_utf8_lossy(replaced).chars().count();
+    // Placeholders are ASCII: a byte is a cell.
+    let kept = &placeholder[..placeholder.len().min(width)];
+    out.extend_from_slice(kept);
+    out.resize(out.len() + (width - kept.len()), b' ');
 }

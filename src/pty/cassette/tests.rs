@@ -340,3 +340,230 @@ fn check_finds_a_changed_digest_a_seq_gap_and_untiled_output() {
         Err(CassetteError::Bad { line: 1, .. })
     ));
 }
+
+/// The scrubber of the split-point tests: a home folder, a checkout inside it, and the
+/// standard patterns.
+fn home_and_tree_scrubber() -> Scrubber {
+    let rule = |name: &str, find: &str, replace: &str| Rule {
+        name: name.into(),
+        find: find.into(),
+        replace: replace.into(),
+    };
+    Scrubber::with_patterns(
+        vec![
+            rule("home path", "/home/dev", "$HOME"),
+            rule("tree path", "/home/dev/src/project", "$TREE"),
+        ],
+        super::scrub::standard_patterns(),
+    )
+}
+
+/// What a TUI drew in many small redraws: paths, an id and a time, each of which may be cut
+/// anywhere by the chunks it arrives in.
+const DRAWN: &str = "\x1b[H\x1b[2Jcwd /home/dev/src/project\r\nhome /home/dev/.config\r\nid 0b6a2f3c-8d1e-4f5a-9b7c-1d2e3f4a5b6c at 2026-11-27T12:34:56.789Z\r\nagain 0B6A2F3C-8D1E-4F5A-9B7C-1D2E3F4A5B6C in /home/dev/src/project/src\r\n";
+
+/// Records `text` cut at `cuts` (offsets, any order) as output chunks, then a frame of the
+/// screen it drew, and closes the recording.
+fn record_in_pieces(dir: &Path, text: &[u8], cuts: &[usize]) {
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (text.len() + 1)).collect();
+    cuts.push(0);
+    cuts.push(text.len());
+    cuts.sort_unstable();
+    cuts.dedup();
+    let tee = Tee::new();
+    tee.add_sink(Box::new(
+        Recorder::create(dir, manifest(), home_and_tree_scrubber()).unwrap(),
+    ));
+    for w in cuts.windows(2) {
+        tee.record(Event::Output {
+            bytes: text[w[0]..w[1]].to_vec(),
+        });
+    }
+    let mut term = Terminal::new(24, 80);
+    term.feed(text);
+    tee.record(Event::Mark {
+        stream: "frames".into(),
+        data: json!({"reason": "quiet", "screen": term.snapshot()}),
+    });
+    tee.close_sinks();
+}
+
+/// Regression: the recorder held back only a tail of the output and released the first part
+/// of a path that straddled its cut unscrubbed (a TUI redrawing in one-byte chunks left the
+/// checkout's path in `output.raw`, and `cassette check` found a frame showing `$TREE` the
+/// output never drew).
+#[test]
+fn a_path_drawn_one_byte_at_a_time_never_reaches_output_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let cuts: Vec<usize> = (0..DRAWN.len()).collect();
+    record_in_pieces(dir.path(), DRAWN.as_bytes(), &cuts);
+    let c = Cassette::open(dir.path()).unwrap();
+    assert_eq!(c.problems(), Vec::<String>::new());
+    let raw = String::from_utf8_lossy(&c.output);
+    assert!(!raw.contains("/home/dev"), "{raw}");
+    let whole = home_and_tree_scrubber().scrub_mapped(DRAWN.as_bytes(), &mut [], true);
+    assert_eq!(c.output, whole);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Wherever the chunks cut the output, no path, id or time reaches `output.raw`, which
+    /// holds exactly what scrubbing the whole output at once gives, and the cassette checks.
+    #[test]
+    fn no_split_point_lets_a_path_through(cuts in proptest::collection::vec(0usize..400, 0..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        record_in_pieces(dir.path(), DRAWN.as_bytes(), &cuts);
+        let c = Cassette::open(dir.path()).unwrap();
+        proptest::prop_assert_eq!(c.problems(), Vec::<String>::new());
+        let raw = String::from_utf8_lossy(&c.output).into_owned();
+        for leak in ["/home/dev", "0b6a2f3c", "0B6A2F3C", "2026-11-27", "12:34:56"] {
+            proptest::prop_assert!(!raw.contains(leak), "{} in {}", leak, raw);
+        }
+        let whole = home_and_tree_scrubber().scrub_mapped(DRAWN.as_bytes(), &mut [], true);
+        proptest::prop_assert_eq!(c.output, whole);
+    }
+}
+
+/// One id is one placeholder wherever it shows (any case, any file); another id gets the
+/// next number; the session's pids and times go; the report lists every rule with its hits
+/// and what was kept on purpose.
+#[test]
+fn ids_keep_one_placeholder_each_and_the_report_lists_every_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut scrub = home_and_tree_scrubber();
+    scrub.add_pid(48_213);
+    scrub.keep("manifest.id", "the cassette's own id");
+    let tee = Tee::new();
+    tee.add_sink(Box::new(
+        Recorder::create(dir.path(), manifest(), scrub).unwrap(),
+    ));
+    let a = "6f1c1e0a-3b2d-4c5e-8f9a-0b1c2d3e4f5a";
+    let b = "0b6a2f3c-8d1e-4f5a-9b7c-1d2e3f4a5b6c";
+    tee.record(Event::Mark {
+        stream: "process".into(),
+        data: json!({"pid": 48_214}),
+    });
+    tee.record(Event::Output {
+        bytes: format!("session {a} pid 48213 child 48214 at Fri Nov 27 12:00:01 2026\r\n")
+            .into_bytes(),
+    });
+    tee.record(Event::Mark {
+        stream: "service".into(),
+        data: json!({"kind": "turn.started", "session_id": a.to_uppercase(), "thread": b,
+            "at": "2026-11-27T12:00:01.123Z", "socket": "/run/user/1000/spex/ab12.sock"}),
+    });
+    tee.record(Event::Output {
+        bytes: format!("thread {b} again {a} /tmp/.tmpAbC123/x.log\r\n").into_bytes(),
+    });
+    tee.close_sinks();
+    let c = Cassette::open(dir.path()).unwrap();
+    assert_eq!(c.problems(), Vec::<String>::new());
+    let all: String = STREAMS
+        .iter()
+        .chain(["output.raw", "final.json"].iter())
+        .map(|s| fs_err::read_to_string(dir.path().join(s)).unwrap())
+        .collect();
+    for leak in [
+        a,
+        b,
+        &a.to_uppercase(),
+        "48213",
+        "48214",
+        "12:00:01",
+        "2026-11-27",
+        "ab12.sock",
+        ".tmpAbC123",
+    ] {
+        assert!(!all.contains(leak), "{leak} in {all}");
+    }
+    let raw = String::from_utf8_lossy(&c.output);
+    assert!(raw.starts_with("session $UUID1 "), "{raw}");
+    assert!(raw.contains("thread $UUID2 "), "{raw}");
+    assert!(raw.contains("again $UUID1 "), "{raw}");
+    let service = fs_err::read_to_string(dir.path().join("service-events.jsonl")).unwrap();
+    assert!(service.contains("\"session_id\":\"$UUID1\""), "{service}");
+    assert!(service.contains("\"thread\":\"$UUID2\""), "{service}");
+    assert!(service.contains("\"socket\":\"$SOCKET\""), "{service}");
+    let report: Value = serde_json::from_str(
+        &fs_err::read_to_string(dir.path().join("scrub-report.json")).unwrap(),
+    )
+    .unwrap();
+    let hits = |rule: &str| {
+        report["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == rule)
+            .map(|r| r["hits"].as_u64().unwrap())
+    };
+    for rule in [
+        "uuid",
+        "rfc3339 timestamp",
+        "local timestamp",
+        "process id",
+        "socket path",
+        "temp path",
+    ] {
+        assert!(hits(rule).is_some_and(|n| n > 0), "{rule}: {report}");
+    }
+    assert_eq!(hits("home path"), Some(0));
+    assert_eq!(
+        report["distinct_ids"],
+        json!([{"rule": "uuid", "count": 2}])
+    );
+    assert_eq!(report["kept"][0]["field"], "manifest.id");
+}
+
+/// A cassette whose frames another emulator version derived is refused with both versions
+/// named; one of the same minor version (or from before the manifest named one) reads.
+#[test]
+fn a_cassette_from_another_emulator_version_is_refused_naming_both() {
+    use super::format::{EMULATOR_VERSION, same_emulator};
+    let dir = tempfile::tempdir().unwrap();
+    small_cassette(dir.path());
+    let path = dir.path().join("manifest.json");
+    let set = |version: Option<&str>| {
+        let mut m: Value = serde_json::from_str(&fs_err::read_to_string(&path).unwrap()).unwrap();
+        m["terminal"]["model"] = json!("vt100");
+        m["terminal"]["model_version"] = json!(version);
+        if version.is_none() {
+            m["terminal"]
+                .as_object_mut()
+                .unwrap()
+                .remove("model_version");
+        }
+        fs_err::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+    };
+    set(Some("0.15.2"));
+    let err = Cassette::open(dir.path()).unwrap_err();
+    let said = err.to_string();
+    assert!(matches!(err, CassetteError::Emulator { .. }), "{said}");
+    assert!(
+        said.contains("vt100 0.15.2") && said.contains(&format!("vt100 {EMULATOR_VERSION}")),
+        "{said}"
+    );
+    for fine in [Some("0.16"), Some(EMULATOR_VERSION), None] {
+        set(fine);
+        assert!(Cassette::open(dir.path()).is_ok(), "{fine:?}");
+    }
+    assert!(!same_emulator("1.16.2"));
+}
+
+/// The emulator version the manifest names is the one spex is built with (`Cargo.lock`).
+#[test]
+fn the_emulator_version_is_the_locked_one() {
+    let lock =
+        fs_err::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock")).unwrap();
+    let locked = lock
+        .split("[[package]]")
+        .find(|p| p.contains("name = \"vt100\""))
+        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = ")))
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap();
+    assert_eq!(locked, super::format::EMULATOR_VERSION);
+}

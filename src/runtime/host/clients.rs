@@ -8,10 +8,11 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::session::{Shared, lock};
+use super::session::{Attached, Shared, lock};
 use crate::hint::Hinted;
 use crate::log::log;
 use crate::pty::session::Size;
+use crate::pty::tee::Event as TeeEvent;
 use crate::runtime::protocol::{Envelope, Request, Response, VERSION};
 use crate::seam::terminal::Activity;
 
@@ -123,8 +124,13 @@ fn serve(stream: UnixStream, shared: &Shared) {
                 continue;
             }
         };
-        if let Request::Attach { rows, cols } = request {
-            attach(reader, writer, shared, rows, cols);
+        if let Request::Attach {
+            rows,
+            cols,
+            read_only,
+        } = request
+        {
+            attach(reader, writer, shared, Size { rows, cols }, read_only);
             return;
         }
         let response = handle(shared, request);
@@ -210,7 +216,15 @@ fn handle(shared: &Shared, request: Request) -> Response {
         Request::Record { dir: Some(dir) } => shared.start_recording(&dir),
         Request::Record { dir: None } => {
             shared.frame("end");
+            super::recording::note_final(&shared.tee, &shared.store, &shared.id);
             shared.tee.close_sinks();
+            Ok(())
+        }
+        Request::Incomplete { reason } => {
+            shared.tee.record(TeeEvent::Mark {
+                stream: "capture".into(),
+                data: serde_json::json!({ "reason": reason }),
+            });
             Ok(())
         }
         Request::Interrupt => match shared.terminal.interrupt_keys() {
@@ -225,9 +239,23 @@ fn handle(shared: &Shared, request: Request) -> Response {
     }
 }
 
+/// Resizes the session and its model; a watching terminal is told the new size in its stream
+/// (`CSI 8 ; rows ; cols t`) and gets the screen redrawn at it.
 fn resize(shared: &Shared, rows: u16, cols: u16) -> std::io::Result<()> {
-    lock(&shared.term).resize(rows, cols);
-    lock(&shared.session).resize(Size { rows, cols })
+    let mut clients = lock(&shared.clients);
+    let redraw = {
+        let mut term = lock(&shared.term);
+        term.resize(rows, cols);
+        term.redraw()
+    };
+    let resized = lock(&shared.session).resize(Size { rows, cols });
+    let notice = [
+        format!("\x1b[8;{rows};{cols}t\x1b[H\x1b[2J").into_bytes(),
+        redraw,
+    ]
+    .concat();
+    clients.retain_mut(|c| !c.read_only || c.stream.write_all(&notice).is_ok());
+    resized
 }
 
 /// Ends the program and its whole process group: at an idle prompt first as a person would
@@ -309,29 +337,28 @@ fn ended_within(shared: &Shared, limit: Duration) -> std::io::Result<bool> {
 }
 
 /// Streams the terminal to one client: a redraw of the screen, then every chunk (the pump
-/// writes them); the client's bytes go to the program until it disconnects.
+/// writes them); a typing client's bytes go to the program until it disconnects, a watching
+/// one's (`read_only`) are read and dropped, and the session keeps its size.
 fn attach(
     mut reader: BufReader<UnixStream>,
     mut writer: UnixStream,
     shared: &Shared,
-    rows: u16,
-    cols: u16,
+    size: Size,
+    read_only: bool,
 ) {
-    if respond(
-        &mut writer,
-        &Response {
-            ok: true,
-            ..Response::default()
-        },
-    )
-    .is_err()
-    {
+    let answer = Response {
+        ok: true,
+        // A watcher draws the session's screen at the session's size: it needs that size.
+        snapshot: read_only.then(|| lock(&shared.term).snapshot()),
+        ..Response::default()
+    };
+    if respond(&mut writer, &answer).is_err() {
         return;
     }
     // A stalled client must not stall the program: its writes time out and it is dropped.
     let _ = writer.set_write_timeout(Some(Duration::from_secs(2)));
-    if rows > 0 && cols > 0 {
-        let _ = resize(shared, rows, cols);
+    if !read_only && size.rows > 0 && size.cols > 0 {
+        let _ = resize(shared, size.rows, size.cols);
     }
     let me = shared
         .next_client
@@ -345,13 +372,27 @@ fn attach(
         let Ok(clone) = writer.try_clone() else {
             return;
         };
-        clients.push((me, clone));
+        clients.push(Attached {
+            id: me,
+            stream: clone,
+            read_only,
+        });
         shared.set_clients(&clients);
+    }
+    if read_only {
+        observer(shared, "observer.joined", me, Some(size));
+        log!(
+            "a terminal watches (read-only, {}x{})",
+            size.rows,
+            size.cols
+        );
     }
     let mut buf = [0u8; 4096];
     loop {
         match reader.read(&mut buf) {
             Ok(0) | Err(_) => break,
+            // What a watcher types goes nowhere: not to the program, not to the recording.
+            Ok(_) if read_only => {}
             Ok(n) => {
                 if shared.write_input(&buf[..n]).is_err() {
                     break;
@@ -361,8 +402,25 @@ fn attach(
     }
     let _ = writer.shutdown(std::net::Shutdown::Both);
     let mut clients = lock(&shared.clients);
-    clients.retain(|(n, _)| *n != me);
+    clients.retain(|c| c.id != me);
     shared.set_clients(&clients);
+    drop(clients);
+    if read_only {
+        observer(shared, "observer.left", me, None);
+    }
+}
+
+/// Notes a watcher joining or leaving in the recording, as a service event.
+fn observer(shared: &Shared, kind: &str, id: u64, size: Option<Size>) {
+    let mut data = serde_json::json!({ "kind": kind, "observer": id });
+    if let Some(size) = size {
+        data["rows"] = size.rows.into();
+        data["cols"] = size.cols.into();
+    }
+    shared.tee.record(TeeEvent::Mark {
+        stream: "service".into(),
+        data,
+    });
 }
 
 /// How long `stop` waits for a session's screen to come back to its prompt before it signals.

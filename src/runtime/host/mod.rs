@@ -29,7 +29,7 @@ use crate::seam::terminal::TerminalHost;
 use crate::store::ProjectStore;
 use clients::{accept, bind, listen_again_on_request};
 use evidence::{record_exit, write_host_record};
-use recording::{Frames, recorder};
+use recording::{Frames, note_final, recorder};
 use session::{Chunks, Shared, Watch, lock, watch_budgets};
 
 /// Everything the host needs, resolved by the launcher.
@@ -57,10 +57,15 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     let listener = bind(&spec.socket)?;
     let tee = Tee::new();
     // The recorder listens before the program starts: its first byte is in the recording.
-    let recording = spec
-        .record
-        .as_ref()
-        .and_then(|dir| recorder(spec.harness, &spec.spawn, &spec.scrub, dir));
+    let recording = spec.record.as_ref().and_then(|dir| {
+        recorder(
+            spec.harness,
+            &spec.spawn,
+            &spec.scrub,
+            dir,
+            &[std::process::id()],
+        )
+    });
     if let Some(recorder) = recording {
         tee.add_sink(Box::new(recorder));
     }
@@ -96,12 +101,13 @@ pub fn run(spec: &HostSpec) -> anyhow::Result<Exit> {
     // The recording ends with the last screen (its `final.json` quotes it) and every byte the
     // program wrote, even after it was reaped.
     shared.frame("end");
+    note_final(&shared.tee, &spec.store, &spec.id);
     shared.tee.close_sinks();
     // The last screen says why a program ended early (a refused flag, a dialog).
     log!("final screen:\n{}", lock(&shared.term).text());
     let _ = fs_err::remove_file(&spec.socket);
-    for (_, c) in lock(&shared.clients).iter() {
-        let _ = c.shutdown(std::net::Shutdown::Both);
+    for c in lock(&shared.clients).iter() {
+        let _ = c.stream.shutdown(std::net::Shutdown::Both);
     }
     Ok(exit)
 }
@@ -182,7 +188,7 @@ fn pump(shared: &Shared, output: &Receiver<Vec<u8>>) {
             let _ = shared.write(&replies);
         }
         let mut clients = lock(&shared.clients);
-        clients.retain_mut(|(_, c)| c.write_all(&chunk).is_ok());
+        clients.retain_mut(|c| c.stream.write_all(&chunk).is_ok());
         shared.set_clients(&clients);
         drop(clients);
         shared.observe();

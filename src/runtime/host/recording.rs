@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::log::log;
+use crate::pty::cassette::scrub::Pattern;
 use crate::pty::cassette::{self, Manifest, Recorder, Rule, Scrubber};
 use crate::pty::session::Spawn;
 use crate::pty::tee::{Event as TeeEvent, Tee};
@@ -15,13 +16,110 @@ use crate::seam::Harness;
 use crate::store::ProjectStore;
 
 /// The recorder writing a cassette into `dir`, or `None` (logged) when it cannot start: a
-/// recording never stands in the session's way.
+/// recording never stands in the session's way. `pids` are the session's processes known so
+/// far (the host's; the program's once it runs), scrubbed wherever they show.
 pub(super) fn recorder(
     harness: &dyn Harness,
     spawn: &Spawn,
     scrub: &[String],
     dir: &std::path::Path,
+    pids: &[u32],
 ) -> Option<Recorder> {
+    let mut scrubber = scrubber(harness, spawn, scrub);
+    for &pid in pids {
+        scrubber.add_pid(pid);
+    }
+    let argv: Vec<String> = spawn
+        .argv
+        .iter()
+        .map(|a| scrubber.scrub_str(&a.to_string_lossy()))
+        .collect();
+    let args: Vec<String> = argv.iter().skip(1).cloned().collect();
+    let binary = spawn.argv.first().map(PathBuf::from).unwrap_or_default();
+    // What the binary says it is (its `--version`), beside the version spex was verified with.
+    let version =
+        crate::env::version_output(&binary).and_then(|o| (harness.identity().parse_version)(&o));
+    let fingerprint = fs_err::metadata(&binary).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        format!("size {} mtime {}", m.len(), m.mtime())
+    });
+    let env: serde_json::Map<String, serde_json::Value> = crate::env::Env::recorded_environment()
+        .into_iter()
+        .map(|(k, v)| (k, v.map(|v| scrubber.scrub_str(&v)).into()))
+        .collect();
+    let environment = |name: &str| env.get(name).and_then(|v| v.as_str().map(str::to_owned));
+    let resolution_ms = 100;
+    let manifest = Manifest {
+        version: cassette::VERSION,
+        id: crate::runtime::start::new_id().unwrap_or_default(),
+        content_digest: None,
+        harness: serde_json::json!({"id": harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "version": version, "pinned_version": harness.identity().version}),
+        command: serde_json::json!({"argv": argv, "cwd": "$TREE", "env": env}),
+        terminal: serde_json::json!({"rows": spawn.size.rows, "cols": spawn.size.cols,
+            "term": environment("TERM"), "locale": environment("LANG"),
+            "model": cassette::format::EMULATOR, "model_version": cassette::format::EMULATOR_VERSION}),
+        timing: serde_json::json!({"resolution_ms": resolution_ms}),
+        provenance: serde_json::json!({"spex_version": env!("CARGO_PKG_VERSION"),
+            "os": std::env::consts::OS, "arch": std::env::consts::ARCH,
+            "recorded_on": crate::store::now_rfc3339().get(..10)}),
+        capture: "full".into(),
+        capture_reason: None,
+        clock: Some(
+            serde_json::json!({"source": "monotonic", "resolution_ms": resolution_ms,
+            "zero": "first record", "wall_time": "scrubbed"}),
+        ),
+        replay_default: Some("real-time".into()),
+        permission_mode: harness.terminal().and_then(|t| t.permission_mode(&args)),
+        project: project_state(&spawn.cwd),
+    };
+    for (field, why) in KEPT {
+        scrubber.keep(field, why);
+    }
+    match Recorder::create(dir, manifest, scrubber) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            log!("error: not recording: {e}");
+            None
+        }
+    }
+}
+
+/// The volatile fields a cassette keeps on purpose, and why (listed in `scrub-report.json`).
+const KEPT: &[(&str, &str)] = &[
+    (
+        "manifest.id",
+        "the cassette's own id: assertion specs are bound to it",
+    ),
+    (
+        "manifest.content_digest",
+        "the digest of output.raw: assertion specs are bound to it",
+    ),
+    (
+        "manifest.provenance.recorded_on",
+        "the day of the recording (no time of day)",
+    ),
+    (
+        "manifest.harness.fingerprint",
+        "the binary's size and modification time: tells harness builds apart",
+    ),
+    (
+        "manifest.project.commit",
+        "the commit the checkout was at: what the session worked on",
+    ),
+    (
+        "*.t_ms, final.json duration_ms",
+        "times from the recording's start, quantized: replay and timing assertions read them",
+    ),
+    ("final.json exit", "the program's exit code or signal"),
+    (
+        "final.json usage",
+        "token counts the harness reported: assertions on a turn's cost read them",
+    ),
+];
+
+/// The scrubber of a recording of `spawn`: the tree, home and store paths, secret values and
+/// the configuration's texts (literal), the adapter's rules, then the standard patterns.
+fn scrubber(harness: &dyn Harness, spawn: &Spawn, scrub: &[String]) -> Scrubber {
     let env = crate::env::Env::from_process(crate::adapters::env_vars());
     let rule = |name: &str, find: &std::path::Path, replace: &str| Rule {
         name: name.to_owned(),
@@ -47,42 +145,58 @@ pub(super) fn recorder(
             replace: "<scrubbed>".into(),
         });
     }
-    let mut scrubber = Scrubber::new(rules);
-    let argv: Vec<String> = spawn
-        .argv
-        .iter()
-        .map(|a| scrubber.scrub_str(&a.to_string_lossy()))
+    let mut patterns: Vec<Pattern> = harness
+        .terminal()
+        .map(|t| t.scrub_rules(&spawn.cwd))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| Pattern {
+            name: r.name,
+            regex: r.regex,
+            replace: r.replace,
+            numbered: r.numbered,
+        })
         .collect();
-    let binary = spawn.argv.first().map(PathBuf::from).unwrap_or_default();
-    // What the binary says it is (its `--version`), beside the version spex was verified with.
-    let version =
-        crate::env::version_output(&binary).and_then(|o| (harness.identity().parse_version)(&o));
-    let fingerprint = fs_err::metadata(&binary).ok().map(|m| {
-        use std::os::unix::fs::MetadataExt;
-        format!("size {} mtime {}", m.len(), m.mtime())
-    });
-    let manifest = Manifest {
-        version: cassette::VERSION,
-        id: crate::runtime::start::new_id().unwrap_or_default(),
-        content_digest: None,
-        harness: serde_json::json!({"id": harness.id(), "binary": scrubber.scrub_str(&binary.to_string_lossy()), "fingerprint": fingerprint, "version": version, "pinned_version": harness.identity().version}),
-        command: serde_json::json!({"argv": argv, "cwd": "$TREE", "env_names": crate::env::Env::names()}),
-        terminal: serde_json::json!({"rows": spawn.size.rows, "cols": spawn.size.cols,
-            "term": std::env::var("TERM").ok(), "locale": std::env::var("LANG").ok(),
-            "model": "vt100", "model_version": "0.16"}),
-        timing: serde_json::json!({"resolution_ms": 100}),
-        provenance: serde_json::json!({"spex_version": env!("CARGO_PKG_VERSION"),
-            "os": std::env::consts::OS, "arch": std::env::consts::ARCH,
-            "recorded_at": crate::store::now_rfc3339()}),
-        capture: "full".into(),
+    patterns.extend(cassette::scrub::standard_patterns());
+    Scrubber::with_patterns(rules, patterns)
+}
+
+/// The checkout's commit and whether it has changes, when it is a git checkout.
+fn project_state(tree: &std::path::Path) -> Option<serde_json::Value> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(tree)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
-    match Recorder::create(dir, manifest, scrubber) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            log!("error: not recording: {e}");
-            None
-        }
+    let commit = git(&["rev-parse", "--verify", "-q", "HEAD"])?;
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    Some(serde_json::json!({"commit": commit, "dirty": dirty}))
+}
+
+/// Notes, for the recording's `final.json`, what the session's record says now: its status,
+/// its last turn (id, state) and the model usage of that turn and of the session.
+pub(super) fn note_final(tee: &Tee, store: &ProjectStore, id: &str) {
+    if !tee.has_sinks() {
+        return;
     }
+    let Some(s) = store.load(id).ok().flatten() else {
+        return;
+    };
+    let turn = s
+        .turn
+        .as_ref()
+        .map(|t| serde_json::json!({"id": t.id, "state": t.state.as_str(), "usage": t.usage}));
+    tee.record(TeeEvent::Mark {
+        stream: "final".into(),
+        data: serde_json::json!({"status": s.status.as_str(), "turn": turn, "usage": s.usage}),
+    });
 }
 
 /// Copies the session's new record events into the recording as they are appended (inotify on
@@ -160,6 +274,49 @@ impl Frames {
 
 #[cfg(test)]
 mod tests {
+    /// The committed cassettes keep no id, time or process id but what `KEPT` lists: scrubbed
+    /// again by the standard rules (with `SPEX_UPDATE_CASSETTES=1` this rewrites them in
+    /// place: their digests change, their ids stay), no UUID, RFC3339 time or clock time is
+    /// left in any file but the manifest's own id, and each still checks clean.
+    #[test]
+    fn the_committed_cassettes_keep_no_id_or_time() {
+        use crate::pty::cassette::scrub::standard_patterns;
+        use crate::pty::cassette::{Cassette, Scrubber, rescrub::rescrub};
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cassettes");
+        let update = std::env::var_os("SPEX_UPDATE_CASSETTES").is_some();
+        let volatile = regex::Regex::new(
+            r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}|\b\d{1,2}:\d{2}:\d{2}\b",
+        )
+        .unwrap();
+        for entry in fs_err::read_dir(&root).unwrap() {
+            let dir = entry.unwrap().path();
+            if !dir.join("manifest.json").is_file() {
+                continue;
+            }
+            if update {
+                let mut scrubber = Scrubber::with_patterns(Vec::new(), standard_patterns());
+                for (field, why) in super::KEPT {
+                    scrubber.keep(field, why);
+                }
+                rescrub(&dir, scrubber).unwrap();
+            }
+            let c = Cassette::open(&dir).unwrap();
+            assert_eq!(c.problems(), Vec::<String>::new(), "{}", dir.display());
+            for e in fs_err::read_dir(&dir).unwrap() {
+                let path = e.unwrap().path();
+                let mut text = String::from_utf8_lossy(&fs_err::read(&path).unwrap()).into_owned();
+                text = text.replace(&c.manifest.id, "");
+                let found: Vec<&str> = volatile.find_iter(&text).map(|m| m.as_str()).collect();
+                assert!(
+                    found.is_empty(),
+                    "{} keeps {found:?} (SPEX_UPDATE_CASSETTES=1 scrubs it again)",
+                    path.display()
+                );
+            }
+        }
+    }
+
     use std::sync::{Arc, Mutex};
 
     use super::Frames;

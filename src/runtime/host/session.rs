@@ -22,8 +22,8 @@ pub(super) struct Shared {
     /// Shared with the thread that copies record events into a recording (it notes the screen
     /// at each one).
     pub(super) term: Arc<Mutex<Terminal>>,
-    /// Attached terminals (by a number of their own), each getting every output chunk.
-    pub(super) clients: Mutex<Vec<(u64, UnixStream)>>,
+    /// Attached terminals, each getting every output chunk.
+    pub(super) clients: Mutex<Vec<Attached>>,
     pub(super) next_client: std::sync::atomic::AtomicU64,
     pub(super) harness: &'static dyn Harness,
     pub(super) terminal: &'static dyn TerminalHost,
@@ -53,6 +53,14 @@ pub(super) struct Shared {
     /// The program is the session (see `HostSpec`): its screen may end the session's turns.
     /// A client of a server (its thread's turns end by the server's word) may not.
     pub(super) program_is_session: bool,
+}
+
+/// An attached terminal: a number of its own, its stream, and whether it only watches (its
+/// bytes and sizes are dropped: it never types into the session nor resizes it).
+pub(super) struct Attached {
+    pub(super) id: u64,
+    pub(super) stream: UnixStream,
+    pub(super) read_only: bool,
 }
 
 /// The output chunks a host has seen.
@@ -197,10 +205,12 @@ impl Shared {
         };
         let mut spawn = self.spawn.clone();
         spawn.size = Size { rows, cols };
-        let mut recorder = recorder(self.harness, &spawn, &self.scrub, dir).ok_or_else(|| {
-            std::io::Error::other("the recording could not start (see the host log)")
-        })?;
-        recorder.set_partial();
+        let pids = [std::process::id(), self.child_pid];
+        let mut recorder =
+            recorder(self.harness, &spawn, &self.scrub, dir, &pids).ok_or_else(|| {
+                std::io::Error::other("the recording could not start (see the host log)")
+            })?;
+        recorder.set_partial("started mid-session: it opens with the screen as it was");
         // A new recording has no frame yet to compare a quiet screen with.
         *lock(&self.frames.last) = None;
         self.tee.add_sink(Box::new(recorder));
@@ -357,9 +367,10 @@ impl Shared {
         });
     }
 
-    /// The terminal model answers queries exactly while no real terminal is attached.
-    pub(super) fn set_clients(&self, clients: &[(u64, UnixStream)]) {
-        lock(&self.term).set_answering(clients.is_empty());
+    /// The terminal model answers queries exactly while no real terminal that types is
+    /// attached (a watching one's replies are dropped with the rest of its bytes).
+    pub(super) fn set_clients(&self, clients: &[Attached]) {
+        lock(&self.term).set_answering(clients.iter().all(|c| c.read_only));
     }
 }
 
