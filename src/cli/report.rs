@@ -78,6 +78,9 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         StreamError,
         crate::store::session::StoreError,
         crate::pty::cassette::format::CassetteError,
+        crate::pty::cassette::assertions::AssertionsError,
+        crate::pty::cassette::assertions::eval::TestError,
+        crate::pty::cassette::program::ProgramError,
         crate::adapters::AppServerError,
         crate::watch::service::ServiceError,
     );

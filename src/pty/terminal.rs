@@ -16,6 +16,8 @@ struct Callbacks {
     /// Take `CSI 8 ; rows ; cols t` as the size of the screen watched (a watcher's model of
     /// a session: the host says so when the session is resized).
     follow_resize: bool,
+    /// How many times the program rang the bell (`BEL`).
+    bells: u64,
 }
 
 fn param(params: &[&[u16]], i: usize) -> Option<u16> {
@@ -27,6 +29,10 @@ impl vt100::Callbacks for Callbacks {
         if self.follow_resize && rows > 0 && cols > 0 {
             screen.set_size(rows, cols);
         }
+    }
+
+    fn audible_bell(&mut self, _: &mut vt100::Screen) {
+        self.bells += 1;
     }
 
     fn set_window_title(&mut self, _: &mut vt100::Screen, title: &[u8]) {
@@ -99,6 +105,17 @@ pub struct Terminal {
     parser: vt100::Parser<Callbacks>,
 }
 
+/// The modes a program left the screen in, and the bells it rang, as a terminal would show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modes {
+    pub alternate_screen: bool,
+    pub cursor_visible: bool,
+    pub bracketed_paste: bool,
+    /// `none`, `press`, `press_release`, `button_motion` or `any_motion`.
+    pub mouse: &'static str,
+    pub bells: u64,
+}
+
 impl Terminal {
     /// A screen of `rows` x `cols` that answers queries.
     pub fn new(rows: u16, cols: u16) -> Terminal {
@@ -144,6 +161,24 @@ impl Terminal {
     #[cfg(test)]
     pub fn bracketed_paste(&self) -> bool {
         self.parser.screen().bracketed_paste()
+    }
+
+    /// The modes the program set and the bells it rang so far.
+    pub fn modes(&self) -> Modes {
+        let screen = self.parser.screen();
+        Modes {
+            alternate_screen: screen.alternate_screen(),
+            cursor_visible: !screen.hide_cursor(),
+            bracketed_paste: screen.bracketed_paste(),
+            mouse: match screen.mouse_protocol_mode() {
+                vt100::MouseProtocolMode::None => "none",
+                vt100::MouseProtocolMode::Press => "press",
+                vt100::MouseProtocolMode::PressRelease => "press_release",
+                vt100::MouseProtocolMode::ButtonMotion => "button_motion",
+                vt100::MouseProtocolMode::AnyMotion => "any_motion",
+            },
+            bells: self.parser.callbacks().bells,
+        }
     }
 
     /// The screen's text, rows joined by `\n`, trailing blanks removed.

@@ -13,6 +13,7 @@
 mod answering;
 mod architecture;
 mod attach;
+mod cassette_specs;
 mod cassettes;
 mod cli;
 mod codex_rpc;

@@ -10,13 +10,16 @@
 //! `record` writes a cassette, `read` reads one back and checks it. The children never import
 //! this file; it only re-exports them, so callers keep their `pty::cassette::` paths.
 
+pub mod assertions;
 pub mod format;
+pub mod program;
 pub mod read;
 pub mod record;
 // Scrubs the committed cassettes again under new rules (a test writes them): no command uses it.
 #[cfg(test)]
 pub mod rescrub;
 pub mod scrub;
+pub mod status;
 #[cfg(test)]
 mod tests;
 
