@@ -35,6 +35,7 @@ mod peers_smoke;
 mod real_peers;
 mod real_sessions;
 mod real_tui;
+mod record_cassettes;
 mod recording;
 mod runtime;
 mod safety;

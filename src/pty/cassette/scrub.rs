@@ -80,14 +80,16 @@ pub fn standard_patterns() -> Vec<Pattern> {
     vec![
         p(
             "uuid",
-            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+            // No word boundary on the left: a color escape's final `m` runs into the id in a
+            // drawn screen (`ESC[38;5;231mf8b1...`), and `m` and `f` are both word characters.
+            r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
                 .into(),
             "$UUID",
             true,
         ),
         p(
             "rfc3339 timestamp",
-            r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
+            r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
                 .into(),
             "$TIME",
             false,

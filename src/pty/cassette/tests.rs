@@ -567,3 +567,44 @@ fn the_emulator_version_is_the_locked_one() {
         .unwrap();
     assert_eq!(locked, super::format::EMULATOR_VERSION);
 }
+
+/// An id or a time drawn in a color runs into the color escape's final `m` (Gemini's exit
+/// summary draws its session id so): it is scrubbed all the same.
+#[test]
+fn an_id_and_a_time_right_after_a_color_escape_are_scrubbed() {
+    let mut scrub = Scrubber::with_patterns(Vec::new(), super::scrub::standard_patterns());
+    let out = scrub.scrub_str(
+        "Session ID:\x1b[39m  \x1b[38;5;231mf8b14416-63ea-48d4-8fdb-d6e8924fda9b\x1b[39m at \x1b[2m2026-11-27T13:23:00Z\x1b[0m",
+    );
+    assert!(!out.contains("f8b14416"), "{out}");
+    assert!(!out.contains("2026-11-27"), "{out}");
+    assert!(out.contains("\x1b[38;5;231m$UUID1\x1b[39m"), "{out}");
+}
+
+/// A hook's pid in a service event is scrubbed (its field kept valid JSON); the number it is
+/// elsewhere in the same recording gets the same placeholder.
+#[test]
+fn a_hooks_pid_in_a_service_event_is_scrubbed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tee = Tee::new();
+    tee.add_sink(Box::new(
+        Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap(),
+    ));
+    tee.record(Event::Mark {
+        stream: "service".into(),
+        data: json!({"kind": "attention.opened", "hook": {"pid": 48_731, "start": 1}}),
+    });
+    tee.record(Event::Mark {
+        stream: "service".into(),
+        data: json!({"kind": "attention.closed", "text": "hook 48731 answered"}),
+    });
+    tee.close_sinks();
+    let service = fs_err::read_to_string(dir.path().join("service-events.jsonl")).unwrap();
+    assert!(!service.contains("48731"), "{service}");
+    let events: Vec<Value> = service
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["hook"]["pid"], "$PID1", "{service}");
+    assert_eq!(events[1]["text"], "hook $PID1 answered", "{service}");
+}
