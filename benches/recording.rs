@@ -217,8 +217,7 @@ fn wait_completed(w: &World, id: &str, prompt: &str) {
     loop {
         let s = w.spex(&["show", id, "--json"]);
         let t = &s["session"]["turn"];
-        if s["session"]["status"] == "idle" && t["state"] == "completed" && t["prompt"] == prompt
-        {
+        if s["session"]["status"] == "idle" && t["state"] == "completed" && t["prompt"] == prompt {
             return;
         }
         assert!(Instant::now() < deadline, "the turn never completed: {s}");

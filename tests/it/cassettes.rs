@@ -231,27 +231,17 @@ fn real_time_replay_keeps_the_recorded_timing() {
     );
 }
 
-/// The harnesses and scenarios `scripts/record-cassettes.sh` records (`record_cassettes.rs`);
-/// Codex has no `question`: it asks `request_user_input` in Plan mode only.
-const RECORDED: &[(&str, &[&str])] = &[
-    (
-        "claude",
-        &["tool", "permission", "question", "interrupt", "failed"],
-    ),
-    ("codex", &["tool", "permission", "interrupt", "failed"]),
-    (
-        "gemini",
-        &["tool", "permission", "question", "interrupt", "failed"],
-    ),
-];
+/// The harnesses and scenarios `scripts/record-cassettes.sh` records (`record_cassettes.rs`).
+const RECORDED: &[&str] = &["claude", "codex", "gemini"];
+const SCENARIOS: &[&str] = &["tool", "permission", "question", "interrupt", "failed"];
 
 /// Every recorded harness cassette is committed, checks, replays collapsed as `output.raw`
 /// exactly and names its harness, with no harness on PATH.
 #[test]
 fn every_harness_is_recorded_in_every_scenario_and_replays_without_a_harness() {
     let w = World::new();
-    for (harness, scenarios) in RECORDED {
-        for scenario in *scenarios {
+    for harness in RECORDED {
+        for scenario in SCENARIOS {
             let name = format!("{harness}/{scenario}");
             let dir = cassette(&name);
             let path = dir.to_str().unwrap();
@@ -269,8 +259,7 @@ fn every_harness_is_recorded_in_every_scenario_and_replays_without_a_harness() {
                 "{name}: collapsed replay is not output.raw"
             );
             let manifest: Value =
-                serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap())
-                    .unwrap();
+                serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
             assert_eq!(manifest["harness"]["id"], *harness, "{name}");
             assert_eq!(manifest["capture"], "full", "{name}");
         }
@@ -300,17 +289,22 @@ fn committed_files() -> Vec<(PathBuf, String)> {
 /// other than a cassette's own `manifest.id` (which specs bind to), an RFC 3339 timestamp.
 #[test]
 fn no_committed_cassette_keeps_a_machine_path_a_uuid_or_a_timestamp() {
-    let uuid = regex::Regex::new(
-        r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
-    )
-    .unwrap();
+    let uuid =
+        regex::Regex::new(r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+            .unwrap();
     let rfc3339 = regex::Regex::new(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}").unwrap();
     // A process id as a JSON field (a hook's `pid`), left as the number it was.
     let pid = regex::Regex::new(r#""pid":\s*\d+"#).unwrap();
     // The temp folder as a folder (`/tmp/...`): Codex names `/tmp` itself in a warning.
     let machine: Vec<String> = [
         std::env::var("HOME").ok(),
-        Some(format!("{}/", std::env::temp_dir().display().to_string().trim_end_matches('/'))),
+        Some(format!(
+            "{}/",
+            std::env::temp_dir()
+                .display()
+                .to_string()
+                .trim_end_matches('/')
+        )),
     ]
     .into_iter()
     .flatten()
@@ -341,8 +335,11 @@ fn no_committed_cassette_keeps_a_machine_path_a_uuid_or_a_timestamp() {
         for m in rfc3339.find_iter(text) {
             found.push(format!("{}: time {}", path.display(), m.as_str()));
         }
+        // A spec may name `/tmp/` in a predicate that it is never drawn.
+        let spec = path.file_name().unwrap() == "assertions.json";
         for p in &machine {
-            if text.contains(p.as_str()) {
+            let generic = ["/tmp/", "/home/", "/root/"].contains(&p.as_str());
+            if !(spec && generic) && text.contains(p.as_str()) {
                 found.push(format!("{}: path {p}", path.display()));
             }
         }
