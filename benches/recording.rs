@@ -268,8 +268,7 @@ fn session(w: &World, record: bool) -> Run {
         .join(&id)
         .join("cassette");
     let cassette_bytes = std::fs::read_dir(&dir)
-        .map(|d| d.map(|e| e.unwrap().metadata().unwrap().len()).sum())
-        .unwrap_or(0);
+        .map_or(0, |d| d.map(|e| e.unwrap().metadata().unwrap().len()).sum());
     took.sort();
     Run {
         took,
@@ -320,7 +319,10 @@ fn cassette_test() {
         took.push(start.elapsed());
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "{text}");
-        line = text.lines().last().unwrap_or_default().to_owned();
+        text.lines()
+            .last()
+            .unwrap_or_default()
+            .clone_into(&mut line);
     }
     took.sort();
     println!(

@@ -257,8 +257,6 @@ struct Script {
     slow: (&'static str, &'static str),
     /// A turn whose model request fails.
     fail: &'static str,
-    /// Launch arguments for the tool turn (a mode in which the tool runs unasked).
-    tool_launch: &'static [&'static str],
     /// Sets up (`true`) and takes back (`false`) what lets the tool turn's tool run unasked.
     unasked: fn(&Rig, bool),
 }
@@ -281,7 +279,7 @@ fn gemini_echo_allowed(rig: &Rig, on: bool) {
 fn record_all(rig: &Rig, s: &Script) {
     // A turn with a tool call.
     (s.unasked)(rig, true);
-    let id = rig.launch(s.tool_launch);
+    let id = rig.launch(&[]);
     rig.deliver(&id, s.tool);
     rig.turn_ended(&id, "completed");
     rig.keep(&id, "tool");
@@ -336,7 +334,6 @@ fn record_claude() {
             question: Some(("USE_ASK pick a color", "Blue")),
             slow: ("USE_NONE DELAY=30 slow", "DELAY=30 slow"),
             fail: "USE_NONE FAIL=400 broken",
-            tool_launch: &[],
             unasked: nothing,
         },
     );
@@ -356,7 +353,6 @@ fn record_gemini() {
                 crate::support::fake_gemini::HANG_TEXT,
             ),
             fail: "SCENARIO:fail now",
-            tool_launch: &[],
             unasked: gemini_echo_allowed,
         },
     );
@@ -377,7 +373,6 @@ fn record_codex() {
             question: None,
             slow: ("SCENARIO:hang HANG=60", "Working"),
             fail: "SCENARIO:fail",
-            tool_launch: &[],
             unasked: nothing,
         },
     );
