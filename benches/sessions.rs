@@ -10,8 +10,14 @@
 //!   exited records are copies of those two under fresh ids, as the store writes them
 //!   (`sessions/<id>/session.json`, `events.jsonl`, `lock`, the alias file).
 //!
-//! Run: `cargo bench --bench sessions` (both), or `cargo bench --bench sessions -- all`. With
-//! `SPEX_BENCH_KEEP=1` the `all` case keeps its store and home (to profile against) and prints
+//! - `projects`: `spex sessions --all-projects`, run outside any repository, over 20 projects
+//!   of 100 records each (2,000): per project 5 live Claude sessions (3 working, 2 idle, each
+//!   with its registry file and a running process) made by real `spex dispatch` calls, and 95
+//!   exited ones (one dispatched, the others copies of it under fresh ids); the table, and
+//!   `--all --json` of every record.
+//!
+//! Run: `cargo bench --bench sessions` (every case), or `cargo bench --bench sessions -- all`. With
+//! `SPEX_BENCH_KEEP=1` the `all` and `projects` cases keep their store and home (to profile against) and prints
 //! where they are.
 
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
@@ -173,6 +179,9 @@ fn main() {
     }
     if case.as_deref().is_none_or(|c| c == "all") {
         all();
+    }
+    if case.as_deref().is_none_or(|c| c == "projects") {
+        projects();
     }
 }
 
@@ -441,6 +450,165 @@ fn all() {
             home.display(),
             repo.display(),
             pids.join(" ")
+        );
+        return;
+    }
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// The `projects` case: projects, and per project live sessions (working, idle) and records.
+const PROJECTS: usize = 20;
+const PROJECT_WORKING: usize = 3;
+const PROJECT_IDLE: usize = 2;
+const PROJECT_RECORDS: usize = 100;
+const PROJECT_RUNS: usize = 30;
+
+/// Copies session `template` of `project` (its store folder) `n` times under fresh ids, with
+/// its alias file, as the store writes them.
+fn copies(project: &Path, harness: &str, template: &str, n: usize, ids: &mut Ids) {
+    let files: Vec<(std::ffi::OsString, String)> =
+        std::fs::read_dir(project.join("sessions").join(template))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), std::fs::read_to_string(e.path()).unwrap())
+            })
+            .collect();
+    for _ in 0..n {
+        let id = ids.v4();
+        let at = project.join("sessions").join(&id);
+        std::fs::create_dir_all(&at).unwrap();
+        for (name, text) in &files {
+            std::fs::write(at.join(name), text.replace(template, &id)).unwrap();
+        }
+        std::fs::write(project.join("aliases").join(format!("{harness}-{id}")), &id).unwrap();
+    }
+}
+
+fn projects() {
+    let spex = PathBuf::from(env!("CARGO_BIN_EXE_spex"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let home = dir.path().join("home");
+    let claude = home.join(".claude");
+    let outside = dir.path().join("elsewhere");
+    std::fs::create_dir_all(claude.join("sessions")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let env: Vec<(&str, &Path)> = vec![("SPEX_HOME", &store), ("HOME", &home)];
+    let mut ids = Ids(0x90e1_ec75);
+    let mut children: Vec<Child> = Vec::new();
+    let live = PROJECT_WORKING + PROJECT_IDLE;
+    eprintln!(
+        "creating {PROJECTS} projects of {PROJECT_RECORDS} records ({live} live sessions with processes each)..."
+    );
+    for p in 0..PROJECTS {
+        let repo = repo_in(&dir.path().join(format!("p{p:02}")));
+        let claude_env = ClaudeEnv {
+            spex: &spex,
+            env: &env,
+            repo: &repo,
+            config: &claude,
+        };
+        for i in 0..live {
+            children.push(claude_env.live_session(&ids.v4(), i, i >= PROJECT_WORKING));
+        }
+        let sid = ids.v4();
+        let base = serde_json::json!({"session_id": sid, "cwd": repo});
+        let mut ups = base.clone();
+        ups["prompt"] = "done long ago".into();
+        let mut end = base.clone();
+        end["reason"] = "exit".into();
+        for (event, payload) in [
+            ("SessionStart", &base),
+            ("UserPromptSubmit", &ups),
+            ("Stop", &base),
+            ("SessionEnd", &end),
+        ] {
+            dispatch(&spex, &env, &repo, "claude", event, payload);
+        }
+        let project = std::fs::read_dir(store.join("projects"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|d| d.join("sessions").join(&sid).is_dir())
+            .expect("the project's store folder");
+        copies(
+            &project,
+            "claude",
+            &sid,
+            PROJECT_RECORDS - live - 1,
+            &mut ids,
+        );
+    }
+    let table = || time_spex(&spex, &["sessions", "--all-projects"], &env, &outside);
+    let json = || {
+        time_spex(
+            &spex,
+            &["sessions", "--all-projects", "--all", "--json"],
+            &env,
+            &outside,
+        )
+    };
+    // The first reader records each live session's process and claims every handle.
+    let (first, _) = json();
+    let (_, out) = json();
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&out).expect("json");
+    let total = PROJECTS * PROJECT_RECORDS;
+    assert_eq!(listed.len(), total, "every record");
+    let statuses: Vec<&str> = listed
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    let working = PROJECTS * PROJECT_WORKING;
+    let idle = PROJECTS * PROJECT_IDLE;
+    assert!(
+        statuses[..working].iter().all(|s| *s == "working")
+            && statuses[working..working + idle]
+                .iter()
+                .all(|s| *s == "idle")
+            && statuses[working + idle..].iter().all(|s| *s == "exited"),
+        "working, then idle, then exited"
+    );
+    let (_, out) = table();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("PROJECT"), "{text}");
+    assert_eq!(text.lines().count(), 1 + working + idle, "{text}");
+    for (what, run) in [
+        (
+            "spex sessions --all-projects (the table of the live sessions)",
+            &table as &dyn Fn() -> (Duration, Vec<u8>),
+        ),
+        (
+            "spex sessions --all-projects --all --json (every record)",
+            &json,
+        ),
+    ] {
+        let mut t: Vec<Duration> = (0..PROJECT_RUNS).map(|_| run().0).collect();
+        t.sort();
+        println!(
+            "{what}: {PROJECTS} projects, {total} records ({working} working, {idle} idle with processes); {PROJECT_RUNS} runs"
+        );
+        println!(
+            "  p50 {:.1} ms   p90 {:.1} ms   max {:.1} ms   (goal: <= 50 ms)",
+            ms(percentile(&t, 500)),
+            ms(percentile(&t, 900)),
+            ms(t[t.len() - 1])
+        );
+    }
+    println!(
+        "  first run (records processes, claims handles): {:.1} ms",
+        ms(first)
+    );
+    if std::env::var_os("SPEX_BENCH_KEEP").is_some() {
+        let kept = dir.keep();
+        eprintln!(
+            "kept {}: SPEX_HOME={} HOME={} (run from {}); the live sessions' processes run for 600 s",
+            kept.display(),
+            store.display(),
+            home.display(),
+            outside.display()
         );
         return;
     }

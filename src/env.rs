@@ -25,6 +25,10 @@ pub struct Env {
     pub spex_session_id: Option<String>,
     /// `SPEX_TRACE_DISPATCH`: log every hook invocation to the project's `dispatch.log`.
     pub trace_dispatch: bool,
+    /// `SPEX_BOOT_ID_FILE`, FOR TESTS ONLY: the file read as the kernel's boot id instead of
+    /// `/proc/sys/kernel/random/boot_id`, so a test can make spex believe the machine
+    /// restarted (see [`Env::boot_id_file`]).
+    pub boot_id_file: Option<PathBuf>,
     /// The variables the caller named to `from_process`, each with its value when set.
     pub vars: Vec<(&'static str, Option<OsString>)>,
 }
@@ -62,6 +66,7 @@ impl Env {
                 .collect(),
             trace_dispatch: std::env::var_os("SPEX_TRACE_DISPATCH")
                 .is_some_and(|v| !v.is_empty() && v != "0"),
+            boot_id_file: path_var("SPEX_BOOT_ID_FILE"),
         }
     }
 
@@ -130,6 +135,15 @@ impl Env {
             Some(p) => p.join("spex"),
             None => self.home_or_root().join(".local/state/spex"),
         }
+    }
+
+    /// The file naming this boot of the machine: `/proc/sys/kernel/random/boot_id`, or for
+    /// tests only `$SPEX_BOOT_ID_FILE` (a test rewrites it to simulate a reboot; nothing else
+    /// should set it).
+    pub fn boot_id_file(&self) -> PathBuf {
+        self.boot_id_file
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/proc/sys/kernel/random/boot_id"))
     }
 
     /// `$XDG_CONFIG_HOME/spex/config.jsonc`, else `~/.config/spex/config.jsonc`.

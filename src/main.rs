@@ -6,6 +6,7 @@
 #![cfg_attr(not(test), no_main)]
 
 mod adapters;
+mod board;
 mod cli;
 mod config;
 mod dispatch;

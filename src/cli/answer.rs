@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::outcome::{Failed, Outcome};
 use super::output;
 use crate::env::Env;
-use crate::runtime::{self, RuntimeError};
+use crate::runtime;
 
 /// Answer the attention a session waits on: a permission (`allow`, `allow-session`, `deny`,
 /// `cancel`), a question (an option's label or number), a plan (`allow`, `deny`).
@@ -86,23 +86,16 @@ pub fn deny(args: &DenyArgs, env: &Env) -> anyhow::Result<Outcome> {
 
 fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Result<Outcome> {
     let (store, id) = super::args::project_and_id(env, arg)?;
-    let record = store
-        .load(&id)?
-        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
-    let host_pids = runtime::host_pids(&store, &id);
-    let result = (|| -> Result<runtime::answer::Answered, RuntimeError> {
-        let (s, a) = runtime::answer::target(env, &store, &id, c.attention.as_deref(), &host_pids)?;
-        let r = runtime::answer::response(&id, &a, choices, c.message.clone())?;
-        let timeout = Duration::from_secs(c.timeout);
-        // A hook waiting for the answer takes it first, whatever else could answer (a Codex
-        // TUI in away mode has a server, but not one other clients can join).
-        if runtime::answer::hook_waiting(&a) {
-            return runtime::answer::by_hook(&store, &s, &a, &r, timeout);
-        }
-        runtime::transport::of(env, &store, &record)
-            .map_err(|e| RuntimeError::NoWayToAnswer(Box::new(e)))?
-            .answer(&s, &a, &r, &host_pids, timeout)
-    })();
+    let result = runtime::transport::answer(
+        env,
+        &store,
+        &id,
+        c.attention.as_deref(),
+        choices,
+        c.message.clone(),
+        "cli",
+        Duration::from_secs(c.timeout),
+    );
     match result {
         Ok(done) => {
             if c.json {

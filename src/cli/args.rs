@@ -11,10 +11,10 @@ use crate::env::Env;
 use crate::hint::Hinted;
 use crate::repo::Tree;
 use crate::runtime;
-use crate::store::ProjectStore;
+use crate::store::{self, ProjectStore};
 
 /// The help of every argument that names a session.
-pub const ID_HELP: &str = "The session: its handle (the `ID` column of `spex sessions`), its name, its full id, or a unique prefix of a handle or id";
+pub const ID_HELP: &str = "The session: its handle (the `ID` column of `spex sessions`), its name, its full id, or a unique prefix of a handle or id; this project's sessions first, then every project's (`PROJECT/HANDLE` names one of another project)";
 
 /// The running spex binary, as hook commands should call it.
 pub fn spex_binary() -> anyhow::Result<PathBuf> {
@@ -34,11 +34,16 @@ pub fn project(env: &Env) -> anyhow::Result<ProjectStore> {
     Ok(ProjectStore::new(&env.spex_home(), &tree.main))
 }
 
-/// This project's store and the session an id argument names (handle, id or unique prefix).
+/// The session an id argument names (handle, name, id or unique prefix, or `project/handle`)
+/// and its project's store, found from anywhere: this checkout's project first, when the
+/// command runs in one, then every project of the store (see `store::locate`).
 pub fn project_and_id(env: &Env, arg: &str) -> anyhow::Result<(ProjectStore, String)> {
-    let store = project(env)?;
-    let id = store.resolve(arg)?;
-    Ok((store, id))
+    let here = project(env).ok();
+    Ok(store::projects::locate(
+        &env.spex_home(),
+        here.as_ref(),
+        arg,
+    )?)
 }
 
 /// The prompt argument, with `-` read from stdin.
@@ -59,10 +64,9 @@ pub fn cassette_dir(arg: &str, env: &Env) -> anyhow::Result<PathBuf> {
     if path.join("manifest.json").is_file() {
         return Ok(path.to_owned());
     }
-    let store = project(env)?;
-    let id = store.resolve(arg).map_err(|e| {
+    let (store, id) = project_and_id(env, arg).map_err(|e| {
         let message = format!("`{arg}` is neither a cassette folder nor a session: {e}");
-        anyhow::Error::new(e).context(message)
+        e.context(message)
     })?;
     let dir = runtime::cassette_dir(&store, &id);
     if !dir.is_dir() {

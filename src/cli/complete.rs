@@ -1,6 +1,7 @@
 //! Shell completion (clap's dynamic completion): the shell calls `spex` back with
 //! `COMPLETE=<shell>`, and every `<id>` argument offers the project's live sessions by handle
-//! and by name. Reads records only: a completion never writes to the store.
+//! and by name (outside any checkout, every project's, as `project/handle`). Reads records
+//! only: a completion never writes to the store.
 
 use std::ffi::OsStr;
 
@@ -22,17 +23,27 @@ fn live_sessions(current: &OsStr) -> Vec<CompletionCandidate> {
         return Vec::new();
     };
     let env = Env::from_process(adapters::env_vars());
-    let Ok(store) = super::args::project(&env) else {
-        return Vec::new();
+    // Outside any checkout, every project's sessions, each as `project/handle`.
+    let projects: Vec<(crate::store::ProjectStore, String)> = match super::args::project(&env) {
+        Ok(store) => vec![(store, String::new())],
+        Err(_) => crate::store::projects::named(&env.spex_home())
+            .into_iter()
+            .map(|p| (p.store, format!("{}/", p.label)))
+            .collect(),
     };
-    let mut live: Vec<_> = store
-        .sessions()
-        .into_iter()
-        .filter(|s| s.status != Status::Exited)
+    let mut live: Vec<_> = projects
+        .iter()
+        .flat_map(|(store, prefix)| {
+            store
+                .sessions()
+                .into_iter()
+                .filter(|s| s.status != Status::Exited)
+                .map(move |s| (prefix.as_str(), s))
+        })
         .collect();
-    live.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+    live.sort_by(|(_, a), (_, b)| b.updated_at.cmp(&a.updated_at));
     let mut out = Vec::new();
-    for s in &live {
+    for (prefix, s) in &live {
         let about = format!(
             "{} {}{}",
             s.harness,
@@ -44,6 +55,7 @@ fn live_sessions(current: &OsStr) -> Vec<CompletionCandidate> {
         );
         // A session no reader has seen yet has no handle: its id is what names it.
         for word in [Some(s.label()), s.name.as_deref()].into_iter().flatten() {
+            let word = format!("{prefix}{word}");
             if word.starts_with(typed) {
                 out.push(CompletionCandidate::new(word).help(Some(about.clone().into())));
             }

@@ -11,7 +11,6 @@ use serde_json::Value;
 
 use super::outcome::Outcome;
 use crate::env::Env;
-use crate::hint::Hinted;
 use crate::runtime;
 use crate::store::stream::{Cursor, Reader};
 use crate::store::{self, ProjectStore};
@@ -40,7 +39,7 @@ pub struct Args {
     #[arg(long)]
     pub all_projects: bool,
     /// Only these sessions' events.
-    #[arg(value_name = "SESSION", help = "Only these sessions' events (handle, name, id or unique prefix)", add = super::complete::sessions())]
+    #[arg(value_name = "SESSION", help = "Only these sessions' events (handle, name, id or unique prefix; of any project, `PROJECT/HANDLE` names one of another)", add = super::complete::sessions())]
     pub sessions: Vec<String>,
 }
 
@@ -64,26 +63,27 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         Some(text) => Some(Cursor::parse(text)?),
         None => None,
     };
+    // Named sessions are found from anywhere; their projects' streams are read.
+    let named: Vec<(ProjectStore, String)> = args
+        .sessions
+        .iter()
+        .map(|a| super::args::project_and_id(env, a))
+        .collect::<anyhow::Result<_>>()?;
     let stores: Vec<ProjectStore> = if args.all_projects {
         store::all_projects(&env.spex_home())
-    } else {
+    } else if named.is_empty() {
         vec![super::args::project(env)?]
-    };
-    let only: Vec<String> = if args.sessions.is_empty() {
-        Vec::new()
     } else {
-        anyhow::ensure!(
-            !args.all_projects,
-            Hinted::new(
-                "sessions are named within one project: `--all-projects` takes no session",
-                "`spex events --all-projects` prints every session of every project; name sessions from inside their project's checkout"
-            )
-        );
-        args.sessions
-            .iter()
-            .map(|a| stores[0].resolve(a))
-            .collect::<Result<_, _>>()?
+        let mut stores: Vec<ProjectStore> = Vec::new();
+        for (store, _) in &named {
+            if !stores.iter().any(|s| s.dir == store.dir) {
+                stores.push(store.clone());
+            }
+        }
+        stores
     };
+    let several = stores.len() > 1 || args.all_projects;
+    let only: Vec<String> = named.into_iter().map(|(_, id)| id).collect();
     let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
         .context("inotify_init")?;
     let projects_dir = env.spex_home().join("projects");
@@ -126,7 +126,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         .collect();
     let mut out = Printer {
         json: args.json,
-        all: args.all_projects,
+        all: several,
         only,
         labels: HashMap::new(),
     };

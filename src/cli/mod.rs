@@ -5,6 +5,9 @@ pub mod answer;
 pub mod args;
 pub mod attach;
 pub mod away;
+pub mod board;
+#[cfg(test)]
+mod board_map;
 pub mod cassette;
 pub mod clean;
 pub mod complete;
@@ -90,6 +93,7 @@ pub enum Command {
     Replay(replay::Args),
     Cassette(cassette::Args),
     Server(server::Args),
+    Board(board::Args),
     Watch(watch::Args),
     Service(service::Args),
     #[command(hide = true)]
@@ -143,6 +147,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Replay(a) => replay::run(&a, env),
         Command::Cassette(a) => cassette::run(&a, env),
         Command::Server(a) => server::run(&a, env),
+        Command::Board(a) => board::run(&a, env),
         Command::Watch(a) => watch::run(&a, env),
         Command::Service(a) => service::run(&a, env),
         Command::Host(a) => host::run(&a, env),

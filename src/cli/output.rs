@@ -102,16 +102,13 @@ fn visible_width(s: &str) -> usize {
     n
 }
 
-/// `text` for a person: session ids shown as handles, control characters visible.
-pub fn human_text(text: &str, store: Option<&crate::store::ProjectStore>) -> String {
-    let text = match store {
-        Some(store) => handles_for_ids(text, store),
-        None => text.to_owned(),
-    };
-    crate::text::visible_lines(&text)
+/// `text` for a person: the ids of sessions of `stores` shown as handles, control characters
+/// visible.
+pub fn human_text(text: &str, stores: &[crate::store::ProjectStore]) -> String {
+    crate::text::visible_lines(&handles_for_ids(text, stores))
 }
 
-fn handles_for_ids(text: &str, store: &crate::store::ProjectStore) -> String {
+fn handles_for_ids(text: &str, stores: &[crate::store::ProjectStore]) -> String {
     let is_id_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
@@ -137,9 +134,13 @@ fn handles_for_ids(text: &str, store: &crate::store::ProjectStore) -> String {
         if token.len() < 8 || in_path {
             continue;
         }
-        if let Ok(Some(s)) = store.load(token)
-            && s.id == token
-        {
+        if let Some(store) = stores.iter().find(|store| {
+            store
+                .load(token)
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.id == token)
+        }) {
             let label = store.label_of(token);
             if label != token {
                 out.push_str(&text[rest..start]);

@@ -23,13 +23,21 @@ pub struct Report {
     pub hints: Vec<String>,
 }
 
-/// `e` for a person: every full session id of this project it names is replaced by the
+/// `e` for a person: every full session id of any project it names is replaced by the
 /// session's handle (the full id stays where it is part of a path), and control characters in
 /// it are made visible (an error may quote a prompt or a question). Whichever layer wrote the
 /// message, this is the one place a session is named for a person.
 pub fn report(e: &anyhow::Error, env: &Env) -> Report {
-    let store = super::args::project(env).ok();
-    let human = |text: &str| super::output::human_text(text, store.as_ref());
+    // This project's sessions first, then every project's: a command names sessions from
+    // anywhere.
+    let mut stores: Vec<crate::store::ProjectStore> =
+        super::args::project(env).ok().into_iter().collect();
+    for other in crate::store::all_projects(&env.spex_home()) {
+        if stores.iter().all(|s| s.dir != other.dir) {
+            stores.push(other);
+        }
+    }
+    let human = |text: &str| super::output::human_text(text, &stores);
     let error = human(&e.to_string());
     let causes = e
         .chain()
@@ -77,11 +85,13 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         CursorError,
         StreamError,
         crate::store::session::StoreError,
+        crate::store::projects::LocateError,
         crate::pty::cassette::format::CassetteError,
         crate::pty::cassette::assertions::AssertionsError,
         crate::pty::cassette::assertions::eval::TestError,
         crate::pty::cassette::program::ProgramError,
         crate::adapters::AppServerError,
+        crate::board::BoardError,
         crate::watch::service::ServiceError,
     );
     None
@@ -135,6 +145,10 @@ mod tests {
                 let path = entry.unwrap().path();
                 if path.is_dir() {
                     stack.push(path);
+                    continue;
+                }
+                // Only Rust sources: `src/board/assets/` holds the page's images.
+                if path.extension().is_none_or(|e| e != "rs") {
                     continue;
                 }
                 let text = fs_err::read_to_string(&path).unwrap();

@@ -5,6 +5,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+mod table;
+mod watch;
+
+use table::note;
+
 use super::args::project;
 use super::outcome::{Failed, Outcome};
 use super::output::{self, Style};
@@ -15,17 +20,21 @@ use crate::hint::Hinted;
 use crate::reconcile;
 use crate::runtime;
 use crate::store::session::{
-    AnswerWay, Attention, AttentionKind, Declared, DeclaredState, LaunchedBy, Session, Status,
-    TurnState, Via, count, ellipsis,
+    AnswerWay, Attention, AttentionKind, Declared, DeclaredState, Session, Status, TurnState, Via,
+    ellipsis,
 };
-use crate::store::sorted::SortedRecord;
 use crate::store::{self};
 use crate::text::visible;
 
-/// List the agent sessions of this project (every harness, launched by spex or not).
+/// List the agent sessions of this project, or of every project (every harness, launched by spex
+/// or not).
 ///
 /// The sessions that are live and ran a turn (a live session spex launched shows before its first
-/// turn too); `--all` adds exited ones and records that never ran a turn.
+/// turn too); `--all` adds exited ones and records that never ran a turn. Attention first: the
+/// sessions that need a person (the longest waiting first), then working, idle and exited ones
+/// (the most recently changed first in each). Outside a repository, and with `--all-projects`,
+/// every project in the store, with a `PROJECT` column (the checkout's folder name, or its path
+/// when two share a name; `PROJECT/ID` names a session from anywhere).
 ///
 /// `UPDATED` is the last change of state (a hook that changes nothing, such as Claude's idle
 /// notification at an idle prompt, writes nothing), with its date when older than today. `TURN`
@@ -34,6 +43,10 @@ use crate::text::visible;
 /// recorded them (`12.3k/1.2k`). An attention (a failed turn's alert, a question) closes only by an
 /// answer, a new turn, an interrupt or an exit.
 #[derive(Debug, clap::Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is one independent flag of the command line"
+)]
 pub struct ListArgs {
     /// Include exited sessions and sessions that never ran a turn.
     #[arg(long)]
@@ -41,54 +54,14 @@ pub struct ListArgs {
     /// Print the records as JSON (the fields of `session.json`).
     #[arg(long)]
     pub json: bool,
-}
-
-fn status_cell(style: Style, s: Status) -> String {
-    match s {
-        Status::Working => style.green(s.as_str()),
-        Status::NeedsAttention => style.yellow(s.as_str()),
-        Status::Exited => style.dim(s.as_str()),
-        _ => s.as_str().to_owned(),
-    }
-}
-
-fn note(s: &Session) -> String {
-    let retrying = s
-        .turn
-        .as_ref()
-        .filter(|t| t.state == TurnState::Running)
-        .and_then(|t| t.note.as_deref());
-    if s.attended == Some(false) && s.status != Status::Exited {
-        return format!("no client: {}", s.headline.clone().unwrap_or_default());
-    }
-    match (&s.attention, &s.declared, retrying) {
-        (Some(a), _, _) => format!(
-            "{}: {}",
-            a.reason,
-            a.text.lines().next().unwrap_or_default()
-        ),
-        (None, Some(d), _) => format!("{}: {}", format!("{:?}", d.state).to_lowercase(), d.note),
-        (None, None, Some(error)) => format!("retrying: {error}"),
-        _ if s
-            .turn
-            .as_ref()
-            .is_some_and(|t| t.stalled_at.is_some() && t.state == TurnState::Running) =>
-        {
-            format!("stalled: {}", s.headline.clone().unwrap_or_default())
-        }
-        _ => s.headline.clone().unwrap_or_default(),
-    }
-}
-
-/// The branch a session works on, marked when its checkout is gone (a removed worktree): the
-/// session may still run there, and stays listed.
-fn branch_cell(s: &Session) -> String {
-    let branch = s.branch.as_deref().map_or_else(|| "-".into(), visible);
-    if s.tree_gone() {
-        format!("{branch} (worktree gone)")
-    } else {
-        branch
-    }
+    /// Every project in the store, with a `PROJECT` column (the default outside a repository).
+    #[arg(long)]
+    pub all_projects: bool,
+    /// Redraw the table in place on every change of the store until Ctrl-C (woken by the
+    /// store, no timer), then leave the terminal as it was; when stdout is no terminal, print
+    /// the table again on every change, a blank line between.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
 }
 
 /// One sub-agent: `a4c7e6eb general-purpose completed in 0.1 s: its last line`.
@@ -157,69 +130,15 @@ fn explain(s: &Session) -> String {
 }
 
 pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
-    let store = project(env)?;
-    let mut book = runtime::budget::Book::default();
-    let records: Vec<Session> = reconcile::sessions(env, &store)?
-        .into_iter()
-        .map(|s| runtime::reconcile_hosted(env, &store, &s).unwrap_or(s))
-        .map(|s| runtime::judge::judge(env, &store, s, &mut book))
-        // Records that never ran a turn say nothing, except a live session spex started.
-        .filter(|s| {
-            args.all
-                || (s.status != Status::Exited
-                    && (s.turn.is_some() || s.launched_by == LaunchedBy::Spex))
-        })
-        .collect();
-    // Sorted by reference: moving thousands of records costs more than comparing them.
-    let mut sessions: Vec<&Session> = records.iter().collect();
-    sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+    if args.watch {
+        return watch::run(args.all, args.all_projects, env);
+    }
+    let listing = table::read(env, &table::Scope::of(args.all_projects, env), args.all)?;
     if args.json {
-        // Printed straight from the records: the bytes `runtime::with_live` would print.
-        let rows: Vec<SortedRecord> = sessions
-            .iter()
-            .map(|s| SortedRecord::new(s, runtime::live(env, &store, s)))
-            .collect();
-        output::json(&rows);
-        drop(rows);
-        drop(sessions);
-        // The process ends next: freeing thousands of records one string at a time would
-        // cost a twentieth of the run (measured), and the system takes the memory back anyway.
-        std::mem::forget(records);
-        return Ok(Outcome::Ok);
+        listing.print_json(env);
+    } else {
+        output::print(&listing.text(env, args.all));
     }
-    if sessions.is_empty() {
-        output::print(if args.all {
-            "no sessions\n"
-        } else {
-            "no live sessions that ran a turn (`--all` shows every record)\n"
-        });
-        return Ok(Outcome::Ok);
-    }
-    let style = Style::detect(env.no_color);
-    let mut rows = vec![
-        [
-            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "USAGE", "NOTE",
-        ]
-        .map(String::from)
-        .to_vec(),
-    ];
-    for s in &sessions {
-        rows.push(vec![
-            s.label().to_owned(),
-            s.name.clone().unwrap_or_else(|| "-".into()),
-            visible(&s.harness),
-            status_cell(style, s.status),
-            s.turn_phrase().unwrap_or_else(|| "-".into()),
-            branch_cell(s),
-            clock(&s.updated_at),
-            s.usage.as_ref().map_or_else(
-                || "-".into(),
-                |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
-            ),
-            ellipsis(&visible(&note(s)), 60),
-        ]);
-    }
-    output::print(&output::table(&rows));
     Ok(Outcome::Ok)
 }
 
@@ -244,8 +163,7 @@ pub struct ShowArgs {
     reason = "one block of rows per part of the record, in the order `show` prints them"
 )]
 pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
-    let store = project(env)?;
-    let id = store.resolve(&args.id)?;
+    let (store, id) = super::args::project_and_id(env, &args.id)?;
     let s = reconcile::session(env, &store, &id)?;
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
     let s = runtime::judge::judge(env, &store, s, &mut runtime::budget::Book::default());
@@ -465,8 +383,7 @@ pub struct WaitArgs {
 )]
 pub fn wait(args: &WaitArgs, env: &Env) -> anyhow::Result<Outcome> {
     use rustix::fs::inotify;
-    let store = project(env)?;
-    let id = store.resolve(&args.id)?;
+    let (store, id) = super::args::project_and_id(env, &args.id)?;
     let dir = store.session_dir(&id);
     let deadline = args
         .timeout

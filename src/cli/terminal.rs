@@ -98,7 +98,8 @@ fn join(env: &Env, id: &str, detach: u8, read_only: bool) -> anyhow::Result<()> 
         let _ = termios::tcsetattr(&stdin, termios::OptionalActions::Now, &raw);
     }
     // People read the handle; `id` stays the full id for the calls below.
-    let shown = super::args::project(env).map_or_else(|_| id.to_owned(), |s| s.label_of(id));
+    let shown = super::args::project_and_id(env, id)
+        .map_or_else(|_| id.to_owned(), |(s, _)| s.label_of(id));
     if read_only {
         eprint!(
             "[watching {shown}, read-only: {} detaches]\r\n",
@@ -153,9 +154,10 @@ fn join(env: &Env, id: &str, detach: u8, read_only: bool) -> anyhow::Result<()> 
 
 /// Whether session `id` still runs after its host closed (its record has not exited).
 fn lives_on(env: &Env, id: &str) -> bool {
-    super::args::project(env)
+    // The session's own project, wherever the command runs.
+    super::args::project_and_id(env, id)
         .ok()
-        .and_then(|store| store.load(id).ok().flatten())
+        .and_then(|(store, _)| store.load(id).ok().flatten())
         .is_some_and(|s| s.status != crate::store::session::Status::Exited)
 }
 

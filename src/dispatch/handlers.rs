@@ -296,13 +296,15 @@ pub fn apply(ctx: &Ctx, s: &mut Session) -> (Vec<NewEvent>, Answer) {
                 s.usage.get_or_insert_with(Usage::default).add(u);
             }
         }
-        // A turn spex was asked to interrupt (its key is on its way): a harness whose turn-end
+        // A turn with an interrupt on its way (`spex interrupt`, or a key the host saw typed
+        // at the terminal, marked before it reached the harness): a harness whose turn-end
         // hook also fires on a cancel, with the partial answer (Gemini CLI's `AfterAgent`),
-        // reports the interrupt as a completion.
+        // reports the interrupt as a completion. The ending is written once, here, never
+        // corrected after (see `Turn::interrupt_decides` for the settle time).
         Kind::TurnCompleted
             if s.turn
                 .as_ref()
-                .is_some_and(|t| t.state == TurnState::Running && t.interrupting.is_some()) =>
+                .is_some_and(|t| t.interrupt_decides(ctx.now)) =>
         {
             out.extend(s.end_turn(TurnState::Interrupted, ctx.now, src, Value::Null));
             out.extend(s.clear_attention(src));
@@ -696,6 +698,22 @@ mod tests {
         // Nobody asked: a completion is a completion.
         run(&mut s, &[prompt()]);
         assert_eq!(run(&mut s, &[end()]), ["turn.completed"]);
+        // A key the host saw typed at the terminal (marked with its time before Gemini saw
+        // it): the completion reported moments after is that key's doing, one reported past
+        // the settle time is the harness's own end of the turn.
+        for (reported, ending) in [
+            ("2026-11-26T10:00:05.400Z", "turn.interrupted"),
+            ("2026-11-26T10:01:05.000Z", "turn.completed"),
+        ] {
+            run_at(&mut s, &[prompt()], "2026-11-26T10:00:00.000Z");
+            let t = s.turn.as_mut().unwrap();
+            t.interrupting = Some("terminal".into());
+            t.interrupting_at = Some("2026-11-26T10:00:05.000Z".into());
+            assert_eq!(run_at(&mut s, &[end()], reported), [ending]);
+            let t = s.turn.as_ref().unwrap();
+            assert_eq!((&t.interrupting, &t.interrupting_at), (&None, &None));
+        }
+        assert_eq!(s.turn.as_ref().unwrap().by, None);
     }
 
     #[test]

@@ -9,6 +9,8 @@ const VERSION_REPLY: &str = concat!("\x1bP>|spex(", env!("CARGO_PKG_VERSION"), "
 
 #[derive(Debug, Default)]
 struct Callbacks {
+    /// How many times the program rang the bell (`BEL`).
+    bells: u64,
     /// Answer queries (no real terminal is attached to answer them).
     answering: bool,
     replies: Vec<u8>,
@@ -16,8 +18,6 @@ struct Callbacks {
     /// Take `CSI 8 ; rows ; cols t` as the size of the screen watched (a watcher's model of
     /// a session: the host says so when the session is resized).
     follow_resize: bool,
-    /// How many times the program rang the bell (`BEL`).
-    bells: u64,
 }
 
 fn param(params: &[&[u16]], i: usize) -> Option<u16> {
@@ -29,10 +29,6 @@ impl vt100::Callbacks for Callbacks {
         if self.follow_resize && rows > 0 && cols > 0 {
             screen.set_size(rows, cols);
         }
-    }
-
-    fn audible_bell(&mut self, _: &mut vt100::Screen) {
-        self.bells += 1;
     }
 
     fn set_window_title(&mut self, _: &mut vt100::Screen, title: &[u8]) {
@@ -83,6 +79,10 @@ impl vt100::Callbacks for Callbacks {
         };
         self.replies
             .extend_from_slice(format!("\x1b]{color}\x1b\\").as_bytes());
+    }
+
+    fn audible_bell(&mut self, _: &mut vt100::Screen) {
+        self.bells += 1;
     }
 }
 

@@ -136,6 +136,7 @@ pub fn response(
         return Ok(Response {
             choice: args.join("; "),
             message,
+            by: "cli",
             answers,
         });
     }
@@ -153,6 +154,7 @@ pub fn response(
     Ok(Response {
         choice: resolve_choice(id, a, arg)?,
         message,
+        by: "cli",
         answers: Vec::new(),
     })
 }
@@ -220,6 +222,7 @@ pub fn mark(store: &ProjectStore, id: &str, att: &str, r: Option<&Response>) -> 
                 at: now.clone(),
                 by: "spex answer".into(),
                 choice: r.choice.clone(),
+                from: Some(r.by.to_owned()),
                 message: r.message.clone(),
             });
             (Some(s), Vec::new(), true)

@@ -35,9 +35,37 @@ pub fn mark_interrupting(store: &ProjectStore, id: &str, by: Option<&str>) {
             .as_mut()
             .filter(|t| t.state == crate::store::session::TurnState::Running)
         {
-            Some(t) => t.interrupting = by.map(str::to_owned),
+            Some(t) => {
+                t.interrupting = by.map(str::to_owned);
+                t.interrupting_at = by.map(|_| crate::store::now_rfc3339());
+            }
             None => return (None, Vec::new(), ()),
         }
         (Some(s), Vec::new(), ())
     });
+}
+
+/// Notes on the running turn that an interrupt key typed by `by` is about to reach the harness
+/// (unless an interrupt is already on its way, whose asker and time stay): written before the
+/// key goes in, so the harness's report of the turn's end, which follows the key, finds it
+/// and the turn ends `interrupted` once, never `completed` and corrected after. Whether it
+/// was noted (not when no turn runs, or one is already on its way).
+pub fn mark_interrupt_key(store: &ProjectStore, id: &str, by: &str) -> bool {
+    store
+        .update(id, |cur| {
+            let Some(mut s) = cur else {
+                return (None, Vec::new(), false);
+            };
+            match s.turn.as_mut().filter(|t| {
+                t.state == crate::store::session::TurnState::Running && t.interrupting.is_none()
+            }) {
+                Some(t) => {
+                    t.interrupting = Some(by.to_owned());
+                    t.interrupting_at = Some(crate::store::now_rfc3339());
+                }
+                None => return (None, Vec::new(), false),
+            }
+            (Some(s), Vec::new(), true)
+        })
+        .unwrap_or(false)
 }

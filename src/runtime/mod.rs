@@ -125,7 +125,12 @@ pub fn not_reached(env: &Env, store: &ProjectStore, id: &str, act: Act) -> Runti
             hint: act.hint(),
         };
     }
-    reconcile_hosted(env, store, &s);
+    // A host of an earlier boot was not killed: the machine stopped under it.
+    if let Some(ended) = reconcile_hosted(env, store, &s)
+        .filter(|e| e.exit_reason.as_deref() == Some(crate::seam::boot::MACHINE_STOPPED))
+    {
+        return RuntimeError::exited(&ended);
+    }
     RuntimeError::HostGone {
         id: id.to_owned(),
         socket: socket_path(env, id).unwrap_or_default(),
@@ -155,7 +160,8 @@ pub fn launch(l: &Launch) -> Result<Launched, RuntimeError> {
     let store = ProjectStore::new(&l.env.spex_home(), &l.tree.main);
     let now = crate::store::now_rfc3339();
     store.update(&id, |_| {
-        let record = Session::new(&id, l.harness.id(), None, &l.tree, LaunchedBy::Spex, &now);
+        let mut record = Session::new(&id, l.harness.id(), None, &l.tree, LaunchedBy::Spex, &now);
+        record.boot_id = crate::seam::boot::Boot::now(l.env).id;
         let mut f = serde_json::Map::new();
         f.insert("harness".into(), l.harness.id().into());
         (
@@ -225,6 +231,7 @@ pub fn resume(l: &Launch, store: &ProjectStore, id: &str) -> Result<Launched, Ru
             .into_iter()
             .collect();
         s.forget_process();
+        s.boot_id = crate::seam::boot::Boot::now(l.env).id;
         s.updated_at = crate::store::now_rfc3339();
         let mut f = serde_json::Map::new();
         f.insert("harness".into(), l.harness.id().into());
@@ -250,6 +257,13 @@ pub fn reconcile_hosted(env: &Env, store: &ProjectStore, s: &Session) -> Option<
     {
         return None;
     }
+    // A host of an earlier boot did not die: the machine stopped under it.
+    let boot = crate::seam::boot::Boot::now(env);
+    let folded = crate::seam::boot::fold(store, &boot, s);
+    if let Some(ended) = folded.as_ref().filter(|f| f.status == Status::Exited) {
+        return Some(ended.clone());
+    }
+    let s = folded.as_ref().unwrap_or(s);
     if s.status == Status::Starting {
         return start_unfinished(env, store, s);
     }

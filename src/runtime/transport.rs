@@ -207,3 +207,37 @@ impl Transport<'_> {
         Ok(())
     }
 }
+
+/// Answers session `id`'s open attention (the one `named`, when given) with `choices`: the
+/// whole path of `spex answer`, for each caller (`by`: `cli`, `board`), recorded in the
+/// attention's closing event. Confirmed by the harness within `timeout`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each is one of `spex answer`'s own options; a struct would only rename them"
+)]
+pub fn answer(
+    env: &Env,
+    store: &ProjectStore,
+    id: &str,
+    named: Option<&str>,
+    choices: &[String],
+    message: Option<String>,
+    by: &'static str,
+    timeout: Duration,
+) -> Result<Answered, RuntimeError> {
+    let record = store
+        .load(id)?
+        .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
+    let host_pids = super::host_pids(store, id);
+    let (s, a) = answer::target(env, store, id, named, &host_pids)?;
+    let mut r = answer::response(id, &a, choices, message)?;
+    r.by = by;
+    // A hook waiting for the answer takes it first, whatever else could answer (a Codex
+    // TUI in away mode has a server, but not one other clients can join).
+    if answer::hook_waiting(&a) {
+        return answer::by_hook(store, &s, &a, &r, timeout);
+    }
+    of(env, store, &record)
+        .map_err(|e| RuntimeError::NoWayToAnswer(Box::new(e)))?
+        .answer(&s, &a, &r, &host_pids, timeout)
+}

@@ -19,6 +19,8 @@ use crate::store::session::{Attention, Session, Via};
 pub struct Response {
     pub choice: String,
     pub message: Option<String>,
+    /// Where the answer came from (`cli`, `board`), recorded in the attention's closing event.
+    pub by: &'static str,
     /// A question dialog's answers, one per question in order, as the harness takes them
     /// (option labels, several joined by `, `, or free text): see [`question_answers`].
     pub answers: Vec<String>,

@@ -108,8 +108,8 @@ pub fn usage_total(entries: &[UsageEntry]) -> Usage {
 
 /// Applies what a reader took from the harness's log: usage to the session and, for entries
 /// written since the turn began, to its turn; a failed turn that had written text becomes
-/// `partial_failed` (`turn.amended`: not a second ending, the ending's state corrected by
-/// evidence the hook could not read).
+/// `partial_failed` (`turn.amended`: not a second ending, the failure's detail completed by
+/// evidence the hook could not read; the outcome stays a failure, see `Turn::amend`).
 pub fn apply_log(s: &mut Session, r: &LogReading, now: &str, source: &str) -> Vec<NewEvent> {
     let mut out = Vec::new();
     let turn_start = s
@@ -141,13 +141,13 @@ pub fn apply_log(s: &mut Session, r: &LogReading, now: &str, source: &str) -> Ve
             .as_deref()
             .map(str::trim)
             .filter(|p| !p.is_empty())
+            && let Some(was) = t.amend(TurnState::PartialFailed)
         {
-            t.state = TurnState::PartialFailed;
             t.partial = Some(text.to_owned());
             out.push(new_event(
                 "turn.amended",
                 source,
-                json!({ "turn_id": t.id, "state": TurnState::PartialFailed, "was": TurnState::Failed,
+                json!({ "turn_id": t.id, "state": TurnState::PartialFailed, "was": was,
                     "partial": text }),
             ));
         }

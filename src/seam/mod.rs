@@ -5,6 +5,7 @@
 //! adapters, holds no harness-specific code, and imports only the ground.
 
 pub mod answer;
+pub mod boot;
 pub mod edit;
 pub mod event;
 pub mod evidence;

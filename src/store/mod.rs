@@ -7,6 +7,7 @@ pub mod away;
 pub mod daily;
 pub mod governance;
 pub mod lock;
+pub mod projects;
 pub mod prune;
 pub mod session;
 pub mod sorted;

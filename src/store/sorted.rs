@@ -24,6 +24,8 @@ pub struct SortedRecord<'a> {
     attention: Option<SortedAttention<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     base_commit: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    boot_id: Option<&'a str>,
     branch: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     children: &'a [Child],
@@ -154,6 +156,8 @@ struct SortedTurn<'a> {
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     interrupting: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupting_at: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     log_read: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -212,6 +216,7 @@ impl<'a> SortedRecord<'a> {
             handle,
             name,
             process,
+            boot_id,
             transcript,
             observed,
             attended,
@@ -237,6 +242,7 @@ impl<'a> SortedRecord<'a> {
         } = flags;
         SortedRecord {
             attended: *attended,
+            boot_id: boot_id.as_deref(),
             attention: attention.as_ref().map(
                 |Attention {
                      reason,
@@ -339,6 +345,7 @@ impl<'a> SortedRecord<'a> {
                      stalled_at,
                      by,
                      interrupting,
+                     interrupting_at,
                      timeout,
                      other,
                  }| SortedTurn {
@@ -348,6 +355,7 @@ impl<'a> SortedRecord<'a> {
                     error_kind: *error_kind,
                     id: id.as_deref(),
                     interrupting: interrupting.as_deref(),
+                    interrupting_at: interrupting_at.as_deref(),
                     log_read: *log_read,
                     next: next.as_deref(),
                     note: note.as_deref(),
@@ -438,6 +446,7 @@ mod tests {
                     at: "2026-11-23T10:00:02.000Z".into(),
                     by: "spex answer".into(),
                     choice: "deny".into(),
+                    from: Some("cli".into()),
                     message: Some("no".into()),
                 }),
                 hook: Some(super::super::session::ProcessId { pid: 42, start: 7 }),
@@ -462,6 +471,7 @@ mod tests {
                 stalled_at: Some("2026-11-23T10:00:01.800Z".into()),
                 by: Some("spex interrupt".into()),
                 interrupting: Some("timeout".into()),
+                interrupting_at: Some("2026-11-23T10:00:02.000Z".into()),
                 timeout: Some(Timeout {
                     action: "interrupt".into(),
                     budget_ms: 1000,
@@ -487,6 +497,7 @@ mod tests {
                 },
                 other: newer("zz_process"),
             }),
+            boot_id: Some("7c4b2f0e-2d1a-4a5e-9b1e-0c6f3d2a8e11".into()),
             transcript: Some("/h/.agent/rollout.jsonl".into()),
             observed: Some("busy".into()),
             attended: Some(false),
@@ -575,6 +586,7 @@ mod tests {
                 stalled_at: None,
                 by: None,
                 interrupting: None,
+                interrupting_at: None,
                 timeout: None,
                 other: serde_json::Map::new(),
                 ..t

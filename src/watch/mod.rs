@@ -116,13 +116,6 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
 
 /// Runs a watcher in a thread of this process (the board, the notifier): in standby while
 /// another watcher holds the lock, taking over when it dies. It runs as long as the process.
-#[cfg_attr(
-    not(test),
-    allow(
-        dead_code,
-        reason = "the board and the notifier run it; until they land only the tests do"
-    )
-)]
 pub fn spawn(env: Env) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("spex-watch".into())

@@ -404,6 +404,13 @@ fn cli_rule(from: &str, to: &str) -> Option<String> {
     let (Some(f), Some(t)) = (from.strip_prefix("src/cli/"), to.strip_prefix("src/cli/")) else {
         return None;
     };
+    // A subcommand's folder (`sessions/table.rs`) is that subcommand's (`sessions.rs`).
+    let family = |p: &str| {
+        p.split_once('/')
+            .map_or(p.to_owned(), |(d, _)| format!("{d}.rs"))
+    };
+    let (f, t) = (family(f), family(t));
+    let (f, t) = (f.as_str(), t.as_str());
     let subcommand = |name: &str| !CLI_SHARED.contains(&name);
     if f == t || !subcommand(t) || f == "mod.rs" {
         return None;

@@ -1411,3 +1411,121 @@ fn a_stalled_codex_turn_is_marked_then_resumes_and_completes() {
     rig.json(&rig.w.repo, &["stop", &id, "--json"])
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// After the machine stopped (simulated: the supervisor, the server and any host killed at
+/// once, then another boot id through the test-only `SPEX_BOOT_ID_FILE`), a Codex session
+/// reads `exited`, `machine stopped` (never `server gone`), and `spex resume --all-stopped`
+/// brings its thread back on a new server, where it takes a prompt.
+#[test]
+fn a_codex_session_live_before_a_reboot_reads_machine_stopped_and_resume_all_stopped_brings_it_back()
+ {
+    let rig = Rig::start(true);
+    let launched = rig.launch(&rig.w.repo, &["SCENARIO:plain before the reboot"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    rig.until(&id, "the first turn never completed", SETTLE, |s| {
+        s["session"]["turn"]["state"] == "completed"
+    });
+    let booted = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    assert_eq!(rig.show(&id)["session"]["boot_id"], booted.trim());
+
+    // The machine stops: every process at once, so none records the others' end: the
+    // supervisor's guard (it would stop the server and record `server gone`), the
+    // supervisor, the server's process group and any host.
+    let running = rig.running();
+    let mut pids: Vec<String> = Vec::new();
+    if let Some(pid) = running["server_pid"].as_u64() {
+        pids.extend(guards_of(pid).iter().map(u32::to_string));
+    }
+    if let Some(pid) = running["supervisor_pid"].as_u64() {
+        pids.push(pid.to_string());
+    }
+    if let Some(pid) = running["server_pid"].as_u64() {
+        pids.extend([format!("-{pid}"), pid.to_string()]);
+    }
+    for key in ["host_pid", "child_pid"] {
+        if let Some(pid) = launched["session"][key].as_u64() {
+            pids.push(pid.to_string());
+        }
+    }
+    let mut kill = Command::new("kill");
+    kill.args(["-KILL", "--"]).args(&pids).stderr(Stdio::null());
+    let socket = rig.server_socket();
+    let _ = kill.status();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server_process(&socket).is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(server_process(&socket), None, "the server still runs");
+    let boot = rig.w.dir.path().join("boot_id");
+    write(&boot, "5a1d6c2e-7f3b-4e8a-9c0d-1e2f3a4b5c6d\n");
+    let after = |args: &[&str]| -> Value {
+        let mut c = rig.cmd(&rig.w.repo, args);
+        c.env("SPEX_BOOT_ID_FILE", &boot);
+        json_result(args, &c.output().unwrap()).unwrap_or_else(|e| panic!("{e}\n{}", rig.diag()))
+    };
+
+    let shown = after(&["show", &id, "--json"]);
+    assert_eq!(
+        (
+            &shown["session"]["status"],
+            &shown["session"]["exit_reason"]
+        ),
+        (&Value::from("exited"), &Value::from("machine stopped")),
+        "{}",
+        pretty(&shown)
+    );
+    let listed = after(&["resume", "--all-stopped", "--json"]);
+    assert_eq!(
+        listed["resumed"][0]["id"],
+        id.as_str(),
+        "{}",
+        pretty(&listed)
+    );
+    assert_eq!(listed["resumed"].as_array().map(Vec::len), Some(1));
+    assert_eq!(listed["failed"], json!([]), "{}", pretty(&listed));
+
+    let d = after(&["deliver", &id, "SCENARIO:plain after the reboot", "--json"]);
+    assert_eq!(d["mode"], "start", "{}", pretty(&d));
+    let deadline = Instant::now() + SETTLE;
+    let done = loop {
+        let shown = after(&["show", &id, "--json"]);
+        let s = &shown["session"];
+        if s["turn"]["state"] == "completed"
+            && s["turn"]["prompt"] == "SCENARIO:plain after the reboot"
+        {
+            break shown;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}\n{}",
+            pretty(&shown),
+            rig.diag()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(done["session"]["live"], true, "{}", pretty(&done));
+    assert_eq!(
+        done["session"]["boot_id"],
+        "5a1d6c2e-7f3b-4e8a-9c0d-1e2f3a4b5c6d"
+    );
+    let stopped = after(&["stop", &id, "--json"]);
+    assert_eq!(stopped["status"], "exited", "{}", pretty(&stopped));
+}
+
+/// The `spex serve --guard` processes watching server `pid` (their argument `pid:start`).
+fn guards_of(pid: u64) -> Vec<u32> {
+    let watched = format!("{pid}:");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            args.iter().any(|a| a == "--guard") && args.iter().any(|a| a.starts_with(&watched))
+        })
+        .collect()
+}

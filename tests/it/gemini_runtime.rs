@@ -406,3 +406,108 @@ fn launch_stops_at_the_screens_gemini_asks_before_its_prompt() {
     let (id, _) = launch_gemini(&w, &fake, &[]);
     stop(&w, &fake, &id);
 }
+
+/// Regression: Gemini reports a cancel as a completion (`AfterAgent` with the partial answer),
+/// and the host once wrote `turn.completed` for it, then corrected it to `interrupted` when the
+/// prompt came back, so a `wait --until turn-end` already running could exit 0 for a turn the
+/// record then called interrupted. The key is now in the record before Gemini sees it: the
+/// turn has one ending, `interrupted`, the waiter exits 4, and no ending is amended after.
+#[test]
+fn an_esc_cancelled_gemini_turn_has_one_ending_interrupted_and_wait_turn_end_fails() {
+    use std::io::Write;
+    let (w, fake) = gemini_world();
+    let (id, _) = launch_gemini(&w, &fake, &[]);
+    let mut a = attach_in_pty(&w, &fake, &id);
+    // The turn's endings: those of the events since it was delivered (one turn each time).
+    let endings_since = |n: usize| crate::support::world::turn_endings(&w.events(&id)[n..]);
+
+    // With no reader running, the hooks and the host decide alone.
+    let before = w.events(&id).len();
+    deliver_hang(&w, &fake, &id, 60);
+    a.writer.write_all(b"\x1b").unwrap();
+    let done = wait_turn(&w, &id, "interrupted");
+    assert_eq!(done["turn"]["by"], "terminal", "{}", pretty(&done));
+    // The key was in the record before Gemini saw it.
+    assert!(
+        host_log(&w, &id).contains("interrupt key by terminal: noted on the running turn"),
+        "{}",
+        host_log(&w, &id)
+    );
+    // The prompt is back, the hook has come: nothing more is written about the turn.
+    assert!(wait_screen(
+        &w,
+        &fake,
+        &id,
+        "Request cancelled",
+        Duration::from_secs(20)
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        endings_since(before),
+        ["turn.interrupted"],
+        "{:?}\n{}",
+        &w.events(&id)[before..],
+        host_log(&w, &id)
+    );
+
+    // A waiter already running when the key goes in exits 4 (the turn did not complete).
+    let before = w.events(&id).len();
+    deliver_hang(&w, &fake, &id, 60);
+    let waiter = crate::runtime::spex_cmd(
+        &w,
+        &fake,
+        &[
+            "wait",
+            &id,
+            "--until",
+            "turn-end",
+            "--json",
+            "--timeout",
+            "60",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // The waiter has read the running turn before the key goes in.
+    std::thread::sleep(Duration::from_secs(1));
+    a.writer.write_all(b"\x1b").unwrap();
+    let out = waiter.wait_with_output().unwrap();
+    let waited: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        pretty(&waited),
+        host_log(&w, &id)
+    );
+    assert_eq!(
+        waited["turn"]["state"],
+        "interrupted",
+        "{}",
+        pretty(&waited)
+    );
+    wait_turn(&w, &id, "interrupted");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(endings_since(before), ["turn.interrupted"]);
+
+    // A turn that completed stays completed: an Esc typed once its prompt is back changes
+    // nothing about it.
+    let before = w.events(&id).len();
+    deliver(&w, &fake, &id, "a short one");
+    wait_turn(&w, &id, "completed");
+    a.writer.write_all(b"\x1b").unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(w.record(&id)["turn"]["state"], "completed");
+    assert_eq!(endings_since(before), ["turn.completed"]);
+    assert!(
+        !w.events(&id).iter().any(|e| e["kind"] == "turn.amended"),
+        "{:?}",
+        w.events(&id)
+    );
+    a.writer.write_all(&[0x1c]).unwrap();
+    drop(a);
+    stop(&w, &fake, &id);
+}

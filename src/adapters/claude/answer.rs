@@ -361,6 +361,7 @@ mod tests {
         Response {
             choice: choice.into(),
             message: message.map(str::to_owned),
+            by: "cli",
             answers: Vec::new(),
         }
     }

@@ -237,6 +237,35 @@ fn blocking_screen(screen: &str) -> Option<Blocker> {
 mod screen_tests {
     use super::*;
 
+    /// A recording scrubs Claude's projects folder, named after the checkout
+    /// (docs/harnesses/facts/claude.md, `transcript_path`); the permission mode comes from its
+    /// arguments.
+    #[test]
+    fn a_recording_scrubs_the_projects_folder_and_names_the_permission_mode() {
+        let t = ClaudeTerminal;
+        let rules = t.scrub_rules(Path::new("/home/dev/src/my.app"));
+        let re = regex::Regex::new(&rules[0].regex).unwrap();
+        assert!(re.is_match("~/.claude/projects/-home-dev-src-my-app/x.jsonl"));
+        assert!(!re.is_match("/home/dev/src/my.app"));
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(t.permission_mode(&args(&[])).as_deref(), Some("default"));
+        assert_eq!(
+            t.permission_mode(&args(&["--permission-mode", "plan"]))
+                .as_deref(),
+            Some("plan")
+        );
+        assert_eq!(
+            t.permission_mode(&args(&["--permission-mode=acceptEdits"]))
+                .as_deref(),
+            Some("acceptEdits")
+        );
+        assert_eq!(
+            t.permission_mode(&args(&["--dangerously-skip-permissions"]))
+                .as_deref(),
+            Some("bypassPermissions")
+        );
+    }
+
     #[test]
     fn reads_activity_and_summary_from_the_terminal() {
         let c = ClaudeTerminal;

@@ -206,6 +206,7 @@ mod tests {
         Response {
             choice: choice.into(),
             message: None,
+            by: "cli",
             answers: answers.iter().map(|a| (*a).to_owned()).collect(),
         }
     }

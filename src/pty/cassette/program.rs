@@ -158,27 +158,28 @@ pub fn record(r: &Recording) -> Result<(), ProgramError> {
         .collect();
     let mut scrubber = Scrubber::new(rules);
     let argv: Vec<String> = r.argv.iter().map(|a| scrubber.scrub_str(a)).collect();
-    let manifest = Manifest {
-        version: VERSION,
-        id: r.id.clone(),
-        content_digest: None,
-        harness: json!({"id": "program", "binary": argv.first()}),
-        command: json!({"argv": argv, "cwd": "$TREE",
-            "env_names": r.env.iter().map(|(k, _)| k).collect::<Vec<_>>()}),
-        terminal: json!({"rows": r.size.rows, "cols": r.size.cols, "term": r.term,
-            "locale": null, "model": "vt100", "model_version": "0.16"}),
-        timing: json!({"resolution_ms": 100}),
-        provenance: json!({"spex_version": env!("CARGO_PKG_VERSION"),
-            "os": std::env::consts::OS, "arch": std::env::consts::ARCH}),
-        capture: "full".into(),
-        // The fields the harness recordings gained (readonly's branch) say nothing about a
-        // scripted program: no permission mode, no project; the clock and replay are defaults.
-        capture_reason: None,
-        clock: None,
-        replay_default: None,
-        permission_mode: None,
-        project: None,
-    };
+    // Built from JSON: the fields a manifest gains later are optional on read, so this stays
+    // a whole manifest without naming them.
+    let manifest: Manifest = serde_json::from_value(json!({
+        "version": VERSION,
+        "id": r.id,
+        "content_digest": null,
+        "harness": {"id": "program", "binary": argv.first()},
+        "command": {"argv": argv, "cwd": "$TREE",
+            "env_names": r.env.iter().map(|(k, _)| k).collect::<Vec<_>>()},
+        "terminal": {"rows": r.size.rows, "cols": r.size.cols, "term": r.term,
+            "locale": null, "model": "vt100", "model_version": "0.16"},
+        "timing": {"resolution_ms": 100},
+        "provenance": {"spex_version": env!("CARGO_PKG_VERSION"),
+            "os": std::env::consts::OS, "arch": std::env::consts::ARCH},
+        "capture": "full",
+        "replay_default": "real-time",
+    }))
+    .map_err(|e| CassetteError::Bad {
+        path: r.out.join("manifest.json"),
+        line: 1,
+        message: e.to_string(),
+    })?;
     let tee = Tee::new();
     tee.add_sink(Box::new(Recorder::create(&r.out, manifest, scrubber)?));
     let spawn = Spawn {

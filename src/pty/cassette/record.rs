@@ -12,6 +12,9 @@ use super::format::{CassetteError, Manifest, io};
 use super::scrub::Scrubber;
 use crate::pty::tee::{Event, Observation, Sink};
 
+/// The most output the recorder holds back to keep a text a rule replaces whole.
+const MAX_HOLD: usize = 16 * 1024;
+
 /// Bytes as JSON: text when they are UTF-8, else hex.
 fn bytes_json(bytes: &[u8]) -> (&'static str, Value) {
     match std::str::from_utf8(bytes) {
@@ -170,7 +173,10 @@ impl Recorder {
         let release = self.carry.len().saturating_sub(self.scrubber.longest());
         // Never split what a rule replaces across the release point (its first part would go
         // out unscrubbed: a path drawn in many one-byte chunks), nor a UTF-8 character.
-        let mut cut = self.scrubber.safe_cut(&self.carry, release);
+        // Bounded: a text that goes on and on (a path-like run of megabytes) is released in
+        // pieces rather than held whole and scanned again at every chunk.
+        let floor = self.carry.len().saturating_sub(MAX_HOLD);
+        let mut cut = self.scrubber.safe_cut(&self.carry, release).max(floor);
         while cut > 0 && cut < self.carry.len() && (self.carry[cut] & 0xC0) == 0x80 {
             cut -= 1;
         }

@@ -157,6 +157,17 @@ fn observations(c: &Cassette, last: &Value) -> Vec<(u64, Event)> {
         };
         out.push((rec.t_ms, event));
     }
+    // A recording whose program's end had no empty output record of its own ends with it.
+    if exited && end.is_none() {
+        let code = last["exit"]["code"]
+            .as_i64()
+            .and_then(|c| i32::try_from(c).ok());
+        let signal = last["exit"]["signal"]
+            .as_i64()
+            .and_then(|s| i32::try_from(s).ok());
+        let at = out.last().map_or(0, |(t, _)| *t);
+        out.push((at, Event::Exit { code, signal }));
+    }
     // What the session's record said last, for `final.json` (a note: no record of its own).
     // At the recording's end, which may come after its last record.
     let t = out

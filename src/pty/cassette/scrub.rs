@@ -24,6 +24,29 @@ pub struct Pattern {
     pub regex: String,
     pub replace: String,
     pub numbered: bool,
+    /// Which bytes may not touch a match on either side (it would be part of a longer run).
+    pub guard: Guard,
+}
+
+/// The bytes a match may not touch: a regular expression's `\b` would not do, since what a
+/// terminal draws puts a letter right before a value (`\x1b[38;5;231m` + an id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    None,
+    /// ASCII digits: a number of its own (a pid, a time).
+    Digits,
+    /// Hex digits: an id of its own.
+    Hex,
+}
+
+impl Guard {
+    fn touches(self, b: u8) -> bool {
+        match self {
+            Guard::None => false,
+            Guard::Digits => b.is_ascii_digit(),
+            Guard::Hex => b.is_ascii_hexdigit(),
+        }
+    }
 }
 
 /// A rule, compiled: what it finds and what it puts there.
@@ -37,6 +60,25 @@ struct Finder {
     literal: usize,
     replace: String,
     numbered: bool,
+    guard: Guard,
+}
+
+impl Finder {
+    /// Where the rule's text is in `hay`: its matches that no guarded byte touches.
+    fn find(&self, hay: &[u8]) -> Vec<(usize, usize)> {
+        self.regex
+            .find_iter(hay)
+            .map(|m| (m.start(), m.end()))
+            .filter(|&(s, e)| {
+                let before = s.checked_sub(1).map(|i| hay[i]);
+                let after = hay.get(e).copied();
+                ![before, after]
+                    .into_iter()
+                    .flatten()
+                    .any(|b| self.guard.touches(b))
+            })
+            .collect()
+    }
 }
 
 /// Replaces secrets, paths and volatile values, counting hits per rule. Literal rules go first
@@ -46,6 +88,8 @@ struct Finder {
 #[derive(Debug, Clone)]
 pub struct Scrubber {
     finders: Vec<Finder>,
+    /// Every finder's expression at once: one pass says which rules may have anything to do.
+    set: regex::bytes::RegexSet,
     /// Hits per rule, in the order of the rules.
     pub hits: Vec<(String, u64)>,
     /// The placeholder each distinct text a numbered rule matched got, by rule.
@@ -76,30 +120,38 @@ pub fn standard_patterns() -> Vec<Pattern> {
         regex,
         replace: replace.to_owned(),
         numbered,
+        guard: Guard::None,
     };
+    let guarded = |guard: Guard, p: Pattern| Pattern { guard, ..p };
     vec![
-        p(
-            "uuid",
-            // No word boundary on the left: a color escape's final `m` runs into the id in a
-            // drawn screen (`ESC[38;5;231mf8b1...`), and `m` and `f` are both word characters.
-            r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-                .into(),
-            "$UUID",
-            true,
+        guarded(
+            Guard::Hex,
+            p(
+                "uuid",
+                r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".into(),
+                "$UUID",
+                true,
+            ),
         ),
-        p(
-            "rfc3339 timestamp",
-            r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
-                .into(),
-            "$TIME",
-            false,
+        guarded(
+            Guard::Digits,
+            p(
+                "rfc3339 timestamp",
+                r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?"
+                    .into(),
+                "$TIME",
+                false,
+            ),
         ),
-        p(
-            "local timestamp",
-            r"\b(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun),? )?(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}\d{1,2},? (?:\d{4} )?)?\d{1,2}:\d{2}:\d{2}(?: ?[AaPp][Mm])?\b|\b\d{1,2}:\d{2} ?[AaPp][Mm]\b|\b\d{4}/\d{2}/\d{2}\b|\b\d{1,2}/\d{1,2}/\d{4}\b"
-                .into(),
-            "$TIME",
-            false,
+        guarded(
+            Guard::Digits,
+            p(
+                "local timestamp",
+                r"(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun),? )?(?:(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}\d{1,2},? (?:\d{4} )?)?\d{1,2}:\d{2}:\d{2}(?: ?[AaPp][Mm])?|\d{1,2}:\d{2} ?[AaPp][Mm]\b|\d{4}/\d{2}/\d{2}|\d{1,2}/\d{1,2}/\d{4}"
+                    .into(),
+                "$TIME",
+                false,
+            ),
         ),
         p(
             "socket path",
@@ -120,6 +172,11 @@ pub fn standard_patterns() -> Vec<Pattern> {
             false,
         ),
     ]
+}
+
+fn set_of(finders: &[Finder]) -> regex::bytes::RegexSet {
+    regex::bytes::RegexSet::new(finders.iter().map(|f| f.regex.as_str()))
+        .expect("compiled expressions compile together")
 }
 
 fn compile(regex: &str) -> Option<Regex> {
@@ -148,6 +205,7 @@ impl Scrubber {
                     kind: "literal",
                     replace: r.replace,
                     numbered: false,
+                    guard: Guard::None,
                 })
             })
             .collect();
@@ -158,6 +216,7 @@ impl Scrubber {
             literal: 0,
             replace: replace.to_owned(),
             numbered: false,
+            guard: Guard::None,
         };
         finders.push(token(KEY_RULE, r"sk-[A-Za-z0-9._-]{16,}", "sk-<scrubbed>"));
         finders.push(token(
@@ -175,6 +234,7 @@ impl Scrubber {
                     literal: 0,
                     replace: p.replace,
                     numbered: p.numbered,
+                    guard: p.guard,
                 }),
                 None => hits.push((format!("{} (does not compile)", p.name), 0)),
             }
@@ -183,6 +243,7 @@ impl Scrubber {
         all.dedup();
         all.extend(hits);
         Scrubber {
+            set: set_of(&finders),
             finders,
             hits: all,
             ids: HashMap::new(),
@@ -198,12 +259,12 @@ impl Scrubber {
         if pid == 0
             || pids
                 .clone()
-                .any(|f| f.literal == text.len() && f.regex.is_match(text.as_bytes()))
+                .any(|f| f.regex.as_str() == format!("(?-u){text}"))
         {
             return;
         }
         let n = pids.count() + 1;
-        if let Some(regex) = compile(&format!(r"\b{text}\b")) {
+        if let Some(regex) = compile(&text) {
             self.finders.push(Finder {
                 name: PID_RULE.into(),
                 kind: "pid",
@@ -211,10 +272,12 @@ impl Scrubber {
                 literal: text.len(),
                 replace: format!("$PID{n}"),
                 numbered: false,
+                guard: Guard::Digits,
             });
             if !self.hits.iter().any(|(n, _)| n == PID_RULE) {
                 self.hits.push((PID_RULE.into(), 0));
             }
+            self.set = set_of(&self.finders);
         }
     }
 
@@ -261,7 +324,8 @@ impl Scrubber {
     }
 
     /// Longest literal any rule looks for, and at least the longest fixed-size pattern (a
-    /// UUID, a timestamp): how much a streaming caller must hold back. A text that may grow
+    /// UUID, a timestamp) with color changes inside: how much a streaming caller must hold
+    /// back. A text that may grow
     /// past it (a path) is kept whole by [`Scrubber::safe_cut`].
     pub fn longest(&self) -> usize {
         self.finders
@@ -269,7 +333,8 @@ impl Scrubber {
             .map(|f| f.literal)
             .max()
             .unwrap_or(0)
-            .max(64)
+            // An id drawn in a color gradient takes four times its length and more.
+            .max(256)
     }
 
     /// Where a streaming caller holding `carry` may cut at or before `cut` without splitting
@@ -277,15 +342,25 @@ impl Scrubber {
     /// runs to the end of `carry`, so it may go on in the next chunk) moves the cut to its
     /// start, so it is scrubbed whole once it is all there.
     pub fn safe_cut(&self, carry: &[u8], mut cut: usize) -> usize {
+        let visible = Visible::of(carry);
+        let candidates: Vec<&Finder> = self
+            .set
+            .matches(visible.text.as_ref().map_or(carry, |t| &t.0))
+            .into_iter()
+            .map(|i| &self.finders[i])
+            .collect();
         loop {
             let before = cut;
-            for f in &self.finders {
-                for m in f.regex.find_iter(carry) {
-                    if m.start() >= cut {
+            for f in &candidates {
+                // Unguarded: what may turn out a match once the bytes around it are known is
+                // held too. A match ending at the cut is held as well: the byte after it,
+                // which decides whether a guarded rule takes it, is not released with it.
+                for (start, end) in visible.candidates(f, carry) {
+                    if start >= cut {
                         break;
                     }
-                    if m.end() > cut || m.end() == carry.len() {
-                        cut = m.start();
+                    if end >= cut || end == carry.len() {
+                        cut = start;
                         break;
                     }
                 }
@@ -328,12 +403,17 @@ impl Scrubber {
     /// placeholder did not cover).
     pub fn scrub_mapped(&mut self, bytes: &[u8], positions: &mut [usize], pad: bool) -> Vec<u8> {
         let mut out = bytes.to_vec();
-        for i in 0..self.finders.len() {
-            let matches: Vec<(usize, usize)> = self.finders[i]
-                .regex
-                .find_iter(&out)
-                .map(|m| (m.start(), m.end()))
-                .collect();
+        // Most output holds nothing to scrub: one pass over it says so.
+        let candidates = {
+            let visible = Visible::of(&out);
+            self.set
+                .matches(visible.text.as_ref().map_or(&out[..], |t| &t.0))
+                .into_iter()
+                .collect::<Vec<usize>>()
+        };
+        for i in candidates {
+            let visible = Visible::of(&out);
+            let matches = visible.matches(&self.finders[i], &out);
             if matches.is_empty() {
                 continue;
             }
@@ -343,8 +423,12 @@ impl Scrubber {
             for &(start, end) in &matches {
                 copy(&out[at..start], at, &mut next, &mut moved);
                 moved.upto(start, next.len());
-                let with = self.placeholder_for(i, &out[start..end]);
-                placeholder(&mut next, &with, &out[start..end], pad);
+                let (text, styles) = visible.split(&out, start, end);
+                let with = self.placeholder_for(i, &text);
+                placeholder(&mut next, &with, &text, pad);
+                // The styles drawn inside the text stay, after its placeholder: what follows
+                // is drawn as it was.
+                next.extend_from_slice(&styles);
                 moved.before(end, next.len());
                 at = end;
             }
@@ -406,9 +490,8 @@ impl Scrubber {
                     .collect();
                 let row_of = |at: usize| starts.iter().rposition(|&s| s <= at).unwrap_or(0);
                 let Some((at, end)) = self.finders[i]
-                    .regex
-                    .find_iter(joined.as_bytes())
-                    .map(|m| (m.start(), m.end()))
+                    .find(joined.as_bytes())
+                    .into_iter()
                     .find(|&(at, end)| row_of(at) != row_of(end - 1))
                 else {
                     break;
@@ -434,6 +517,95 @@ impl Scrubber {
                 n += 1;
             }
             n
+        }
+    }
+}
+
+/// Text as a terminal shows it: the bytes with their SGR sequences (colors, bold) taken out,
+/// each kept byte with the offset it came from. A TUI that colors a text in a gradient (Gemini
+/// CLI's resume hint: an id with a color change every few characters) draws it in pieces no
+/// rule would find in the bytes themselves.
+struct Visible {
+    /// `None`: the bytes hold no SGR sequence; they are the text.
+    text: Option<(Vec<u8>, Vec<usize>)>,
+}
+
+impl Visible {
+    fn of(bytes: &[u8]) -> Visible {
+        if !bytes.windows(2).any(|w| w == b"\x1b[") {
+            return Visible { text: None };
+        }
+        let (mut text, mut from) = (
+            Vec::with_capacity(bytes.len()),
+            Vec::with_capacity(bytes.len()),
+        );
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i..].starts_with(b"\x1b[") {
+                let params = bytes[i + 2..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit() || **b == b';' || **b == b':')
+                    .count();
+                if bytes.get(i + 2 + params) == Some(&b'm') {
+                    i += 3 + params;
+                    continue;
+                }
+            }
+            text.push(bytes[i]);
+            from.push(i);
+            i += 1;
+        }
+        Visible {
+            text: Some((text, from)),
+        }
+    }
+
+    /// Where `f`'s matches of the text are in the bytes: `(start, end)` offsets.
+    fn matches(&self, f: &Finder, bytes: &[u8]) -> Vec<(usize, usize)> {
+        self.map(f.find(self.text.as_ref().map_or(bytes, |t| &t.0)))
+    }
+
+    /// [`Visible::matches`] of `f`'s pattern, unguarded (what may turn out a match).
+    fn candidates(&self, f: &Finder, bytes: &[u8]) -> Vec<(usize, usize)> {
+        let hay = self.text.as_ref().map_or(bytes, |t| &t.0);
+        self.map(
+            f.regex
+                .find_iter(hay)
+                .map(|m| (m.start(), m.end()))
+                .collect(),
+        )
+    }
+
+    fn map(&self, found: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+        match &self.text {
+            None => found,
+            Some((_, from)) => found
+                .into_iter()
+                .map(|(s, e)| (from[s], from[e - 1] + 1))
+                .collect(),
+        }
+    }
+
+    /// The text of `bytes[start..end]` and the SGR sequences among it.
+    fn split(&self, bytes: &[u8], start: usize, end: usize) -> (Vec<u8>, Vec<u8>) {
+        let piece = &bytes[start..end];
+        if self.text.is_none() {
+            return (piece.to_vec(), Vec::new());
+        }
+        match Visible::of(piece).text {
+            None => (piece.to_vec(), Vec::new()),
+            Some((text, from)) => {
+                let mut styles = Vec::new();
+                let mut kept = from.iter().peekable();
+                for (k, &b) in piece.iter().enumerate() {
+                    if kept.peek() == Some(&&k) {
+                        kept.next();
+                    } else {
+                        styles.push(b);
+                    }
+                }
+                (text, styles)
+            }
         }
     }
 }

@@ -119,6 +119,7 @@ impl Server<'_> {
             });
             s.launched_by = LaunchedBy::Spex;
             s.set_process(server);
+            s.boot_id = crate::seam::boot::Boot::now(l.env).id;
             if s.status == Status::Starting {
                 s.status = Status::Idle;
             }
@@ -456,6 +457,7 @@ impl Server<'_> {
             s.exit_reason = None;
             s.forget_process();
             s.set_process(server);
+            s.boot_id = crate::seam::boot::Boot::now(l.env).id;
             s.launched_by = LaunchedBy::Spex;
             s.stamp(before, &now, "resume", None);
             s.updated_at = now;

@@ -171,6 +171,7 @@ fn scrubber(harness: &dyn Harness, spawn: &Spawn, scrub: &[String]) -> Scrubber 
             regex: r.regex,
             replace: r.replace,
             numbered: r.numbered,
+            guard: cassette::scrub::Guard::None,
         })
         .collect();
     patterns.extend(cassette::scrub::standard_patterns());

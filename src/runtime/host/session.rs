@@ -15,7 +15,7 @@ use crate::pty::terminal::Terminal;
 use crate::seam::Harness;
 use crate::seam::terminal::{Activity, TerminalHost};
 use crate::store::ProjectStore;
-use crate::store::session::{Status, TurnState};
+use crate::store::session::{INTERRUPT_SETTLE, Status, TurnState};
 
 pub(super) struct Shared {
     pub(super) session: Mutex<Session>,
@@ -110,6 +110,12 @@ impl Shared {
                 watch.interrupt_pending = true;
                 watch.interrupt_by = by;
                 watch.interrupt_at = Some(std::time::SystemTime::now());
+                drop(watch);
+                // In the record before the harness sees the key: its turn-end report, which
+                // may follow the key at once, then ends the turn `interrupted`.
+                if crate::runtime::marks::mark_interrupt_key(&self.store, &self.id, by) {
+                    log!("interrupt key by {by}: noted on the running turn");
+                }
             }
         }
         self.write(bytes)
@@ -308,35 +314,20 @@ impl Shared {
         }
     }
 
-    /// The prompt came back after an interrupt key typed at `at` by `by`: the running turn ends
-    /// `interrupted`; a turn whose end the harness reported after the key as a completion (a
-    /// harness whose turn-end hook also fires on a cancel, with the partial answer) was
-    /// interrupted all the same, and its ending is corrected (`turn.amended`, not a second
-    /// ending).
+    /// The prompt came back after an interrupt key typed at `at` by `by`: the running turn
+    /// ends `interrupted`. A turn the harness already reported ended stays as its one ending
+    /// says (the key was marked on the record before the harness saw it, so a report the key
+    /// caused ended it `interrupted` already); a key typed longer than [`INTERRUPT_SETTLE`]
+    /// ago did not bring the prompt back (the turn went on past it) and ends nothing.
     pub(super) fn interrupted(&self, at: Option<std::time::SystemTime>, by: &'static str) {
         const WHY: &str = "an interrupt key was typed, then the prompt came back";
-        let at = at.map(|t| {
-            crate::store::parse_time(&humantime::format_rfc3339_millis(t).to_string()).unwrap_or(t)
-        });
-        record(&self.store, &self.id, |s, events, now| {
-            let before = s.state_key();
-            let Some(t) = s.turn.as_mut().filter(|t| t.state == TurnState::Completed) else {
-                return;
-            };
-            let ended = t.ended_at.as_deref().and_then(crate::store::parse_time);
-            if at.is_none() || ended < at {
-                return;
-            }
-            t.state = TurnState::Interrupted;
-            t.by = Some(by.to_owned());
-            events.push(crate::store::session::new_event(
-                "turn.amended",
-                SOURCE,
-                serde_json::json!({ "turn_id": t.id, "state": TurnState::Interrupted,
-                    "was": TurnState::Completed, "reason": WHY, "by": by }),
-            ));
-            s.stamp(before, now, SOURCE, Some(WHY.into()));
-        });
+        let settled = at
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|d| d > INTERRUPT_SETTLE);
+        if settled {
+            log!("the prompt came back long after the interrupt key: it ended nothing");
+            return;
+        }
         self.stopped(WHY, by, false);
     }
 

@@ -102,6 +102,9 @@ pub struct Answering {
     pub at: String,
     pub by: String,
     pub choice: String,
+    /// Where the answer came from: `cli`, `board` (what `by` names is the command's path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }

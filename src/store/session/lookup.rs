@@ -11,6 +11,15 @@ use super::record::{Session, Status};
 use crate::fsutil;
 use crate::store::ProjectStore;
 
+/// What a person's word names in one project: see [`ProjectStore::find`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The session whose full id, handle or name it is.
+    Exact(String),
+    /// The sessions whose id or handle it begins (none, one or several).
+    Prefixed(Vec<String>),
+}
+
 impl ProjectStore {
     fn handle_file(&self, handle: &str) -> PathBuf {
         self.dir.join("handles").join(sanitize(handle))
@@ -77,15 +86,48 @@ impl ProjectStore {
     /// cannot be an id (empty, a path) is refused before it comes near the file system.
     pub fn resolve(&self, arg: &str) -> Result<String, StoreError> {
         check_id(arg, "")?;
+        let matches = match self.find(arg) {
+            Found::Exact(id) => return Ok(id),
+            Found::Prefixed(ids) => ids,
+        };
+        match matches.len() {
+            0 => Err(StoreError::NotFound(crate::text::visible(arg))),
+            1 => Ok(matches.into_iter().next().expect("one match")),
+            _ => Err(StoreError::Ambiguous {
+                prefix: arg.to_owned(),
+                matches: matches
+                    .iter()
+                    .map(|id| self.label_of(id))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    /// What `arg` names in this project (`arg` must have passed [`check_id`]): the session it
+    /// names exactly (its full id, handle or name, in that order), else those whose id or
+    /// handle starts with it. A session no reader has listed yet has no handle: on a miss
+    /// every such session gets its handle (as `spex sessions` would give it) and the search
+    /// runs again.
+    pub fn find(&self, arg: &str) -> Found {
         if self.session_dir(arg).join("session.json").is_file() {
-            return Ok(arg.to_owned());
+            return Found::Exact(arg.to_owned());
         }
-        if let Some(owner) = self.owner(&self.handle_file(arg)) {
-            return Ok(owner);
+        if let Some(owner) = self
+            .owner(&self.handle_file(arg))
+            .or_else(|| self.owner(&self.name_file(arg)))
+        {
+            return Found::Exact(owner);
         }
-        if let Some(owner) = self.owner(&self.name_file(arg)) {
-            return Ok(owner);
+        let matches = self.prefixed(arg);
+        if matches.is_empty() && self.claim_missing_handles() > 0 {
+            return self.find(arg);
         }
+        Found::Prefixed(matches)
+    }
+
+    /// The sessions whose id or handle starts with `arg`, sorted.
+    fn prefixed(&self, arg: &str) -> Vec<String> {
         let mut matches: Vec<String> = self
             .session_ids()
             .into_iter()
@@ -102,23 +144,7 @@ impl ProjectStore {
         }
         matches.sort();
         matches.dedup();
-        // A session no reader has listed yet has no handle: give every such session its
-        // handle (as `spex sessions` would) and look again.
-        if matches.is_empty() && self.claim_missing_handles() > 0 {
-            return self.resolve(arg);
-        }
-        match matches.len() {
-            0 => Err(StoreError::NotFound(crate::text::visible(arg))),
-            1 => Ok(matches.into_iter().next().expect("one match")),
-            _ => Err(StoreError::Ambiguous {
-                prefix: arg.to_owned(),
-                matches: matches
-                    .iter()
-                    .map(|id| self.label_of(id))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            }),
-        }
+        matches
     }
 
     /// Claims the handle of every record that has none; how many it claimed.

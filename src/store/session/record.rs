@@ -163,6 +163,11 @@ pub struct Session {
     /// The harness process, recorded when first seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<Kept<ProcessId>>,
+    /// The machine's boot id (`/proc/sys/kernel/random/boot_id`) while the session ran,
+    /// recorded at launch or by the first reader that saw it live: a live record of another
+    /// boot was stopped with the machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// The harness's own log of the session (from the hook payloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<PathBuf>,

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::attention::{Attention, Via};
 use super::record::{CHILDREN_KEPT, Session, Status};
 use super::text::{elapsed_ms, one_line};
-use super::turn::{Child, ChildState, Failure, TurnState};
+use super::turn::{Child, ChildState, Failure, INTERRUPT_SETTLE, Turn, TurnState};
 use super::vocab::{AnswerWay, AttentionKind};
 
 /// One event to append: (kind, source, fields).
@@ -67,6 +67,7 @@ impl Session {
         turn.stopped_at = None;
         turn.stalled_at = None;
         let asked = turn.interrupting.take();
+        turn.interrupting_at = None;
         let turn_id = turn.id.clone();
         let mut fields = serde_json::json!({ "turn_id": turn_id });
         if let (Some(f), Value::Object(extra)) = (fields.as_object_mut(), extra) {
@@ -406,6 +407,7 @@ impl Session {
                 "how": how,
                 "choice": answer.map(|x| &x.choice),
                 "message": answer.and_then(|x| x.message.as_ref()),
+                "by": answer.and_then(|x| x.from.as_ref()),
             }),
         ))
     }
@@ -424,6 +426,7 @@ impl Session {
     /// its evidence said, so the readers find the new one.
     pub fn forget_process(&mut self) {
         self.process = None;
+        self.boot_id = None;
         self.observed = None;
         self.attended = None;
         self.exit_status = None;
@@ -473,6 +476,44 @@ impl Session {
     }
 }
 
+/// One ending per turn, never taken back: what may still change about a turn that ended.
+impl Turn {
+    /// Whether the harness's report at `now` that the running turn ended is the doing of the
+    /// interrupt on its way (`interrupting`): one went out no longer than
+    /// [`INTERRUPT_SETTLE`] before (a mark with no time, from an older spex, counts). The
+    /// interrupt is one part of the evidence and the harness's report the other; the ending
+    /// is written once, when the second comes, never corrected after.
+    pub fn interrupt_decides(&self, now: &str) -> bool {
+        if self.state != TurnState::Running || self.interrupting.is_none() {
+            return false;
+        }
+        let Some(at) = self.interrupting_at.as_deref() else {
+            return true;
+        };
+        match (crate::store::parse_time(at), crate::store::parse_time(now)) {
+            (Some(at), Some(now)) => now
+                .duration_since(at)
+                .map_or(true, |d| d <= INTERRUPT_SETTLE),
+            _ => true,
+        }
+    }
+
+    /// Corrects the ended turn's state to `to` with what evidence read later adds, only
+    /// where the outcome stays what it was (`failed` to `partial_failed`: the same failure,
+    /// its partial text found): a waiter that already took the ending (`wait --until
+    /// turn-end`, `deliver --wait-until done`) is never contradicted. The state it had, or
+    /// `None` when the correction would change the outcome (and nothing changed).
+    pub fn amend(&mut self, to: TurnState) -> Option<TurnState> {
+        let was = self.state;
+        let same_outcome = matches!((was, to), (TurnState::Failed, TurnState::PartialFailed));
+        if !same_outcome {
+            return None;
+        }
+        self.state = to;
+        Some(was)
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -515,6 +556,60 @@ pub(super) mod tests {
             "t",
         );
         assert_eq!(s.turn.as_ref().unwrap().state, TurnState::PartialFailed);
+    }
+
+    /// The settle logic: a turn-end report within the settle time of the interrupt key is
+    /// the interrupt's doing (it ends `interrupted`, once); one later, or with no interrupt on
+    /// its way, is the harness's own word.
+    #[test]
+    fn a_turn_end_reported_within_the_settle_time_of_an_interrupt_is_that_interrupt() {
+        let marked = |at: Option<&str>| Turn {
+            interrupting: Some("terminal".into()),
+            interrupting_at: at.map(str::to_owned),
+            ..running_at_ten().turn.unwrap()
+        };
+        let key = Some("2026-11-26T10:00:05.000Z");
+        for (turn, now, decides) in [
+            (marked(key), "2026-11-26T10:00:05.000Z", true),
+            (marked(key), "2026-11-26T10:00:05.300Z", true),
+            (marked(key), "2026-11-26T10:00:15.000Z", true),
+            (marked(key), "2026-11-26T10:00:15.001Z", false),
+            (marked(key), "2026-11-26T10:01:00.000Z", false),
+            // A hook whose clock reads a moment before the key's: still within.
+            (marked(key), "2026-11-26T10:00:04.990Z", true),
+            (marked(None), "2026-11-26T10:09:00.000Z", true),
+            (
+                running_at_ten().turn.unwrap(),
+                "2026-11-26T10:00:05.000Z",
+                false,
+            ),
+        ] {
+            assert_eq!(turn.interrupt_decides(now), decides, "{turn:?} at {now}");
+        }
+        let mut ended = marked(key);
+        ended.state = TurnState::Completed;
+        assert!(!ended.interrupt_decides("2026-11-26T10:00:05.100Z"));
+    }
+
+    #[test]
+    fn a_completed_turn_is_never_amended() {
+        use TurnState::{Completed, Failed, Interrupted, PartialFailed, TimedOut};
+        for (from, to, allowed) in [
+            (Completed, Interrupted, false),
+            (Completed, Failed, false),
+            (Completed, PartialFailed, false),
+            (Interrupted, Completed, false),
+            (Failed, Completed, false),
+            (TimedOut, Interrupted, false),
+            (Failed, PartialFailed, true),
+        ] {
+            let mut t = Turn {
+                state: from,
+                ..Turn::default()
+            };
+            assert_eq!(t.amend(to), allowed.then_some(from), "{from:?} -> {to:?}");
+            assert_eq!(t.state, if allowed { to } else { from });
+        }
     }
 
     #[test]

@@ -152,6 +152,10 @@ pub struct Turn {
     /// names who did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupting: Option<String>,
+    /// When that interrupt went out: the turn's end is taken for its doing only within
+    /// [`INTERRUPT_SETTLE`] of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupting_at: Option<String>,
     /// A `timed_out` turn's budget, how long it ran, and what spex did about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Timeout>,
@@ -178,6 +182,7 @@ impl Default for Turn {
             stalled_at: None,
             by: None,
             interrupting: None,
+            interrupting_at: None,
             timeout: None,
             stopped_at: None,
             usage: None,
@@ -202,6 +207,13 @@ pub struct Timeout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupt_sent_at: Option<String>,
 }
+
+/// How long after an interrupt went out (a key typed at the terminal, `spex interrupt`) the
+/// harness's report that the turn ended is taken for that interrupt's doing: a harness whose
+/// turn-end hook also fires on a cancel (Gemini CLI's `AfterAgent`) reports it within
+/// moments; a turn that ends later went on past the key (the key closed a menu, or came too
+/// late) and ends as the harness says.
+pub const INTERRUPT_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl TurnState {
     pub fn as_str(self) -> &'static str {

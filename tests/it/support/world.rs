@@ -404,7 +404,8 @@ impl Snapshot {
 /// last lifecycle word is `session.exited`. Every sub-agent started (`subagent.started`) ends
 /// once (`subagent.completed|failed|interrupted|timed_out`), none ends that did not start, its
 /// own tool calls (`agent_id`) end before it does, a turn does not complete while a sub-agent
-/// it started runs, and none runs once the session exited.
+/// it started runs, and none runs once the session exited. A `turn.amended` only completes a
+/// failure (`failed` -> `partial_failed`): no ending is taken back.
 ///
 /// A log whose head rotated out (its first `seq` is above 1) counts contiguity from its first
 /// `seq`; whether a turn was open or attention raised before it is unknown, so until the log
@@ -538,6 +539,16 @@ pub fn assert_grammar(rec: &Value, events: &[Value], diag: &dyn Fn() -> String) 
                     diag()
                 );
                 stalled = false;
+            }
+            // An ending is never taken back: a later correction completes a failure's detail
+            // (`failed` -> `partial_failed`) and never changes what the turn came to, so a
+            // waiter that took the ending is never contradicted.
+            "turn.amended" => {
+                assert!(
+                    e["was"] == "failed" && e["state"] == "partial_failed",
+                    "turn.amended changes the turn's outcome: {e}\n{}",
+                    diag()
+                );
             }
             "turn.completed"
             | "turn.partial_failed"

@@ -1,0 +1,95 @@
+//! What the board shows of a session: the record's fields a person reads, as the page takes
+//! them (plain JSON; the page sets every text with `textContent`).
+
+use serde_json::{Value, json};
+
+use crate::store::ProjectStore;
+use crate::store::session::{Session, Status};
+
+/// The group a session is shown in, in the board's order (as `sessions` orders them).
+pub fn group(s: &Session) -> &'static str {
+    match s.status {
+        Status::NeedsAttention => "needs_you",
+        Status::Working | Status::Starting => "working",
+        Status::Idle => "idle",
+        Status::Exited => "exited",
+    }
+}
+
+/// The project's name as the board shows it: its checkout's folder name.
+pub fn project_name(store: &ProjectStore, s: Option<&Session>) -> String {
+    let name = s
+        .and_then(|s| s.project.file_name())
+        .or_else(|| store.dir.file_name());
+    name.map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The board's key of a session: its project's stream key and its id (ids are per project).
+pub fn key_of(store: &ProjectStore, id: &str) -> String {
+    format!("{}/{id}", store.stream_key())
+}
+
+/// One session as the page shows it; `live`: whether its process runs, where known.
+pub fn session(store: &ProjectStore, s: &Session, live: Option<bool>) -> Value {
+    let attention = s.attention.as_ref().map(|a| {
+        json!({
+            "id": a.id,
+            "reason": a.reason,
+            "kind": a.kind,
+            "text": a.text,
+            "since": a.since,
+            "tool": a.tool,
+            "choices": a.choices,
+            "questions": a.questions,
+            "via": a.via,
+            "answering": a.answering.is_some(),
+        })
+    });
+    let turn = s.turn.as_ref().map(|t| {
+        json!({
+            "id": t.id,
+            "state": t.state,
+            "prompt": t.prompt.as_deref().map(|p| crate::store::session::ellipsis(p, 400)),
+            "started_at": t.started_at,
+            "ended_at": t.ended_at,
+            "note": t.note,
+            "next": t.next,
+        })
+    });
+    let usage = s.usage.as_ref().map(|u| {
+        json!({
+            "input": u.input_tokens,
+            "cached": u.cached_input_tokens,
+            "output": u.output_tokens,
+            "model": u.model,
+        })
+    });
+    json!({
+        "key": key_of(store, &s.id),
+        "id": s.id,
+        "project": project_name(store, Some(s)),
+        "project_key": store.stream_key(),
+        "project_dir": s.project,
+        "harness": s.harness,
+        "tree": s.tree,
+        "branch": s.branch,
+        "handle": s.handle,
+        "name": s.name,
+        "label": s.label(),
+        "headline": s.headline,
+        "status": s.status.as_str(),
+        "group": group(s),
+        "since": s.since,
+        "source": s.source,
+        "why": s.why,
+        "exit_reason": s.exit_reason,
+        "attention": attention,
+        "turn": turn,
+        "turn_phrase": s.turn_phrase(),
+        "usage": usage,
+        "launched_by": s.launched_by,
+        "live": live,
+        "updated_at": s.updated_at,
+    })
+}
