@@ -197,11 +197,7 @@ fn claude_rig() -> Rig {
 
 fn gemini_rig() -> Rig {
     let (w, fake) = crate::gemini_runtime::gemini_world();
-    let mut env = fake.env();
-    // Gemini draws the session id of its exit summary in a gradient, a color escape between
-    // every few characters: the recorder's scrubber cannot see the id through them (`cassette
-    // check` then fails on the frame that shows it scrubbed). Without colors it draws it whole.
-    env.push(("NO_COLOR", "1".into()));
+    let env = fake.env();
     Rig {
         w,
         harness: "gemini",
