@@ -230,3 +230,119 @@ fn real_time_replay_keeps_the_recorded_timing() {
         "replay took {took} ms, the recording {want} ms"
     );
 }
+
+/// The harnesses and scenarios `scripts/record-cassettes.sh` records (`record_cassettes.rs`).
+const RECORDED: &[&str] = &["claude", "codex", "gemini"];
+const SCENARIOS: &[&str] = &["tool", "permission", "question", "interrupt", "failed"];
+
+/// Every recorded harness cassette is committed, checks, replays collapsed as `output.raw`
+/// exactly and names its harness, with no harness on PATH.
+#[test]
+fn every_harness_is_recorded_in_every_scenario_and_replays_without_a_harness() {
+    let w = World::new();
+    for harness in RECORDED {
+        for scenario in SCENARIOS {
+            let name = format!("{harness}/{scenario}");
+            let dir = cassette(&name);
+            let path = dir.to_str().unwrap();
+            assert!(dir.join("assertions.json").is_file(), "{name}: no spec");
+            let check = spex(&w, &["cassette", "check", path]);
+            assert!(
+                check.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&check.stderr)
+            );
+            let replay = spex(&w, &["replay", path, "--collapsed"]);
+            assert!(replay.status.success(), "{name}");
+            assert!(
+                replay.stdout == std::fs::read(dir.join("output.raw")).unwrap(),
+                "{name}: collapsed replay is not output.raw"
+            );
+            let manifest: Value =
+                serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+            assert_eq!(manifest["harness"]["id"], *harness, "{name}");
+            assert_eq!(manifest["capture"], "full", "{name}");
+        }
+    }
+}
+
+/// Every file of every committed cassette, as text.
+fn committed_files() -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cassettes")];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+                out.push((path, text));
+            }
+        }
+    }
+    out
+}
+
+/// No committed cassette keeps what identifies the machine or the moment it was recorded on:
+/// the home or temp folder of this machine, a path under `/tmp/`, `/home/` or `/root/`, a UUID
+/// other than a cassette's own `manifest.id` (which specs bind to), an RFC 3339 timestamp.
+#[test]
+fn no_committed_cassette_keeps_a_machine_path_a_uuid_or_a_timestamp() {
+    let uuid =
+        regex::Regex::new(r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+            .unwrap();
+    let rfc3339 = regex::Regex::new(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}").unwrap();
+    // A process id as a JSON field (a hook's `pid`), left as the number it was.
+    let pid = regex::Regex::new(r#""pid":\s*\d+"#).unwrap();
+    // The temp folder as a folder (`/tmp/...`): Codex names `/tmp` itself in a warning.
+    let machine: Vec<String> = [
+        std::env::var("HOME").ok(),
+        Some(format!(
+            "{}/",
+            std::env::temp_dir()
+                .display()
+                .to_string()
+                .trim_end_matches('/')
+        )),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|p| p.len() > 2)
+    .chain(["/tmp/".to_owned(), "/home/".to_owned(), "/root/".to_owned()])
+    .chain([env!("CARGO_MANIFEST_DIR").to_owned()])
+    .collect();
+    let files = committed_files();
+    assert!(files.len() > 100, "{} files", files.len());
+    let mut found = Vec::new();
+    for (path, text) in &files {
+        let own_id = (path.file_name().unwrap() == "manifest.json")
+            .then(|| serde_json::from_str::<Value>(text).unwrap()["id"].clone());
+        // A spec names its cassette's id too.
+        let spec_id = (path.file_name().unwrap() == "assertions.json")
+            .then(|| serde_json::from_str::<Value>(text).unwrap()["cassette"]["id"].clone());
+        for m in uuid.find_iter(text) {
+            let allowed = [&own_id, &spec_id]
+                .iter()
+                .any(|id| id.as_ref().and_then(Value::as_str) == Some(m.as_str()));
+            if !allowed {
+                found.push(format!("{}: uuid {}", path.display(), m.as_str()));
+            }
+        }
+        for m in pid.find_iter(text) {
+            found.push(format!("{}: {}", path.display(), m.as_str()));
+        }
+        for m in rfc3339.find_iter(text) {
+            found.push(format!("{}: time {}", path.display(), m.as_str()));
+        }
+        // A spec may name `/tmp/` in a predicate that it is never drawn.
+        let spec = path.file_name().unwrap() == "assertions.json";
+        for p in &machine {
+            let generic = ["/tmp/", "/home/", "/root/"].contains(&p.as_str());
+            if !(spec && generic) && text.contains(p.as_str()) {
+                found.push(format!("{}: path {p}", path.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -41,6 +41,7 @@ mod projects;
 mod real_peers;
 mod real_sessions;
 mod real_tui;
+mod record_cassettes;
 mod recording;
 mod runtime;
 mod safety;

@@ -261,6 +261,8 @@ impl Recorder {
                 let text = if stream == "frames" {
                     self.scrubber.scrub_screen_str(&data.to_string())
                 } else {
+                    let mut data = data.clone();
+                    pids_as_text(&mut data, &mut self.scrubber);
                     self.scrubber.scrub_str(&data.to_string())
                 };
                 let mut v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
@@ -399,6 +401,27 @@ impl Sink for Recorder {
                 self.dir.display()
             );
         }
+    }
+}
+
+/// A `pid` field anywhere in a service event (a hook's process, not one of the session's) is a
+/// pid to scrub too: it becomes text, so its `$PID<n>` placeholder keeps the event valid JSON.
+fn pids_as_text(v: &mut Value, scrubber: &mut Scrubber) {
+    match v {
+        Value::Object(map) => {
+            for (key, field) in map.iter_mut() {
+                if key == "pid"
+                    && let Some(pid) = field.as_u64().and_then(|p| u32::try_from(p).ok())
+                {
+                    scrubber.add_pid(pid);
+                    *field = Value::String(pid.to_string());
+                } else {
+                    pids_as_text(field, scrubber);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| pids_as_text(i, scrubber)),
+        _ => {}
     }
 }
 

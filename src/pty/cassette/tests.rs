@@ -604,3 +604,31 @@ fn an_id_drawn_in_a_color_gradient_is_scrubbed_whole() {
     assert_eq!(c.problems(), Vec::<String>::new());
     assert_eq!(c.output, out);
 }
+
+/// A hook's pid in a service event is scrubbed (its field kept valid JSON); the number it is
+/// elsewhere in the same recording gets the same placeholder.
+#[test]
+fn a_hooks_pid_in_a_service_event_is_scrubbed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tee = Tee::new();
+    tee.add_sink(Box::new(
+        Recorder::create(dir.path(), manifest(), Scrubber::new(Vec::new())).unwrap(),
+    ));
+    tee.record(Event::Mark {
+        stream: "service".into(),
+        data: json!({"kind": "attention.opened", "hook": {"pid": 48_731, "start": 1}}),
+    });
+    tee.record(Event::Mark {
+        stream: "service".into(),
+        data: json!({"kind": "attention.closed", "text": "hook 48731 answered"}),
+    });
+    tee.close_sinks();
+    let service = fs_err::read_to_string(dir.path().join("service-events.jsonl")).unwrap();
+    assert!(!service.contains("48731"), "{service}");
+    let events: Vec<Value> = service
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["hook"]["pid"], "$PID1", "{service}");
+    assert_eq!(events[1]["text"], "hook $PID1 answered", "{service}");
+}

@@ -131,6 +131,22 @@ fn scrubber(harness: &dyn Harness, spawn: &Spawn, scrub: &[String]) -> Scrubber 
         rules.push(rule("home path", home, "$HOME"));
     }
     rules.push(rule("spex store", &env.spex_home(), "$SPEX_HOME"));
+    // Where the programs live on this machine: the harness names its binary (argv, the
+    // manifest) and prints the hook commands it runs, which start with spex's own path.
+    if let Some(binary) = spawn
+        .argv
+        .first()
+        .filter(|b| b.to_string_lossy().contains('/'))
+    {
+        rules.push(rule(
+            "harness binary",
+            std::path::Path::new(binary),
+            "$HARNESS_BIN",
+        ));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        rules.push(rule("spex binary", &exe, "$SPEX"));
+    }
     for (name, value) in crate::env::Env::secret_values() {
         rules.push(Rule {
             name: format!("${name}"),
