@@ -154,6 +154,10 @@ pub enum Pass {
     Socket,
     /// An action (POST), with the cookie and the page's CSRF value, from the board's origin.
     Action,
+    /// An answer link (`/a/<token>`): the link is the credential (its handler checks it), so
+    /// no cookie; a GET only shows it, a POST answers from no `Origin` (a notification app
+    /// sends none) or the board's own.
+    Link,
 }
 
 /// Why a request was refused. Every refusal is one uniform 403 (405 for a method the board
@@ -195,6 +199,15 @@ pub fn gate(site: &Site, secrets: &Secrets, req: &Request) -> Result<Pass, Refus
     let reads = matches!(req.method, "GET" | "HEAD");
     if !reads && req.method != "POST" {
         return Err(Refusal::Method);
+    }
+    if !req.upgrade && req.path.strip_prefix("/a/").is_some_and(|t| !t.contains('/')) {
+        return match req.origin {
+            // A POST carrying a foreign (or `null`) Origin is a cross-site form: refused.
+            Some(o) if !reads && (o == "null" || !eq(o.as_bytes(), own.as_bytes())) => {
+                Err(Refusal::Origin)
+            }
+            _ => Ok(Pass::Link),
+        };
     }
     if !reads || req.upgrade {
         // A missing or `null` Origin (a sandboxed frame, a redirect chain) is refused as a
@@ -488,5 +501,58 @@ mod tests {
         assert!(!eq(b"abc", b"abd"));
         assert!(!eq(b"abc", b"abcd"));
         assert!(!eq(b"", b"a"));
+    }
+
+    #[test]
+    fn an_answer_link_needs_the_host_but_no_cookie_and_refuses_a_foreign_origin() {
+        let link = |method, origin| Request {
+            method,
+            path: "/a/0123abcd",
+            host: Some("board.example"),
+            origin,
+            ..Request::default()
+        };
+        // The link is the credential: no cookie, no CSRF value.
+        assert_eq!(run(link("GET", None)), Ok(Pass::Link));
+        assert_eq!(run(link("HEAD", None)), Ok(Pass::Link));
+        // A notification app posts with no Origin; the confirmation page with the board's own.
+        assert_eq!(run(link("POST", None)), Ok(Pass::Link));
+        assert_eq!(
+            run(link("POST", Some("https://board.example"))),
+            Ok(Pass::Link)
+        );
+        for foreign in ["http://evil.example", "null", "http://board.example"] {
+            assert_eq!(
+                run(link("POST", Some(foreign))),
+                Err(Refusal::Origin),
+                "{foreign}"
+            );
+        }
+        // Host still first; other methods, deeper paths and the socket are no links.
+        assert_eq!(
+            run(Request {
+                host: Some("evil.example"),
+                ..link("POST", None)
+            }),
+            Err(Refusal::Host)
+        );
+        assert_eq!(run(link("PUT", None)), Err(Refusal::Method));
+        for path in ["/a/x/y", "/a", "/ab/x"] {
+            assert_eq!(
+                run(Request {
+                    path,
+                    ..link("GET", None)
+                }),
+                Err(Refusal::Credentials),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            run(Request {
+                upgrade: true,
+                ..link("GET", Some("https://board.example"))
+            }),
+            Err(Refusal::Credentials)
+        );
     }
 }

@@ -6,6 +6,7 @@ pub mod actions;
 pub mod assets;
 pub mod gate;
 pub mod hub;
+pub mod links;
 pub mod peer;
 pub mod screen;
 pub mod server;

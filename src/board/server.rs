@@ -56,6 +56,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         )
         .route("/ws", get(socket))
         .route("/api/{action}", post(action))
+        .route("/a/{token}", get(link_page).post(link_answer))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
         .layer(middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)
@@ -63,14 +64,19 @@ pub fn router(shared: Arc<Shared>) -> Router {
 
 /// The security headers every response carries: no inline script, no framing, no sniffing,
 /// no referrer; and no CORS header ever.
-fn harden(headers: &mut HeaderMap) {
+fn harden(headers: &mut HeaderMap, form: bool) {
     let set = |h: &mut HeaderMap, k: &'static str, v: &'static str| {
         h.insert(k, HeaderValue::from_static(v));
     };
     set(
         headers,
         "content-security-policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        if form {
+            // An answer link's confirmation page posts its plain form back to itself.
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        } else {
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        },
     );
     set(headers, "x-content-type-options", "nosniff");
     set(headers, "referrer-policy", "no-referrer");
@@ -124,6 +130,7 @@ async fn guard(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) 
             upgrade,
         },
     );
+    let form = verdict == Ok(Pass::Link);
     let mut resp = match verdict {
         Err(refusal) => {
             let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN);
@@ -147,7 +154,7 @@ async fn guard(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) 
             next.run(req).await
         }
     };
-    harden(resp.headers_mut());
+    harden(resp.headers_mut(), form);
     resp
 }
 
@@ -273,6 +280,37 @@ async fn action(
     };
     let (status, v) = actions::run(shared, peer, &name, body).await;
     reply(status, &v)
+}
+
+async fn link_page(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(token): Path<String>,
+    req: Request,
+) -> Response {
+    if req.extensions().get::<Pass>() != Some(&Pass::Link) {
+        return (StatusCode::FORBIDDEN, "forbidden\n").into_response();
+    }
+    super::links::serve(shared, peer, token, None).await
+}
+
+async fn link_answer(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(token): Path<String>,
+    req: Request,
+) -> Response {
+    if req.extensions().get::<Pass>() != Some(&Pass::Link) {
+        return (StatusCode::FORBIDDEN, "forbidden\n").into_response();
+    }
+    let kind = header_str(req.headers(), header::CONTENT_TYPE)
+        .unwrap_or_default()
+        .to_owned();
+    let Ok(bytes) = axum::body::to_bytes(req.into_body(), 64 << 10).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "too large\n").into_response();
+    };
+    let posted = super::links::posted(&kind, &bytes);
+    super::links::serve(shared, peer, token, Some(posted)).await
 }
 
 fn reply(status: StatusCode, v: &Value) -> Response {

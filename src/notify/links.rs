@@ -6,13 +6,6 @@
 //! constant time. The board's server routes `GET /a/<token>` (a confirmation page, never an
 //! answer: link scanners fetch URLs) and `POST /a/<token>` (the answer) through [`judge`].
 
-// The board's server routes the links (`GET`/`POST /a/<token>`); until it lands only the tests
-// judge them.
-#![cfg_attr(
-    not(test),
-    allow(dead_code, reason = "the board's server calls these once it lands")
-)]
-
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
