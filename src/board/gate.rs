@@ -200,7 +200,12 @@ pub fn gate(site: &Site, secrets: &Secrets, req: &Request) -> Result<Pass, Refus
     if !reads && req.method != "POST" {
         return Err(Refusal::Method);
     }
-    if !req.upgrade && req.path.strip_prefix("/a/").is_some_and(|t| !t.contains('/')) {
+    if !req.upgrade
+        && req
+            .path
+            .strip_prefix("/a/")
+            .is_some_and(|t| !t.contains('/'))
+    {
         return match req.origin {
             // A POST carrying a foreign (or `null`) Origin is a cross-site form: refused.
             Some(o) if !reads && (o == "null" || !eq(o.as_bytes(), own.as_bytes())) => {

@@ -267,11 +267,9 @@ fn after(v: Verdict, link: Option<&Link>) -> Response {
             ),
         ),
         (Verdict::Gone { why }, _) => gone(why),
-        (Verdict::Refused, Some(_)) => page(
-            status,
-            "Refused",
-            "<p>This link does not answer that.</p>",
-        ),
+        (Verdict::Refused, Some(_)) => {
+            page(status, "Refused", "<p>This link does not answer that.</p>")
+        }
         _ => unknown(),
     }
 }

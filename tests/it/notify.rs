@@ -18,7 +18,7 @@ use crate::support::term::Term;
 use crate::support::world::{World, pretty, read_or_empty, wait_status, write};
 
 /// A webhook receiver: answers 200 (or `status`, or hangs for `hang`) and logs each body.
-fn receiver(status: u16, hang: Option<Duration>) -> LoggingServer {
+pub(crate) fn receiver(status: u16, hang: Option<Duration>) -> LoggingServer {
     LoggingServer::start(move |req, conn, log| {
         let mut entry = req.log_entry();
         let now = std::time::SystemTime::now()
@@ -35,7 +35,7 @@ fn receiver(status: u16, hang: Option<Duration>) -> LoggingServer {
 }
 
 /// The project's config: Claude only, dialogs answered with keys, and `notify`.
-fn configure(w: &World, notify: &Value) {
+pub(crate) fn configure(w: &World, notify: &Value) {
     let cfg = json!({
         "harnesses": ["claude"],
         "answering": {"hookWaitSecs": 0},
@@ -54,7 +54,7 @@ fn command(out: &Path) -> Value {
 }
 
 /// A running `spex notify --watch`, killed on drop.
-struct Sender(Child);
+pub(crate) struct Sender(Child);
 
 impl Drop for Sender {
     fn drop(&mut self) {
@@ -63,7 +63,7 @@ impl Drop for Sender {
     }
 }
 
-fn sender(w: &World, fake: &FakeAnthropic, log: &Path) -> Sender {
+pub(crate) fn sender(w: &World, fake: &FakeAnthropic, log: &Path) -> Sender {
     let err = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -92,14 +92,14 @@ fn sender(w: &World, fake: &FakeAnthropic, log: &Path) -> Sender {
 
 /// The sessions a test launched, stopped when it ends (passing or not): a host left running
 /// outlives the test's temp folder and holds its inotify instances.
-struct Hosts<'a> {
+pub(crate) struct Hosts<'a> {
     w: &'a World,
     fake: &'a FakeAnthropic,
     ids: std::cell::RefCell<Vec<String>>,
 }
 
 impl<'a> Hosts<'a> {
-    fn new(w: &'a World, fake: &'a FakeAnthropic) -> Self {
+    pub(crate) fn new(w: &'a World, fake: &'a FakeAnthropic) -> Self {
         Hosts {
             w,
             fake,
@@ -107,7 +107,7 @@ impl<'a> Hosts<'a> {
         }
     }
 
-    fn launch(&self) -> String {
+    pub(crate) fn launch(&self) -> String {
         let id = launch(self.w, self.fake);
         self.ids.borrow_mut().push(id.clone());
         id
@@ -131,7 +131,7 @@ fn lines(out: &Path) -> Vec<Value> {
 }
 
 /// Delivers `prompt` and waits until the permission dialog is open: the attention.
-fn permission(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str) -> Value {
+pub(crate) fn permission(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str) -> Value {
     run_json(w, fake, &["deliver", id, prompt, "--json"])
         .unwrap_or_else(|e| panic!("{e}\n{}", host_log(w, id)));
     let r = wait_status(w, id, "needs_attention", Duration::from_mins(1));
@@ -139,7 +139,7 @@ fn permission(w: &World, fake: &FakeAnthropic, id: &str, prompt: &str) -> Value 
     r["attention"].clone()
 }
 
-fn answer(w: &World, fake: &FakeAnthropic, id: &str, att: &str) {
+pub(crate) fn answer(w: &World, fake: &FakeAnthropic, id: &str, att: &str) {
     run_json(
         w,
         fake,
