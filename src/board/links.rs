@@ -166,11 +166,11 @@ fn confirm(token: &str, link: &Link, s: &Session) -> Response {
     for q in &a.questions {
         choices.extend(q.options.iter().map(|o| (o.clone(), o.clone())));
     }
-    let _ = write!(
+    let _ = writeln!(
         inner,
         "<form method=\"post\" action=\"/a/{}\">\
          <input type=\"hidden\" name=\"session\" value=\"{}\">\
-         <input type=\"hidden\" name=\"attention\" value=\"{}\">\n",
+         <input type=\"hidden\" name=\"attention\" value=\"{}\">",
         html(token),
         html(&link.session),
         html(&link.attention),

@@ -186,8 +186,8 @@ fn an_ntfy_answer_link_is_shown_on_get_answers_once_on_post_and_refuses_the_rest
     assert_eq!(status, 403);
     let (status, _) = request(port, "POST", "/a/f00d", &[FORM], "choice=allow");
     assert_eq!(status, 404, "an unknown link says nothing more");
-    let r = w.record(&id);
-    assert_eq!(r["attention"]["id"], att.as_str(), "{}", pretty(&r));
+    let rec = w.record(&id);
+    assert_eq!(rec["attention"]["id"], att.as_str(), "{}", pretty(&rec));
     let out = w.repo.join("bash_out.txt");
     assert!(!out.exists() && closed(&w, &id).is_empty());
 
@@ -216,8 +216,8 @@ fn an_ntfy_answer_link_is_shown_on_get_answers_once_on_post_and_refuses_the_rest
     // The next attention, answered another way (the CLI): its link is gone.
     wait_status(&w, &id, "idle", Duration::from_mins(1));
     let _ = std::fs::remove_file(&out);
-    let b = permission(&w, &fake, &id, "USE_BASH run it");
-    let att2 = b["id"].as_str().unwrap().to_owned();
+    let second = permission(&w, &fake, &id, "USE_BASH run it");
+    let att2 = second["id"].as_str().unwrap().to_owned();
     assert_ne!(att, att2);
     let msg2 = hook
         .request_within(
