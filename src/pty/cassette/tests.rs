@@ -584,16 +584,16 @@ fn an_id_or_time_right_after_a_color_escape_is_scrubbed() {
     );
 }
 
-/// Regression: Gemini CLI draws its resume hint in a color gradient, the session id cut by a
+/// Regression: a TUI (one harness does) draws its resume hint in a color gradient, the session id cut by a
 /// color change every few characters; the id is found in the text as drawn, replaced whole,
 /// and the color changes inside it follow the placeholder (what comes after is drawn in the
 /// same colors). Streamed one byte at a time, the same.
 #[test]
 fn an_id_drawn_in_a_color_gradient_is_scrubbed_whole() {
-    let drawn: &[u8] = b"gemini\x1b[38;5;104m --re\x1b[38;5;140msume 8a5427f8-61\x1b[38;5;139m23-4fa2-b468-55\x1b[38;5;175medea38665\x1b[38;5;174md\x1b[39m end";
+    let drawn: &[u8] = b"agent\x1b[38;5;104m --re\x1b[38;5;140msume 8a5427f8-61\x1b[38;5;139m23-4fa2-b468-55\x1b[38;5;175medea38665\x1b[38;5;174md\x1b[39m end";
     let out = home_and_tree_scrubber().scrub_mapped(drawn, &mut [], true);
     let expected = format!(
-        "gemini\x1b[38;5;104m --re\x1b[38;5;140msume $UUID1{}\x1b[38;5;139m\x1b[38;5;175m\x1b[38;5;174m\x1b[39m end",
+        "agent\x1b[38;5;104m --re\x1b[38;5;140msume $UUID1{}\x1b[38;5;139m\x1b[38;5;175m\x1b[38;5;174m\x1b[39m end",
         " ".repeat(30)
     );
     assert_eq!(String::from_utf8(out.clone()).unwrap(), expected);
