@@ -259,6 +259,19 @@ impl Recorder {
             Event::Mark { stream, data } => {
                 // A frame is a screen: scrubbed as the output that drew it was.
                 let text = if stream == "frames" {
+                    // A text cut by the row's wrap is found across the rows first: scrubbed
+                    // row by row before, its first part could take another rule's placeholder
+                    // (the checkout's path cut after its temp folder reads as `$TMP`) and
+                    // leave the rest of it on the next row.
+                    let mut data = data.clone();
+                    if let Some(lines) = data["screen"]["lines"].as_array_mut() {
+                        let mut rows: Vec<String> = lines
+                            .iter()
+                            .map(|l| l.as_str().unwrap_or_default().to_owned())
+                            .collect();
+                        self.scrubber.scrub_wrapped_rows(&mut rows);
+                        *lines = rows.into_iter().map(Value::from).collect();
+                    }
                     self.scrubber.scrub_screen_str(&data.to_string())
                 } else {
                     let mut data = data.clone();
