@@ -269,7 +269,7 @@ impl Recorder {
                             .iter()
                             .map(|l| l.as_str().unwrap_or_default().to_owned())
                             .collect();
-                        self.scrubber.scrub_wrapped_rows(&mut rows);
+                        self.scrubber.scrub_wrapped_literals(&mut rows);
                         *lines = rows.into_iter().map(Value::from).collect();
                     }
                     self.scrubber.scrub_screen_str(&data.to_string())

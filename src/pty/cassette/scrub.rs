@@ -457,7 +457,22 @@ impl Scrubber {
     /// cells, row by row, as the output scrubbed whole draws it. Run after the rows were
     /// scrubbed one by one.
     pub fn scrub_wrapped_rows(&mut self, rows: &mut [String]) {
+        self.wrapped_rows(rows, false);
+    }
+
+    /// [`Scrubber::scrub_wrapped_rows`] of the literal rules only, run before the rows are
+    /// scrubbed one by one: a path cut by the wrap is found whole before a pattern takes its
+    /// first part (the checkout's path, cut after its temp folder, read as `$TMP`). Patterns
+    /// wait for the pass after: over raw rows joined, one would read on into the next row.
+    pub fn scrub_wrapped_literals(&mut self, rows: &mut [String]) {
+        self.wrapped_rows(rows, true);
+    }
+
+    fn wrapped_rows(&mut self, rows: &mut [String], literals_only: bool) {
         for i in 0..self.finders.len() {
+            if literals_only && self.finders[i].literal == 0 {
+                continue;
+            }
             let n = if self.finders[i].literal > 0 {
                 self.wrapped_in(i, rows)
             } else {
