@@ -537,9 +537,9 @@ impl Scrubber {
 }
 
 /// Text as a terminal shows it: the bytes with their SGR sequences (colors, bold) taken out,
-/// each kept byte with the offset it came from. A TUI that colors a text in a gradient (Gemini
-/// CLI's resume hint: an id with a color change every few characters) draws it in pieces no
-/// rule would find in the bytes themselves.
+/// each kept byte with the offset it came from. A TUI that colors a text in a gradient (a resume
+/// hint's id with a color change every few characters) draws it in pieces no rule would find
+/// in the bytes themselves.
 struct Visible {
     /// `None`: the bytes hold no SGR sequence; they are the text.
     text: Option<(Vec<u8>, Vec<usize>)>,

@@ -568,7 +568,7 @@ fn the_emulator_version_is_the_locked_one() {
     assert_eq!(locked, super::format::EMULATOR_VERSION);
 }
 
-/// Regression: Gemini CLI draws its session id right after a color escape
+/// Regression: a TUI draws its session id right after a color escape
 /// (`\x1b[38;5;231m<id>\x1b[39m`): a word boundary never held between the escape's `m` and the
 /// id, and the id stayed in `output.raw` while the frame showed it scrubbed. Ids, times and
 /// pids are found wherever no hex digit (an id) or digit (a number) touches them.
