@@ -5,7 +5,7 @@
 //!
 //! Once, and only when it matters: an attention is announced after the dwell (default 5 s),
 //! only if it is still open then and nobody looks at its session (an attached `spex attach`
-//! terminal, the record's `attended`, the board's viewing marker: `state::viewing_file`).
+//! terminal, the board's viewing marker: `state::viewing_file`).
 //! Before anything goes out the notification's key is recorded as sent, under a lock, in
 //! `notify/sent.json`: delivery is AT MOST ONCE (a crash between the record and the channel
 //! loses that one notification rather than ever sending it twice; spam is the failure people
@@ -348,7 +348,10 @@ impl<'a> Sender<'a> {
         let mut turn_ends = Vec::new();
         for p in due {
             let store = self.projects[p.project].reader.store.clone();
-            let Some(s) = store.load(&p.session).ok().flatten() else {
+            // The record with its evidence folded in, as `spex show` reads it: an attention a
+            // person closed where no hook fires (an Esc in their own terminal) reads closed
+            // even before the watcher got to it, and a session only a hook saw gets its handle.
+            let Ok(s) = crate::reconcile::session(self.env, &store, &p.session) else {
                 continue;
             };
             if self.looked_at(&store, &s) {
@@ -402,10 +405,11 @@ impl<'a> Sender<'a> {
         }
     }
 
-    /// Whether a person looks at session `s` now: a `spex attach` terminal on its host, the
-    /// harness's own client (`attended`), or the board's page.
+    /// Whether a person looks at session `s` now: a `spex attach` terminal on its host, or the
+    /// board's page. Not the harness's own client (`attended`): a TUI running in the person's
+    /// own terminal says nothing of whether they are at it, and those sessions are announced.
     fn looked_at(&self, store: &ProjectStore, s: &store::session::Session) -> bool {
-        s.attended == Some(true) || store.attached(&s.id) || state::viewed(self.env, &s.id)
+        store.attached(&s.id) || state::viewed(self.env, &s.id)
     }
 
     fn add_links(

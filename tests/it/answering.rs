@@ -226,7 +226,7 @@ fn hosted_claude_permission_answered_through_the_waiting_hook() {
 
 /// A Claude TUI a person started in their own terminal (a PTY the test owns, not `spex
 /// launch`), in the world's repo, with its own session id (which is its record's id).
-fn own_terminal_claude(w: &World, fake: &FakeAnthropic) -> (Term, String) {
+pub(crate) fn own_terminal_claude(w: &World, fake: &FakeAnthropic) -> (Term, String) {
     let sid = format!(
         "{}-{}-4{}-a{}-{}",
         &random_hex(8),
@@ -258,7 +258,7 @@ fn own_terminal_claude(w: &World, fake: &FakeAnthropic) -> (Term, String) {
 /// Types a prompt as a person does: a paste, then Enter on its own; Enter again while the
 /// prompt still sits in the input box (a fresh TUI can drop the first one, facts/claude.md
 /// §7.4), never once it has left it (an Enter at a dialog would answer it).
-fn type_prompt(t: &Term, text: &str) {
+pub(crate) fn type_prompt(t: &Term, text: &str) {
     t.send(format!("\x1b[200~{text}\x1b[201~").as_bytes());
     let head: String = text.chars().take(40).collect();
     // The input box: a `❯` line right under a horizontal rule (the conversation above shows

@@ -415,7 +415,7 @@ pub struct CodexTui {
 impl CodexTui {
     /// The TUI a user runs with Codex's default approvals (on request, the workspace-write
     /// sandbox) and one reconnect after a failed model request.
-    fn start(w: &World, fake_base_url: &str, args: &[&str]) -> CodexTui {
+    pub(crate) fn start(w: &World, fake_base_url: &str, args: &[&str]) -> CodexTui {
         use crate::support::codex_home::{set_stream_retries, write_codex_config};
 
         CodexTui::prepare(w, fake_base_url);
