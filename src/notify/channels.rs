@@ -76,7 +76,14 @@ pub fn start(env: &Env, channels: Vec<Channel>) -> Vec<mpsc::Sender<Message>> {
                 .name(format!("spex-notify-{}", ch.name()))
                 .spawn(move || {
                     for m in rx {
-                        let (r, attempts) = ch.deliver(&m);
+                        let (r, attempts) = match &ch {
+                            // Each failed attempt shows in `--status` while the next waits (a
+                            // hanging webhook takes up to 16 s to fail for good).
+                            Channel::Webhook(w) => webhook_noting(w, &m, &|n, e| {
+                                state::retrying(&env, ch.name(), n, ATTEMPTS, e);
+                            }),
+                            _ => ch.deliver(&m),
+                        };
                         let (ok, detail) = match r {
                             Ok(d) => (true, d),
                             Err(d) => (false, d),
@@ -258,6 +265,15 @@ fn target(w: &Webhook) -> String {
 /// Posts `m` to the webhook, retrying a refused connection, a timeout or a 5xx/429 answer
 /// [`ATTEMPTS`] times in all with a doubling backoff; a 4xx other than 429 is not retried.
 pub fn webhook(w: &Webhook, m: &Message) -> (Result<String, String>, u32) {
+    webhook_noting(w, m, &|_, _| {})
+}
+
+/// [`webhook`], telling `retrying` of each failed attempt that another follows.
+pub fn webhook_noting(
+    w: &Webhook,
+    m: &Message,
+    retrying: &dyn Fn(u32, &str),
+) -> (Result<String, String>, u32) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(REQUEST_TIMEOUT))
         .http_status_as_error(false)
@@ -300,6 +316,7 @@ pub fn webhook(w: &Webhook, m: &Message) -> (Result<String, String>, u32) {
             Err(e) => last = format!("{url}: {e}"),
         }
         if attempt < ATTEMPTS {
+            retrying(attempt, &last);
             std::thread::sleep(wait);
             wait *= 2;
         }

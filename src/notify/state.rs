@@ -90,7 +90,7 @@ pub fn save_cursor(env: &Env, c: &crate::store::stream::Cursor) -> std::io::Resu
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
     pub at: String,
-    /// `accepted` or `failed`.
+    /// `accepted`, `failed`, or `retrying` while a failed attempt waits for the next.
     pub outcome: String,
     pub detail: String,
     /// Attempts the last delivery took.
@@ -124,6 +124,24 @@ pub fn note(env: &Env, channel: &str, ok: bool, detail: &str, attempts: u32) {
             d.failures += 1;
             d.last_failure = Some(format!("{}: {detail}", d.at));
         }
+        write(&path, &all)
+    });
+    if let Err(e) | Ok(Err(e)) = r {
+        crate::log::log!("notify: cannot record the delivery through {channel}: {e}");
+    }
+}
+
+/// Records that attempt `attempt` of `of` through `channel` failed and another follows: the
+/// outcome reads `retrying` until the delivery ends ([`note`]).
+pub fn retrying(env: &Env, channel: &str, attempt: u32, of: u32, detail: &str) {
+    let path = dir(env).join("status.json");
+    let r = locked(env, || {
+        let mut all: Status = read(&path);
+        let d = all.entry(channel.to_owned()).or_default();
+        d.at = crate::store::now_rfc3339();
+        d.outcome = "retrying".into();
+        d.detail = format!("attempt {attempt} of {of} failed: {detail}");
+        d.attempts = attempt;
         write(&path, &all)
     });
     if let Err(e) | Ok(Err(e)) = r {

@@ -364,6 +364,13 @@ fn claude_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
         spex_cmd(&w, &fake, &["approve", &id, "--attention", att]),
         &id,
     );
+    crate::support::world::wait_status(&w, &id, "idle", TURN);
+    // A question with its options.
+    run_json(&w, &fake, &["deliver", &id, "USE_ASK pick one", "--json"]).unwrap();
+    let q = open_attention(&w, &id, |a| a["kind"] == "question", &|| ch.diag());
+    announced(&ch, &w, &id, &q, "Which color");
+    approve(&w, spex_cmd(&w, &fake, &["answer", &id, "Blue"]), &id);
+    crate::support::world::wait_status(&w, &id, "idle", TURN);
 
     let (t, sid) = own_terminal_claude(&w, &fake);
     type_prompt(&t, "USE_BASH in my own terminal");
@@ -396,6 +403,7 @@ fn claude_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
         Duration::from_secs(3),
     );
     stays(&ch, &id, att, 1, Duration::ZERO);
+    stays(&ch, &id, q["id"].as_str().unwrap(), 1, Duration::ZERO);
     stays(&ch, &sid, b_id, 1, Duration::ZERO);
 }
 
@@ -456,6 +464,30 @@ fn gemini_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     wait_turn(&w, &id, "completed");
     attached.send(b"\x1c");
     drop(attached);
+
+    // Answered within the dwell: never sent.
+    drop(s);
+    ch.configure(&w, "3s", &json!({}));
+    s = sender(&w, watch(), &ch);
+    deliver(&w, &fake, &id, "SCENARIO:shellcmd <<touch quick.txt>>");
+    let e = open_attention(
+        &w,
+        &id,
+        |a| a["text"].to_string().contains("quick"),
+        &|| ch.diag(),
+    );
+    approve(&w, spex_cmd(&w, &fake, &["approve", &id]), &id);
+    stays(
+        &ch,
+        &id,
+        e["id"].as_str().unwrap(),
+        0,
+        Duration::from_secs(4),
+    );
+    wait_turn(&w, &id, "completed");
+    drop(s);
+    ch.configure(&w, "0s", &json!({}));
+    s = sender(&w, watch(), &ch);
 
     // The person's own terminal.
     let mut cmd = gemini_command(&w.home, &fake.base_url());
@@ -554,8 +586,27 @@ fn hosted_codex_is_announced_once_with_its_choices_and_not_while_attached() {
     stays(&ch, &id, b["id"].as_str().unwrap(), 0, WITHIN);
     approve(&w, codex(&w, &["approve", &id]), &id);
     attached.send(b"\x1c");
-    stays(&ch, &id, &att, 1, Duration::ZERO);
+    drop(attached);
+    crate::support::world::wait_status(&w, &id, "idle", TURN);
+
+    // Answered within the dwell: never sent.
     drop(s);
+    ch.configure(&w, "3s", &json!({}));
+    let _s = sender(&w, watch(), &ch);
+    let out = codex(&w, &["deliver", &id, "SCENARIO:escalate", "--json"])
+        .output()
+        .unwrap();
+    crate::support::world::json_result(&["deliver"], &out).unwrap();
+    let c = open_attention(&w, &id, |c| c["id"] != b["id"], &|| codex_diag(&w, &fake));
+    approve(&w, codex(&w, &["approve", &id]), &id);
+    stays(
+        &ch,
+        &id,
+        c["id"].as_str().unwrap(),
+        0,
+        Duration::from_secs(4),
+    );
+    stays(&ch, &id, &att, 1, Duration::ZERO);
 }
 
 /// The Codex TUI the person started in their own terminal (its default mode: the thread in
@@ -712,6 +763,15 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     );
     assert!(ch.hook.requests().len() <= 1, "{}", ch.diag());
     drop(t);
+    // While the next attempt waits, `--status` says so.
+    let d = webhook_status(&w, |d| d["outcome"] == "retrying", Duration::from_secs(10));
+    let seen = first.elapsed();
+    eprintln!("hanging webhook: retrying shown after {seen:?}: {d}");
+    assert_eq!(d["outcome"], "retrying", "{}", ch.diag());
+    assert!(d["detail"].as_str().unwrap().contains("of 3 failed"), "{d}");
+    assert!(seen < Duration::from_secs(8), "{seen:?}");
+    let human = w.ok(&w.repo, &["notify", "--status"]);
+    assert!(human.contains("retrying"), "{human}");
     let d = webhook_status(&w, |d| d["outcome"] == "failed", Duration::from_secs(30));
     let took = first.elapsed();
     eprintln!("hanging webhook: failed after {took:?}: {d}");
@@ -742,7 +802,7 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     command_within(&failing, &id, &b);
     let d = webhook_status(
         &w,
-        |d| d["detail"].to_string().contains("500"),
+        |d| d["outcome"] == "failed" && d["detail"].to_string().contains("500"),
         Duration::from_secs(10),
     );
     assert_eq!(d["outcome"], "failed", "{d}");
@@ -782,7 +842,7 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     command_within(&failing, &id, &c);
     let d = webhook_status(
         &w,
-        |d| d["detail"].to_string().contains(&format!(":{port}/")),
+        |d| d["outcome"] == "failed" && d["detail"].to_string().contains(&format!(":{port}/")),
         Duration::from_secs(10),
     );
     assert_eq!(d["outcome"], "failed", "{d}");
