@@ -215,6 +215,18 @@ fn offered(a: &Value) -> Vec<String> {
 /// the attention's opening in the record, naming the session (id and handle) and carrying the
 /// question (`asks` in it) with the choices the record offers. The webhook's body.
 pub(crate) fn announced(ch: &Channels, w: &World, id: &str, a: &Value, asks: &str) -> Value {
+    announced_within(ch, w, id, a, asks, WITHIN)
+}
+
+/// [`announced`], each channel within `bound` of the attention's opening.
+fn announced_within(
+    ch: &Channels,
+    w: &World,
+    id: &str,
+    a: &Value,
+    asks: &str,
+    bound: Duration,
+) -> Value {
     let att = a["id"].as_str().unwrap();
     let about = |m: &Value| m["session"] == id && m["attention"] == att;
     let got = ch
@@ -244,7 +256,7 @@ pub(crate) fn announced(ch: &Channels, w: &World, id: &str, a: &Value, asks: &st
         w.record(id)["harness"]
     );
     assert!(
-        u128::from(hook_took) < WITHIN.as_millis() && command_took < WITHIN.as_millis(),
+        u128::from(hook_took) < bound.as_millis() && command_took < bound.as_millis(),
         "webhook {hook_took} ms, command {command_took} ms after the attention opened\n{}",
         ch.diag()
     );
@@ -350,15 +362,17 @@ fn claude_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     let ch = Channels::new(&w, receiver(200, None));
     ch.configure(&w, "0s", &json!({}));
     let watch = || spex_cmd(&w, &fake, &["notify", "--watch"]);
-    let mut s = sender(&w, watch(), &ch);
+    let mut sending = sender(&w, watch(), &ch);
 
     let id = launch(&w, &fake);
     let _stop = Cleanup(vec![spex_cmd(&w, &fake, &["stop", &id, "--grace", "2"])]);
     run_json(&w, &fake, &["deliver", &id, "USE_BASH run it", "--json"]).unwrap();
-    let a = open_attention(&w, &id, |a| a["kind"] == "permission", &|| ch.diag());
-    announced(&ch, &w, &id, &a, "bash_out.txt");
-    let att = a["id"].as_str().unwrap();
-    s = restarted(&w, s, watch(), &ch, &id, att);
+    let first = open_attention(&w, &id, |first| first["kind"] == "permission", &|| {
+        ch.diag()
+    });
+    announced(&ch, &w, &id, &first, "bash_out.txt");
+    let att = first["id"].as_str().unwrap();
+    sending = restarted(&w, sending, watch(), &ch, &id, att);
     approve(
         &w,
         spex_cmd(&w, &fake, &["approve", &id, "--attention", att]),
@@ -367,17 +381,19 @@ fn claude_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     crate::support::world::wait_status(&w, &id, "idle", TURN);
     // A question with its options.
     run_json(&w, &fake, &["deliver", &id, "USE_ASK pick one", "--json"]).unwrap();
-    let q = open_attention(&w, &id, |a| a["kind"] == "question", &|| ch.diag());
-    announced(&ch, &w, &id, &q, "Which color");
+    let question = open_attention(&w, &id, |first| first["kind"] == "question", &|| ch.diag());
+    announced(&ch, &w, &id, &question, "Which color");
     approve(&w, spex_cmd(&w, &fake, &["answer", &id, "Blue"]), &id);
     crate::support::world::wait_status(&w, &id, "idle", TURN);
 
-    let (t, sid) = own_terminal_claude(&w, &fake);
-    type_prompt(&t, "USE_BASH in my own terminal");
-    let b = open_attention(&w, &sid, |a| a["kind"] == "permission", &|| t.text());
-    announced(&ch, &w, &sid, &b, "bash_out.txt");
-    let b_id = b["id"].as_str().unwrap();
-    s = restarted(&w, s, watch(), &ch, &sid, b_id);
+    let (term, sid) = own_terminal_claude(&w, &fake);
+    type_prompt(&term, "USE_BASH in my own terminal");
+    let second = open_attention(&w, &sid, |first| first["kind"] == "permission", &|| {
+        term.text()
+    });
+    announced(&ch, &w, &sid, &second, "bash_out.txt");
+    let b_id = second["id"].as_str().unwrap();
+    sending = restarted(&w, sending, watch(), &ch, &sid, b_id);
     approve(
         &w,
         spex_cmd(&w, &fake, &["approve", &sid, "--attention", b_id]),
@@ -387,23 +403,29 @@ fn claude_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
 
     // No sender runs while the next dialog opens and is cancelled at the terminal (no hook
     // says so: only a watcher or a reader finds it closed).
-    drop(s);
-    type_prompt(&t, "USE_BASH while nobody sends");
-    let c = open_attention(&w, &sid, |a| a["id"] != b_id, &|| t.text());
-    t.wait_for("Do you want to proceed?", TURN).unwrap();
+    drop(sending);
+    type_prompt(&term, "USE_BASH while nobody sends");
+    let third = open_attention(&w, &sid, |first| first["id"] != b_id, &|| term.text());
+    term.wait_for("Do you want to proceed?", TURN).unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    t.send(b"\x1b");
+    term.send(b"\x1b");
     std::thread::sleep(Duration::from_secs(1));
     let _s = sender(&w, watch(), &ch);
     stays(
         &ch,
         &sid,
-        c["id"].as_str().unwrap(),
+        third["id"].as_str().unwrap(),
         0,
         Duration::from_secs(3),
     );
     stays(&ch, &id, att, 1, Duration::ZERO);
-    stays(&ch, &id, q["id"].as_str().unwrap(), 1, Duration::ZERO);
+    stays(
+        &ch,
+        &id,
+        question["id"].as_str().unwrap(),
+        1,
+        Duration::ZERO,
+    );
     stays(&ch, &sid, b_id, 1, Duration::ZERO);
 }
 
@@ -422,21 +444,23 @@ fn gemini_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     let ch = Channels::new(&w, receiver(200, None));
     ch.configure(&w, "0s", &json!({}));
     let watch = || spex_cmd(&w, &fake, &["notify", "--watch"]);
-    let mut s = sender(&w, watch(), &ch);
+    let mut sending = sender(&w, watch(), &ch);
 
     let (id, _) = launch_gemini(&w, &fake, &[]);
     let _stop = Cleanup(vec![spex_cmd(&w, &fake, &["stop", &id, "--grace", "2"])]);
     deliver(&w, &fake, &id, "SCENARIO:ask one");
-    let a = open_attention(&w, &id, |a| !a["questions"].is_null(), &|| ch.diag());
-    announced(&ch, &w, &id, &a, ASK_QUESTION);
-    let att = a["id"].as_str().unwrap().to_owned();
-    s = restarted(&w, s, watch(), &ch, &id, &att);
+    let first = open_attention(&w, &id, |first| !first["questions"].is_null(), &|| {
+        ch.diag()
+    });
+    announced(&ch, &w, &id, &first, ASK_QUESTION);
+    let att = first["id"].as_str().unwrap().to_owned();
+    sending = restarted(&w, sending, watch(), &ch, &id, &att);
     approve(&w, spex_cmd(&w, &fake, &["answer", &id, "2"]), &id);
     wait_turn(&w, &id, "completed");
 
     deliver(&w, &fake, &id, "SCENARIO:shellcmd <<touch approved.txt>>");
-    let b = open_attention(&w, &id, |a| a["id"] != att.as_str(), &|| ch.diag());
-    announced(&ch, &w, &id, &b, "touch approved.txt");
+    let second = open_attention(&w, &id, |first| first["id"] != att.as_str(), &|| ch.diag());
+    announced(&ch, &w, &id, &second, "touch approved.txt");
     approve(&w, spex_cmd(&w, &fake, &["approve", &id]), &id);
     wait_turn(&w, &id, "completed");
 
@@ -453,57 +477,57 @@ fn gemini_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
         std::thread::sleep(Duration::from_millis(20));
     }
     deliver(&w, &fake, &id, "SCENARIO:shellcmd <<touch watched.txt>>");
-    let c = open_attention(
+    let third = open_attention(
         &w,
         &id,
-        |a| a["text"].to_string().contains("watched"),
+        |first| first["text"].to_string().contains("watched"),
         &|| attached.diag(),
     );
-    stays(&ch, &id, c["id"].as_str().unwrap(), 0, WITHIN);
+    stays(&ch, &id, third["id"].as_str().unwrap(), 0, WITHIN);
     approve(&w, spex_cmd(&w, &fake, &["approve", &id]), &id);
     wait_turn(&w, &id, "completed");
     attached.send(b"\x1c");
     drop(attached);
 
     // Answered within the dwell: never sent.
-    drop(s);
+    drop(sending);
     ch.configure(&w, "3s", &json!({}));
-    s = sender(&w, watch(), &ch);
+    sending = sender(&w, watch(), &ch);
     deliver(&w, &fake, &id, "SCENARIO:shellcmd <<touch quick.txt>>");
-    let e = open_attention(
+    let quick = open_attention(
         &w,
         &id,
-        |a| a["text"].to_string().contains("quick"),
+        |first| first["text"].to_string().contains("quick"),
         &|| ch.diag(),
     );
     approve(&w, spex_cmd(&w, &fake, &["approve", &id]), &id);
     stays(
         &ch,
         &id,
-        e["id"].as_str().unwrap(),
+        quick["id"].as_str().unwrap(),
         0,
         Duration::from_secs(4),
     );
     wait_turn(&w, &id, "completed");
-    drop(s);
+    drop(sending);
     ch.configure(&w, "0s", &json!({}));
-    s = sender(&w, watch(), &ch);
+    sending = sender(&w, watch(), &ch);
 
     // The person's own terminal.
     let mut cmd = gemini_command(&w.home, &fake.base_url());
     cmd.current_dir(&w.repo).env("SPEX_HOME", &w.spex_home);
-    let t = Term::spawn(&cmd, 40, 120);
-    wait_tui_ready(&t, TURN).unwrap();
-    submit_prompt(&t, "SCENARIO:shellcmd <<touch mine.txt>>", TURN, || {
+    let term = Term::spawn(&cmd, 40, 120);
+    wait_tui_ready(&term, TURN).unwrap();
+    submit_prompt(&term, "SCENARIO:shellcmd <<touch mine.txt>>", TURN, || {
         fake.prompt_within("touch mine.txt", Duration::ZERO)
             .is_some()
     })
     .unwrap();
     let end = Instant::now() + TURN;
     let sid = loop {
-        let own = w.session_ids().into_iter().find(|s| {
-            s != &id
-                && w.record_if_any(s)
+        let own = w.session_ids().into_iter().find(|sending| {
+            sending != &id
+                && w.record_if_any(sending)
                     .is_some_and(|r| r["status"] == "needs_attention")
         });
         if let Some(sid) = own {
@@ -512,16 +536,23 @@ fn gemini_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
         assert!(
             Instant::now() < end,
             "no attention\n{}\n{}",
-            t.diag(),
+            term.diag(),
             ch.diag()
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    let d = open_attention(&w, &sid, |_| true, &|| t.diag());
-    announced(&ch, &w, &sid, &d, "touch mine.txt");
-    let _s = restarted(&w, s, watch(), &ch, &sid, d["id"].as_str().unwrap());
+    let fourth = open_attention(&w, &sid, |_| true, &|| term.diag());
+    announced(&ch, &w, &sid, &fourth, "touch mine.txt");
+    let _s = restarted(
+        &w,
+        sending,
+        watch(),
+        &ch,
+        &sid,
+        fourth["id"].as_str().unwrap(),
+    );
     stays(&ch, &id, &att, 1, Duration::ZERO);
-    stays(&ch, &id, b["id"].as_str().unwrap(), 1, Duration::ZERO);
+    stays(&ch, &id, second["id"].as_str().unwrap(), 1, Duration::ZERO);
 }
 
 /// Codex hosted by `spex launch`: its escalation announced once within 2 s with its four
@@ -535,7 +566,7 @@ fn hosted_codex_is_announced_once_with_its_choices_and_not_while_attached() {
     let ch = Channels::new(&w, receiver(200, None));
     ch.configure(&w, "0s", &json!({}));
     let watch = || codex(&w, &["notify", "--watch"]);
-    let mut s = sender(&w, watch(), &ch);
+    let mut sending = sender(&w, watch(), &ch);
     let out = codex(
         &w,
         &[
@@ -556,10 +587,10 @@ fn hosted_codex_is_announced_once_with_its_choices_and_not_while_attached() {
         codex(&w, &["stop", &id]),
         codex(&w, &["server", "stop"]),
     ]);
-    let a = codex_waits(&w, &fake, &id);
-    announced(&ch, &w, &id, &a, "escalated");
-    let att = a["id"].as_str().unwrap().to_owned();
-    s = restarted(&w, s, watch(), &ch, &id, &att);
+    let first = codex_waits(&w, &fake, &id);
+    announced(&ch, &w, &id, &first, "escalated");
+    let att = first["id"].as_str().unwrap().to_owned();
+    sending = restarted(&w, sending, watch(), &ch, &id, &att);
     approve(&w, codex(&w, &["approve", &id]), &id);
     crate::support::world::wait_status(&w, &id, "idle", TURN);
 
@@ -580,32 +611,69 @@ fn hosted_codex_is_announced_once_with_its_choices_and_not_while_attached() {
         .output()
         .unwrap();
     crate::support::world::json_result(&["deliver"], &out).unwrap();
-    let b = open_attention(&w, &id, |b| b["id"] != att.as_str(), &|| {
+    let second = open_attention(&w, &id, |second| second["id"] != att.as_str(), &|| {
         codex_diag(&w, &fake)
     });
-    stays(&ch, &id, b["id"].as_str().unwrap(), 0, WITHIN);
+    stays(&ch, &id, second["id"].as_str().unwrap(), 0, WITHIN);
     approve(&w, codex(&w, &["approve", &id]), &id);
     attached.send(b"\x1c");
     drop(attached);
     crate::support::world::wait_status(&w, &id, "idle", TURN);
 
     // Answered within the dwell: never sent.
-    drop(s);
+    drop(sending);
     ch.configure(&w, "3s", &json!({}));
-    let _s = sender(&w, watch(), &ch);
+    let sending = sender(&w, watch(), &ch);
     let out = codex(&w, &["deliver", &id, "SCENARIO:escalate", "--json"])
         .output()
         .unwrap();
     crate::support::world::json_result(&["deliver"], &out).unwrap();
-    let c = open_attention(&w, &id, |c| c["id"] != b["id"], &|| codex_diag(&w, &fake));
+    let third = open_attention(&w, &id, |third| third["id"] != second["id"], &|| {
+        codex_diag(&w, &fake)
+    });
     approve(&w, codex(&w, &["approve", &id]), &id);
     stays(
         &ch,
         &id,
-        c["id"].as_str().unwrap(),
+        third["id"].as_str().unwrap(),
         0,
         Duration::from_secs(4),
     );
+    crate::support::world::wait_status(&w, &id, "idle", TURN);
+
+    // The sender killed while an attention waits out its dwell: the next one sends it, once.
+    let out = codex(&w, &["deliver", &id, "SCENARIO:escalate", "--json"])
+        .output()
+        .unwrap();
+    crate::support::world::json_result(&["deliver"], &out).unwrap();
+    let fourth = open_attention(&w, &id, |fourth| fourth["id"] != third["id"], &|| {
+        codex_diag(&w, &fake)
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        ch.count(&id, fourth["id"].as_str().unwrap()),
+        (0, 0),
+        "{}",
+        ch.diag()
+    );
+    drop(sending);
+    let _s = sender(&w, watch(), &ch);
+    announced_within(
+        &ch,
+        &w,
+        &id,
+        &fourth,
+        "escalated",
+        Duration::from_secs(3) + WITHIN,
+    );
+    stays(
+        &ch,
+        &id,
+        fourth["id"].as_str().unwrap(),
+        1,
+        Duration::from_secs(4),
+    );
+    approve(&w, codex(&w, &["approve", &id]), &id);
     stays(&ch, &id, &att, 1, Duration::ZERO);
 }
 
@@ -623,22 +691,24 @@ fn codex_in_its_own_terminal_is_announced_once_with_its_choices() {
     let ch = Channels::new(&w, receiver(200, None));
     ch.configure(&w, "0s", &json!({}));
     let watch = || w.cmd(&w.repo, &["notify", "--watch"]);
-    let s = sender(&w, watch(), &ch);
+    let sending = sender(&w, watch(), &ch);
     let id = tui.turn(&w, "SCENARIO:shell");
     tui.prompt("SCENARIO:escalate");
-    let a = open_attention(&w, &id, |_| true, &|| tui.text());
-    announced(&ch, &w, &id, &a, "escalated");
-    let att = a["id"].as_str().unwrap().to_owned();
-    let s = restarted(&w, s, watch(), &ch, &id, &att);
+    let first = open_attention(&w, &id, |_| true, &|| tui.text());
+    announced(&ch, &w, &id, &first, "escalated");
+    let att = first["id"].as_str().unwrap().to_owned();
+    let sending = restarted(&w, sending, watch(), &ch, &id, &att);
     tui.send(b"\x1b");
     let end = Instant::now() + TURN;
     while w.record(&id)["status"] != "idle" {
         assert!(Instant::now() < end, "{}", tui.text());
         std::thread::sleep(Duration::from_millis(50));
     }
-    drop(s);
+    drop(sending);
     tui.prompt("SCENARIO:escalate");
-    let b = open_attention(&w, &id, |b| b["id"] != att.as_str(), &|| tui.text());
+    let second = open_attention(&w, &id, |second| second["id"] != att.as_str(), &|| {
+        tui.text()
+    });
     let end = Instant::now() + TURN;
     while !tui.text().contains("Yes") {
         assert!(Instant::now() < end, "no dialog\n{}", tui.text());
@@ -650,7 +720,7 @@ fn codex_in_its_own_terminal_is_announced_once_with_its_choices() {
     stays(
         &ch,
         &id,
-        b["id"].as_str().unwrap(),
+        second["id"].as_str().unwrap(),
         0,
         Duration::from_secs(3),
     );
@@ -663,25 +733,25 @@ fn webhook_status(w: &World, done: impl Fn(&Value) -> bool, within: Duration) ->
     loop {
         let out = w.spex(&w.repo, &["notify", "--status", "--json"]);
         let st = crate::support::world::json_result(&["notify", "--status"], &out).unwrap();
-        let d = st["deliveries"]["webhook"].clone();
-        if done(&d) || Instant::now() > end {
-            return d;
+        let fourth = st["deliveries"]["webhook"].clone();
+        if done(&fourth) || Instant::now() > end {
+            return fourth;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 /// The command's notification about attention `a` of `id`, within [`WITHIN`] of its opening.
-fn command_within(ch: &Channels, id: &str, a: &Value) {
-    let opened = opened_ms(a);
+fn command_within(ch: &Channels, id: &str, first: &Value) {
+    let opened = opened_ms(first);
     let end = Instant::now() + Duration::from_secs(10);
-    let t = loop {
+    let term = loop {
         let got = ch
             .by_command()
             .into_iter()
-            .find(|(_, m)| m["session"] == id && m["attention"] == a["id"]);
-        if let Some((t, _)) = got {
-            break t;
+            .find(|(_, m)| m["session"] == id && m["attention"] == first["id"]);
+        if let Some((term, _)) = got {
+            break term;
         }
         assert!(
             Instant::now() < end,
@@ -690,10 +760,10 @@ fn command_within(ch: &Channels, id: &str, a: &Value) {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let took = t.saturating_sub(opened);
+    let took = term.saturating_sub(opened);
     eprintln!(
         "command got {} {took} ms after it opened (the webhook failing)",
-        a["id"]
+        first["id"]
     );
     assert!(took < WITHIN.as_millis(), "{took} ms\n{}", ch.diag());
 }
@@ -713,17 +783,19 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     let ch = Channels::new(&w, receiver(200, Some(Duration::from_secs(30))));
     ch.configure(&w, "0s", &json!({"on": ["needs_attention", "exited"]}));
     let watch = || spex_cmd(&w, &fake, &["notify", "--watch"]);
-    let s = sender(&w, watch(), &ch);
+    let sending = sender(&w, watch(), &ch);
     let id = launch(&w, &fake);
     let _stop = Cleanup(vec![spex_cmd(&w, &fake, &["stop", &id, "--grace", "2"])]);
 
     // A hang: the command gets the attention, then the TUI's kill, while the webhook waits.
-    let (t, sid) = own_terminal_claude(&w, &fake);
-    type_prompt(&t, "USE_BASH run it");
-    let a = open_attention(&w, &sid, |a| a["kind"] == "permission", &|| t.text());
-    let first = Instant::now();
-    command_within(&ch, &sid, &a);
-    let pid = t.pid();
+    let (term, sid) = own_terminal_claude(&w, &fake);
+    type_prompt(&term, "USE_BASH run it");
+    let first = open_attention(&w, &sid, |first| first["kind"] == "permission", &|| {
+        term.text()
+    });
+    let started = Instant::now();
+    command_within(&ch, &sid, &first);
+    let pid = term.pid();
     let killed = Instant::now();
     assert!(
         Command::new("kill")
@@ -733,7 +805,11 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
             .success()
     );
     let end = killed + Duration::from_secs(10);
-    while !w.events(&sid).iter().any(|e| e["kind"] == "session.exited") {
+    while !w
+        .events(&sid)
+        .iter()
+        .any(|quick| quick["kind"] == "session.exited")
+    {
         assert!(
             Instant::now() < end,
             "the kill never reached the stream\n{}",
@@ -762,27 +838,41 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
         "{in_stream:?} {to_command:?}"
     );
     assert!(ch.hook.requests().len() <= 1, "{}", ch.diag());
-    drop(t);
+    drop(term);
     // While the next attempt waits, `--status` says so.
-    let d = webhook_status(&w, |d| d["outcome"] == "retrying", Duration::from_secs(10));
-    let seen = first.elapsed();
-    eprintln!("hanging webhook: retrying shown after {seen:?}: {d}");
-    assert_eq!(d["outcome"], "retrying", "{}", ch.diag());
-    assert!(d["detail"].as_str().unwrap().contains("of 3 failed"), "{d}");
+    let delivery = webhook_status(
+        &w,
+        |delivery| delivery["outcome"] == "retrying",
+        Duration::from_secs(10),
+    );
+    let seen = started.elapsed();
+    eprintln!("hanging webhook: retrying shown after {seen:?}: {delivery}");
+    assert_eq!(delivery["outcome"], "retrying", "{}", ch.diag());
+    assert!(
+        delivery["detail"].as_str().unwrap().contains("of 3 failed"),
+        "{delivery}"
+    );
     assert!(seen < Duration::from_secs(8), "{seen:?}");
     let human = w.ok(&w.repo, &["notify", "--status"]);
     assert!(human.contains("retrying"), "{human}");
-    let d = webhook_status(&w, |d| d["outcome"] == "failed", Duration::from_secs(30));
-    let took = first.elapsed();
-    eprintln!("hanging webhook: failed after {took:?}: {d}");
-    assert_eq!(d["outcome"], "failed", "{}", ch.diag());
-    assert_eq!(d["attempts"], 3, "{d}");
+    let delivery = webhook_status(
+        &w,
+        |delivery| delivery["outcome"] == "failed",
+        Duration::from_secs(30),
+    );
+    let took = started.elapsed();
+    eprintln!("hanging webhook: failed after {took:?}: {delivery}");
+    assert_eq!(delivery["outcome"], "failed", "{}", ch.diag());
+    assert_eq!(delivery["attempts"], 3, "{delivery}");
     // 3 requests of at most 5 s, 0.75 s of backoff: the first notification's delivery is over
     // within 16 s (plus this test's polling); its 3 requests were all the receiver got then.
     assert!(took < Duration::from_secs(20), "{took:?}");
     let hung = ch.hook.requests();
     assert!(
-        hung.len() >= 3 && hung[..3].iter().all(|r| r["body"]["attention"] == a["id"]),
+        hung.len() >= 3
+            && hung[..3]
+                .iter()
+                .all(|r| r["body"]["attention"] == first["id"]),
         "{}",
         ch.diag()
     );
@@ -791,22 +881,26 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
         human.contains("webhook") && human.contains("failed"),
         "{human}"
     );
-    drop(s);
+    drop(sending);
 
     // A 500: 3 attempts within a second or so, the command on time.
     let failing = Channels::new(&w, receiver(500, None));
     failing.configure(&w, "0s", &json!({}));
-    let s = sender(&w, watch(), &failing);
+    let sending = sender(&w, watch(), &failing);
     run_json(&w, &fake, &["deliver", &id, "USE_BASH run it", "--json"]).unwrap();
-    let b = open_attention(&w, &id, |a| a["kind"] == "permission", &|| failing.diag());
-    command_within(&failing, &id, &b);
-    let d = webhook_status(
+    let second = open_attention(&w, &id, |first| first["kind"] == "permission", &|| {
+        failing.diag()
+    });
+    command_within(&failing, &id, &second);
+    let delivery = webhook_status(
         &w,
-        |d| d["outcome"] == "failed" && d["detail"].to_string().contains("500"),
+        |delivery| {
+            delivery["outcome"] == "failed" && delivery["detail"].to_string().contains("500")
+        },
         Duration::from_secs(10),
     );
-    assert_eq!(d["outcome"], "failed", "{d}");
-    assert_eq!(d["attempts"], 3, "{d}");
+    assert_eq!(delivery["outcome"], "failed", "{delivery}");
+    assert_eq!(delivery["attempts"], 3, "{delivery}");
     let tries: Vec<u64> = failing
         .hook
         .requests()
@@ -817,14 +911,14 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     let spread = tries[2] - tries[0];
     eprintln!("500: 3 attempts over {spread} ms");
     assert!((700..2000).contains(&spread), "{spread} ms: {tries:?}");
-    let b_id = b["id"].as_str().unwrap();
+    let b_id = second["id"].as_str().unwrap();
     approve(
         &w,
         spex_cmd(&w, &fake, &["approve", &id, "--attention", b_id]),
         &id,
     );
     crate::support::world::wait_status(&w, &id, "idle", TURN);
-    drop(s);
+    drop(sending);
 
     // Nothing listens: refused, 3 attempts, recorded; the command on time.
     let port = {
@@ -838,21 +932,26 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     );
     let _s = sender(&w, watch(), &failing);
     run_json(&w, &fake, &["deliver", &id, "USE_BASH once more", "--json"]).unwrap();
-    let c = open_attention(&w, &id, |a| a["id"] != b_id, &|| failing.diag());
-    command_within(&failing, &id, &c);
-    let d = webhook_status(
+    let third = open_attention(&w, &id, |first| first["id"] != b_id, &|| failing.diag());
+    command_within(&failing, &id, &third);
+    let delivery = webhook_status(
         &w,
-        |d| d["outcome"] == "failed" && d["detail"].to_string().contains(&format!(":{port}/")),
+        |delivery| {
+            delivery["outcome"] == "failed"
+                && delivery["detail"]
+                    .to_string()
+                    .contains(&format!(":{port}/"))
+        },
         Duration::from_secs(10),
     );
-    assert_eq!(d["outcome"], "failed", "{d}");
-    assert_eq!(d["attempts"], 3, "{d}");
+    assert_eq!(delivery["outcome"], "failed", "{delivery}");
+    assert_eq!(delivery["attempts"], 3, "{delivery}");
     assert!(
-        d["detail"]
+        delivery["detail"]
             .as_str()
             .unwrap()
             .contains(&format!("127.0.0.1:{port}")),
-        "{d}"
+        "{delivery}"
     );
     let human = w.ok(&w.repo, &["notify", "--status"]);
     assert!(
