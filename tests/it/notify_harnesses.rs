@@ -367,9 +367,7 @@ fn claude_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     let id = launch(&w, &fake);
     let _stop = Cleanup(vec![spex_cmd(&w, &fake, &["stop", &id, "--grace", "2"])]);
     run_json(&w, &fake, &["deliver", &id, "USE_BASH run it", "--json"]).unwrap();
-    let first = open_attention(&w, &id, |first| first["kind"] == "permission", &|| {
-        ch.diag()
-    });
+    let first = open_attention(&w, &id, |x| x["kind"] == "permission", &|| ch.diag());
     announced(&ch, &w, &id, &first, "bash_out.txt");
     let att = first["id"].as_str().unwrap();
     sending = restarted(&w, sending, watch(), &ch, &id, att);
@@ -381,16 +379,14 @@ fn claude_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     crate::support::world::wait_status(&w, &id, "idle", TURN);
     // A question with its options.
     run_json(&w, &fake, &["deliver", &id, "USE_ASK pick one", "--json"]).unwrap();
-    let question = open_attention(&w, &id, |first| first["kind"] == "question", &|| ch.diag());
+    let question = open_attention(&w, &id, |x| x["kind"] == "question", &|| ch.diag());
     announced(&ch, &w, &id, &question, "Which color");
     approve(&w, spex_cmd(&w, &fake, &["answer", &id, "Blue"]), &id);
     crate::support::world::wait_status(&w, &id, "idle", TURN);
 
     let (term, sid) = own_terminal_claude(&w, &fake);
     type_prompt(&term, "USE_BASH in my own terminal");
-    let second = open_attention(&w, &sid, |first| first["kind"] == "permission", &|| {
-        term.text()
-    });
+    let second = open_attention(&w, &sid, |x| x["kind"] == "permission", &|| term.text());
     announced(&ch, &w, &sid, &second, "bash_out.txt");
     let b_id = second["id"].as_str().unwrap();
     sending = restarted(&w, sending, watch(), &ch, &sid, b_id);
@@ -405,7 +401,7 @@ fn claude_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     // says so: only a watcher or a reader finds it closed).
     drop(sending);
     type_prompt(&term, "USE_BASH while nobody sends");
-    let third = open_attention(&w, &sid, |first| first["id"] != b_id, &|| term.text());
+    let third = open_attention(&w, &sid, |x| x["id"] != b_id, &|| term.text());
     term.wait_for("Do you want to proceed?", TURN).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     term.send(b"\x1b");
@@ -449,9 +445,7 @@ fn gemini_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     let (id, _) = launch_gemini(&w, &fake, &[]);
     let _stop = Cleanup(vec![spex_cmd(&w, &fake, &["stop", &id, "--grace", "2"])]);
     deliver(&w, &fake, &id, "SCENARIO:ask one");
-    let first = open_attention(&w, &id, |first| !first["questions"].is_null(), &|| {
-        ch.diag()
-    });
+    let first = open_attention(&w, &id, |x| !x["questions"].is_null(), &|| ch.diag());
     announced(&ch, &w, &id, &first, ASK_QUESTION);
     let att = first["id"].as_str().unwrap().to_owned();
     sending = restarted(&w, sending, watch(), &ch, &id, &att);
@@ -459,7 +453,7 @@ fn gemini_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     wait_turn(&w, &id, "completed");
 
     deliver(&w, &fake, &id, "SCENARIO:shellcmd <<touch approved.txt>>");
-    let second = open_attention(&w, &id, |first| first["id"] != att.as_str(), &|| ch.diag());
+    let second = open_attention(&w, &id, |x| x["id"] != att.as_str(), &|| ch.diag());
     announced(&ch, &w, &id, &second, "touch approved.txt");
     approve(&w, spex_cmd(&w, &fake, &["approve", &id]), &id);
     wait_turn(&w, &id, "completed");
@@ -480,7 +474,7 @@ fn gemini_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     let third = open_attention(
         &w,
         &id,
-        |first| first["text"].to_string().contains("watched"),
+        |x| x["text"].to_string().contains("watched"),
         &|| attached.diag(),
     );
     stays(&ch, &id, third["id"].as_str().unwrap(), 0, WITHIN);
@@ -497,7 +491,7 @@ fn gemini_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     let quick = open_attention(
         &w,
         &id,
-        |first| first["text"].to_string().contains("quick"),
+        |x| x["text"].to_string().contains("quick"),
         &|| ch.diag(),
     );
     approve(&w, spex_cmd(&w, &fake, &["approve", &id]), &id);
@@ -525,9 +519,9 @@ fn gemini_hosted_and_in_its_own_terminal_is_announced_once_with_its_choices() {
     .unwrap();
     let end = Instant::now() + TURN;
     let sid = loop {
-        let own = w.session_ids().into_iter().find(|sending| {
-            sending != &id
-                && w.record_if_any(sending)
+        let own = w.session_ids().into_iter().find(|other| {
+            other != &id
+                && w.record_if_any(other)
                     .is_some_and(|r| r["status"] == "needs_attention")
         });
         if let Some(sid) = own {
@@ -611,7 +605,7 @@ fn hosted_codex_is_announced_once_with_its_choices_and_not_while_attached() {
         .output()
         .unwrap();
     crate::support::world::json_result(&["deliver"], &out).unwrap();
-    let second = open_attention(&w, &id, |second| second["id"] != att.as_str(), &|| {
+    let second = open_attention(&w, &id, |x| x["id"] != att.as_str(), &|| {
         codex_diag(&w, &fake)
     });
     stays(&ch, &id, second["id"].as_str().unwrap(), 0, WITHIN);
@@ -628,7 +622,7 @@ fn hosted_codex_is_announced_once_with_its_choices_and_not_while_attached() {
         .output()
         .unwrap();
     crate::support::world::json_result(&["deliver"], &out).unwrap();
-    let third = open_attention(&w, &id, |third| third["id"] != second["id"], &|| {
+    let third = open_attention(&w, &id, |x| x["id"] != second["id"], &|| {
         codex_diag(&w, &fake)
     });
     approve(&w, codex(&w, &["approve", &id]), &id);
@@ -646,7 +640,7 @@ fn hosted_codex_is_announced_once_with_its_choices_and_not_while_attached() {
         .output()
         .unwrap();
     crate::support::world::json_result(&["deliver"], &out).unwrap();
-    let fourth = open_attention(&w, &id, |fourth| fourth["id"] != third["id"], &|| {
+    let fourth = open_attention(&w, &id, |x| x["id"] != third["id"], &|| {
         codex_diag(&w, &fake)
     });
     std::thread::sleep(Duration::from_secs(1));
@@ -706,9 +700,7 @@ fn codex_in_its_own_terminal_is_announced_once_with_its_choices() {
     }
     drop(sending);
     tui.prompt("SCENARIO:escalate");
-    let second = open_attention(&w, &id, |second| second["id"] != att.as_str(), &|| {
-        tui.text()
-    });
+    let second = open_attention(&w, &id, |x| x["id"] != att.as_str(), &|| tui.text());
     let end = Instant::now() + TURN;
     while !tui.text().contains("Yes") {
         assert!(Instant::now() < end, "no dialog\n{}", tui.text());
@@ -790,9 +782,7 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     // A hang: the command gets the attention, then the TUI's kill, while the webhook waits.
     let (term, sid) = own_terminal_claude(&w, &fake);
     type_prompt(&term, "USE_BASH run it");
-    let first = open_attention(&w, &sid, |first| first["kind"] == "permission", &|| {
-        term.text()
-    });
+    let first = open_attention(&w, &sid, |x| x["kind"] == "permission", &|| term.text());
     let started = Instant::now();
     command_within(&ch, &sid, &first);
     let pid = term.pid();
@@ -840,11 +830,7 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     assert!(ch.hook.requests().len() <= 1, "{}", ch.diag());
     drop(term);
     // While the next attempt waits, `--status` says so.
-    let delivery = webhook_status(
-        &w,
-        |delivery| delivery["outcome"] == "retrying",
-        Duration::from_secs(10),
-    );
+    let delivery = webhook_status(&w, |d| d["outcome"] == "retrying", Duration::from_secs(10));
     let seen = started.elapsed();
     eprintln!("hanging webhook: retrying shown after {seen:?}: {delivery}");
     assert_eq!(delivery["outcome"], "retrying", "{}", ch.diag());
@@ -855,11 +841,7 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     assert!(seen < Duration::from_secs(8), "{seen:?}");
     let human = w.ok(&w.repo, &["notify", "--status"]);
     assert!(human.contains("retrying"), "{human}");
-    let delivery = webhook_status(
-        &w,
-        |delivery| delivery["outcome"] == "failed",
-        Duration::from_secs(30),
-    );
+    let delivery = webhook_status(&w, |d| d["outcome"] == "failed", Duration::from_secs(30));
     let took = started.elapsed();
     eprintln!("hanging webhook: failed after {took:?}: {delivery}");
     assert_eq!(delivery["outcome"], "failed", "{}", ch.diag());
@@ -888,9 +870,7 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     failing.configure(&w, "0s", &json!({}));
     let sending = sender(&w, watch(), &failing);
     run_json(&w, &fake, &["deliver", &id, "USE_BASH run it", "--json"]).unwrap();
-    let second = open_attention(&w, &id, |first| first["kind"] == "permission", &|| {
-        failing.diag()
-    });
+    let second = open_attention(&w, &id, |x| x["kind"] == "permission", &|| failing.diag());
     command_within(&failing, &id, &second);
     let delivery = webhook_status(
         &w,
@@ -932,7 +912,7 @@ fn a_failing_webhook_never_holds_up_the_command_or_the_watcher_and_shows_in_stat
     );
     let _s = sender(&w, watch(), &failing);
     run_json(&w, &fake, &["deliver", &id, "USE_BASH once more", "--json"]).unwrap();
-    let third = open_attention(&w, &id, |first| first["id"] != b_id, &|| failing.diag());
+    let third = open_attention(&w, &id, |x| x["id"] != b_id, &|| failing.diag());
     command_within(&failing, &id, &third);
     let delivery = webhook_status(
         &w,
