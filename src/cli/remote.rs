@@ -119,7 +119,8 @@ impl Probe {
                 v["spex"] = Value::from(h.spex.as_str());
                 v["protocol"] = Value::from(h.protocol);
                 v["features"] = json!(h.features);
-                v["latency_ms"] = Value::from(self.elapsed.as_millis() as u64);
+                v["latency_ms"] =
+                    Value::from(u64::try_from(self.elapsed.as_millis()).unwrap_or(u64::MAX));
             }
             Err(e) => v["error"] = Value::from(crate::hint::spelled(e)),
         }

@@ -50,18 +50,15 @@ pub fn options(env: &Env, remote: &Remote) -> Vec<String> {
         format!("ServerAliveInterval={ALIVE_INTERVAL_SECS}"),
         format!("ServerAliveCountMax={ALIVE_COUNT_MAX}"),
     ];
-    match control_path(env, remote) {
-        Some(path) => {
-            opts.push("ControlMaster=auto".to_owned());
-            opts.push(format!("ControlPersist={CONTROL_PERSIST_SECS}"));
-            opts.push(format!("ControlPath={}", path.display()));
-        }
+    if let Some(path) = control_path(env, remote) {
+        opts.push("ControlMaster=auto".to_owned());
+        opts.push(format!("ControlPersist={CONTROL_PERSIST_SECS}"));
+        opts.push(format!("ControlPath={}", path.display()));
+    } else {
         // No private folder to put the socket in: every command opens its own connection,
         // slower but never through a socket another user could reach.
-        None => {
-            opts.push("ControlMaster=no".to_owned());
-            opts.push("ControlPath=none".to_owned());
-        }
+        opts.push("ControlMaster=no".to_owned());
+        opts.push("ControlPath=none".to_owned());
     }
     opts
 }
@@ -123,9 +120,9 @@ fn private_dir(dir: &Path) -> bool {
         return false;
     }
     fs_err::symlink_metadata(dir).is_ok_and(|m| {
-        m.is_dir()
-            && m.uid() == rustix::process::getuid().as_raw()
-            && m.permissions().mode() & 0o077 == 0
+        // No permission bit for the group or others.
+        let shared = m.permissions().mode() & 0o077;
+        m.is_dir() && m.uid() == rustix::process::getuid().as_raw() && shared == 0
     })
 }
 

@@ -11,7 +11,7 @@ fn a_call_reaches_the_spex_on_the_other_machine_over_real_ssh() {
     let local = World::new();
     let other = World::new();
     let sshd = Sshd::start(&other);
-    sshd.ok(&local, &["remote", "add", "other", sshd.alias()]);
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
     sshd.ok(&local, &["remote", "add", "byuri", &sshd.uri()]);
     let config = std::fs::read_to_string(local.xdg_config.join("spex/config.jsonc")).unwrap();
     assert!(config.contains("\"other\""), "{config}");

@@ -1,6 +1,6 @@
 //! "The other machine" for the remote tests: a real OpenSSH server (`sshd -D`) on a free
 //! loopback port, with a host key and a client key made for the test, whose key logs in to a
-//! separate spex world (`World`: its own HOME, SPEX_HOME, XDG config) through the key's
+//! separate spex world (`World`: its own `HOME`, `SPEX_HOME`, XDG config) through the key's
 //! `environment=` options (`PermitUserEnvironment yes`). The client side is an `ssh` config
 //! file handed to the local spex through `SPEX_SSH_CONFIG` (ssh reads `~/.ssh/config` from the
 //! password database's home, never `$HOME`). Facts: `docs/harnesses/facts/remote-and-notify.md`.
@@ -139,9 +139,7 @@ impl Sshd {
     }
 
     /// The destination as an alias of the client config (`Host other`).
-    pub fn alias(&self) -> &'static str {
-        "other"
-    }
+    pub const ALIAS: &'static str = "other";
 
     /// The destination as an `ssh://` URI.
     pub fn uri(&self) -> String {
