@@ -93,3 +93,39 @@ pub fn hello(env: &Env, remote: &Remote) -> Result<Hello, RemoteError> {
         message: format!("`hello`: {e}"),
     })
 }
+
+/// What a command of the remote spex did (`run`): its exit code (`None`: killed by a signal)
+/// and its output.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Ran {
+    pub exit: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs one command of the spex on `remote` (`args`, e.g. `["sessions", "--json"]`, with
+/// `stdin` as its input) through the protocol's `run`; its exit code and output back.
+#[allow(
+    dead_code,
+    reason = "the interface for the remote session commands; `remote list` reads live sessions through it"
+)]
+pub fn run(
+    env: &Env,
+    remote: &Remote,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<Ran, RemoteError> {
+    let mut params = serde_json::json!({"args": args});
+    if let Some(text) = stdin {
+        params["stdin"] = Value::from(text);
+    }
+    let v = call(
+        env,
+        remote,
+        &serde_json::json!({"method": "run", "params": params}),
+    )?;
+    serde_json::from_value(v).map_err(|e| RemoteError::Garbled {
+        name: remote.name.clone(),
+        message: format!("`run`: {e}"),
+    })
+}
