@@ -1,6 +1,8 @@
 //! Other machines over SSH (issue 32), against a real OpenSSH server on a loopback port whose
 //! test key logs in to a second spex world (`support::sshd`).
 
+use std::time::{Duration, Instant};
+
 use serde_json::Value;
 
 use crate::support::sshd::Sshd;
@@ -177,4 +179,40 @@ fn a_missing_spex_or_host_says_what_to_do() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn one_connection_per_machine_is_shared_and_a_hung_machine_is_given_up_on_within_10_s() {
+    let local = World::new();
+    let other = World::new();
+    let sshd = Sshd::start(&other);
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
+    let timed = |args: &[&str]| {
+        let start = Instant::now();
+        let out = sshd.spex(&local, args);
+        (out, start.elapsed())
+    };
+    let (cold, cold_time) = timed(&["remote", "check", "other"]);
+    assert!(cold.status.success(), "{}", stderr(&cold));
+    let (warm, warm_time) = timed(&["remote", "check", "other"]);
+    assert!(warm.status.success(), "{}", stderr(&warm));
+    eprintln!("remote check: cold {cold_time:?}, warm {warm_time:?}");
+    // Both calls went through one connection, which outlives the spex that opened it: one
+    // sshd session process pair, not two.
+    let sessions = sshd.connection_pids().len();
+    sshd.ok(&local, &["remote", "list"]);
+    assert_eq!(
+        sshd.connection_pids().len(),
+        sessions,
+        "a new connection was opened"
+    );
+
+    sshd.hang();
+    let (out, hung_time) = timed(&["remote", "check", "other"]);
+    sshd.resume();
+    eprintln!("remote check of a hung machine: failed after {hung_time:?}");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot reach `other`"), "{err}");
+    assert!(hung_time < Duration::from_secs(10), "{hung_time:?}: {err}");
 }
