@@ -15,6 +15,9 @@
 //! - [`call`]`(env, &remote, request)`: one protocol call (`{"method": "...", "params": ...}`),
 //!   its `result` back as JSON; a remote error, an older or newer remote that lacks the method,
 //!   a missing spex or an unreachable host come back as a [`RemoteError`] with a hint.
+//! - [`run`]`(env, &remote, args, stdin)`: one command of the spex there (`["show", "k3",
+//!   "--json"]`) through the protocol's `run`; its exit code, stdout and stderr back ([`Ran`]),
+//!   so a command's own `--json` is what travels, never its human output.
 //! - [`require`]`(env, &remote, feature)`: the remote's `hello` when it offers `feature`, else
 //!   the refusal naming the feature and the remote's version (for a caller that does not go
 //!   through [`call`], e.g. a terminal over `ssh -t`).

@@ -106,6 +106,7 @@ fn an_older_spex_there_is_refused_by_feature_and_version_never_crashed_on() {
         "{row}"
     );
     let table = sshd.ok(&local, &["remote", "list"]);
+    eprintln!("{table}");
     assert!(
         table.contains("0.0.9") && table.contains("does not offer `run`"),
         "{table}"
