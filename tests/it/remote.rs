@@ -39,6 +39,25 @@ fn a_call_reaches_the_spex_on_the_other_machine_over_real_ssh() {
             "{row}"
         );
     }
+    // The call ran in the other world (the key's `environment=`): a session there is a live
+    // session of that machine, and none of this one.
+    let base = serde_json::json!({
+        "session_id": "0b6f1f9e-2d4c-4c1e-9a57-5f0d6f0e1a01",
+        "cwd": other.repo,
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "hello from the other machine",
+    });
+    let out = other.dispatch(&other.repo, "claude", "UserPromptSubmit", &base);
+    assert!(out.status.success(), "{out:?}");
+    let list: Value =
+        serde_json::from_str(&sshd.ok(&local, &["remote", "list", "--json"])).unwrap();
+    assert_eq!(list[0]["live_sessions"], 1, "{list}");
+    let here = local.ok(&local.repo, &["sessions", "--all-projects", "--json"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&here).unwrap(),
+        serde_json::json!([])
+    );
+
     // Through the real server, with the test's key.
     assert!(sshd.log().contains("Accepted publickey"), "{}", sshd.log());
 }
