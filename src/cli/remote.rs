@@ -30,6 +30,7 @@ pub enum Action {
     /// Forget a machine (nothing on it changes).
     Remove {
         /// The machine's name.
+        #[arg(add = super::complete::remotes())]
         name: String,
     },
     /// Connect to a machine and check the spex there speaks this spex's protocol; says what to
@@ -59,6 +60,7 @@ pub struct ListArgs {
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// The machine's name.
+    #[arg(add = super::complete::remotes())]
     pub name: String,
     /// Print the result as JSON.
     #[arg(long)]

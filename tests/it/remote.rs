@@ -17,6 +17,17 @@ fn a_call_reaches_the_spex_on_the_other_machine_over_real_ssh() {
     sshd.ok(&local, &["remote", "add", "byuri", &sshd.uri()]);
     let config = std::fs::read_to_string(local.xdg_config.join("spex/config.jsonc")).unwrap();
     assert!(config.contains("\"other\""), "{config}");
+    // The shell completes the remotes' names.
+    let out = local
+        .cmd(&local.repo, &["--", "spex", "remote", "check", "o"])
+        .env("COMPLETE", "fish")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "other\tother\n",
+        "{out:?}"
+    );
 
     let out = sshd.ok(&local, &["remote", "check", "other"]);
     assert!(
