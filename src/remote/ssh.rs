@@ -34,7 +34,7 @@ const CONTROL_PATH_MAX: usize = 107 - 17;
 /// (see [`spex_words`]).
 pub fn command(env: &Env, remote: &Remote) -> Command {
     let mut cmd = Command::new("ssh");
-    if let Some(file) = &env.ssh_config {
+    if let Some(file) = env.ssh_config() {
         cmd.arg("-F").arg(file);
     }
     for opt in options(env, remote) {
@@ -85,11 +85,10 @@ pub fn spex_words(remote: &Remote, args: &[&str]) -> String {
 /// whatever the names), in the first private folder short enough to hold it.
 pub fn control_path(env: &Env, remote: &Remote) -> Option<PathBuf> {
     let mut h = sha2::Sha256::new();
+    let ssh_config = env.ssh_config().unwrap_or_default();
     for part in [
         env.spex_home().as_os_str().as_encoded_bytes(),
-        env.ssh_config
-            .as_deref()
-            .map_or(&b""[..], |p| p.as_os_str().as_encoded_bytes()),
+        ssh_config.as_os_str().as_encoded_bytes(),
         remote.dest.as_bytes(),
     ] {
         h.update((part.len() as u64).to_le_bytes());
