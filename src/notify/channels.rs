@@ -1,9 +1,10 @@
-//! The channels a notification goes out through: the user's command and an HTTP webhook (plain
-//! JSON or ntfy's format). Each runs in a thread of its own fed by a queue, so a hung command
+//! The channels a notification goes out through: the user's command, an HTTP webhook (plain
+//! JSON or ntfy's format), the desktop's notification service (`super::desktop`), the
+//! attached terminals. Each runs in a thread of its own fed by a queue, so a hung command
 //! or a webhook that times out never holds up another channel, the stream or the watcher.
 
 use std::io::Write as _;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -28,6 +29,8 @@ pub enum Channel {
     Webhook(Webhook),
     /// OSC 9 / OSC 777 to the `spex attach` terminals of every other session.
     Terminal(Box<Env>),
+    /// The freedesktop notification service on the D-Bus session bus.
+    Desktop(Arc<super::desktop::Desktop>),
 }
 
 impl Channel {
@@ -36,6 +39,7 @@ impl Channel {
             Channel::Command(_) => "command",
             Channel::Webhook(_) => "webhook",
             Channel::Terminal(_) => "terminal",
+            Channel::Desktop(_) => "desktop",
         }
     }
 
@@ -45,12 +49,12 @@ impl Channel {
             Channel::Command(argv) => (command(argv, m, COMMAND_TIMEOUT), 1),
             Channel::Webhook(w) => webhook(w, m),
             Channel::Terminal(env) => (terminal(env, m), 1),
+            Channel::Desktop(d) => (d.deliver(m), 1),
         }
     }
 }
 
-/// The channels `n` configures (desktop notifications are not built yet: see
-/// `docs/guides/notifications.md`).
+/// The channels `n` configures.
 pub fn configured(env: &Env, n: &Notify) -> Vec<Channel> {
     let mut out = Vec::new();
     if let Some(argv) = &n.command {
@@ -61,6 +65,12 @@ pub fn configured(env: &Env, n: &Notify) -> Vec<Channel> {
     }
     if n.terminal {
         out.push(Channel::Terminal(Box::new(env.clone())));
+    }
+    if n.desktop {
+        match super::desktop::Desktop::new(env) {
+            Ok(d) => out.push(Channel::Desktop(Arc::new(d))),
+            Err(e) => crate::log::log!("notify: desktop: cannot start its runtime: {e}"),
+        }
     }
     out
 }

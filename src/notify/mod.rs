@@ -13,6 +13,7 @@
 //! waiting out its dwell, so a restart re-reads those and the sent record skips the rest.
 
 pub mod channels;
+pub mod desktop;
 pub mod links;
 pub mod message;
 pub mod state;
