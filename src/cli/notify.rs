@@ -14,7 +14,9 @@ use crate::notify::{self, message::Message, state};
 ///
 /// Each attention is announced once, after the dwell (`notify.dwell`, default 5s), and only
 /// while it is still open and nobody is attached to its session; turn ends that come together
-/// are one summary. One sender runs per user. See docs/guides/notifications.md.
+/// are one summary. One sender runs per user: `spex board` and `spex watch` (the user service)
+/// run it too when a channel is configured, a second one standing by until the first ends;
+/// `--status` names the process that sends. See docs/guides/notifications.md.
 #[expect(
     clippy::struct_excessive_bools,
     reason = "clap's flags: one mode of three, and `--json`"
@@ -29,7 +31,8 @@ pub struct Args {
     /// accepted it.
     #[arg(long)]
     pub test: bool,
-    /// Show the channels, the sender's pid, and each channel's last delivery and outcome.
+    /// Show the channels, the sending process (pid and command), and each channel's last
+    /// delivery and outcome.
     #[arg(long)]
     pub status: bool,
     /// With `--status`: one JSON object.
@@ -47,6 +50,28 @@ fn config(env: &Env) -> anyhow::Result<Notify> {
         }
         Err(_) => crate::config::load_user(&env.user_config_file(), &known)?.notify,
     })
+}
+
+/// Runs the sender in a thread of this long-lived process (`by`: `spex board`, `spex watch`),
+/// in standby while another sender works, when the `notify` key configures a channel; the
+/// board's public URL builds the answer links when the key names none. A `notify` key that
+/// does not parse stops only the sender, said in the log.
+pub fn beside(env: &Env, by: &'static str, public_url: Option<&str>) {
+    let mut cfg = match config(env) {
+        Ok(c) => c,
+        Err(e) => {
+            crate::log::log!("notify: not sending: {e:#}");
+            return;
+        }
+    };
+    if !cfg.any_channel() {
+        return;
+    }
+    if cfg.public_url.is_none() {
+        cfg.public_url = public_url.map(|u| u.trim_end_matches('/').to_owned());
+    }
+    // The thread runs as long as the process.
+    drop(notify::spawn(env.clone(), cfg, by));
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
@@ -107,16 +132,25 @@ fn status(args: &Args, env: &Env, cfg: &Notify) {
         .collect();
     let deliveries = state::status(env);
     let sender = notify::holder(env);
+    let by = sender.and_then(|pid| state::sender(env, pid));
     if args.json {
         output::json(&serde_json::json!({
-            "sender": sender, "channels": channels, "on": cfg.on,
+            "sender": sender, "sender_by": by.as_ref().map(|i| &i.by),
+            "sender_since": by.as_ref().map(|i| &i.since),
+            "channels": channels, "on": cfg.on,
             "dwell_ms": u64::try_from(cfg.dwell.as_millis()).unwrap_or(u64::MAX),
             "deliveries": deliveries,
         }));
         return;
     }
     let mut text = match sender {
-        Some(pid) => format!("sender: running (pid {pid})\n"),
+        Some(pid) => match &by {
+            Some(i) => format!(
+                "sender: running (pid {pid}, `{}`, since {})\n",
+                i.by, i.since
+            ),
+            None => format!("sender: running (pid {pid})\n"),
+        },
         None => "sender: not running (`spex notify --watch`)\n".to_owned(),
     };
     text.push_str(&format!(

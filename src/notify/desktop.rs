@@ -89,7 +89,10 @@ impl Desktop {
             Ok(id) => id,
             Err(e) => {
                 // The next delivery connects again (the server or the bus may have restarted).
-                *self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                *self
+                    .conn
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
                 return Err(e);
             }
         };
@@ -196,7 +199,16 @@ async fn notify(bus: &Bus, m: &Message, buttons: &[(String, String)]) -> Result<
         .await?
         .call(
             "Notify",
-            &("spex", 0u32, "", m.title.as_str(), body, actions, hints, -1i32),
+            &(
+                "spex",
+                0u32,
+                "",
+                m.title.as_str(),
+                body,
+                actions,
+                hints,
+                -1i32,
+            ),
         )
         .await
         .map_err(|e| format!("the notification server refused it: {e}"))
@@ -235,7 +247,6 @@ fn buttons(env: &Env, m: &Message) -> (Vec<(String, String)>, Option<Link>) {
     let mut out: Vec<(String, String)> = a
         .choices
         .iter()
-        .filter(|c| !c.message)
         .map(|c| (c.id.clone(), c.label.clone()))
         .collect();
     // One question: its options are the answers; several need the board or the CLI.
@@ -283,7 +294,9 @@ async fn listen(
                     continue;
                 };
                 if !from_server(&conn, sender.as_deref()).await {
-                    log!("notify: desktop: an action signal not from the notification server, ignored");
+                    log!(
+                        "notify: desktop: an action signal not from the notification server, ignored"
+                    );
                     continue;
                 }
                 let Some(link) = take(id) else {

@@ -102,10 +102,8 @@ enum What {
     Exited(Value),
 }
 
-/// Runs the sender in the foreground: takes the per-user lock (refusing when another sender
-/// holds it), starts the watcher in this process, then follows every project until killed.
-pub fn run(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
-    let path = lock_path(env);
+/// The sender's lock file, opened (made when missing).
+fn open_lock(env: &Env) -> anyhow::Result<fd_lock::RwLock<std::fs::File>> {
     crate::fsutil::create_private_dir_all(&state::dir(env))?;
     let file = {
         use fs_err::os::unix::fs::OpenOptionsExt as _;
@@ -115,9 +113,28 @@ pub fn run(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
             .read(true)
             .write(true)
             .mode(crate::fsutil::PRIVATE_FILE)
-            .open(&path)?
+            .open(lock_path(env))?
     };
-    let mut lock = fd_lock::RwLock::new(file.into_parts().0);
+    Ok(fd_lock::RwLock::new(file.into_parts().0))
+}
+
+/// Writes this process's pid in the held lock and says which process it is
+/// (`state::SenderInfo`).
+fn claim_lock(env: &Env, file: &mut std::fs::File, by: &str) -> anyhow::Result<()> {
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(format!("{}\n", std::process::id()).as_bytes())?;
+    if let Err(e) = state::save_sender(env, by) {
+        log!("notify: cannot record which process sends: {e}");
+    }
+    Ok(())
+}
+
+/// Runs the sender in the foreground: takes the per-user lock (refusing when another sender
+/// holds it), starts the watcher in this process, then follows every project until killed.
+pub fn run(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
+    let path = lock_path(env);
+    let mut lock = open_lock(env)?;
     let mut guard = match lock.try_write() {
         Ok(g) => g,
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -129,10 +146,40 @@ pub fn run(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
         }
         Err(e) => return Err(crate::fsutil::named(&e, "lock", &path).into()),
     };
-    guard.set_len(0)?;
-    guard.rewind()?;
-    guard.write_all(format!("{}\n", std::process::id()).as_bytes())?;
+    claim_lock(env, &mut guard, "spex notify --watch")?;
     let _watcher = crate::watch::spawn(env.clone());
+    send(env, cfg)
+}
+
+/// Runs the sender in a thread of this long-lived process (`by`: which one, e.g. `spex
+/// board`), beside the watcher the process runs already: in standby on the lock while another
+/// sender holds it (blocked in the kernel, no wakeups), taking over when that one ends.
+pub fn spawn(env: Env, cfg: Notify, by: &'static str) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("spex-notify".into())
+        .spawn(move || {
+            if let Err(e) = standby(&env, &cfg, by) {
+                log!("notify: the sender stopped: {e:#}");
+            }
+        })
+        .expect("a thread starts")
+}
+
+fn standby(env: &Env, cfg: &Notify, by: &str) -> anyhow::Result<()> {
+    let path = lock_path(env);
+    let mut lock = open_lock(env)?;
+    if let Some(pid) = holder(env) {
+        log!("notify: standby: another sender sends (pid {pid}); taking over when it ends");
+    }
+    let mut guard = lock
+        .write()
+        .map_err(|e| crate::fsutil::named(&e, "lock", &path))?;
+    claim_lock(env, &mut guard, by)?;
+    send(env, cfg)
+}
+
+/// Follows every project and sends, this process holding the lock.
+fn send(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
     log!(
         "notify: sending for every project under `{}` (pid {})",
         env.spex_home().display(),
