@@ -37,6 +37,7 @@ mod names;
 mod notify;
 mod notify_desktop;
 mod notify_links;
+mod notify_sender;
 mod outcomes;
 mod peers_smoke;
 mod projects;
