@@ -20,7 +20,7 @@ use crate::notify::{Hosts, configure, permission};
 use crate::runtime::{claude_world, host_log, spex_cmd};
 use crate::support::claude_home::SeedOptions;
 use crate::support::fake_anthropic::FakeAnthropic;
-use crate::support::world::{World, pretty, read_or_empty};
+use crate::support::world::{World, pretty, read_or_empty, wait_status};
 
 const NAME: &str = "org.freedesktop.Notifications";
 const PATH: &str = "/org/freedesktop/Notifications";
@@ -189,7 +189,7 @@ fn a_desktop_notification_carries_the_choices_and_its_allow_button_answers_the_s
     assert_eq!(server.calls.lock().unwrap()[0]["actions"], json!([]));
 
     let log = w.dir.path().join("notify.log");
-    let _sender = sender(&w, &fake, &address, &log);
+    let sending = sender(&w, &fake, &address, &log);
     let id = hosts.launch();
     let handle = w.record(&id)["handle"].as_str().unwrap().to_owned();
     let a = permission(&w, &fake, &id, "USE_BASH run it");
@@ -264,6 +264,38 @@ fn a_desktop_notification_carries_the_choices_and_its_allow_button_answers_the_s
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(closed(&w, &id).len(), 1);
     assert_eq!(server.calls.lock().unwrap().len(), 2, "one notification");
+    // Idle (the turn over), the sender wakes for nothing, its D-Bus runtime included: its
+    // threads' context switches over 3 s of no change (a thread that ended counts nothing).
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    let switches = || -> HashMap<String, (String, u64)> {
+        let mut all = HashMap::new();
+        for t in std::fs::read_dir(format!("/proc/{}/task", sending.0.id())).unwrap() {
+            let dir = t.unwrap().path();
+            let status = read_or_empty(&dir.join("status"));
+            let n = status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches"))
+                .map(|l| l.split_whitespace().last().unwrap().parse::<u64>().unwrap())
+                .sum();
+            let name = read_or_empty(&dir.join("comm")).trim().to_owned();
+            all.insert(dir.display().to_string(), (name, n));
+        }
+        all
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let before = switches();
+    std::thread::sleep(Duration::from_secs(3));
+    let woke: Vec<(String, u64)> = switches()
+        .into_iter()
+        .map(|(tid, (name, n))| (name, n - before.get(&tid).map_or(0, |b| b.1)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    eprintln!("desktop sender idle wakeups over 3 s: {woke:?}");
+    assert!(
+        woke.is_empty(),
+        "the idle sender woke up: {woke:?}\n{}",
+        read_or_empty(&log)
+    );
     drop(conn);
     drop(stranger);
 }
