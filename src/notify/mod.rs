@@ -103,6 +103,10 @@ enum What {
 }
 
 /// The sender's lock file, opened (made when missing).
+#[expect(
+    clippy::disallowed_types,
+    reason = "fd_lock locks the std file inside fs_err's: named here, opened through fs_err"
+)]
 fn open_lock(env: &Env) -> anyhow::Result<fd_lock::RwLock<std::fs::File>> {
     crate::fsutil::create_private_dir_all(&state::dir(env))?;
     let file = {
@@ -120,6 +124,10 @@ fn open_lock(env: &Env) -> anyhow::Result<fd_lock::RwLock<std::fs::File>> {
 
 /// Writes this process's pid in the held lock and says which process it is
 /// (`state::SenderInfo`).
+#[expect(
+    clippy::disallowed_types,
+    reason = "fd_lock locks the std file inside fs_err's: named here, opened through fs_err"
+)]
 fn claim_lock(env: &Env, file: &mut std::fs::File, by: &str) -> anyhow::Result<()> {
     file.set_len(0)?;
     file.rewind()?;

@@ -59,8 +59,15 @@ fn bus(dir: &Path) -> (Killed, String) {
 #[derive(Clone, Default)]
 struct Server {
     calls: Arc<Mutex<Vec<Value>>>,
+    closed: Arc<Mutex<Vec<u32>>>,
 }
 
+// The specification's methods: zbus deserializes each argument by value.
+#[allow(
+    clippy::unused_self,
+    clippy::needless_pass_by_value,
+    reason = "the D-Bus interface's shape and zbus's generated code"
+)]
 #[zbus::interface(name = "org.freedesktop.Notifications")]
 impl Server {
     fn get_capabilities(&self) -> Vec<String> {
@@ -72,7 +79,7 @@ impl Server {
         &self,
         app_name: String,
         replaces_id: u32,
-        _app_icon: String,
+        app_icon: String,
         summary: String,
         body: String,
         actions: Vec<String>,
@@ -82,14 +89,17 @@ impl Server {
         let mut calls = self.calls.lock().unwrap();
         let id = u32::try_from(calls.len()).unwrap() + 1;
         calls.push(json!({
-            "id": id, "app_name": app_name, "replaces_id": replaces_id, "summary": summary,
+            "id": id, "app_name": app_name, "replaces_id": replaces_id, "app_icon": app_icon,
+            "summary": summary,
             "body": body, "actions": actions, "expire_timeout": expire_timeout,
             "urgency": hints.get("urgency").and_then(|v| u8::try_from(v).ok()),
         }));
         id
     }
 
-    fn close_notification(&self, _id: u32) {}
+    fn close_notification(&self, id: u32) {
+        self.closed.lock().unwrap().push(id);
+    }
 
     fn get_server_information(&self) -> (String, String, String, String) {
         ("spex-test".into(), "spex".into(), "0".into(), "1.2".into())
