@@ -43,6 +43,15 @@ impl Channel {
         }
     }
 
+    /// Takes back what was shown of an attention that closed (`m` a [`RETRACT`] message): a
+    /// desktop notification whose buttons would answer nothing now is closed; what the other
+    /// channels sent stays where it went.
+    pub fn retract(&self, m: &Message) {
+        if let Channel::Desktop(d) = self {
+            d.retract(m);
+        }
+    }
+
     /// Delivers `m`: `Ok(detail)` when accepted, `Err(detail)` when not; and the attempts made.
     pub fn deliver(&self, m: &Message) -> (Result<String, String>, u32) {
         match self {
@@ -53,6 +62,10 @@ impl Channel {
         }
     }
 }
+
+/// The event of the message the sender queues when an attention it announced closed: never
+/// delivered, only [`Channel::retract`]ed.
+pub const RETRACT: &str = "closed";
 
 /// The channels `n` configures.
 pub fn configured(env: &Env, n: &Notify) -> Vec<Channel> {
@@ -86,6 +99,10 @@ pub fn start(env: &Env, channels: Vec<Channel>) -> Vec<mpsc::Sender<Message>> {
                 .name(format!("spex-notify-{}", ch.name()))
                 .spawn(move || {
                     for m in rx {
+                        if m.event == RETRACT {
+                            ch.retract(&m);
+                            continue;
+                        }
                         let (r, attempts) = ch.deliver(&m);
                         let (ok, detail) = match r {
                             Ok(d) => (true, d),

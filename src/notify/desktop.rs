@@ -112,6 +112,50 @@ impl Desktop {
         })
     }
 
+    /// Closes the notification shown for the attention `m` names (it closed another way: its
+    /// buttons would answer nothing).
+    pub fn retract(&self, m: &Message) {
+        let id = {
+            let mut shown = self
+                .shown
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let Some(id) = shown.iter().find_map(|(id, l)| {
+                (l.project == m.project_key
+                    && l.session == m.session
+                    && Some(l.attention.as_str()) == m.attention.as_deref())
+                .then_some(*id)
+            }) else {
+                return;
+            };
+            shown.remove(&id);
+            id
+        };
+        let Some(bus) = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        else {
+            return;
+        };
+        let r = self.rt.block_on(async {
+            let call = async {
+                proxy(&bus.conn)
+                    .await?
+                    .call::<_, _, ()>("CloseNotification", &(id,))
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            tokio::time::timeout(CALL_TIMEOUT, call)
+                .await
+                .unwrap_or_else(|_| Err("no answer".to_owned()))
+        });
+        if let Err(e) = r {
+            log!("notify: desktop: cannot close notification {id}: {e}");
+        }
+    }
+
     /// The connection, made (and its listener started) when there is none.
     fn bus(&self) -> Result<Bus, String> {
         let mut held = self

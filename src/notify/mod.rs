@@ -362,6 +362,15 @@ impl<'a> Sender<'a> {
                         && p.session == session
                         && matches!(&p.what, What::Attention(x) if x == a))
                 });
+                if state::was_sent(self.env, &format!("{pkey}/{session}/{a}")) {
+                    self.fan_out(&Message {
+                        event: channels::RETRACT.into(),
+                        project_key: pkey,
+                        session: session.to_owned(),
+                        attention: Some(a.to_owned()),
+                        ..Message::default()
+                    });
+                }
                 return;
             }
             "turn.completed" if on("turn_end") => What::TurnEnd(line.clone()),

@@ -4,7 +4,9 @@
 //! person's click makes. A REAL Claude Code session (offline against the fake model server) at
 //! a permission dialog: the notification arrives with its action buttons; an `ActionInvoked`
 //! from another client of the bus than the server answers nothing; the server's answers the
-//! session (the tool runs, the closing event says `by: "desktop"`). Fails, never skips.
+//! session (the tool runs, the closing event says `by: "desktop"`); the next attention,
+//! answered through the CLI, has its notification closed and its buttons answer nothing; the
+//! idle sender wakes for nothing. Fails, never skips.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use zbus::zvariant::OwnedValue;
 
-use crate::notify::{Hosts, configure, permission};
+use crate::notify::{Hosts, answer, configure, permission};
 use crate::runtime::{claude_world, host_log, spex_cmd};
 use crate::support::claude_home::SeedOptions;
 use crate::support::fake_anthropic::FakeAnthropic;
@@ -93,6 +95,13 @@ impl Server {
             "summary": summary,
             "body": body, "actions": actions, "expire_timeout": expire_timeout,
             "urgency": hints.get("urgency").and_then(|v| u8::try_from(v).ok()),
+            "received_ms": u64::try_from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis(),
+            )
+            .unwrap(),
         }));
         id
     }
@@ -216,6 +225,14 @@ fn a_desktop_notification_carries_the_choices_and_its_allow_button_answers_the_s
         );
         std::thread::sleep(Duration::from_millis(20));
     };
+    // From the record's change (the attention's `since`) to the server's `Notify` (dwell 0).
+    let since = humantime::parse_rfc3339(a["since"].as_str().unwrap())
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let took = Duration::from_millis(shown["received_ms"].as_u64().unwrap()).saturating_sub(since);
+    eprintln!("desktop notification shown {took:?} after the attention opened in the record");
+    assert!(took < Duration::from_secs(2), "{took:?}");
     assert_eq!(shown["app_name"], "spex", "{}", pretty(&shown));
     assert!(
         shown["summary"].as_str().unwrap().contains(&handle),
@@ -274,6 +291,40 @@ fn a_desktop_notification_carries_the_choices_and_its_allow_button_answers_the_s
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(closed(&w, &id).len(), 1);
     assert_eq!(server.calls.lock().unwrap().len(), 2, "one notification");
+
+    // The next attention, answered another way (the CLI): its notification is closed, and its
+    // buttons answer nothing.
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+    let second = permission(&w, &fake, &id, "USE_BASH run it");
+    let att2 = second["id"].as_str().unwrap().to_owned();
+    let end = Instant::now() + Duration::from_secs(10);
+    let nid2 = loop {
+        if let Some(c) = server.calls.lock().unwrap().get(2) {
+            break u32::try_from(c["id"].as_u64().unwrap()).unwrap();
+        }
+        assert!(
+            Instant::now() < end,
+            "no second notification\n{}",
+            read_or_empty(&log)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    answer(&w, &fake, &id, &att2);
+    let end = Instant::now() + Duration::from_secs(10);
+    while !server.closed.lock().unwrap().contains(&nid2) {
+        assert!(
+            Instant::now() < end,
+            "notification {nid2} not closed\n{}",
+            read_or_empty(&log)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rt.block_on(invoke(&conn, nid2, "deny"));
+    std::thread::sleep(Duration::from_millis(500));
+    let c = closed(&w, &id);
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert_eq!(c[1]["by"], "cli", "{}", pretty(&c[1]));
+    assert_eq!(c[1]["choice"], "allow", "{}", pretty(&c[1]));
     // Idle (the turn over), the sender wakes for nothing, its D-Bus runtime included: its
     // threads' context switches over 3 s of no change (a thread that ended counts nothing).
     wait_status(&w, &id, "idle", Duration::from_mins(1));
