@@ -80,10 +80,9 @@ pub fn configured(env: &Env, n: &Notify) -> Vec<Channel> {
         out.push(Channel::Terminal(Box::new(env.clone())));
     }
     if n.desktop {
-        match super::desktop::Desktop::new(env) {
-            Ok(d) => out.push(Channel::Desktop(Arc::new(d))),
-            Err(e) => crate::log::log!("notify: desktop: cannot start its runtime: {e}"),
-        }
+        out.push(Channel::Desktop(Arc::new(super::desktop::Desktop::new(
+            env,
+        ))));
     }
     out
 }

@@ -37,7 +37,8 @@ const ACTION_TTL: Duration = Duration::from_hours(1);
 /// The channel: connected on its first delivery, again after the bus went away.
 pub struct Desktop {
     env: Env,
-    rt: tokio::runtime::Runtime,
+    /// Started on the first delivery (`spex notify --status` lists the channel, runs nothing).
+    rt: std::sync::OnceLock<tokio::runtime::Runtime>,
     conn: Mutex<Option<Bus>>,
     /// Notification id -> the attention its buttons answer (kept in memory only).
     shown: Arc<Mutex<HashMap<u32, Link>>>,
@@ -58,18 +59,27 @@ struct Bus {
 }
 
 impl Desktop {
-    pub fn new(env: &Env) -> std::io::Result<Self> {
+    pub fn new(env: &Env) -> Self {
+        Desktop {
+            env: env.clone(),
+            rt: std::sync::OnceLock::new(),
+            conn: Mutex::new(None),
+            shown: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn rt(&self) -> Result<&tokio::runtime::Runtime, String> {
+        if let Some(rt) = self.rt.get() {
+            return Ok(rt);
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("spex-notify-dbus")
             .enable_all()
-            .build()?;
-        Ok(Desktop {
-            env: env.clone(),
-            rt,
-            conn: Mutex::new(None),
-            shown: Arc::new(Mutex::new(HashMap::new())),
-        })
+            .build()
+            .map_err(|e| format!("cannot start the D-Bus runtime: {e}"))?;
+        // Only the channel's own thread delivers: no other can have set it meanwhile.
+        Ok(self.rt.get_or_init(|| rt))
     }
 
     /// Shows `m`: `Ok(detail)` once the server took it.
@@ -80,7 +90,7 @@ impl Desktop {
         } else {
             (Vec::new(), None)
         };
-        let r = self.rt.block_on(async {
+        let r = self.rt()?.block_on(async {
             tokio::time::timeout(CALL_TIMEOUT, notify(&bus, m, &buttons))
                 .await
                 .unwrap_or_else(|_| Err(format!("no answer within {}s", CALL_TIMEOUT.as_secs())))
@@ -139,7 +149,10 @@ impl Desktop {
         else {
             return;
         };
-        let r = self.rt.block_on(async {
+        let Ok(rt) = self.rt() else {
+            return;
+        };
+        let r = rt.block_on(async {
             let call = async {
                 proxy(&bus.conn)
                     .await?
@@ -170,7 +183,7 @@ impl Desktop {
                 .to_owned()
         })?;
         let (env, shown) = (self.env.clone(), Arc::clone(&self.shown));
-        let b = self.rt.block_on(async move {
+        let b = self.rt()?.block_on(async move {
             tokio::time::timeout(CALL_TIMEOUT, connect(&address, env, shown))
                 .await
                 .unwrap_or_else(|_| Err(format!("`{address}` did not answer within 5s")))
