@@ -6,7 +6,8 @@
 //! from another client of the bus than the server answers nothing; the server's answers the
 //! session (the tool runs, the closing event says `by: "desktop"`); the next attention,
 //! answered through the CLI, has its notification closed and its buttons answer nothing; the
-//! idle sender wakes for nothing. Fails, never skips.
+//! idle sender wakes for nothing. A server without action buttons gets the question and its
+//! choices as text (escaped for one that reads markup). Fails, never skips.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -62,6 +63,8 @@ fn bus(dir: &Path) -> (Killed, String) {
 struct Server {
     calls: Arc<Mutex<Vec<Value>>>,
     closed: Arc<Mutex<Vec<u32>>>,
+    /// It shows no action buttons (`GetCapabilities` without `actions`).
+    plain: bool,
 }
 
 // The specification's methods: zbus deserializes each argument by value.
@@ -73,7 +76,11 @@ struct Server {
 #[zbus::interface(name = "org.freedesktop.Notifications")]
 impl Server {
     fn get_capabilities(&self) -> Vec<String> {
-        vec!["actions".into(), "body".into()]
+        if self.plain {
+            vec!["body".into(), "body-markup".into()]
+        } else {
+            vec!["actions".into(), "body".into()]
+        }
     }
 
     #[expect(clippy::too_many_arguments, reason = "the specification's signature")]
@@ -359,4 +366,51 @@ fn a_desktop_notification_carries_the_choices_and_its_allow_button_answers_the_s
     );
     drop(conn);
     drop(stranger);
+}
+
+#[test]
+fn a_server_without_action_buttons_gets_the_question_and_its_choices_as_text() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let hosts = Hosts::new(&w, &fake);
+    let (_daemon, address) = bus(w.dir.path());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = Server {
+        plain: true,
+        ..Server::default()
+    };
+    let _conn = rt.block_on(serve(&address, server.clone()));
+    configure(
+        &w,
+        &json!({"on": ["needs_attention"], "desktop": true, "dwell": "0s"}),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let log = w.dir.path().join("notify.log");
+    let _sending = sender(&w, &fake, &address, &log);
+    let id = hosts.launch();
+    permission(&w, &fake, &id, "USE_BASH run it");
+    let end = Instant::now() + Duration::from_secs(10);
+    let shown = loop {
+        if let Some(c) = server.calls.lock().unwrap().first().cloned() {
+            break c;
+        }
+        assert!(
+            Instant::now() < end,
+            "no notification\n{}",
+            read_or_empty(&log)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(shown["actions"], json!([]), "{}", pretty(&shown));
+    let body = shown["body"].as_str().unwrap();
+    // The server reads markup: the command's `>` is escaped, the choices are in the text.
+    assert!(
+        body.contains("echo hi-from-bash &gt; bash_out.txt"),
+        "{body}"
+    );
+    assert!(body.contains("[Yes | "), "{body}");
+    assert!(closed(&w, &id).is_empty());
 }
