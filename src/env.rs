@@ -13,6 +13,8 @@ pub struct Env {
     pub xdg_state_home: Option<PathBuf>,
     /// `XDG_RUNTIME_DIR`: where the per-session sockets go when set.
     pub xdg_runtime_dir: Option<PathBuf>,
+    /// `DBUS_SESSION_BUS_ADDRESS`: the user's D-Bus session bus (desktop notifications).
+    pub dbus_session_bus_address: Option<String>,
     pub spex_home: Option<PathBuf>,
     /// `PWD`: the working folder as the user's shell spells it, which may go through symlinks
     /// (the process's own working folder is always the resolved path).
@@ -50,6 +52,9 @@ impl Env {
             xdg_config_home: path_var("XDG_CONFIG_HOME"),
             xdg_state_home: path_var("XDG_STATE_HOME"),
             xdg_runtime_dir: path_var("XDG_RUNTIME_DIR"),
+            dbus_session_bus_address: std::env::var("DBUS_SESSION_BUS_ADDRESS")
+                .ok()
+                .filter(|v| !v.is_empty()),
             spex_home: path_var("SPEX_HOME"),
             pwd: path_var("PWD"),
             path: std::env::var_os("PATH"),
@@ -140,6 +145,16 @@ impl Env {
         self.ssh_config
             .clone()
             .or_else(|| path_var("SPEX_SSH_CONFIG"))
+    }
+
+    /// The D-Bus session bus's address: the variable, else the socket systemd's user manager
+    /// makes in the runtime folder (where the variable is not passed on, e.g. to a service).
+    pub fn dbus_address(&self) -> Option<String> {
+        if let Some(a) = &self.dbus_session_bus_address {
+            return Some(a.clone());
+        }
+        let bus = self.xdg_runtime_dir.as_ref()?.join("bus");
+        bus.exists().then(|| format!("unix:path={}", bus.display()))
     }
 
     /// `$HOME`, else `/`.

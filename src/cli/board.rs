@@ -92,6 +92,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         );
     }
     print_url(args.json, &s, &bound.shared.token);
+    super::notifier::beside(env, "spex board", s.public_url.as_deref());
     let served = board::serve(bound);
     let _ = crate::fsutil::remove_file(&paths.state());
     served?;

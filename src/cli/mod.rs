@@ -21,6 +21,7 @@ pub mod init;
 pub mod interrupt;
 pub mod launch;
 pub mod materialize;
+pub mod notifier;
 pub mod notify;
 pub mod open;
 pub mod outcome;

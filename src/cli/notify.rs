@@ -2,6 +2,7 @@
 //! foreground, `--test` sends one notification through every channel, `--status` shows the
 //! channels and their last deliveries.
 
+use super::notifier::config;
 use super::outcome::Outcome;
 use super::output;
 use crate::config::notify::Notify;
@@ -14,7 +15,9 @@ use crate::notify::{self, message::Message, state};
 ///
 /// Each attention is announced once, after the dwell (`notify.dwell`, default 5s), and only
 /// while it is still open and nobody is attached to its session; turn ends that come together
-/// are one summary. One sender runs per user. See docs/guides/notifications.md.
+/// are one summary. One sender runs per user: `spex board` and `spex watch` (the user service)
+/// run it too when a channel is configured, a second one standing by until the first ends;
+/// `--status` names the process that sends. See docs/guides/notifications.md.
 #[expect(
     clippy::struct_excessive_bools,
     reason = "clap's flags: one mode of three, and `--json`"
@@ -29,24 +32,13 @@ pub struct Args {
     /// accepted it.
     #[arg(long)]
     pub test: bool,
-    /// Show the channels, the sender's pid, and each channel's last delivery and outcome.
+    /// Show the channels, the sending process (pid and command), and each channel's last
+    /// delivery and outcome.
     #[arg(long)]
     pub status: bool,
     /// With `--status`: one JSON object.
     #[arg(long)]
     pub json: bool,
-}
-
-/// The `notify` key of this checkout's layers, or of the user's file outside a checkout.
-fn config(env: &Env) -> anyhow::Result<Notify> {
-    let known = crate::adapters::known();
-    Ok(match super::args::current_tree() {
-        Ok(t) => {
-            let root = crate::config::source_root(&t.root, &t.main);
-            crate::config::load(&env.user_config_file(), &root, &known)?.notify
-        }
-        Err(_) => crate::config::load_user(&env.user_config_file(), &known)?.notify,
-    })
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
@@ -107,16 +99,25 @@ fn status(args: &Args, env: &Env, cfg: &Notify) {
         .collect();
     let deliveries = state::status(env);
     let sender = notify::holder(env);
+    let by = sender.and_then(|pid| state::sender(env, pid));
     if args.json {
         output::json(&serde_json::json!({
-            "sender": sender, "channels": channels, "on": cfg.on,
+            "sender": sender, "sender_by": by.as_ref().map(|i| &i.by),
+            "sender_since": by.as_ref().map(|i| &i.since),
+            "channels": channels, "on": cfg.on,
             "dwell_ms": u64::try_from(cfg.dwell.as_millis()).unwrap_or(u64::MAX),
             "deliveries": deliveries,
         }));
         return;
     }
     let mut text = match sender {
-        Some(pid) => format!("sender: running (pid {pid})\n"),
+        Some(pid) => match &by {
+            Some(i) => format!(
+                "sender: running (pid {pid}, `{}`, since {})\n",
+                i.by, i.since
+            ),
+            None => format!("sender: running (pid {pid})\n"),
+        },
         None => "sender: not running (`spex notify --watch`)\n".to_owned(),
     };
     text.push_str(&format!(

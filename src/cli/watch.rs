@@ -19,6 +19,7 @@ use crate::env::Env;
 pub struct Args {}
 
 pub fn run(_args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+    super::notifier::beside(env, "spex watch", None);
     crate::watch::run(env)?;
     Ok(Outcome::Ok)
 }

@@ -1,9 +1,10 @@
-//! The channels a notification goes out through: the user's command and an HTTP webhook (plain
-//! JSON or ntfy's format). Each runs in a thread of its own fed by a queue, so a hung command
+//! The channels a notification goes out through: the user's command, an HTTP webhook (plain
+//! JSON or ntfy's format), the desktop's notification service (`super::desktop`), the
+//! attached terminals. Each runs in a thread of its own fed by a queue, so a hung command
 //! or a webhook that times out never holds up another channel, the stream or the watcher.
 
 use std::io::Write as _;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -28,6 +29,8 @@ pub enum Channel {
     Webhook(Webhook),
     /// OSC 9 / OSC 777 to the `spex attach` terminals of every other session.
     Terminal(Box<Env>),
+    /// The freedesktop notification service on the D-Bus session bus.
+    Desktop(Arc<super::desktop::Desktop>),
 }
 
 impl Channel {
@@ -36,6 +39,16 @@ impl Channel {
             Channel::Command(_) => "command",
             Channel::Webhook(_) => "webhook",
             Channel::Terminal(_) => "terminal",
+            Channel::Desktop(_) => "desktop",
+        }
+    }
+
+    /// Takes back what was shown of an attention that closed (`m` a [`RETRACT`] message): a
+    /// desktop notification whose buttons would answer nothing now is closed; what the other
+    /// channels sent stays where it went.
+    pub fn retract(&self, m: &Message) {
+        if let Channel::Desktop(d) = self {
+            d.retract(m);
         }
     }
 
@@ -45,12 +58,16 @@ impl Channel {
             Channel::Command(argv) => (command(argv, m, COMMAND_TIMEOUT), 1),
             Channel::Webhook(w) => webhook(w, m),
             Channel::Terminal(env) => (terminal(env, m), 1),
+            Channel::Desktop(d) => (d.deliver(m), 1),
         }
     }
 }
 
-/// The channels `n` configures (desktop notifications are not built yet: see
-/// `docs/guides/notifications.md`).
+/// The event of the message the sender queues when an attention it announced closed: never
+/// delivered, only [`Channel::retract`]ed.
+pub const RETRACT: &str = "closed";
+
+/// The channels `n` configures.
 pub fn configured(env: &Env, n: &Notify) -> Vec<Channel> {
     let mut out = Vec::new();
     if let Some(argv) = &n.command {
@@ -61,6 +78,11 @@ pub fn configured(env: &Env, n: &Notify) -> Vec<Channel> {
     }
     if n.terminal {
         out.push(Channel::Terminal(Box::new(env.clone())));
+    }
+    if n.desktop {
+        out.push(Channel::Desktop(Arc::new(super::desktop::Desktop::new(
+            env,
+        ))));
     }
     out
 }
@@ -76,6 +98,10 @@ pub fn start(env: &Env, channels: Vec<Channel>) -> Vec<mpsc::Sender<Message>> {
                 .name(format!("spex-notify-{}", ch.name()))
                 .spawn(move || {
                     for m in rx {
+                        if m.event == RETRACT {
+                            ch.retract(&m);
+                            continue;
+                        }
                         let (r, attempts) = match &ch {
                             // Each failed attempt shows in `--status` while the next waits (a
                             // hanging webhook takes up to 16 s to fail for good).

@@ -13,6 +13,7 @@
 //! waiting out its dwell, so a restart re-reads those and the sent record skips the rest.
 
 pub mod channels;
+pub mod desktop;
 pub mod links;
 pub mod message;
 pub mod state;
@@ -101,10 +102,12 @@ enum What {
     Exited(Value),
 }
 
-/// Runs the sender in the foreground: takes the per-user lock (refusing when another sender
-/// holds it), starts the watcher in this process, then follows every project until killed.
-pub fn run(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
-    let path = lock_path(env);
+/// The sender's lock file, opened (made when missing).
+#[expect(
+    clippy::disallowed_types,
+    reason = "fd_lock locks the std file inside fs_err's: named here, opened through fs_err"
+)]
+fn open_lock(env: &Env) -> anyhow::Result<fd_lock::RwLock<std::fs::File>> {
     crate::fsutil::create_private_dir_all(&state::dir(env))?;
     let file = {
         use fs_err::os::unix::fs::OpenOptionsExt as _;
@@ -114,9 +117,32 @@ pub fn run(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
             .read(true)
             .write(true)
             .mode(crate::fsutil::PRIVATE_FILE)
-            .open(&path)?
+            .open(lock_path(env))?
     };
-    let mut lock = fd_lock::RwLock::new(file.into_parts().0);
+    Ok(fd_lock::RwLock::new(file.into_parts().0))
+}
+
+/// Writes this process's pid in the held lock and says which process it is
+/// (`state::SenderInfo`).
+#[expect(
+    clippy::disallowed_types,
+    reason = "fd_lock locks the std file inside fs_err's: named here, opened through fs_err"
+)]
+fn claim_lock(env: &Env, file: &mut std::fs::File, by: &str) -> anyhow::Result<()> {
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(format!("{}\n", std::process::id()).as_bytes())?;
+    if let Err(e) = state::save_sender(env, by) {
+        log!("notify: cannot record which process sends: {e}");
+    }
+    Ok(())
+}
+
+/// Runs the sender in the foreground: takes the per-user lock (refusing when another sender
+/// holds it), starts the watcher in this process, then follows every project until killed.
+pub fn run(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
+    let path = lock_path(env);
+    let mut lock = open_lock(env)?;
     let mut guard = match lock.try_write() {
         Ok(g) => g,
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -128,10 +154,40 @@ pub fn run(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
         }
         Err(e) => return Err(crate::fsutil::named(&e, "lock", &path).into()),
     };
-    guard.set_len(0)?;
-    guard.rewind()?;
-    guard.write_all(format!("{}\n", std::process::id()).as_bytes())?;
+    claim_lock(env, &mut guard, "spex notify --watch")?;
     let _watcher = crate::watch::spawn(env.clone());
+    send(env, cfg)
+}
+
+/// Runs the sender in a thread of this long-lived process (`by`: which one, e.g. `spex
+/// board`), beside the watcher the process runs already: in standby on the lock while another
+/// sender holds it (blocked in the kernel, no wakeups), taking over when that one ends.
+pub fn spawn(env: Env, cfg: Notify, by: &'static str) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("spex-notify".into())
+        .spawn(move || {
+            if let Err(e) = standby(&env, &cfg, by) {
+                log!("notify: the sender stopped: {e:#}");
+            }
+        })
+        .expect("a thread starts")
+}
+
+fn standby(env: &Env, cfg: &Notify, by: &str) -> anyhow::Result<()> {
+    let path = lock_path(env);
+    let mut lock = open_lock(env)?;
+    if let Some(pid) = holder(env) {
+        log!("notify: standby: another sender sends (pid {pid}); taking over when it ends");
+    }
+    let mut guard = lock
+        .write()
+        .map_err(|e| crate::fsutil::named(&e, "lock", &path))?;
+    claim_lock(env, &mut guard, by)?;
+    send(env, cfg)
+}
+
+/// Follows every project and sends, this process holding the lock.
+fn send(env: &Env, cfg: &Notify) -> anyhow::Result<()> {
     log!(
         "notify: sending for every project under `{}` (pid {})",
         env.spex_home().display(),
@@ -306,6 +362,15 @@ impl<'a> Sender<'a> {
                         && p.session == session
                         && matches!(&p.what, What::Attention(x) if x == a))
                 });
+                if state::was_sent(self.env, &format!("{pkey}/{session}/{a}")) {
+                    self.fan_out(&Message {
+                        event: channels::RETRACT.into(),
+                        project_key: pkey,
+                        session: session.to_owned(),
+                        attention: Some(a.to_owned()),
+                        ..Message::default()
+                    });
+                }
                 return;
             }
             "turn.completed" if on("turn_end") => What::TurnEnd(line.clone()),

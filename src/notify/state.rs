@@ -86,6 +86,32 @@ pub fn save_cursor(env: &Env, c: &crate::store::stream::Cursor) -> std::io::Resu
     fsutil::replace(&dir(env).join("cursor.txt"), format!("{c}\n").as_bytes())
 }
 
+/// Which process sends (`sender.json`, written by the lock's holder when it takes it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SenderInfo {
+    pub pid: u32,
+    /// The command that runs it: `spex notify --watch`, `spex board`, `spex watch`.
+    pub by: String,
+    pub since: String,
+}
+
+pub fn save_sender(env: &Env, by: &str) -> std::io::Result<()> {
+    let info = SenderInfo {
+        pid: std::process::id(),
+        by: by.to_owned(),
+        since: crate::store::now_rfc3339(),
+    };
+    fsutil::create_private_dir_all(&dir(env))?;
+    write(&dir(env).join("sender.json"), &info)
+}
+
+/// What the process with `pid` (the lock's holder) said of itself; `None` when the file is of
+/// another (an older holder that died before the new one wrote it).
+pub fn sender(env: &Env, pid: u32) -> Option<SenderInfo> {
+    let info: SenderInfo = read(&dir(env).join("sender.json"));
+    (info.pid == pid).then_some(info)
+}
+
 /// One channel's last delivery.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::notify::{Hosts, configure, permission, receiver, sender};
+use crate::notify::{Hosts, configure, permission, receiver};
 use crate::runtime::{claude_world, host_log, run_json, spex_cmd};
 use crate::support::claude_home::SeedOptions;
 use crate::support::world::{pretty, read_or_empty, wait_status};
@@ -115,6 +115,7 @@ fn an_ntfy_answer_link_is_shown_on_get_answers_once_on_post_and_refuses_the_rest
         }),
     );
     w.ok(&w.repo, &["materialize"]);
+    let log = w.dir.path().join("notify.log");
     let mut child = spex_cmd(
         &w,
         &fake,
@@ -128,17 +129,23 @@ fn an_ntfy_answer_link_is_shown_on_get_answers_once_on_post_and_refuses_the_rest
         ],
     )
     .stdout(Stdio::piped())
-    .stderr(Stdio::null())
+    .stderr(std::fs::File::create(&log).unwrap())
     .spawn()
     .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
+    let board_pid = child.id();
     let _board = Board(child);
     assert!(line.contains(&port.to_string()), "{line}");
-    let log = w.dir.path().join("notify.log");
-    let _sender = sender(&w, &fake, &log);
+    // The board's process runs the sender (a channel is configured): its pid in the lock.
+    let lock = w.spex_home.join("notify/sender.lock");
+    let end = Instant::now() + Duration::from_secs(20);
+    while read_or_empty(&lock).trim() != board_pid.to_string() {
+        assert!(Instant::now() < end, "no sender\n{}", read_or_empty(&log));
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let id = hosts.launch();
 
     let a = permission(&w, &fake, &id, "USE_BASH run it");
