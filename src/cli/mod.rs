@@ -20,6 +20,7 @@ pub mod host;
 pub mod init;
 pub mod interrupt;
 pub mod launch;
+pub mod limits;
 pub mod materialize;
 pub mod notify;
 pub mod open;
@@ -87,6 +88,7 @@ pub enum Command {
     Diff(diff::Args),
     Open(open::Args),
     Usage(usage::Args),
+    Limits(limits::Args),
     Interrupt(interrupt::Args),
     Resume(resume::Args),
     Prune(prune::Args),
@@ -142,6 +144,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Diff(a) => diff::run(&a, env),
         Command::Open(a) => open::run(&a, env),
         Command::Usage(a) => usage::run(&a, env),
+        Command::Limits(a) => limits::run(&a, env),
         Command::Interrupt(a) => interrupt::run(&a, env),
         Command::Resume(a) => resume::run(&a, env),
         Command::Prune(a) => prune::run(&a, env),

@@ -164,12 +164,37 @@ impl Listing {
                     || "-".into(),
                     |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
                 ),
-                ellipsis(&visible(&note(s)), 60),
+                ellipsis(&visible(&limit_note(env, s)), 60),
             ]);
             rows.push(row);
         }
-        output::table(&rows)
+        let mut out = output::table(&rows);
+        out.push_str(&limits_footer(env, &self.rows));
+        out
     }
+}
+
+/// The note, led by when the limit resets for a turn that failed on one.
+fn limit_note(env: &Env, s: &Session) -> String {
+    match super::limit_reset(env, s) {
+        Some(at) => format!("limit {}: {}", super::reset_phrase(&at), note(s)),
+        None => note(s),
+    }
+}
+
+/// `limits: codex: 5h 42% (resets in 1h 12m), 7d 7% (resets in 4d 1h) · claude: unknown`, for
+/// the harnesses of the rows listed (`spex limits` says more).
+fn limits_footer(env: &Env, rows: &[(usize, Session)]) -> String {
+    let now = std::time::SystemTime::now();
+    let parts: Vec<String> = runtime::limits::current(env)
+        .iter()
+        .filter(|l| rows.iter().any(|(_, s)| s.harness == l.harness))
+        .map(|l| runtime::limits::line(l, now))
+        .collect();
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!("\nlimits: {}\n", parts.join(" · "))
 }
 
 pub(super) fn status_cell(style: Style, s: Status) -> String {

@@ -301,6 +301,12 @@ impl Server<'_> {
                     log!("error: updating session {id}: {}", crate::hint::spelled(&e));
                 }
             }
+            ServerEvent::RateLimits(reading) => {
+                let home = self.env.spex_home();
+                if let Err(e) = store::limits::record(&home, self.harness.id(), reading) {
+                    log!("error: recording rate limits: {e}");
+                }
+            }
             ServerEvent::ThreadClosed { thread } => {
                 if let Some(id) = self.record_of(&thread) {
                     self.conclude(
