@@ -126,12 +126,15 @@ pub fn record(
 /// The windows of `now` whose used percent rose to or past one of `thresholds` since `was`
 /// (a window that reset and filled again crosses again): `(window, threshold)`, the highest
 /// threshold crossed per window.
-pub fn crossed<'a>(was: Option<&Reading>, now: &'a Reading, thresholds: &[u8]) -> Vec<(&'a Window, u8)> {
-    now.windows
-        .iter()
+pub fn crossed<'a>(
+    was: Option<&[Window]>,
+    now: &'a [Window],
+    thresholds: &[u8],
+) -> Vec<(&'a Window, u8)> {
+    now.iter()
         .filter_map(|w| {
             let before = was
-                .and_then(|r| r.windows.iter().find(|o| o.name == w.name))
+                .and_then(|ws| ws.iter().find(|o| o.name == w.name))
                 // A window that reset since starts from nothing again.
                 .filter(|o| o.resets_at == w.resets_at)
                 .map_or(0.0, |o| o.used_percent);
@@ -187,12 +190,12 @@ mod tests {
         let reset = "2026-11-27T12:00:00Z";
         let was = reading("t", vec![window("primary", 70.0, reset)]);
         let now = reading("t", vec![window("primary", 85.0, reset), window("secondary", 5.0, reset)]);
-        let crossed_now = crossed(Some(&was), &now, &[50, 80]);
+        let crossed_now = crossed(Some(&was.windows), &now.windows, &[50, 80]);
         assert_eq!(crossed_now.len(), 1);
         assert_eq!((crossed_now[0].0.name.as_str(), crossed_now[0].1), ("primary", 80));
-        assert!(crossed(Some(&now), &now, &[80]).is_empty(), "no second time");
+        assert!(crossed(Some(&now.windows), &now.windows, &[80]).is_empty(), "no second time");
         let refilled = reading("t", vec![window("primary", 90.0, "2026-11-27T17:00:00Z")]);
-        assert_eq!(crossed(Some(&now), &refilled, &[80]).len(), 1, "a new window");
+        assert_eq!(crossed(Some(&now.windows), &refilled.windows, &[80]).len(), 1, "a new window");
     }
 
     #[test]

@@ -26,6 +26,11 @@ struct Rig {
 
 impl Rig {
     fn start() -> Rig {
+        Rig::start_with(&json!({}))
+    }
+
+    /// With `extra` keys in the project's `spex.jsonc`.
+    fn start_with(extra: &Value) -> Rig {
         use std::os::unix::fs::PermissionsExt;
         let w = World::new();
         let run = w.dir.path().join("run");
@@ -33,10 +38,11 @@ impl Rig {
         std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
         let fake = FakeResponses::start();
         write_codex_config(&w.codex_home, &fake.base_url(), "never", "danger-full-access");
-        write(
-            &w.repo.join("spex.jsonc"),
-            "{ \"harnesses\": [\"codex\"] }\n",
-        );
+        let mut cfg = json!({ "harnesses": ["codex"] });
+        cfg.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        write(&w.repo.join("spex.jsonc"), format!("{cfg}\n"));
         crate::support::world::git(&w.repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
         w.ok(&w.repo, &["materialize"]);
         Rig { w, fake }
@@ -291,4 +297,57 @@ fn codex_limits_of_a_session_spex_did_not_start_come_from_its_rollout() {
         .unwrap();
     assert_eq!(codex["windows"], windows(61.0, 12.0, reset), "{}", pretty(&all));
     assert_eq!(codex["source"], "codex rollout token_count", "{}", pretty(&all));
+}
+
+/// `notify.limits: [80]`: a window rising past 80% is announced once, through the command
+/// channel, naming the window; a turn below it and a later one still past it announce nothing.
+#[test]
+fn notify_announces_a_window_crossing_its_threshold_once() {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let command = json!(["/bin/sh", "-c",
+        format!("cat >> '{0}' && echo >> '{0}'", out.path().display())]);
+    let rig = Rig::start_with(&json!({"notify": {"command": command, "on": [], "dwell": "0s",
+        "limits": [80]}}));
+    let log = rig.w.dir.path().join("notify.log");
+    let err = std::fs::File::create(&log).unwrap();
+    let mut sender = rig
+        .cmd(&["notify", "--watch"])
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let launched = rig.json(&["launch", "--harness", "codex", "--detach", "--json"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let reset = unix_now() + 3600;
+    let sent = || {
+        read_or_empty(out.path())
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    rig.turn(&id, &format!("low LIMITS=50,1 RESET={reset}"), "completed");
+    rig.turn(&id, &format!("high LIMITS=85,2 RESET={reset}"), "completed");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sent().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no limits notification\n{}\n{}",
+            read_or_empty(&log),
+            rig.diag()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    rig.turn(&id, &format!("higher LIMITS=90,3 RESET={reset}"), "completed");
+    // The sender had time to read the later turn's event (it sent the first within ms).
+    std::thread::sleep(Duration::from_secs(3));
+    let sent = sent();
+    let _ = sender.kill();
+    let _ = sender.wait();
+    assert_eq!(sent.len(), 1, "{sent:#?}\n{}", read_or_empty(&log));
+    assert_eq!(sent[0]["event"], "limits", "{sent:#?}");
+    assert_eq!(sent[0]["session"], id.as_str());
+    let title = sent[0]["title"].as_str().unwrap();
+    assert!(title.contains("codex rate limit: 5h window past 80%: 5h 85%"), "{title}");
+    rig.json(&["stop", &id, "--json"]);
 }

@@ -74,6 +74,7 @@ impl Server<'_> {
             let result = self.proto.observe(&self.ctx(), &mut |ev| match ev {
                 ServerEvent::Activity { thread } => self.progressed(&progress, &thread, false),
                 ServerEvent::TurnStarted { thread } => self.progressed(&progress, &thread, true),
+                ServerEvent::RateLimits(reading) => self.rate_limits(&progress, reading),
                 ev => {
                     log!("{ev:?}");
                     self.fold(ev);
@@ -116,6 +117,48 @@ impl Server<'_> {
                 let events = s.note_progress(&now, "server");
                 (Some(s), events, ())
             });
+        }
+    }
+
+    /// The server reported its account's rate limits: recorded for the user, and, when they
+    /// changed, said on the record of the thread that made progress last (the one whose model
+    /// request brought them): `limits.updated`, which the notifier reads for its thresholds.
+    fn rate_limits(&self, progress: &(Mutex<Progress>, Condvar), reading: store::limits::Reading) {
+        let windows = reading.windows.clone();
+        let was = match store::limits::record(&self.env.spex_home(), self.harness.id(), reading) {
+            Ok(Ok(was)) => was,
+            Ok(Err(_newer)) => return,
+            Err(e) => {
+                log!("error: recording rate limits: {e}");
+                return;
+            }
+        };
+        if was.as_ref().is_some_and(|w| w.windows == windows) {
+            return;
+        }
+        let thread = lock(&progress.0)
+            .activity
+            .iter()
+            .max_by_key(|(_, at)| **at)
+            .map(|(t, _)| t.clone());
+        let Some(id) = thread.and_then(|t| self.record_of(&t)) else {
+            return;
+        };
+        let harness = self.harness.id();
+        let r = self.store.update(&id, |cur| {
+            let Some(s) = cur else {
+                return (None, Vec::new(), ());
+            };
+            let event = new_event(
+                "limits.updated",
+                "server",
+                json!({ "harness": harness, "windows": windows,
+                    "was": was.map(|w| w.windows) }),
+            );
+            (Some(s), vec![event], ())
+        });
+        if let Err(e) = r {
+            log!("error: updating session {id}: {}", crate::hint::spelled(&e));
         }
     }
 
@@ -301,12 +344,7 @@ impl Server<'_> {
                     log!("error: updating session {id}: {}", crate::hint::spelled(&e));
                 }
             }
-            ServerEvent::RateLimits(reading) => {
-                let home = self.env.spex_home();
-                if let Err(e) = store::limits::record(&home, self.harness.id(), reading) {
-                    log!("error: recording rate limits: {e}");
-                }
-            }
+            ServerEvent::RateLimits(_) => {}
             ServerEvent::ThreadClosed { thread } => {
                 if let Some(id) = self.record_of(&thread) {
                     self.conclude(
