@@ -229,7 +229,7 @@ fn codex_limits_follow_its_turns_and_a_reached_limit_shows_its_reset() {
     assert!(text.contains("claude: unknown") && text.contains("gemini: unknown"), "{text}");
 
     // A later turn reports new values: they replace the old ones. (The app-server sends whole
-    // percents: `55.5` in a header arrives as 56, docs/harnesses/codex.md.)
+    // percents: `55.5` in a header arrives as 56: docs/harnesses/codex.md, "Rate limits".)
     rig.turn(&id, &format!("again LIMITS=55,9 RESET={reset}"), "completed");
     let all = rig.limits_until("codex", "the later turn's limits never arrived", |c| {
         c["windows"][0]["used_percent"] == 55.0

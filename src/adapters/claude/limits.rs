@@ -1,4 +1,4 @@
-//! Claude Code's rate limits (docs/harnesses/claude.md, "Rate limits"): 2.1.197 reads its
+//! Claude Code's rate limits (docs/harnesses/facts/remote-and-notify.md, "Rate limits"): 2.1.197 reads its
 //! provider's `anthropic-ratelimit-unified-*` headers only for a subscription login, and then
 //! passes `rate_limits` to the status-line command; with an API key the field is absent (the
 //! `context_window` it does pass is not a rate limit). Claude keeps no file spex could read

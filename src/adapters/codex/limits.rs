@@ -1,4 +1,4 @@
-//! Codex's rate limits (docs/harnesses/codex.md, "Rate limits"): Codex 0.169.0 reads its
+//! Codex's rate limits (docs/harnesses/facts/remote-and-notify.md, "Rate limits"): Codex 0.169.0 reads its
 //! provider's `x-codex-{primary,secondary}-*` headers; its app-server sends them to every
 //! client as `account/rateLimits/updated` (camelCase: `usedPercent`, `windowDurationMins`,
 //! `resetsAt` in Unix seconds), and its rollout log keeps them in `token_count` events

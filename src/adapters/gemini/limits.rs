@@ -1,5 +1,5 @@
 //! Gemini CLI's rate limits: 0.61.0 reports quota only for a Google login, and nothing spex can
-//! read for an API key (docs/harnesses/gemini.md, "Rate limits"): always unknown here, never
+//! read for an API key (docs/harnesses/facts/remote-and-notify.md, "Rate limits"): always unknown here, never
 //! a guess.
 
 use crate::env::Env;
