@@ -297,6 +297,23 @@ fn codex_limits_of_a_session_spex_did_not_start_come_from_its_rollout() {
         .unwrap();
     assert_eq!(codex["windows"], windows(61.0, 12.0, reset), "{}", pretty(&all));
     assert_eq!(codex["source"], "codex rollout token_count", "{}", pretty(&all));
+
+    // The board shows them above its sessions: its snapshot carries each harness's line.
+    let b = crate::board::board(&w);
+    let mut ws = b.socket(Some(&b.origin()), None).unwrap();
+    let snap = ws.next();
+    assert_eq!(snap["type"], "snapshot", "{}", pretty(&snap));
+    let lines: Vec<&str> = snap["limits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no limits: {}", pretty(&snap)))
+        .iter()
+        .filter_map(|l| l["line"].as_str())
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with("codex: 5h 61% (resets in ")),
+        "{lines:?}"
+    );
+    assert!(lines.contains(&"claude: unknown"), "{lines:?}");
 }
 
 /// `notify.limits: [80]`: a window rising past 80% is announced once, through the command
