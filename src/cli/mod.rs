@@ -40,6 +40,7 @@ pub mod server;
 pub mod service;
 pub mod sessions;
 pub mod slash;
+pub mod statusline;
 pub mod snapshot;
 pub mod start;
 pub mod stop;
@@ -104,6 +105,8 @@ pub enum Command {
     Host(host::Args),
     #[command(hide = true)]
     Serve(serve::Args),
+    #[command(hide = true)]
+    Statusline(statusline::Args),
     /// Print the script that gives a shell spex's completions (commands, flags, and the live
     /// sessions' handles and names for every session argument).
     ///
@@ -145,6 +148,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Open(a) => open::run(&a, env),
         Command::Usage(a) => usage::run(&a, env),
         Command::Limits(a) => limits::run(&a, env),
+        Command::Statusline(a) => statusline::run(&a, env),
         Command::Interrupt(a) => interrupt::run(&a, env),
         Command::Resume(a) => resume::run(&a, env),
         Command::Prune(a) => prune::run(&a, env),

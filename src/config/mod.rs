@@ -123,6 +123,9 @@ pub struct Config {
     pub prices: prices::Prices,
     /// `notify`: the notifier's events, channels and dwell (see `notify`).
     pub notify: notify::Notify,
+    /// `limits.statusLine`: install spex's status line where a harness passes its rate limits
+    /// to one (Claude Code), chained to the person's own.
+    pub status_line: bool,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -203,6 +206,7 @@ impl Config {
             detach_key: DETACH_KEY,
             event_log_bytes: EVENT_LOG_BYTES,
             answer_wait_secs: ANSWER_WAIT_SECS,
+            status_line: false,
             away: false,
             editor: None,
             prices: prices::Prices::default(),
@@ -325,6 +329,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
             "policies" => apply_policies(cfg, layer, v)?,
             "store" => apply_store(cfg, layer, v)?,
             "answering" => apply_answering(cfg, layer, v)?,
+            "limits" => apply_limits(cfg, layer, v)?,
             "usage" => prices::apply_usage(&mut cfg.prices, v)
                 .map_err(|b| layer.err(b.at, b.message, b.hint))?,
             "editor" => cfg.editor = Some(editor_line(layer, v)?),
@@ -633,6 +638,30 @@ fn apply_answering(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), Confi
                 "e.g. 600 (the default); 0 turns the waiting hook off",
             )
         })?;
+    }
+    Ok(())
+}
+
+/// `limits`: `{"statusLine": bool}`.
+fn apply_limits(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), ConfigError> {
+    let keys = "keys: `statusLine`";
+    let Ast::Object(fields) = v else {
+        return Err(layer.err(v.start(), "`limits` must be an object", keys));
+    };
+    for f in &fields.properties {
+        match (name_of(&f.name).as_str(), &f.value) {
+            ("statusLine", Ast::BooleanLit(b)) => cfg.status_line = b.value,
+            ("statusLine", other) => {
+                return Err(layer.err(
+                    other.start(),
+                    "`limits.statusLine` must be true or false",
+                    "e.g. true: Claude Code then reports its rate limits to spex's status line",
+                ));
+            }
+            (other, _) => {
+                return Err(layer.err(f.start(), format!("unknown key `limits.{other}`"), keys));
+            }
+        }
     }
     Ok(())
 }

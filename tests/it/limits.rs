@@ -368,3 +368,85 @@ fn notify_announces_a_window_crossing_its_threshold_once() {
     assert!(title.contains("codex rate limit: 5h window past 80%: 5h 85%"), "{title}");
     rig.json(&["stop", &id, "--json"]);
 }
+
+/// `limits.statusLine` with a person's own Claude status line: materialize puts spex's in its
+/// place (the tree's `.claude/settings.json`), the REAL Claude Code runs it and the person's
+/// line still shows (chained, with Claude's own input); with an API key Claude passes no
+/// `rate_limits`, so `limits` stays unknown for Claude. A status-line input that carries them
+/// (a subscription login's, hand-written) is recorded. `spex clean` gives the file back byte
+/// for byte.
+#[test]
+fn claude_status_line_chains_to_the_persons_own_and_clean_gives_it_back() {
+    use crate::runtime::{launch, run_json, spex_cmd, stop, std_dirs, wait_screen};
+    use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
+    use crate::support::fake_anthropic::FakeAnthropic;
+    let w = World::new();
+    std_dirs(&w);
+    let seen = w.dir.path().join("status-in.json");
+    let own = format!(
+        "{{\n  \"statusLine\": {{\n    \"type\": \"command\",\n    \"command\": \"cat > '{}'; echo MY-OWN-STATUS\"\n  }}\n}}\n",
+        seen.display()
+    );
+    write(&w.repo.join(".claude/settings.json"), &own);
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"], \"limits\": { \"statusLine\": true } }\n",
+    );
+    crate::support::world::git(&w.repo, &["add", "-A"]);
+    crate::support::world::git(&w.repo, &["commit", "-q", "-m", "own status line"]);
+    seed_claude_home(&w.home, DUMMY_API_KEY, &[&w.repo], SeedOptions::default());
+    w.ok(&w.repo, &["materialize"]);
+    let settings: Value =
+        serde_json::from_str(&read_or_empty(&w.repo.join(".claude/settings.json"))).unwrap();
+    let command = settings["statusLine"]["command"].as_str().unwrap();
+    assert!(command.ends_with(" statusline claude"), "{}", pretty(&settings));
+
+    let fake = FakeAnthropic::start();
+    let id = launch(&w, &fake);
+    assert!(
+        wait_screen(&w, &fake, &id, "MY-OWN-STATUS", Duration::from_secs(30)),
+        "the person's status line never showed:\n{}",
+        crate::runtime::screen(&w, &fake, &id)
+    );
+    let input: Value = serde_json::from_str(&read_or_empty(&seen)).unwrap();
+    assert!(input["session_id"].is_string(), "Claude's own input: {}", pretty(&input));
+    assert!(input.get("rate_limits").is_none(), "an API key: {}", pretty(&input));
+    let all = run_json(&w, &fake, &["limits", "--json"]).unwrap();
+    assert!(
+        all["harnesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["harness"] == "claude" && h["known"] == false),
+        "{}",
+        pretty(&all)
+    );
+    stop(&w, &fake, &id);
+
+    // A subscription login's input (hand-written: no such login here) is recorded.
+    let reset = unix_now() + 5400;
+    let payload = json!({"session_id": "x", "rate_limits": {
+        "five_hour": {"used_percentage": 23, "resets_at": reset},
+        "seven_day": {"used_percentage": 41.5, "resets_at": reset + 86_400}}});
+    let out = crate::support::world::feed(
+        &mut spex_cmd(&w, &fake, &["statusline", "claude"]),
+        payload.to_string().as_bytes(),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "MY-OWN-STATUS\n");
+    let all = run_json(&w, &fake, &["limits", "--json"]).unwrap();
+    let claude = all["harnesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["harness"] == "claude")
+        .unwrap();
+    assert_eq!(claude["windows"][0]["name"], "five_hour", "{}", pretty(&all));
+    assert_eq!(claude["windows"][0]["used_percent"], 23.0);
+    assert_eq!(claude["windows"][0]["window_minutes"], 300);
+    assert_eq!(claude["windows"][0]["resets_at"], rfc3339(reset));
+    assert_eq!(claude["windows"][1]["used_percent"], 41.5);
+
+    w.ok(&w.repo, &["clean"]);
+    assert_eq!(read_or_empty(&w.repo.join(".claude/settings.json")), own);
+}

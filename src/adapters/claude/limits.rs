@@ -4,11 +4,17 @@
 //! `context_window` it does pass is not a rate limit). Claude keeps no file spex could read
 //! them from: what a status-line call carried is recorded in the store as it arrives.
 
-use serde_json::Value;
+use std::path::Path;
+
+use serde_json::{Value, json};
 
 use crate::env::Env;
+use crate::seam::edit::owned::Owned;
 use crate::seam::limits::LimitsEvidence;
 use crate::store::limits::{Reading, Window};
+
+/// The settings key of the status line, in the tree's `.claude/settings.json`.
+pub const KEY: &str = "statusLine";
 
 pub struct ClaudeLimits;
 
@@ -21,12 +27,47 @@ impl LimitsEvidence for ClaudeLimits {
         "Claude Code passes rate limits to its status line only for a subscription login; \
          none arrived (an API key has none)"
     }
+
+    fn status_line(&self, spex: &str) -> Option<Value> {
+        Some(json!({ "type": "command", "command": format!("{spex} statusline claude") }))
+    }
+
+    fn from_status_line(&self, payload: &Value) -> Option<Reading> {
+        from_status_line(payload)
+    }
+
+    fn chained_status_line(&self, env: &Env, owned: &Owned, root: &Path) -> Option<String> {
+        let settings = super::files::settings_file(root);
+        // spex replaced only the person's `statusLine.command` (or, written before, the whole
+        // member).
+        let replaced = owned.json.get(&settings).and_then(|j| {
+            j.replaced.iter().find_map(|(k, v)| match k.as_slice() {
+                [key, command] if key == KEY && command == "command" => {
+                    Some(json!({ "command": v }))
+                }
+                [key] if key == KEY => Some(v.clone()),
+                _ => None,
+            })
+        });
+        // Claude's layers below the project's shared settings: the user's own file.
+        let user = || {
+            let dir = env
+                .path_var(super::home::CONFIG_DIR_VAR)
+                .unwrap_or_else(|| env.home_or_root().join(".claude"));
+            let bytes = fs_err::read(dir.join("settings.json")).ok()?;
+            serde_json::from_slice::<Value>(&bytes).ok()?.get(KEY).cloned()
+        };
+        let command = replaced.or_else(user)?;
+        let command = command.get("command")?.as_str()?.trim().to_owned();
+        // Never spex's own (a user file that copied it would call itself forever).
+        (!command.is_empty() && !command.contains(" statusline claude")).then_some(command)
+    }
 }
 
 /// The reading of a status-line payload's `rate_limits` (`{five_hour: {used_percentage,
 /// resets_at}, seven_day: ...}`, `resets_at` in Unix seconds), heard now; `None` when the
 /// payload has none.
-pub fn from_status_line(payload: &Value) -> Option<Reading> {
+fn from_status_line(payload: &Value) -> Option<Reading> {
     let limits = payload.get("rate_limits")?.as_object()?;
     let windows: Vec<Window> = limits
         .iter()

@@ -8,7 +8,7 @@ mod evidence;
 mod failure;
 mod files;
 mod home;
-pub mod limits;
+mod limits;
 mod slash;
 mod terminal;
 mod transcript;
