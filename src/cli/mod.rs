@@ -40,9 +40,9 @@ pub mod server;
 pub mod service;
 pub mod sessions;
 pub mod slash;
-pub mod statusline;
 pub mod snapshot;
 pub mod start;
+pub mod statusline;
 pub mod stop;
 pub mod terminal;
 pub mod turns;
@@ -147,7 +147,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Diff(a) => diff::run(&a, env),
         Command::Open(a) => open::run(&a, env),
         Command::Usage(a) => usage::run(&a, env),
-        Command::Limits(a) => limits::run(&a, env),
+        Command::Limits(a) => Ok(limits::run(&a, env)),
         Command::Statusline(a) => statusline::run(&a, env),
         Command::Interrupt(a) => interrupt::run(&a, env),
         Command::Resume(a) => resume::run(&a, env),

@@ -8,7 +8,7 @@ use anyhow::Context;
 mod table;
 mod watch;
 
-use table::note;
+use table::{limit_reset, note, reset_phrase};
 
 use super::args::project;
 use super::outcome::{Failed, Outcome};
@@ -129,24 +129,6 @@ fn explain(s: &Session) -> String {
     out
 }
 
-/// When the limit a session's failed turn ran into resets, as its harness reported it: only
-/// for a turn that failed on a rate limit, and only when a reached window says when.
-pub(super) fn limit_reset(env: &Env, s: &crate::store::session::Session) -> Option<String> {
-    let t = s.turn.as_ref()?;
-    if t.error_kind != Some(crate::store::session::ErrorKind::RateLimit) {
-        return None;
-    }
-    runtime::limits::reset_after_failure(env, &s.harness)
-}
-
-/// `resets 17:46 (in 1h 12m)`.
-pub(super) fn reset_phrase(at: &str) -> String {
-    let left = crate::store::parse_time(at).map_or_else(String::new, |t| {
-        format!(" ({})", runtime::limits::until(t, std::time::SystemTime::now()))
-    });
-    format!("reached; resets {}{left}", clock(at))
-}
-
 pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
     if args.watch {
         return watch::run(args.all, args.all_projects, env);
@@ -186,10 +168,11 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
     let s = runtime::judge::judge(env, &store, s, &mut runtime::budget::Book::default());
     let events = store.events(&id, Some(args.events))?;
-    let limit_reset = limit_reset(env, &s);
+    let reset = limit_reset(env, &s);
     if args.json {
-        let mut shown = serde_json::json!({ "session": runtime::with_live(env, &store, &s), "events": events });
-        if let Some(at) = &limit_reset {
+        let mut shown =
+            serde_json::json!({ "session": runtime::with_live(env, &store, &s), "events": events });
+        if let Some(at) = &reset {
             shown["limit_resets_at"] = at.clone().into();
         }
         output::json(&shown);
@@ -252,7 +235,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
                 )),
             ]);
         }
-        if let Some(at) = &limit_reset {
+        if let Some(at) = &reset {
             rows.push(vec!["limit".into(), reset_phrase(at)]);
         }
         if let Some(next) = &t.next {

@@ -37,7 +37,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     };
     if let Some(reading) = serde_json::from_slice(&input)
         .ok()
-        .and_then(|p| facet.from_status_line(&p))
+        .and_then(|p| facet.status_line_reading(&p))
         && let Err(e) = crate::store::limits::record(&env.spex_home(), harness.id(), reading)
     {
         // The person's status line shows even when spex cannot write its store.

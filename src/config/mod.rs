@@ -655,7 +655,7 @@ fn apply_limits(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), ConfigEr
                 return Err(layer.err(
                     other.start(),
                     "`limits.statusLine` must be true or false",
-                    "e.g. true: Claude Code then reports its rate limits to spex's status line",
+                    "e.g. true: a harness that passes its rate limits to a status line then tells spex",
                 ));
             }
             (other, _) => {

@@ -95,8 +95,7 @@ impl Notify {
     }
 }
 
-const KEYS: &str =
-    "keys: `on`, `command`, `webhook`, `desktop`, `terminal`, `dwell`, `publicUrl`, `linkTtl`, `limits`";
+const KEYS: &str = "keys: `on`, `command`, `webhook`, `desktop`, `terminal`, `dwell`, `publicUrl`, `linkTtl`, `limits`";
 
 fn bad(at: usize, message: impl Into<String>, hint: impl Into<String>) -> Bad {
     Bad {
@@ -200,7 +199,11 @@ pub fn apply(n: &mut Notify, v: &Ast) -> Result<(), Bad> {
 fn percents(v: &Ast) -> Result<Vec<u8>, Bad> {
     let hint = "e.g. [80, 95]: used percents of a rate-limit window, 1 to 100";
     let Ast::Array(a) = v else {
-        return Err(bad(v.start(), "`notify.limits` must be a list of percents", hint));
+        return Err(bad(
+            v.start(),
+            "`notify.limits` must be a list of percents",
+            hint,
+        ));
     };
     let mut out = Vec::new();
     for e in &a.elements {

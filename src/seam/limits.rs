@@ -23,7 +23,7 @@ pub trait LimitsEvidence: Sync {
     /// reports limits.
     fn status_line(&self, spex: &str) -> Option<Value>;
     /// The reading a status-line call's payload carries, heard now; `None` when it has none.
-    fn from_status_line(&self, payload: &Value) -> Option<Reading>;
+    fn status_line_reading(&self, payload: &Value) -> Option<Reading>;
     /// The person's own status-line command that spex's chains to in tree `root`: the one
     /// spex's replaced there (its ownership record, `owned`, keeps it), else the one of a lower
     /// settings layer that spex's shadows.

@@ -10,6 +10,10 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 /// One rate-limit window as the harness reported it.
+#[expect(
+    clippy::struct_field_names,
+    reason = "`window_minutes` is the length's name in the providers' own words"
+)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Window {
     /// The harness's own name for the window (`primary`, `secondary`, `five_hour`, ...).
@@ -174,11 +178,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("spex");
         assert!(read(&home).harnesses.is_empty());
-        let old = reading("2026-11-27T10:00:00.000Z", vec![window("primary", 10.0, "2026-11-27T12:00:00Z")]);
-        let new = reading("2026-11-27T11:00:00.000Z", vec![window("primary", 20.0, "2026-11-27T12:00:00Z")]);
-        assert_eq!(record(&home, "codex", new.clone()).unwrap(), Ok(None));
-        assert_eq!(record(&home, "codex", old).unwrap(), Err(new.clone()));
-        assert_eq!(read(&home).harnesses["codex"], new);
+        let old = reading(
+            "2026-11-27T10:00:00.000Z",
+            vec![window("primary", 10.0, "2026-11-27T12:00:00Z")],
+        );
+        let new = reading(
+            "2026-11-27T11:00:00.000Z",
+            vec![window("primary", 20.0, "2026-11-27T12:00:00Z")],
+        );
+        assert_eq!(record(&home, "h1", new.clone()).unwrap(), Ok(None));
+        assert_eq!(record(&home, "h1", old).unwrap(), Err(new.clone()));
+        assert_eq!(read(&home).harnesses["h1"], new);
         let mode = fs_err::metadata(file(&home)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         fs_err::write(file(&home), "{not json").unwrap();
@@ -189,20 +199,39 @@ mod tests {
     fn a_threshold_is_crossed_once_per_window_fill() {
         let reset = "2026-11-27T12:00:00Z";
         let was = reading("t", vec![window("primary", 70.0, reset)]);
-        let now = reading("t", vec![window("primary", 85.0, reset), window("secondary", 5.0, reset)]);
+        let now = reading(
+            "t",
+            vec![
+                window("primary", 85.0, reset),
+                window("secondary", 5.0, reset),
+            ],
+        );
         let crossed_now = crossed(Some(&was.windows), &now.windows, &[50, 80]);
         assert_eq!(crossed_now.len(), 1);
-        assert_eq!((crossed_now[0].0.name.as_str(), crossed_now[0].1), ("primary", 80));
-        assert!(crossed(Some(&now.windows), &now.windows, &[80]).is_empty(), "no second time");
+        assert_eq!(
+            (crossed_now[0].0.name.as_str(), crossed_now[0].1),
+            ("primary", 80)
+        );
+        assert!(
+            crossed(Some(&now.windows), &now.windows, &[80]).is_empty(),
+            "no second time"
+        );
         let refilled = reading("t", vec![window("primary", 90.0, "2026-11-27T17:00:00Z")]);
-        assert_eq!(crossed(Some(&now.windows), &refilled.windows, &[80]).len(), 1, "a new window");
+        assert_eq!(
+            crossed(Some(&now.windows), &refilled.windows, &[80]).len(),
+            1,
+            "a new window"
+        );
     }
 
     #[test]
     fn a_reached_window_says_until_when() {
         let r = reading(
             "t",
-            vec![window("primary", 100.0, "2026-11-27T12:00:00Z"), window("secondary", 30.0, "2026-12-01T00:00:00Z")],
+            vec![
+                window("primary", 100.0, "2026-11-27T12:00:00Z"),
+                window("secondary", 30.0, "2026-12-01T00:00:00Z"),
+            ],
         );
         assert_eq!(r.reached_until(), Some("2026-11-27T12:00:00Z"));
         let at = |t: &str| humantime::parse_rfc3339(t).unwrap();

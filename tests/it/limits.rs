@@ -37,7 +37,12 @@ impl Rig {
         std::fs::create_dir_all(&run).unwrap();
         std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
         let fake = FakeResponses::start();
-        write_codex_config(&w.codex_home, &fake.base_url(), "never", "danger-full-access");
+        write_codex_config(
+            &w.codex_home,
+            &fake.base_url(),
+            "never",
+            "danger-full-access",
+        );
         let mut cfg = json!({ "harnesses": ["codex"] });
         cfg.as_object_mut()
             .unwrap()
@@ -66,7 +71,11 @@ impl Rig {
 
     fn text(&self, args: &[&str]) -> String {
         let out = self.cmd(args).output().unwrap();
-        assert!(out.status.success(), "spex {args:?}: {out:?}\n{}", self.diag());
+        assert!(
+            out.status.success(),
+            "spex {args:?}: {out:?}\n{}",
+            self.diag()
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -186,14 +195,27 @@ fn codex_limits_follow_its_turns_and_a_reached_limit_shows_its_reset() {
     let rig = Rig::start();
     let before = rig.json(&["limits", "--json"]);
     for h in before["harnesses"].as_array().unwrap() {
-        assert_eq!(h["known"], false, "nothing reported yet: {}", pretty(&before));
-        assert!(h["why"].as_str().is_some_and(|w| !w.is_empty()), "{}", pretty(&before));
+        assert_eq!(
+            h["known"],
+            false,
+            "nothing reported yet: {}",
+            pretty(&before)
+        );
+        assert!(
+            h["why"].as_str().is_some_and(|w| !w.is_empty()),
+            "{}",
+            pretty(&before)
+        );
     }
     let launched = rig.json(&["launch", "--harness", "codex", "--detach", "--json"]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
     let reset = unix_now() + 2 * 3600 + 600;
 
-    rig.turn(&id, &format!("hello LIMITS=42,7 RESET={reset}"), "completed");
+    rig.turn(
+        &id,
+        &format!("hello LIMITS=42,7 RESET={reset}"),
+        "completed",
+    );
     let all = rig.limits_until("codex", "the first turn's limits never arrived", |c| {
         c["windows"][0]["used_percent"] == 42.0
     });
@@ -205,9 +227,15 @@ fn codex_limits_follow_its_turns_and_a_reached_limit_shows_its_reset() {
         .unwrap()];
     assert_eq!(codex["known"], true);
     assert_eq!(codex["reached"], false);
-    assert_eq!(codex["windows"], windows(42.0, 7.0, reset), "{}", pretty(&all));
     assert_eq!(
-        codex["source"], "codex app-server account/rateLimits/updated",
+        codex["windows"],
+        windows(42.0, 7.0, reset),
+        "{}",
+        pretty(&all)
+    );
+    assert_eq!(
+        codex["source"],
+        "codex app-server account/rateLimits/updated",
         "{}",
         pretty(&all)
     );
@@ -219,18 +247,29 @@ fn codex_limits_follow_its_turns_and_a_reached_limit_shows_its_reset() {
             .find(|h| h["harness"] == other)
             .unwrap();
         assert_eq!(h["known"], false, "{}", pretty(&all));
-        assert!(h.get("windows").is_none(), "never a guess: {}", pretty(&all));
+        assert!(
+            h.get("windows").is_none(),
+            "never a guess: {}",
+            pretty(&all)
+        );
     }
     let text = rig.text(&["limits"]);
     assert!(
         text.contains("codex: 5h 42% (resets in 2h 1") && text.contains("7d 7% (resets in 4d 2h)"),
         "{text}"
     );
-    assert!(text.contains("claude: unknown") && text.contains("gemini: unknown"), "{text}");
+    assert!(
+        text.contains("claude: unknown") && text.contains("gemini: unknown"),
+        "{text}"
+    );
 
     // A later turn reports new values: they replace the old ones. (The app-server sends whole
     // percents: `55.5` in a header arrives as 56: docs/harnesses/codex.md, "Rate limits".)
-    rig.turn(&id, &format!("again LIMITS=55,9 RESET={reset}"), "completed");
+    rig.turn(
+        &id,
+        &format!("again LIMITS=55,9 RESET={reset}"),
+        "completed",
+    );
     let all = rig.limits_until("codex", "the later turn's limits never arrived", |c| {
         c["windows"][0]["used_percent"] == 55.0
     });
@@ -247,10 +286,22 @@ fn codex_limits_follow_its_turns_and_a_reached_limit_shows_its_reset() {
         &format!("SCENARIO:limit LIMITS=100,30 RESET={reset}"),
         "failed",
     );
-    assert_eq!(shown["session"]["turn"]["error_kind"], "rate_limit", "{}", pretty(&shown));
-    rig.limits_until("codex", "the reached limit never arrived", |c| c["reached"] == true);
+    assert_eq!(
+        shown["session"]["turn"]["error_kind"],
+        "rate_limit",
+        "{}",
+        pretty(&shown)
+    );
+    rig.limits_until("codex", "the reached limit never arrived", |c| {
+        c["reached"] == true
+    });
     let shown = rig.json(&["show", &id, "--json"]);
-    assert_eq!(shown["limit_resets_at"], rfc3339(reset), "{}", pretty(&shown));
+    assert_eq!(
+        shown["limit_resets_at"],
+        rfc3339(reset),
+        "{}",
+        pretty(&shown)
+    );
     let text = rig.text(&["show", &id]);
     let limit_row = text
         .lines()
@@ -275,7 +326,12 @@ fn codex_limits_follow_its_turns_and_a_reached_limit_shows_its_reset() {
 fn codex_limits_of_a_session_spex_did_not_start_come_from_its_rollout() {
     let w = World::new();
     let fake = FakeResponses::start();
-    write_codex_config(&w.codex_home, &fake.base_url(), "never", "danger-full-access");
+    write_codex_config(
+        &w.codex_home,
+        &fake.base_url(),
+        "never",
+        "danger-full-access",
+    );
     let mut cmd = codex_command(&w.codex_home, &w.home);
     cmd.current_dir(&w.repo);
     let mut app = AppServer::start(&mut cmd, w.dir.path(), "s", "limits-test");
@@ -287,7 +343,10 @@ fn codex_limits_of_a_session_spex_did_not_start_come_from_its_rollout() {
         "{}",
         app.log()
     );
-    let out = w.cmd(Path::new(&w.repo), &["limits", "--json"]).output().unwrap();
+    let out = w
+        .cmd(Path::new(&w.repo), &["limits", "--json"])
+        .output()
+        .unwrap();
     let all = json_result(&["limits", "--json"], &out).unwrap();
     let codex = all["harnesses"]
         .as_array()
@@ -295,8 +354,18 @@ fn codex_limits_of_a_session_spex_did_not_start_come_from_its_rollout() {
         .iter()
         .find(|h| h["harness"] == "codex")
         .unwrap();
-    assert_eq!(codex["windows"], windows(61.0, 12.0, reset), "{}", pretty(&all));
-    assert_eq!(codex["source"], "codex rollout token_count", "{}", pretty(&all));
+    assert_eq!(
+        codex["windows"],
+        windows(61.0, 12.0, reset),
+        "{}",
+        pretty(&all)
+    );
+    assert_eq!(
+        codex["source"],
+        "codex rollout token_count",
+        "{}",
+        pretty(&all)
+    );
 
     // The board shows them above its sessions: its snapshot carries each harness's line.
     let b = crate::board::board(&w);
@@ -310,7 +379,9 @@ fn codex_limits_of_a_session_spex_did_not_start_come_from_its_rollout() {
         .filter_map(|l| l["line"].as_str())
         .collect();
     assert!(
-        lines.iter().any(|l| l.starts_with("codex: 5h 61% (resets in ")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("codex: 5h 61% (resets in ")),
         "{lines:?}"
     );
     assert!(lines.contains(&"claude: unknown"), "{lines:?}");
@@ -321,10 +392,15 @@ fn codex_limits_of_a_session_spex_did_not_start_come_from_its_rollout() {
 #[test]
 fn notify_announces_a_window_crossing_its_threshold_once() {
     let out = tempfile::NamedTempFile::new().unwrap();
-    let command = json!(["/bin/sh", "-c",
-        format!("cat >> '{0}' && echo >> '{0}'", out.path().display())]);
-    let rig = Rig::start_with(&json!({"notify": {"command": command, "on": [], "dwell": "0s",
-        "limits": [80]}}));
+    let command = json!([
+        "/bin/sh",
+        "-c",
+        format!("cat >> '{0}' && echo >> '{0}'", out.path().display())
+    ]);
+    let rig = Rig::start_with(
+        &json!({"notify": {"command": command, "on": [], "dwell": "0s",
+        "limits": [80]}}),
+    );
     let log = rig.w.dir.path().join("notify.log");
     let err = std::fs::File::create(&log).unwrap();
     let mut sender = rig
@@ -355,7 +431,11 @@ fn notify_announces_a_window_crossing_its_threshold_once() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    rig.turn(&id, &format!("higher LIMITS=90,3 RESET={reset}"), "completed");
+    rig.turn(
+        &id,
+        &format!("higher LIMITS=90,3 RESET={reset}"),
+        "completed",
+    );
     // The sender had time to read the later turn's event (it sent the first within ms).
     std::thread::sleep(Duration::from_secs(3));
     let sent = sent();
@@ -365,7 +445,10 @@ fn notify_announces_a_window_crossing_its_threshold_once() {
     assert_eq!(sent[0]["event"], "limits", "{sent:#?}");
     assert_eq!(sent[0]["session"], id.as_str());
     let title = sent[0]["title"].as_str().unwrap();
-    assert!(title.contains("codex rate limit: 5h window past 80%: 5h 85%"), "{title}");
+    assert!(
+        title.contains("codex rate limit: 5h window past 80%: 5h 85%"),
+        "{title}"
+    );
     rig.json(&["stop", &id, "--json"]);
 }
 
@@ -377,7 +460,7 @@ fn notify_announces_a_window_crossing_its_threshold_once() {
 /// for byte.
 #[test]
 fn claude_status_line_chains_to_the_persons_own_and_clean_gives_it_back() {
-    use crate::runtime::{launch, run_json, spex_cmd, stop, std_dirs, wait_screen};
+    use crate::runtime::{launch, run_json, spex_cmd, std_dirs, stop, wait_screen};
     use crate::support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
     use crate::support::fake_anthropic::FakeAnthropic;
     let w = World::new();
@@ -399,7 +482,11 @@ fn claude_status_line_chains_to_the_persons_own_and_clean_gives_it_back() {
     let settings: Value =
         serde_json::from_str(&read_or_empty(&w.repo.join(".claude/settings.json"))).unwrap();
     let command = settings["statusLine"]["command"].as_str().unwrap();
-    assert!(command.ends_with(" statusline claude"), "{}", pretty(&settings));
+    assert!(
+        command.ends_with(" statusline claude"),
+        "{}",
+        pretty(&settings)
+    );
 
     let fake = FakeAnthropic::start();
     let id = launch(&w, &fake);
@@ -409,8 +496,16 @@ fn claude_status_line_chains_to_the_persons_own_and_clean_gives_it_back() {
         crate::runtime::screen(&w, &fake, &id)
     );
     let input: Value = serde_json::from_str(&read_or_empty(&seen)).unwrap();
-    assert!(input["session_id"].is_string(), "Claude's own input: {}", pretty(&input));
-    assert!(input.get("rate_limits").is_none(), "an API key: {}", pretty(&input));
+    assert!(
+        input["session_id"].is_string(),
+        "Claude's own input: {}",
+        pretty(&input)
+    );
+    assert!(
+        input.get("rate_limits").is_none(),
+        "an API key: {}",
+        pretty(&input)
+    );
     let all = run_json(&w, &fake, &["limits", "--json"]).unwrap();
     assert!(
         all["harnesses"]
@@ -441,7 +536,12 @@ fn claude_status_line_chains_to_the_persons_own_and_clean_gives_it_back() {
         .iter()
         .find(|h| h["harness"] == "claude")
         .unwrap();
-    assert_eq!(claude["windows"][0]["name"], "five_hour", "{}", pretty(&all));
+    assert_eq!(
+        claude["windows"][0]["name"],
+        "five_hour",
+        "{}",
+        pretty(&all)
+    );
     assert_eq!(claude["windows"][0]["used_percent"], 23.0);
     assert_eq!(claude["windows"][0]["window_minutes"], 300);
     assert_eq!(claude["windows"][0]["resets_at"], rfc3339(reset));

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::answer;
-use super::home::{CONFIG_DIR_VAR, state_file};
+use super::home::{CONFIG_DIR_VAR, settings_file, state_file};
 use super::slash;
 use crate::adapters::common::files;
 use crate::env::Env;
@@ -36,10 +36,6 @@ pub const EVENTS: &[&str] = &[
 ];
 
 const HOOK_TIMEOUT_SECS: u64 = 30;
-
-pub(super) fn settings_file(tree_root: &Path) -> PathBuf {
-    tree_root.join(".claude/settings.json")
-}
 
 fn trust_key(main: &Path) -> Vec<String> {
     vec![

@@ -32,12 +32,12 @@ impl LimitsEvidence for ClaudeLimits {
         Some(json!({ "type": "command", "command": format!("{spex} statusline claude") }))
     }
 
-    fn from_status_line(&self, payload: &Value) -> Option<Reading> {
+    fn status_line_reading(&self, payload: &Value) -> Option<Reading> {
         from_status_line(payload)
     }
 
     fn chained_status_line(&self, env: &Env, owned: &Owned, root: &Path) -> Option<String> {
-        let settings = super::files::settings_file(root);
+        let settings = super::home::settings_file(root);
         // spex replaced only the person's `statusLine.command` (or, written before, the whole
         // member).
         let replaced = owned.json.get(&settings).and_then(|j| {
@@ -55,7 +55,10 @@ impl LimitsEvidence for ClaudeLimits {
                 .path_var(super::home::CONFIG_DIR_VAR)
                 .unwrap_or_else(|| env.home_or_root().join(".claude"));
             let bytes = fs_err::read(dir.join("settings.json")).ok()?;
-            serde_json::from_slice::<Value>(&bytes).ok()?.get(KEY).cloned()
+            serde_json::from_slice::<Value>(&bytes)
+                .ok()?
+                .get(KEY)
+                .cloned()
         };
         let command = replaced.or_else(user)?;
         let command = command.get("command")?.as_str()?.trim().to_owned();

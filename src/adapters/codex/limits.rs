@@ -26,7 +26,7 @@ impl LimitsEvidence for CodexLimits {
         None
     }
 
-    fn from_status_line(&self, _payload: &serde_json::Value) -> Option<Reading> {
+    fn status_line_reading(&self, _payload: &serde_json::Value) -> Option<Reading> {
         None
     }
 
@@ -161,7 +161,8 @@ fn tail(path: &Path) -> Option<String> {
     f.read_to_end(&mut bytes).ok()?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     Some(if len > TAIL {
-        text.split_once('\n').map_or_else(String::new, |(_, rest)| rest.to_owned())
+        text.split_once('\n')
+            .map_or_else(String::new, |(_, rest)| rest.to_owned())
     } else {
         text
     })
@@ -174,7 +175,7 @@ fn newest_rollout_reading(sessions: &Path) -> Option<Reading> {
         .into_iter()
         .filter_map(|p| Some((fs_err::metadata(&p).ok()?.modified().ok()?, p)))
         .collect();
-    logs.sort_by(|a, b| b.0.cmp(&a.0));
+    logs.sort_by_key(|l| std::cmp::Reverse(l.0));
     logs.iter()
         .take(LOGS)
         .filter_map(|(_, p)| last_in_log(&tail(p)?))
@@ -192,8 +193,11 @@ mod tests {
             "secondary": {"usedPercent": 7.5, "windowDurationMins": 10080, "resetsAt": null}}});
         let r = from_notification(&n).unwrap();
         assert_eq!(r.windows.len(), 2);
-        assert_eq!(r.windows[0].used_percent, 42.0);
-        assert_eq!(r.windows[0].resets_at.as_deref(), Some("2030-03-17T17:46:40Z"));
+        assert!((r.windows[0].used_percent - 42.0).abs() < f64::EPSILON);
+        assert_eq!(
+            r.windows[0].resets_at.as_deref(),
+            Some("2030-03-17T17:46:40Z")
+        );
         assert_eq!(r.windows[1].resets_at, None);
         let line = serde_json::json!({"timestamp": "2026-11-27T10:00:00.000Z", "type": "event_msg",
             "payload": {"type": "token_count", "info": null, "rate_limits": {

@@ -16,7 +16,7 @@ impl LimitsEvidence for GeminiLimits {
         None
     }
 
-    fn from_status_line(&self, _payload: &serde_json::Value) -> Option<Reading> {
+    fn status_line_reading(&self, _payload: &serde_json::Value) -> Option<Reading> {
         None
     }
 

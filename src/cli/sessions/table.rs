@@ -174,10 +174,31 @@ impl Listing {
     }
 }
 
+/// When the limit a session's failed turn ran into resets, as its harness reported it: only
+/// for a turn that failed on a rate limit, and only when a reached window says when.
+pub(crate) fn limit_reset(env: &Env, s: &crate::store::session::Session) -> Option<String> {
+    let t = s.turn.as_ref()?;
+    if t.error_kind != Some(crate::store::session::ErrorKind::RateLimit) {
+        return None;
+    }
+    runtime::limits::reset_after_failure(env, &s.harness)
+}
+
+/// `resets 17:46 (in 1h 12m)`.
+pub(crate) fn reset_phrase(at: &str) -> String {
+    let left = crate::store::parse_time(at).map_or_else(String::new, |t| {
+        format!(
+            " ({})",
+            runtime::limits::until(t, std::time::SystemTime::now())
+        )
+    });
+    format!("reached; resets {}{left}", clock(at))
+}
+
 /// The note, led by when the limit resets for a turn that failed on one.
 fn limit_note(env: &Env, s: &Session) -> String {
-    match super::limit_reset(env, s) {
-        Some(at) => format!("limit {}: {}", super::reset_phrase(&at), note(s)),
+    match limit_reset(env, s) {
+        Some(at) => format!("limit {}: {}", reset_phrase(&at), note(s)),
         None => note(s),
     }
 }

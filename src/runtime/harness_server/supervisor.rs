@@ -287,7 +287,8 @@ impl Server<'_> {
         match ev {
             ServerEvent::ThreadLoaded { .. }
             | ServerEvent::TurnStarted { .. }
-            | ServerEvent::Activity { .. } => {}
+            | ServerEvent::Activity { .. }
+            | ServerEvent::RateLimits(_) => {}
             ServerEvent::TurnEnded { thread, turn, end } => {
                 let Some(id) = self.record_of(&thread) else {
                     return;
@@ -344,7 +345,6 @@ impl Server<'_> {
                     log!("error: updating session {id}: {}", crate::hint::spelled(&e));
                 }
             }
-            ServerEvent::RateLimits(_) => {}
             ServerEvent::ThreadClosed { thread } => {
                 if let Some(id) = self.record_of(&thread) {
                     self.conclude(

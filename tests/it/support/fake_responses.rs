@@ -242,10 +242,16 @@ fn limit_headers(body: &Value, scenario: &str) -> Vec<(&'static str, String)> {
         .unwrap_or(now + 3600);
     vec![
         ("x-codex-primary-used-percent", primary),
-        ("x-codex-primary-window-minutes", PRIMARY_WINDOW_MINS.to_string()),
+        (
+            "x-codex-primary-window-minutes",
+            PRIMARY_WINDOW_MINS.to_string(),
+        ),
         ("x-codex-primary-reset-at", reset.to_string()),
         ("x-codex-secondary-used-percent", secondary),
-        ("x-codex-secondary-window-minutes", SECONDARY_WINDOW_MINS.to_string()),
+        (
+            "x-codex-secondary-window-minutes",
+            SECONDARY_WINDOW_MINS.to_string(),
+        ),
         (
             "x-codex-secondary-reset-at",
             (reset + SECONDARY_RESET_AFTER).to_string(),
