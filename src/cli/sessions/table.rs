@@ -204,17 +204,22 @@ fn limit_note(env: &Env, s: &Session) -> String {
 }
 
 /// `limits: codex: 5h 42% (resets in 1h 12m), 7d 7% (resets in 4d 1h) · claude: unknown`, for
-/// the harnesses of the rows listed (`spex limits` says more).
+/// the harnesses of the rows listed, when any of them reported limits (`spex limits` says
+/// more).
 fn limits_footer(env: &Env, rows: &[(usize, Session)]) -> String {
     let now = std::time::SystemTime::now();
-    let parts: Vec<String> = runtime::limits::current(env)
-        .iter()
+    let listed: Vec<runtime::limits::HarnessLimits> = runtime::limits::current(env)
+        .into_iter()
         .filter(|l| rows.iter().any(|(_, s)| s.harness == l.harness))
-        .map(|l| runtime::limits::line(l, now))
         .collect();
-    if parts.is_empty() {
+    // Nothing known: no line (`spex limits` says why each is unknown).
+    if !listed.iter().any(|l| l.known) {
         return String::new();
     }
+    let parts: Vec<String> = listed
+        .iter()
+        .map(|l| runtime::limits::line(l, now))
+        .collect();
     format!("\nlimits: {}\n", parts.join(" · "))
 }
 
