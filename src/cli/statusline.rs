@@ -35,18 +35,22 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let Some(facet) = harness.limits() else {
         return Ok(Outcome::Ok);
     };
-    if let Some(reading) = serde_json::from_slice(&input)
-        .ok()
-        .and_then(|p| facet.status_line_reading(&p))
-        && let Err(e) = crate::store::limits::record(&env.spex_home(), harness.id(), reading)
-    {
-        // The person's status line shows even when spex cannot write its store.
-        crate::log::log!("error: recording rate limits: {e}");
-    }
+    // spex installs its status line only in a tree's settings: the harness runs it there.
     let Ok(tree) = super::args::current_tree() else {
         return Ok(Outcome::Ok);
     };
     let store = crate::store::ProjectStore::new(&env.spex_home(), &tree.main);
+    let payload: Option<serde_json::Value> = serde_json::from_slice(&input).ok();
+    if let Some(reading) = payload.as_ref().and_then(|p| facet.status_line_reading(p)) {
+        // The session whose status line this is: its record, by the harness's session id.
+        let session = || {
+            let sid = payload.as_ref()?.get("session_id")?.as_str()?;
+            store
+                .alias(harness.id(), sid)
+                .or_else(|| store.load(sid).ok().flatten().map(|s| s.id))
+        };
+        crate::runtime::limits::heard(env, &store, harness.id(), reading, "status line", session);
+    }
     let owned = Owned::load(
         crate::fsutil::read_opt(&store.owned_file())
             .ok()

@@ -54,6 +54,50 @@ pub fn current(env: &Env) -> Vec<HarnessLimits> {
         .collect()
 }
 
+/// A harness reported `reading` (its server, its status line): recorded for the user and,
+/// when its windows changed, said on the record of the session that brought it (`session`,
+/// asked only then) as `limits.updated` (`harness`, `windows`, `was`), which the notifier
+/// reads for its thresholds. Failures are logged: the caller goes on either way.
+pub fn heard(
+    env: &Env,
+    store: &crate::store::ProjectStore,
+    harness: &str,
+    reading: Reading,
+    source: &str,
+    session: impl FnOnce() -> Option<String>,
+) {
+    let windows = reading.windows.clone();
+    let was = match crate::store::limits::record(&env.spex_home(), harness, reading) {
+        Ok(Ok(was)) => was,
+        Ok(Err(_newer)) => return,
+        Err(e) => {
+            crate::log::log!("error: recording rate limits: {e}");
+            return;
+        }
+    };
+    if was.as_ref().is_some_and(|w| w.windows == windows) {
+        return;
+    }
+    let Some(id) = session() else {
+        return;
+    };
+    let r = store.update(&id, |cur| {
+        let Some(s) = cur else {
+            return (None, Vec::new(), ());
+        };
+        let event = crate::store::session::new_event(
+            "limits.updated",
+            source,
+            serde_json::json!({ "harness": harness, "windows": windows,
+                "was": was.map(|w| w.windows) }),
+        );
+        (Some(s), vec![event], ())
+    });
+    if let Err(e) = r {
+        crate::log::log!("error: updating session {id}: {}", crate::hint::spelled(&e));
+    }
+}
+
 /// The limits of `harness` now, when known.
 pub fn of(env: &Env, harness: &str) -> Option<HarnessLimits> {
     current(env)

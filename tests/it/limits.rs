@@ -520,7 +520,10 @@ fn claude_status_line_chains_to_the_persons_own_and_clean_gives_it_back() {
 
     // A subscription login's input (hand-written: no such login here) is recorded.
     let reset = unix_now() + 5400;
-    let payload = json!({"session_id": "x", "rate_limits": {
+    let claude_id = w.record(&id)["harness_session_id"]
+        .as_str()
+        .map_or_else(|| id.clone(), str::to_owned);
+    let payload = json!({"session_id": claude_id, "rate_limits": {
         "five_hour": {"used_percentage": 23, "resets_at": reset},
         "seven_day": {"used_percentage": 41.5, "resets_at": reset + 86_400}}});
     let out = crate::support::world::feed(
@@ -546,6 +549,15 @@ fn claude_status_line_chains_to_the_persons_own_and_clean_gives_it_back() {
     assert_eq!(claude["windows"][0]["window_minutes"], 300);
     assert_eq!(claude["windows"][0]["resets_at"], rfc3339(reset));
     assert_eq!(claude["windows"][1]["used_percent"], 41.5);
+    // Said on the session whose status line it was, for the notifier's thresholds.
+    let updated: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "limits.updated")
+        .collect();
+    assert_eq!(updated.len(), 1, "{}", pretty(&json!(w.events(&id))));
+    assert_eq!(updated[0]["source"], "status line");
+    assert_eq!(updated[0]["was"], Value::Null);
 
     w.ok(&w.repo, &["clean"]);
     assert_eq!(read_or_empty(&w.repo.join(".claude/settings.json")), own);

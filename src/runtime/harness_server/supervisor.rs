@@ -124,42 +124,23 @@ impl Server<'_> {
     /// changed, said on the record of the thread that made progress last (the one whose model
     /// request brought them): `limits.updated`, which the notifier reads for its thresholds.
     fn rate_limits(&self, progress: &(Mutex<Progress>, Condvar), reading: store::limits::Reading) {
-        let windows = reading.windows.clone();
-        let was = match store::limits::record(&self.env.spex_home(), self.harness.id(), reading) {
-            Ok(Ok(was)) => was,
-            Ok(Err(_newer)) => return,
-            Err(e) => {
-                log!("error: recording rate limits: {e}");
-                return;
-            }
+        // Which thread brought them is read only once they changed (a lock on the progress).
+        let session = || {
+            let thread = lock(&progress.0)
+                .activity
+                .iter()
+                .max_by_key(|(_, at)| **at)
+                .map(|(t, _)| t.clone());
+            thread.and_then(|t| self.record_of(&t))
         };
-        if was.as_ref().is_some_and(|w| w.windows == windows) {
-            return;
-        }
-        let thread = lock(&progress.0)
-            .activity
-            .iter()
-            .max_by_key(|(_, at)| **at)
-            .map(|(t, _)| t.clone());
-        let Some(id) = thread.and_then(|t| self.record_of(&t)) else {
-            return;
-        };
-        let harness = self.harness.id();
-        let r = self.store.update(&id, |cur| {
-            let Some(s) = cur else {
-                return (None, Vec::new(), ());
-            };
-            let event = new_event(
-                "limits.updated",
-                "server",
-                json!({ "harness": harness, "windows": windows,
-                    "was": was.map(|w| w.windows) }),
-            );
-            (Some(s), vec![event], ())
-        });
-        if let Err(e) = r {
-            log!("error: updating session {id}: {}", crate::hint::spelled(&e));
-        }
+        crate::runtime::limits::heard(
+            self.env,
+            &self.store,
+            self.harness.id(),
+            reading,
+            "server",
+            session,
+        );
     }
 
     /// The budget watch of the threads on this server (one thread of `spex serve`): it sleeps
