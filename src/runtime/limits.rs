@@ -26,20 +26,37 @@ pub struct HarnessLimits {
     pub why: Option<&'static str>,
 }
 
-/// Every harness spex knows, in the registry's order.
+/// Every harness spex knows, in the registry's order: the newest of what the store holds and
+/// what the harness's own files say (a newer reading from its files is recorded, so a reader
+/// of the store alone, `sessions`, sees it next).
 pub fn current(env: &Env) -> Vec<HarnessLimits> {
-    let stored = crate::store::limits::read(&env.spex_home());
+    view(env, true)
+}
+
+/// What the store holds alone: one small file, no harness's logs read (for `sessions`, which
+/// must stay fast).
+pub fn stored(env: &Env) -> Vec<HarnessLimits> {
+    view(env, false)
+}
+
+fn view(env: &Env, read_own: bool) -> Vec<HarnessLimits> {
+    let home = env.spex_home();
+    let stored = crate::store::limits::read(&home);
     let now = SystemTime::now();
     adapters::all()
         .iter()
         .map(|h| {
             let facet = h.limits();
-            let own = facet.and_then(|f| f.read(env));
+            let own = facet.filter(|_| read_own).and_then(|f| f.read(env));
             let kept = stored.harnesses.get(h.id()).cloned();
             let time = |r: &Reading| crate::store::parse_time(&r.observed_at);
             let reading = match (own, kept) {
-                (Some(a), Some(b)) => Some(if time(&a) > time(&b) { a } else { b }),
-                (a, b) => a.or(b),
+                (Some(a), b) if b.as_ref().is_none_or(|b| time(&a) > time(b)) => {
+                    // Kept for the readers of the store alone; a failure only costs them that.
+                    let _ = crate::store::limits::record(&home, h.id(), a.clone());
+                    Some(a)
+                }
+                (_, b) => b,
             };
             HarnessLimits {
                 harness: h.id(),
@@ -98,13 +115,6 @@ pub fn heard(
     }
 }
 
-/// The limits of `harness` now, when known.
-pub fn of(env: &Env, harness: &str) -> Option<HarnessLimits> {
-    current(env)
-        .into_iter()
-        .find(|l| l.harness == harness && l.known)
-}
-
 /// `in 1h 12m`, `in 3d 4h`, `now` for a time passed.
 pub fn until(at: SystemTime, now: SystemTime) -> String {
     let Ok(left) = at.duration_since(now) else {
@@ -127,7 +137,14 @@ pub fn window_text(w: &Window, now: SystemTime) -> String {
         .resets_at
         .as_deref()
         .and_then(crate::store::parse_time)
-        .map(|t| format!(" (resets {})", until(t, now)))
+        .map(|t| {
+            if t <= now {
+                // Reported before the reset: the numbers are the old window's.
+                " (has reset since)".to_owned()
+            } else {
+                format!(" (resets {})", until(t, now))
+            }
+        })
         .unwrap_or_default();
     let used = if w.used_percent.fract() == 0.0 {
         format!("{:.0}%", w.used_percent)
@@ -151,7 +168,11 @@ pub fn line(l: &HarnessLimits, now: SystemTime) -> String {
 /// When a turn of `harness` that failed on a limit may run again: the reset of the reached
 /// window that resets last, as reported; `None` when no reached window says when.
 pub fn reset_after_failure(env: &Env, harness: &str) -> Option<String> {
-    of(env, harness)?
+    // The store alone: a limit reached in a turn arrives by the server or the status line
+    // (Codex's log records no reading for the refused request).
+    stored(env)
+        .into_iter()
+        .find(|l| l.harness == harness)?
         .reading?
         .reached_until()
         .map(str::to_owned)
@@ -191,5 +212,10 @@ mod tests {
             resets_at: Some(humantime::format_rfc3339_seconds(at(3600)).to_string()),
         };
         assert_eq!(window_text(&w, now), "5h 42% (resets in 1h)");
+        assert_eq!(
+            window_text(&w, at(3601)),
+            "5h 42% (has reset since)",
+            "an old reading"
+        );
     }
 }

@@ -208,7 +208,7 @@ fn limit_note(env: &Env, s: &Session) -> String {
 /// more).
 fn limits_footer(env: &Env, rows: &[(usize, Session)]) -> String {
     let now = std::time::SystemTime::now();
-    let listed: Vec<runtime::limits::HarnessLimits> = runtime::limits::current(env)
+    let listed: Vec<runtime::limits::HarnessLimits> = runtime::limits::stored(env)
         .into_iter()
         .filter(|l| rows.iter().any(|(_, s)| s.harness == l.harness))
         .collect();
