@@ -562,3 +562,43 @@ fn claude_status_line_chains_to_the_persons_own_and_clean_gives_it_back() {
     w.ok(&w.repo, &["clean"]);
     assert_eq!(read_or_empty(&w.repo.join(".claude/settings.json")), own);
 }
+
+/// The board in a real browser shows the limits a later Codex turn reports, without a reload:
+/// hidden while nothing is known, then the harness's line, a reached limit marked.
+#[test]
+fn the_board_shows_limits_as_a_turn_reports_them() {
+    use crate::board_browser::{Board, open_board};
+    use crate::support::browser::{Browser, DESKTOP};
+    let rig = Rig::start();
+    let mut cmd = rig.cmd(&["board", "--listen", "127.0.0.1:0", "--json"]);
+    cmd.stdin(Stdio::null());
+    let b = Board::start(cmd);
+    let browser = Browser::start();
+    let page = open_board(&browser, &b, DESKTOP);
+    assert_eq!(
+        page.eval("document.querySelector('#limits').hidden"),
+        true,
+        "nothing known yet"
+    );
+    let launched = rig.json(&["launch", "--harness", "codex", "--detach", "--json"]);
+    let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let reset = unix_now() + 3 * 3600;
+    rig.turn(&id, &format!("hi LIMITS=70,4 RESET={reset}"), "completed");
+    page.wait_for(
+        "the limits line",
+        "(p => !p.hidden && [...p.querySelectorAll('.limit')].some(s => s.textContent.startsWith('codex: 5h 70% (resets in ')))(document.querySelector('#limits'))",
+        Duration::from_secs(10),
+    );
+    rig.turn(
+        &id,
+        &format!("SCENARIO:limit LIMITS=100,5 RESET={reset}"),
+        "failed",
+    );
+    page.wait_for(
+        "the reached limit marked",
+        "[...document.querySelectorAll('#limits .limit')].some(s => s.dataset.reached === 'true' && s.textContent.startsWith('codex: limit reached, 5h 100%'))",
+        Duration::from_secs(10),
+    );
+    assert!(page.errors().is_empty(), "{:?}", page.errors());
+    rig.json(&["stop", &id, "--json"]);
+}

@@ -60,7 +60,8 @@
       const span = el("span", { class: "limit", "data-known": String(l.known), "data-reached": String(l.reached) }, l.line);
       p.appendChild(span);
     }
-    p.hidden = list.length === 0;
+    // Nothing known anywhere: no line (`spex limits` says why each is unknown).
+    p.hidden = !list.some((l) => l.known);
   }
 
   function receive(msg) {
