@@ -354,6 +354,7 @@ fn planned_shims(h: &dyn Harness, spex: &str) -> Vec<(PathBuf, String)> {
         spex,
         nodes: &[],
         answer_wait_secs: 30,
+        status_line: false,
     };
     let files = h
         .files()

@@ -32,6 +32,8 @@ pub struct Change {
     pub key: String,
     pub lines: Vec<Value>,
     pub sessions: Vec<Value>,
+    /// The harnesses' rate limits, when a line says they changed ([`limits`]).
+    pub limits: Option<Value>,
 }
 
 /// Every session of every project now, and the events after `from` up to the cursor it was
@@ -40,6 +42,8 @@ pub struct Snapshot {
     pub cursor: Cursor,
     pub events: Vec<Value>,
     pub sessions: Vec<Value>,
+    /// The harnesses' rate limits now ([`limits`]).
+    pub limits: Value,
     /// Projects whose cursor was too old (rotated out) or ahead: their events were skipped.
     pub gaps: Vec<String>,
 }
@@ -62,6 +66,7 @@ pub fn snapshot(env: &Env, from: Option<&Cursor>) -> Snapshot {
         cursor: Cursor::default(),
         events: Vec::new(),
         sessions: Vec::new(),
+        limits: limits(env),
         gaps: Vec::new(),
     };
     let text = from.map(ToString::to_string).unwrap_or_default();
@@ -90,6 +95,21 @@ pub fn snapshot(env: &Env, from: Option<&Cursor>) -> Snapshot {
     }
     keep_recent_exited(&mut out.sessions);
     out
+}
+
+/// The harnesses' rate limits as the page shows them: `[{harness, known, reached, line}]`,
+/// `line` as `spex sessions` prints it below its table.
+pub fn limits(env: &Env) -> Value {
+    let now = std::time::SystemTime::now();
+    Value::Array(
+        runtime::limits::current(env)
+            .iter()
+            .map(|l| {
+                serde_json::json!({ "harness": l.harness, "known": l.known, "reached": l.reached,
+                    "line": runtime::limits::line(l, now) })
+            })
+            .collect(),
+    )
 }
 
 /// How many exited sessions a snapshot carries (the latest changed): a store keeps thousands.
@@ -197,10 +217,16 @@ pub fn follow(env: &Env, tx: &broadcast::Sender<Push>) -> anyhow::Result<()> {
                 .iter()
                 .filter_map(|id| session_view(env, &store, id))
                 .collect();
+            // Read again only when a harness reported new limits (they cost a few file reads).
+            let limits = lines
+                .iter()
+                .any(|l| l["kind"] == "limits.updated")
+                .then(|| limits(env));
             let change = Change {
                 key: store.stream_key(),
                 lines: lines.into_iter().map(|l| tag(&store, l)).collect(),
                 sessions,
+                limits,
             };
             // No socket listening is no error: the next one starts from a snapshot.
             let _ = tx.send(Push::Change(Arc::new(change)));

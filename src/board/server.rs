@@ -206,6 +206,7 @@ async fn stream(shared: Arc<Shared>, mut ws: WebSocket, from: Option<Cursor>) {
         "cursor": cursor.to_string(),
         "events": snap.events,
         "sessions": snap.sessions,
+        "limits": snap.limits,
         "gaps": snap.gaps,
     });
     if ws.send(text(&first)).await.is_err() {
@@ -223,7 +224,11 @@ async fn stream(shared: Arc<Shared>, mut ws: WebSocket, from: Option<Cursor>) {
                             .collect();
                         let Some(last) = lines.last().and_then(|l| l["pos"].as_u64()) else { continue };
                         cursor.set(&c.key, last);
-                        json!({"type": "change", "cursor": cursor.to_string(), "events": lines, "sessions": c.sessions})
+                        let mut m = json!({"type": "change", "cursor": cursor.to_string(), "events": lines, "sessions": c.sessions});
+                        if let Some(l) = &c.limits {
+                            m["limits"] = l.clone();
+                        }
+                        m
                     }
                     Ok(Push::Notice(v)) => (*v).clone(),
                     // Too slow a page: it starts over from its cursor, losing nothing.

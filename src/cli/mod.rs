@@ -20,6 +20,7 @@ pub mod host;
 pub mod init;
 pub mod interrupt;
 pub mod launch;
+pub mod limits;
 pub mod materialize;
 pub mod notifier;
 pub mod notify;
@@ -44,6 +45,7 @@ pub mod sessions;
 pub mod slash;
 pub mod snapshot;
 pub mod start;
+pub mod statusline;
 pub mod stop;
 pub mod terminal;
 pub mod turns;
@@ -90,6 +92,7 @@ pub enum Command {
     Diff(diff::Args),
     Open(open::Args),
     Usage(usage::Args),
+    Limits(limits::Args),
     Interrupt(interrupt::Args),
     Resume(resume::Args),
     Prune(prune::Args),
@@ -108,6 +111,8 @@ pub enum Command {
     Host(host::Args),
     #[command(hide = true)]
     Serve(serve::Args),
+    #[command(hide = true)]
+    Statusline(statusline::Args),
     /// Print the script that gives a shell spex's completions (commands, flags, and the live
     /// sessions' handles and names for every session argument).
     ///
@@ -148,6 +153,8 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Diff(a) => diff::run(&a, env),
         Command::Open(a) => open::run(&a, env),
         Command::Usage(a) => usage::run(&a, env),
+        Command::Limits(a) => Ok(limits::run(&a, env)),
+        Command::Statusline(a) => statusline::run(&a, env),
         Command::Interrupt(a) => interrupt::run(&a, env),
         Command::Resume(a) => resume::run(&a, env),
         Command::Prune(a) => prune::run(&a, env),

@@ -8,7 +8,7 @@ use anyhow::Context;
 mod table;
 mod watch;
 
-use table::note;
+use table::{limit_reset, note, reset_phrase};
 
 use super::args::project;
 use super::outcome::{Failed, Outcome};
@@ -168,10 +168,14 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
     let s = runtime::judge::judge(env, &store, s, &mut runtime::budget::Book::default());
     let events = store.events(&id, Some(args.events))?;
+    let reset = limit_reset(env, &s);
     if args.json {
-        output::json(
-            &serde_json::json!({ "session": runtime::with_live(env, &store, &s), "events": events }),
-        );
+        let mut shown =
+            serde_json::json!({ "session": runtime::with_live(env, &store, &s), "events": events });
+        if let Some(at) = &reset {
+            shown["limit_resets_at"] = at.clone().into();
+        }
+        output::json(&shown);
         return Ok(Outcome::Ok);
     }
     let style = Style::detect(env.no_color);
@@ -230,6 +234,9 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
                     ellipsis(p.lines().next().unwrap_or_default(), 80)
                 )),
             ]);
+        }
+        if let Some(at) = &reset {
+            rows.push(vec!["limit".into(), reset_phrase(at)]);
         }
         if let Some(next) = &t.next {
             rows.push(vec!["next".into(), visible(next)]);

@@ -127,6 +127,9 @@ pub struct Config {
     /// `remotes`: the other machines, by name (see `remotes`; `crate::remote` reads them from
     /// the user's file alone).
     pub remotes: BTreeMap<String, remotes::RemoteEntry>,
+    /// `limits.statusLine`: install spex's status line where a harness passes its rate limits
+    /// to one (Claude Code), chained to the person's own.
+    pub status_line: bool,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -207,6 +210,7 @@ impl Config {
             detach_key: DETACH_KEY,
             event_log_bytes: EVENT_LOG_BYTES,
             answer_wait_secs: ANSWER_WAIT_SECS,
+            status_line: false,
             away: false,
             editor: None,
             prices: prices::Prices::default(),
@@ -330,6 +334,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
             "policies" => apply_policies(cfg, layer, v)?,
             "store" => apply_store(cfg, layer, v)?,
             "answering" => apply_answering(cfg, layer, v)?,
+            "limits" => apply_limits(cfg, layer, v)?,
             "usage" => prices::apply_usage(&mut cfg.prices, v)
                 .map_err(|b| layer.err(b.at, b.message, b.hint))?,
             "editor" => cfg.editor = Some(editor_line(layer, v)?),
@@ -385,7 +390,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`, `editor`, `usage`, `notify`, `remotes`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`, `editor`, `usage`, `notify`, `limits`, `remotes`",
                 ));
             }
         }
@@ -640,6 +645,30 @@ fn apply_answering(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), Confi
                 "e.g. 600 (the default); 0 turns the waiting hook off",
             )
         })?;
+    }
+    Ok(())
+}
+
+/// `limits`: `{"statusLine": bool}`.
+fn apply_limits(cfg: &mut Config, layer: &Layer, v: &Ast) -> Result<(), ConfigError> {
+    let keys = "keys: `statusLine`";
+    let Ast::Object(fields) = v else {
+        return Err(layer.err(v.start(), "`limits` must be an object", keys));
+    };
+    for f in &fields.properties {
+        match (name_of(&f.name).as_str(), &f.value) {
+            ("statusLine", Ast::BooleanLit(b)) => cfg.status_line = b.value,
+            ("statusLine", other) => {
+                return Err(layer.err(
+                    other.start(),
+                    "`limits.statusLine` must be true or false",
+                    "e.g. true: a harness that passes its rate limits to a status line then tells spex",
+                ));
+            }
+            (other, _) => {
+                return Err(layer.err(f.start(), format!("unknown key `limits.{other}`"), keys));
+            }
+        }
     }
     Ok(())
 }

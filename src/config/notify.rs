@@ -67,6 +67,9 @@ pub struct Notify {
     pub public_url: Option<String>,
     /// How long an answer link lives at most (`linkTtl`).
     pub link_ttl: Duration,
+    /// Used percents of a rate-limit window to announce when a window rises past one
+    /// (`limits`; empty: none).
+    pub limits: Vec<u8>,
 }
 
 impl Default for Notify {
@@ -78,6 +81,7 @@ impl Default for Notify {
             desktop: false,
             terminal: false,
             dwell: DWELL,
+            limits: Vec::new(),
             public_url: None,
             link_ttl: LINK_TTL,
         }
@@ -91,8 +95,7 @@ impl Notify {
     }
 }
 
-const KEYS: &str =
-    "keys: `on`, `command`, `webhook`, `desktop`, `terminal`, `dwell`, `publicUrl`, `linkTtl`";
+const KEYS: &str = "keys: `on`, `command`, `webhook`, `desktop`, `terminal`, `dwell`, `publicUrl`, `linkTtl`, `limits`";
 
 fn bad(at: usize, message: impl Into<String>, hint: impl Into<String>) -> Bad {
     Bad {
@@ -167,6 +170,7 @@ pub fn apply(n: &mut Notify, v: &Ast) -> Result<(), Bad> {
             "terminal" => n.terminal = boolean(v, "notify.terminal")?,
             "dwell" => n.dwell = duration(v, "notify.dwell")?,
             "linkTtl" => n.link_ttl = duration(v, "notify.linkTtl")?,
+            "limits" => n.limits = percents(v)?,
             "publicUrl" => {
                 let hint = "e.g. \"http://127.0.0.1:7878\" (where the board's server is reached)";
                 let url = text(v, "notify.publicUrl", hint)?;
@@ -189,6 +193,36 @@ pub fn apply(n: &mut Notify, v: &Ast) -> Result<(), Bad> {
         }
     }
     Ok(())
+}
+
+/// `notify.limits`: used percents, 1 to 100.
+fn percents(v: &Ast) -> Result<Vec<u8>, Bad> {
+    let hint = "e.g. [80, 95]: used percents of a rate-limit window, 1 to 100";
+    let Ast::Array(a) = v else {
+        return Err(bad(
+            v.start(),
+            "`notify.limits` must be a list of percents",
+            hint,
+        ));
+    };
+    let mut out = Vec::new();
+    for e in &a.elements {
+        let n = match e {
+            Ast::NumberLit(n) => n.value.parse::<u8>().ok().filter(|n| (1..=100).contains(n)),
+            _ => None,
+        };
+        let Some(n) = n else {
+            return Err(bad(
+                e.start(),
+                "`notify.limits`: each entry must be a whole percent from 1 to 100",
+                hint,
+            ));
+        };
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    Ok(out)
 }
 
 fn on(v: &Ast) -> Result<Vec<String>, Bad> {

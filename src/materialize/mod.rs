@@ -200,6 +200,7 @@ impl Inputs<'_> {
                 spex: &spex,
                 nodes: &nodes,
                 answer_wait_secs: cfg.answer_wait_secs,
+                status_line: cfg.status_line,
             };
             plan_contract(f, &ctx, &contract_wanted, &mut ws)?;
             plan_generated(f, &ctx, &generated_wanted, &mut ws)?;

@@ -201,6 +201,18 @@ pub fn lifecycle(event: &str, key: &str, s: &Session, line: &Value) -> Message {
     base(event, key, s, title, body)
 }
 
+/// The notification that a rate-limit window of `s`'s harness rose past a threshold
+/// (`text` says which and how far).
+pub fn limits(key: &str, s: &Session, text: &str) -> Message {
+    let title = format!(
+        "{} · {} rate limit: {}",
+        clean(&project_name(s), 40),
+        clean(&s.harness, 20),
+        clean(text, 80)
+    );
+    base("limits", key, s, title, clean(text, TEXT_MAX))
+}
+
 /// One message for several turn ends that came within the dwell.
 pub fn summary(parts: &[Message]) -> Message {
     let names: Vec<String> = parts

@@ -100,6 +100,28 @@ enum What {
     Attention(String),
     TurnEnd(Value),
     Exited(Value),
+    /// A rate-limit window rose past a threshold of `notify.limits`: what to say.
+    Limits(String),
+}
+
+/// What a `limits.updated` line says when one of its windows rose past a threshold
+/// (`5h window at 80%: 85% used, resets in 1h 12m`), `None` when none did.
+fn limits_crossed(line: &Value, thresholds: &[u8]) -> Option<String> {
+    use crate::store::limits::{Window, crossed};
+    let now: Vec<Window> = serde_json::from_value(line["windows"].clone()).ok()?;
+    let was: Option<Vec<Window>> = serde_json::from_value(line["was"].clone()).ok();
+    let at = SystemTime::now();
+    let parts: Vec<String> = crossed(was.as_deref(), &now, thresholds)
+        .iter()
+        .map(|(w, t)| {
+            format!(
+                "{} window past {t}%: {}",
+                w.label(),
+                crate::runtime::limits::window_text(w, at)
+            )
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The sender's lock file, opened (made when missing).
@@ -375,6 +397,12 @@ impl<'a> Sender<'a> {
             }
             "turn.completed" if on("turn_end") => What::TurnEnd(line.clone()),
             "session.exited" if on("exited") => What::Exited(line.clone()),
+            "limits.updated" if !self.cfg.limits.is_empty() => {
+                let Some(text) = limits_crossed(line, &self.cfg.limits) else {
+                    return;
+                };
+                What::Limits(text)
+            }
             _ => return,
         };
         let key = match &what {
@@ -441,6 +469,7 @@ impl<'a> Sender<'a> {
                     continue;
                 }
                 What::Exited(line) => message::lifecycle("exited", pkey, &s, line),
+                What::Limits(text) => message::limits(pkey, &s, text),
             };
             self.send(&p.key, &m);
         }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod harness_server;
 pub mod host;
 pub mod judge;
+pub mod limits;
 pub mod marks;
 pub mod protocol;
 pub mod recordings;

@@ -29,6 +29,8 @@ pub struct ShimCtx<'a> {
     /// How long a hook that may wait for an answer waits (`answering.hookWaitSecs`): its
     /// shim's timeout must outlast it.
     pub answer_wait_secs: u64,
+    /// `limits.statusLine`: install spex's status line (chained to the person's own).
+    pub status_line: bool,
 }
 
 impl ShimCtx<'_> {

@@ -1,6 +1,6 @@
 //! The seam's vocabulary: the `Harness` trait every adapter implements, as an identity and the
 //! facets a harness may offer (`files`, `wire`, `terminal`, `session_server`, `evidence`,
-//! `answer`), and the types they speak (hook events and answers in `event`; the byte-exact
+//! `answer`, `limits`), and the types they speak (hook events and answers in `event`; the byte-exact
 //! edit primitives adapters plan with in `edit`). It sits beneath the engines and the
 //! adapters, holds no harness-specific code, and imports only the ground.
 
@@ -11,6 +11,7 @@ pub mod event;
 pub mod evidence;
 pub mod files;
 pub mod identity;
+pub mod limits;
 pub mod session_server;
 pub mod terminal;
 pub mod wire;
@@ -37,6 +38,8 @@ pub trait Harness: Sync {
     fn evidence(&self) -> Option<&'static dyn evidence::Observer>;
     /// Answering what a session waits on from outside its terminal.
     fn answering(&self) -> Option<&'static dyn answer::Answering>;
+    /// The provider's rate limits, as the harness reports them for the account in use.
+    fn limits(&self) -> Option<&'static dyn limits::LimitsEvidence>;
 }
 
 // Not a trait method: an adapter states its id once, in its `IDENTITY`.

@@ -53,7 +53,7 @@ pub enum TurnEnd {
 }
 
 /// What the server said that no hook reports, in harness-neutral terms.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ServerEvent {
     /// A thread appeared (a new one, or one loaded again).
     ThreadLoaded { thread: String },
@@ -75,6 +75,8 @@ pub enum ServerEvent {
     /// The thread made progress (the model streams, an item starts or ends): evidence for
     /// the stall budget that no hook carries.
     Activity { thread: String },
+    /// The server reported its account's rate limits (after a model request).
+    RateLimits(crate::store::limits::Reading),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

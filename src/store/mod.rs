@@ -6,6 +6,7 @@ pub mod answers;
 pub mod away;
 pub mod daily;
 pub mod governance;
+pub mod limits;
 pub mod lock;
 pub mod projects;
 pub mod prune;

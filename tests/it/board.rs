@@ -16,7 +16,7 @@ use crate::support::payloads;
 use crate::support::world::{World, pretty, read};
 
 /// A running board and what a browser would hold: its cookie and its page's CSRF value.
-struct Board {
+pub(crate) struct Board {
     child: Child,
     port: u16,
     url: String,
@@ -83,7 +83,7 @@ fn start(mut cmd: Command) -> Board {
     b
 }
 
-fn board(w: &World) -> Board {
+pub(crate) fn board(w: &World) -> Board {
     start(w.cmd(&w.repo, &["board", "--listen", "127.0.0.1:0", "--json"]))
 }
 
@@ -92,7 +92,7 @@ impl Board {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn origin(&self) -> String {
+    pub(crate) fn origin(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
@@ -161,7 +161,7 @@ impl Board {
     }
 
     /// Opens the WebSocket with the page's credentials and `origin`.
-    fn socket(
+    pub(crate) fn socket(
         &self,
         origin: Option<&str>,
         cursor: Option<&str>,
@@ -197,10 +197,10 @@ impl Board {
     }
 }
 
-struct Socket(tungstenite::WebSocket<TcpStream>);
+pub(crate) struct Socket(tungstenite::WebSocket<TcpStream>);
 
 impl Socket {
-    fn next(&mut self) -> Value {
+    pub(crate) fn next(&mut self) -> Value {
         loop {
             match self.0.read().expect("a message within the wait") {
                 tungstenite::Message::Text(t) => return serde_json::from_str(t.as_str()).unwrap(),

@@ -31,6 +31,7 @@ mod gemini_files;
 mod gemini_runtime;
 mod gemini_sessions;
 mod host;
+mod limits;
 mod machine_stop;
 mod materialize;
 mod names;

@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::answer;
-use super::home::{CONFIG_DIR_VAR, state_file};
+use super::home::{CONFIG_DIR_VAR, settings_file, state_file};
 use super::slash;
 use crate::adapters::common::files;
 use crate::env::Env;
 use crate::seam::edit::MaterializeError;
 use crate::seam::edit::workspace::Workspace;
 use crate::seam::files::{Check, DoctorCtx, Files, ShimCtx, SlashEntry, Status};
+use crate::seam::limits::LimitsEvidence as _;
 use crate::spec::{SpecNode, Surface};
 
 pub struct ClaudeFiles;
@@ -35,10 +36,6 @@ pub const EVENTS: &[&str] = &[
 ];
 
 const HOOK_TIMEOUT_SECS: u64 = 30;
-
-fn settings_file(tree_root: &Path) -> PathBuf {
-    tree_root.join(".claude/settings.json")
-}
 
 fn trust_key(main: &Path) -> Vec<String> {
     vec![
@@ -126,6 +123,7 @@ impl Files for ClaudeFiles {
             &wanted,
             &files::is_spex_group,
         )?;
+        plan_status_line(ctx, ws)?;
         // Trust for the main checkout covers every worktree (docs/harnesses/facts/claude.md §1.2); only added
         // when not already granted, and remembered so clean takes back exactly that.
         let state = state_file(ctx.env);
@@ -195,5 +193,33 @@ impl Files for ClaudeFiles {
             (false, false) => Check::new("workspace trust", Status::Ok, "not selected"),
         });
         checks
+    }
+}
+
+/// spex's status line (`limits.statusLine`) in the tree's settings: in place of the person's
+/// command when they have a status line there (only its `command` replaced, their text kept in
+/// the ownership record for `spex statusline` to run and for `clean` to put back byte for
+/// byte), else a `statusLine` member of spex's own.
+fn plan_status_line(ctx: &ShimCtx, ws: &mut Workspace) -> Result<(), MaterializeError> {
+    let file = settings_file(&ctx.tree.root);
+    let whole = vec![super::limits::KEY.to_owned()];
+    let leaf = vec![super::limits::KEY.to_owned(), "command".to_owned()];
+    let Some(line) = (ctx.here && ctx.status_line)
+        .then(|| super::limits::ClaudeLimits.status_line(ctx.spex))
+        .flatten()
+    else {
+        ws.json_value(&file, &leaf, None)?;
+        return ws.json_value(&file, &whole, None);
+    };
+    let theirs = !ws.json_member_owned(&file, &whole)
+        && ws
+            .read(&file)?
+            .and_then(|b| crate::seam::edit::json_edit::JsonDoc::parse(&b).ok())
+            .and_then(|d| d.get(&whole))
+            .is_some_and(|v| v.is_object());
+    if theirs {
+        ws.json_value(&file, &leaf, line.get("command"))
+    } else {
+        ws.json_value(&file, &whole, Some(&line))
     }
 }

@@ -1,6 +1,6 @@
-//! Where Claude Code keeps its user-level state.
+//! Where Claude Code keeps its user-level state, and a tree's settings file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::env::Env;
 
@@ -13,4 +13,9 @@ pub fn state_file(env: &Env) -> PathBuf {
         Some(p) => p.join(".claude.json"),
         None => env.home_or_root().join(".claude.json"),
     }
+}
+
+/// A tree's shared settings: `.claude/settings.json` (hooks, and spex's status line).
+pub fn settings_file(tree_root: &Path) -> PathBuf {
+    tree_root.join(".claude/settings.json")
 }

@@ -8,6 +8,7 @@ mod evidence;
 mod failure;
 mod files;
 mod home;
+mod limits;
 mod slash;
 mod terminal;
 mod transcript;
@@ -75,5 +76,9 @@ impl Harness for Claude {
 
     fn answering(&self) -> Option<&'static dyn Answering> {
         Some(&answer::ClaudeAnswering)
+    }
+
+    fn limits(&self) -> Option<&'static dyn crate::seam::limits::LimitsEvidence> {
+        Some(&limits::ClaudeLimits)
     }
 }

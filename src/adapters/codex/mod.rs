@@ -10,6 +10,7 @@ mod client;
 mod evidence;
 mod files;
 mod home;
+mod limits;
 pub mod rpc;
 mod session_server;
 mod terminal;
@@ -82,5 +83,9 @@ impl Harness for Codex {
 
     fn answering(&self) -> Option<&'static dyn Answering> {
         Some(&answer::CodexAnswering)
+    }
+
+    fn limits(&self) -> Option<&'static dyn crate::seam::limits::LimitsEvidence> {
+        Some(&limits::CodexLimits)
     }
 }

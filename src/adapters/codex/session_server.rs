@@ -285,6 +285,11 @@ impl SessionServer for CodexServer {
                         });
                     }
                 }
+                "account/rateLimits/updated" => {
+                    if let Some(r) = super::limits::from_notification(&n.params) {
+                        sink(ServerEvent::RateLimits(r));
+                    }
+                }
                 // Every other word about a thread's items (deltas, starts, output) is
                 // progress.
                 m if m.starts_with("item/") => {

@@ -7,6 +7,7 @@ mod commands;
 mod evidence;
 mod files;
 mod home;
+mod limits;
 mod process;
 mod slash;
 mod terminal;
@@ -77,5 +78,9 @@ impl Harness for Gemini {
 
     fn answering(&self) -> Option<&'static dyn Answering> {
         Some(&answer::GeminiAnswering)
+    }
+
+    fn limits(&self) -> Option<&'static dyn crate::seam::limits::LimitsEvidence> {
+        Some(&limits::GeminiLimits)
     }
 }

@@ -50,7 +50,22 @@
     };
   }
 
+  // The harnesses' rate limits, one line each as `spex sessions` prints them; a reached one
+  // marked.
+  function limits(list) {
+    const p = document.getElementById("limits");
+    if (!p || !Array.isArray(list)) return;
+    p.textContent = "";
+    for (const l of list) {
+      const span = el("span", { class: "limit", "data-known": String(l.known), "data-reached": String(l.reached) }, l.line);
+      p.appendChild(span);
+    }
+    // Nothing known anywhere: no line (`spex limits` says why each is unknown).
+    p.hidden = !list.some((l) => l.known);
+  }
+
   function receive(msg) {
+    if (msg.limits) limits(msg.limits);
     if (msg.type === "snapshot") {
       const keep = new Set();
       for (const s of msg.sessions) { sessions.set(s.key, s); keep.add(s.key); }

@@ -164,12 +164,63 @@ impl Listing {
                     || "-".into(),
                     |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
                 ),
-                ellipsis(&visible(&note(s)), 60),
+                ellipsis(&visible(&limit_note(env, s)), 60),
             ]);
             rows.push(row);
         }
-        output::table(&rows)
+        let mut out = output::table(&rows);
+        out.push_str(&limits_footer(env, &self.rows));
+        out
     }
+}
+
+/// When the limit a session's failed turn ran into resets, as its harness reported it: only
+/// for a turn that failed on a rate limit, and only when a reached window says when.
+pub(crate) fn limit_reset(env: &Env, s: &crate::store::session::Session) -> Option<String> {
+    let t = s.turn.as_ref()?;
+    if t.error_kind != Some(crate::store::session::ErrorKind::RateLimit) {
+        return None;
+    }
+    runtime::limits::reset_after_failure(env, &s.harness)
+}
+
+/// `resets 17:46 (in 1h 12m)`.
+pub(crate) fn reset_phrase(at: &str) -> String {
+    let left = crate::store::parse_time(at).map_or_else(String::new, |t| {
+        format!(
+            " ({})",
+            runtime::limits::until(t, std::time::SystemTime::now())
+        )
+    });
+    format!("reached; resets {}{left}", clock(at))
+}
+
+/// The note, led by when the limit resets for a turn that failed on one.
+fn limit_note(env: &Env, s: &Session) -> String {
+    match limit_reset(env, s) {
+        Some(at) => format!("limit {}: {}", reset_phrase(&at), note(s)),
+        None => note(s),
+    }
+}
+
+/// `limits: codex: 5h 42% (resets in 1h 12m), 7d 7% (resets in 4d 1h) · claude: unknown`, for
+/// the harnesses of the rows listed, when any of them reported limits (`spex limits` says
+/// more).
+fn limits_footer(env: &Env, rows: &[(usize, Session)]) -> String {
+    let now = std::time::SystemTime::now();
+    let listed: Vec<runtime::limits::HarnessLimits> = runtime::limits::stored(env)
+        .into_iter()
+        .filter(|l| rows.iter().any(|(_, s)| s.harness == l.harness))
+        .collect();
+    // Nothing known: no line (`spex limits` says why each is unknown).
+    if !listed.iter().any(|l| l.known) {
+        return String::new();
+    }
+    let parts: Vec<String> = listed
+        .iter()
+        .map(|l| runtime::limits::line(l, now))
+        .collect();
+    format!("\nlimits: {}\n", parts.join(" · "))
 }
 
 pub(super) fn status_cell(style: Style, s: Status) -> String {

@@ -74,6 +74,7 @@ impl Server<'_> {
             let result = self.proto.observe(&self.ctx(), &mut |ev| match ev {
                 ServerEvent::Activity { thread } => self.progressed(&progress, &thread, false),
                 ServerEvent::TurnStarted { thread } => self.progressed(&progress, &thread, true),
+                ServerEvent::RateLimits(reading) => self.rate_limits(&progress, reading),
                 ev => {
                     log!("{ev:?}");
                     self.fold(ev);
@@ -117,6 +118,29 @@ impl Server<'_> {
                 (Some(s), events, ())
             });
         }
+    }
+
+    /// The server reported its account's rate limits: recorded for the user, and, when they
+    /// changed, said on the record of the thread that made progress last (the one whose model
+    /// request brought them): `limits.updated`, which the notifier reads for its thresholds.
+    fn rate_limits(&self, progress: &(Mutex<Progress>, Condvar), reading: store::limits::Reading) {
+        // Which thread brought them is read only once they changed (a lock on the progress).
+        let session = || {
+            let thread = lock(&progress.0)
+                .activity
+                .iter()
+                .max_by_key(|(_, at)| **at)
+                .map(|(t, _)| t.clone());
+            thread.and_then(|t| self.record_of(&t))
+        };
+        crate::runtime::limits::heard(
+            self.env,
+            &self.store,
+            self.harness.id(),
+            reading,
+            "server",
+            session,
+        );
     }
 
     /// The budget watch of the threads on this server (one thread of `spex serve`): it sleeps
@@ -244,7 +268,8 @@ impl Server<'_> {
         match ev {
             ServerEvent::ThreadLoaded { .. }
             | ServerEvent::TurnStarted { .. }
-            | ServerEvent::Activity { .. } => {}
+            | ServerEvent::Activity { .. }
+            | ServerEvent::RateLimits(_) => {}
             ServerEvent::TurnEnded { thread, turn, end } => {
                 let Some(id) = self.record_of(&thread) else {
                     return;

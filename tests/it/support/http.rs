@@ -100,14 +100,23 @@ impl Conn<'_> {
 
     /// A complete JSON response with `Content-Length`, so the client may reuse the connection.
     pub fn json(&mut self, status: u16, body: &Value) -> io::Result<()> {
+        self.json_with(status, body, &[])
+    }
+
+    /// [`Conn::json`] with `extra` headers (a provider's rate-limit headers).
+    pub fn json_with(
+        &mut self,
+        status: u16,
+        body: &Value,
+        extra: &[(&str, String)],
+    ) -> io::Result<()> {
         let data = serde_json::to_vec(body).map_err(io::Error::other)?;
-        self.head(
-            status,
-            &[
-                ("Content-Type", "application/json".into()),
-                ("Content-Length", data.len().to_string()),
-            ],
-        )?;
+        let mut headers = vec![
+            ("Content-Type", "application/json".into()),
+            ("Content-Length", data.len().to_string()),
+        ];
+        headers.extend_from_slice(extra);
+        self.head(status, &headers)?;
         self.stream.write_all(&data)?;
         self.stream.flush()
     }
@@ -120,15 +129,19 @@ impl Conn<'_> {
 
     /// Start a server-sent-event stream. It has no length, so the connection closes after it.
     pub fn start_sse(&mut self) -> io::Result<()> {
+        self.start_sse_with(&[])
+    }
+
+    /// [`Conn::start_sse`] with `extra` headers (a provider's rate-limit headers).
+    pub fn start_sse_with(&mut self, extra: &[(&str, String)]) -> io::Result<()> {
         self.close = true;
-        self.head(
-            200,
-            &[
-                ("Content-Type", "text/event-stream".into()),
-                ("Cache-Control", "no-cache".into()),
-                ("Connection", "close".into()),
-            ],
-        )?;
+        let mut headers = vec![
+            ("Content-Type", "text/event-stream".into()),
+            ("Cache-Control", "no-cache".into()),
+            ("Connection", "close".into()),
+        ];
+        headers.extend_from_slice(extra);
+        self.head(200, &headers)?;
         self.stream.flush()
     }
 

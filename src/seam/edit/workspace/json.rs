@@ -64,6 +64,15 @@ impl Workspace {
         }
     }
 
+    /// Whether spex inserted the member at `key` of JSON file `path` (its ownership record
+    /// says so), as planned so far.
+    pub fn json_member_owned(&self, path: &Path, key: &[String]) -> bool {
+        self.owned
+            .json
+            .get(&fsutil::resolve_link(path))
+            .is_some_and(|o| o.members.iter().any(|m| m == key))
+    }
+
     pub(super) fn json_owned(&mut self, path: &Path) -> JsonOwned {
         self.owned.json.remove(path).unwrap_or_default()
     }
