@@ -3,6 +3,7 @@
 //! in `ALL`. What the adapters share lives in `common`, below them. Product code resolves an
 //! adapter here and never compares harness ids itself.
 
+pub mod check;
 pub mod claude;
 pub mod codex;
 pub mod common;

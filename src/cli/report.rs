@@ -94,6 +94,8 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::board::BoardError,
         crate::watch::service::ServiceError,
         crate::notify::AlreadyRunning,
+        crate::check::CheckError,
+        super::check::CheckArgError,
     );
     None
 }

@@ -1,0 +1,357 @@
+//! `spex check`: the harness binary the user has installed, run offline in a throwaway HOME and
+//! repository against the fake model server of its adapter, through a fixed set of scenarios;
+//! one line per promise spex makes, each passed or failed with the fallback and the evidence.
+//! The result is kept per binary and version (`store::checks`). Names no harness: each
+//! adapter's kit (`adapters::check`) gives its fake, its home and its prompts.
+
+mod sandbox;
+mod scenarios;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::hint::Hint;
+use crate::seam::Harness;
+use crate::store::checks;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("cannot make the throwaway folder to check in: {0}")]
+    Sandbox(std::io::Error),
+    #[error("cannot set up the throwaway repository: {0}")]
+    Setup(String),
+    #[error("`{0}` has no scenarios for `spex check`")]
+    NoKit(String),
+    #[error("cannot start the fake model server for `{harness}`: {error}")]
+    Fake {
+        harness: String,
+        error: std::io::Error,
+    },
+}
+
+impl Hint for CheckError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            CheckError::Sandbox(_) | CheckError::Fake { .. } => {
+                Some("`spex check` needs a writable `/tmp` and a loopback port".into())
+            }
+            CheckError::Setup(_) => Some("`spex check` needs `git` on PATH".into()),
+            CheckError::NoKit(_) => None,
+        }
+    }
+}
+
+/// What a failed promise switches off; each has its fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Capability {
+    Launch,
+    Deliver,
+    Events,
+    AnswerPermission,
+    AnswerQuestion,
+    Interrupt,
+    Resume,
+}
+
+impl Capability {
+    /// Its name in the store and in `--json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::Launch => "launch",
+            Capability::Deliver => "deliver",
+            Capability::Events => "events",
+            Capability::AnswerPermission => "answer.permission",
+            Capability::AnswerQuestion => "answer.question",
+            Capability::Interrupt => "interrupt",
+            Capability::Resume => "resume",
+        }
+    }
+
+    /// What spex does when this capability's check failed for the installed version.
+    pub fn fallback(self) -> &'static str {
+        match self {
+            Capability::Launch => {
+                "`spex launch` warns; run the harness in your own terminal (spex follows it through its hooks)"
+            }
+            Capability::Deliver => {
+                "a delivered prompt is typed without confirmation: look at the session (`spex attach`)"
+            }
+            Capability::Events => {
+                "the session's state may be wrong: trust its screen (`spex attach`)"
+            }
+            Capability::AnswerPermission => {
+                "`spex approve`/`deny` refuse for this version: answer the dialog in the terminal (`spex attach`)"
+            }
+            Capability::AnswerQuestion => {
+                "`spex answer` refuses questions for this version: answer in the terminal (`spex attach`)"
+            }
+            Capability::Interrupt => {
+                "`spex interrupt` refuses for this version: press Esc in the terminal (`spex attach`)"
+            }
+            Capability::Resume => "`spex resume` warns: resume in the harness itself",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// This harness cannot be driven into the scenario (the reason is the evidence).
+    NotChecked,
+}
+
+/// One promise's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Line {
+    pub scenario: &'static str,
+    pub capability: Capability,
+    pub promise: String,
+    pub verdict: Verdict,
+    /// What spex does about a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<&'static str>,
+    /// The payload, the screen excerpt or the command output that shows the failure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<String>,
+}
+
+impl Line {
+    fn judged(
+        scenario: &'static str,
+        capability: Capability,
+        promise: String,
+        result: Result<(), Vec<String>>,
+    ) -> Line {
+        let (verdict, evidence) = match result {
+            Ok(()) => (Verdict::Pass, Vec::new()),
+            Err(e) => (Verdict::Fail, e),
+        };
+        Line {
+            scenario,
+            capability,
+            promise,
+            fallback: (verdict == Verdict::Fail).then(|| capability.fallback()),
+            verdict,
+            evidence,
+        }
+    }
+
+    fn unchecked(
+        scenario: &'static str,
+        capability: Capability,
+        promise: String,
+        why: &str,
+    ) -> Line {
+        Line {
+            scenario,
+            capability,
+            promise,
+            verdict: Verdict::NotChecked,
+            fallback: None,
+            evidence: vec![why.to_owned()],
+        }
+    }
+}
+
+/// One harness checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub harness: &'static str,
+    pub binary: PathBuf,
+    pub version: String,
+    pub lines: Vec<Line>,
+    pub seconds: f64,
+    /// Where the recordings were kept (`--keep`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept: Option<PathBuf>,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.lines.iter().all(|l| l.verdict != Verdict::Fail)
+    }
+
+    /// The result as the store keeps it.
+    pub fn stored(&self) -> checks::Result {
+        checks::Result {
+            harness: self.harness.to_owned(),
+            binary: self.binary.clone(),
+            version: self.version.clone(),
+            checked_at: crate::store::now_rfc3339(),
+            passed: self
+                .lines
+                .iter()
+                .filter(|l| l.verdict == Verdict::Pass)
+                .count(),
+            failed: self
+                .lines
+                .iter()
+                .filter(|l| l.verdict == Verdict::Fail)
+                .map(|l| checks::Failed {
+                    capability: l.capability.name().to_owned(),
+                    promise: l.promise.clone(),
+                    fallback: l.capability.fallback().to_owned(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What to check one harness with.
+pub struct Target<'a> {
+    pub harness: &'static dyn Harness,
+    /// The installed binary (on PATH or the configured `command`), resolved.
+    pub binary: &'a Path,
+    pub version: String,
+    /// This spex, which the sandbox runs.
+    pub spex: &'a Path,
+    /// The user's `PATH` (the harness's runtime, `git`).
+    pub path: Option<&'a OsString>,
+    /// Keep the sandbox and the recordings (`--keep`): where they are goes in the report.
+    pub keep: bool,
+}
+
+/// Checks one harness: sets up the sandbox and its fake, runs every scenario, each line
+/// handed to `progress` as it is judged.
+pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckError> {
+    let started = Instant::now();
+    let id = t.harness.id();
+    let kit = crate::adapters::check::kit(id).ok_or_else(|| CheckError::NoKit(id.to_owned()))?;
+    let mut path = OsString::from(t.binary.parent().unwrap_or(Path::new("/")));
+    if let Some(p) = t.path {
+        path.push(":");
+        path.push(p);
+    }
+    let mut sb = sandbox::Sandbox::new(t.spex, path)?;
+    let adapter_sandbox = crate::adapters::check::Sandbox {
+        home: &sb.home,
+        repo: &sb.repo,
+    };
+    let prepared = kit.prepare(&adapter_sandbox).map_err(|error| CheckError::Fake {
+        harness: id.to_owned(),
+        error,
+    })?;
+    sb.env = prepared.env;
+    let config = serde_json::json!({
+        "harnesses": [id],
+        "harness": {id: {"command": t.binary}},
+    });
+    fs_err::write(sb.repo.join("spex.jsonc"), format!("{config}\n")).map_err(CheckError::Sandbox)?;
+    sb.git(&["add", "-A"])?;
+    sb.git(&["commit", "-q", "-m", "spex check"])?;
+    let materialized = sb.run(&["materialize"]);
+    if !materialized.ok {
+        return Err(CheckError::Setup(materialized.evidence()));
+    }
+    let kept = t.keep.then(|| sb.base.join("cassettes"));
+    let mut run = scenarios::Run {
+        sb: &sb,
+        kit,
+        harness: id,
+        lines: Vec::new(),
+        keep: kept.as_deref(),
+    };
+    let mut shown = 0;
+    let mut show = |run: &scenarios::Run| {
+        for l in &run.lines[shown..] {
+            progress(l);
+        }
+        shown = run.lines.len();
+    };
+    let tool = run.tool();
+    show(&run);
+    run.permission();
+    show(&run);
+    run.question();
+    show(&run);
+    run.interrupt();
+    show(&run);
+    run.failed();
+    show(&run);
+    match tool {
+        Some(session) => run.resume(&session),
+        None => run.lines.push(Line::judged(
+            "resume",
+            Capability::Resume,
+            "`spex resume` brings an exited session back and a turn runs in it".into(),
+            Err(vec!["the tool scenario left no session to resume".into()]),
+        )),
+    }
+    show(&run);
+    let errors = sb.dispatch_errors();
+    run.lines.push(Line::judged(
+        "all",
+        Capability::Events,
+        "every hook payload decodes".into(),
+        if errors.is_empty() { Ok(()) } else { Err(errors) },
+    ));
+    show(&run);
+    let lines = run.lines;
+    drop(prepared.fake);
+    if t.keep
+        && let Some(dir) = sb.dir.take()
+    {
+        // Kept for a bug report: the recordings and the sandbox they ran in.
+        let _ = dir.keep();
+    }
+    Ok(Report {
+        harness: id,
+        binary: t.binary.to_owned(),
+        version: t.version.clone(),
+        lines,
+        seconds: started.elapsed().as_secs_f64(),
+        kept,
+    })
+}
+
+/// The harness binary a user runs: the configured `command`, else the harness's binary on
+/// `PATH`; with its version when `--version` tells it.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    pub binary: PathBuf,
+    pub version: Option<String>,
+}
+
+pub fn installed(
+    env: &crate::env::Env,
+    command: Option<&str>,
+    h: &dyn Harness,
+) -> Option<Installed> {
+    let binary = env.which(command.unwrap_or(h.identity().binary))?;
+    let version =
+        crate::env::version_output(&binary).and_then(|o| (h.identity().parse_version)(&o));
+    Some(Installed { binary, version })
+}
+
+/// What `doctor` and `launch` say of an installed version: nothing for the pinned version or
+/// one that passed, else that it is unchecked or which promises failed, with the fallbacks.
+pub fn standing_note(spex_home: &Path, h: &dyn Harness, inst: &Installed) -> Option<String> {
+    let version = inst.version.as_deref()?;
+    match checks::verdict(spex_home, &inst.binary, version) {
+        checks::Verdict::Passed(_) => None,
+        checks::Verdict::Unchecked if version == h.identity().version => None,
+        checks::Verdict::Unchecked => Some(format!(
+            "{} {version} was not checked (spex was verified against {}): run `spex check --harness {}`",
+            inst.binary.display(),
+            h.identity().version,
+            h.id()
+        )),
+        checks::Verdict::Failed(r) => {
+            let mut out = format!(
+                "{} {version} failed `spex check` ({}):",
+                inst.binary.display(),
+                r.checked_at
+            );
+            for f in &r.failed {
+                out.push_str(&format!("\n  - {}: {}", f.promise, f.fallback));
+            }
+            Some(out)
+        }
+    }
+}

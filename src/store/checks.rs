@@ -1,0 +1,98 @@
+//! What `spex check` found, per harness binary and version: `$SPEX_HOME/checks.json`. `doctor`
+//! and `launch` read it to say when the installed version is unchecked or failed, and a
+//! capability whose check failed for that version is switched off with the reason.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The file's name under `$SPEX_HOME`.
+const FILE: &str = "checks.json";
+
+/// Every result kept, keyed by [`key`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Checks {
+    #[serde(default)]
+    pub results: BTreeMap<String, Result>,
+}
+
+/// One check of one harness binary at one version.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Result {
+    pub harness: String,
+    pub binary: PathBuf,
+    pub version: String,
+    /// When it ran, RFC 3339.
+    pub checked_at: String,
+    pub passed: usize,
+    /// The promises that failed, each with what spex does about it.
+    #[serde(default)]
+    pub failed: Vec<Failed>,
+}
+
+/// A promise that did not hold for a version.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Failed {
+    /// The capability switched off (`launch`, `deliver`, `events`, `answer.permission`,
+    /// `answer.question`, `interrupt`, `resume`).
+    pub capability: String,
+    pub promise: String,
+    /// What spex does instead.
+    pub fallback: String,
+}
+
+/// What the store knows of an installed harness binary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// `spex check` never ran against this binary at this version.
+    Unchecked,
+    Passed(Result),
+    Failed(Result),
+}
+
+fn file(spex_home: &Path) -> PathBuf {
+    spex_home.join(FILE)
+}
+
+/// The key of a binary at a version: its path and version, so two installs are told apart.
+pub fn key(binary: &Path, version: &str) -> String {
+    format!("{}@{version}", binary.display())
+}
+
+/// Every result kept (none when the file is missing or unreadable: a check is then asked for
+/// again, never assumed).
+pub fn load(spex_home: &Path) -> Checks {
+    fs_err::read(file(spex_home))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Keeps `result`, replacing an earlier one of the same binary and version.
+pub fn save(spex_home: &Path, result: Result) -> std::io::Result<()> {
+    fs_err::create_dir_all(spex_home)?;
+    super::lock::with(&spex_home.join("checks.lock"), || {
+        let mut all = load(spex_home);
+        all.results
+            .insert(key(&result.binary, &result.version), result);
+        crate::fsutil::write_atomic(&file(spex_home), &super::json_bytes(&all)).map(|_| ())
+    })?
+}
+
+/// What is known of `binary` at `version`.
+pub fn verdict(spex_home: &Path, binary: &Path, version: &str) -> Verdict {
+    match load(spex_home).results.remove(&key(binary, version)) {
+        None => Verdict::Unchecked,
+        Some(r) if r.failed.is_empty() => Verdict::Passed(r),
+        Some(r) => Verdict::Failed(r),
+    }
+}
+
+/// The failure that switched `capability` off for `binary` at `version`, if one did.
+pub fn switched_off(spex_home: &Path, binary: &Path, version: &str, capability: &str) -> Option<Failed> {
+    match verdict(spex_home, binary, version) {
+        Verdict::Failed(r) => r.failed.into_iter().find(|f| f.capability == capability),
+        _ => None,
+    }
+}
