@@ -36,6 +36,8 @@ pub struct Script {
     /// How spex learns of the permission dialog (`hook`, `server`, `keys`): the path its
     /// attention must come by.
     pub permission_via: &'static str,
+    /// The hook event that reports the dialog, when one does (its attention's `source`).
+    pub permission_source: Option<&'static str>,
     /// A turn that asks a question, and the option answered; or why a delivered prompt cannot
     /// ask one.
     pub question: Result<(&'static str, &'static str), &'static str>,

@@ -175,7 +175,14 @@ impl Run<'_> {
         let via = s.permission_via;
         let id = self.launch("permission", false).ok()?;
         self.deliver("permission", &id, s.permission, false).ok()?;
-        let asks = format!("a permission dialog opens an attention naming the command, through the {}", via_words(via));
+        let asks = format!(
+            "a permission dialog opens an attention naming the command, through the {}",
+            via_words(via, s.permission_source)
+        );
+        let mut opened = json!({"kind": "attention.opened", "attention_kind": "permission", "via": {"how": via}});
+        if let Some(source) = s.permission_source {
+            opened["source"] = source.into();
+        }
         let r = self.wait("permission", Capability::AnswerPermission, &asks, &id, |r| r["status"] == "needs_attention").ok()?;
         let a = &r["attention"];
         let named = a["kind"] == "permission" && a["text"].as_str().is_some_and(|t| !t.trim().is_empty());
@@ -183,7 +190,7 @@ impl Run<'_> {
         let approved = ran.ok;
         let done = self.sb.until(&id, STEP, |r| r["status"] == "idle" && r["turn"]["state"] == "completed");
         let mut promises = vec![(Capability::AnswerPermission, asks.clone(),
-            json!([{"assert": "service_events", "in_order": [{"kind": "tool.started"}, {"kind": "attention.opened", "attention_kind": "permission", "via": {"how": via}}]}]))];
+            json!([{"assert": "service_events", "in_order": [{"kind": "tool.started"}, opened]}]))];
         if !named {
             self.line("permission", Capability::AnswerPermission, format!("{asks} (the attention's text)"), Err(vec![format!("attention: {a}")]));
         }
@@ -298,11 +305,12 @@ impl Run<'_> {
 }
 
 /// How an attention reaches spex, in words.
-fn via_words(via: &str) -> &'static str {
-    match via {
-        "hook" => "permission hook",
-        "server" => "harness's app server",
-        _ => "screen (the dialog's keys)",
+fn via_words(via: &str, source: Option<&str>) -> String {
+    match (via, source) {
+        ("hook", Some(event)) => format!("permission hook (`{event}`)"),
+        ("hook", None) => "permission hook".to_owned(),
+        ("server", _) => "harness's app server".to_owned(),
+        _ => "screen (the dialog's keys)".to_owned(),
     }
 }
 

@@ -96,3 +96,45 @@ pub fn switched_off(spex_home: &Path, binary: &Path, version: &str, capability: 
         _ => None,
     }
 }
+
+/// `--version` of a binary as it was last read, while the file is the same (size, mtime).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Probed {
+    #[serde(default)]
+    versions: BTreeMap<String, (u64, u128, String)>,
+}
+
+/// The version of `binary`, read with `probe` only when the file changed since it was last
+/// read: `launch` and answering ask on every call, and a harness's `--version` starts a whole
+/// runtime.
+pub fn version_of(
+    spex_home: &Path,
+    binary: &Path,
+    probe: impl FnOnce(&Path) -> Option<String>,
+) -> Option<String> {
+    let meta = fs_err::metadata(binary).ok()?;
+    let stamp = (
+        meta.len(),
+        meta.modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos()),
+    );
+    let path = spex_home.join("versions.json");
+    let mut cache: Probed = fs_err::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let key = binary.display().to_string();
+    if let Some((len, mtime, v)) = cache.versions.get(&key)
+        && (*len, *mtime) == stamp
+    {
+        return Some(v.clone());
+    }
+    let v = probe(binary)?;
+    cache.versions.insert(key, (stamp.0, stamp.1, v.clone()));
+    // A cache: a failed write only means the next call probes again.
+    let _ = fs_err::create_dir_all(spex_home)
+        .and_then(|()| crate::fsutil::write_atomic(&path, &super::json_bytes(&cache)));
+    Some(v)
+}

@@ -24,6 +24,7 @@ static SCRIPT: Script = Script {
     tool: "USE_READ read hello.txt",
     permission: "USE_BASH run it",
     permission_via: "hook",
+    permission_source: Some("PermissionRequest"),
     question: Ok(("USE_ASK pick a color", "Blue")),
     slow: ("USE_NONE DELAY=30 slow", "DELAY=30 slow"),
     fail: "USE_NONE FAIL=400 broken",

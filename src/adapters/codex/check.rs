@@ -20,6 +20,7 @@ static SCRIPT: Script = Script {
     tool: "SCENARIO:shell run it",
     permission: "SCENARIO:escalate",
     permission_via: "server",
+    permission_source: None,
     question: Err("Codex asks its questions in Plan mode only, which a delivered prompt cannot choose"),
     slow: ("SCENARIO:hang HANG=60", "Working"),
     fail: "SCENARIO:fail",

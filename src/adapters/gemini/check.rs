@@ -26,6 +26,7 @@ static SCRIPT: Script = Script {
     tool: "SCENARIO:shellcmd <<echo tool-ran>>",
     permission: "SCENARIO:shellcmd <<touch approved.txt>>",
     permission_via: "keys",
+    permission_source: None,
     question: Ok(("SCENARIO:ask pick one", "2")),
     slow: ("SCENARIO:hang HANG=60", HANG_TEXT),
     fail: "SCENARIO:fail now",
