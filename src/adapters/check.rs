@@ -45,6 +45,8 @@ pub struct Script {
     pub slow: (&'static str, &'static str),
     /// A turn whose model request fails.
     pub fail: &'static str,
+    /// A turn the model answers in text, no tool.
+    pub plain: &'static str,
 }
 
 /// What one adapter gives `spex check`.

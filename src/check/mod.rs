@@ -208,7 +208,6 @@ pub struct Target<'a> {
     pub harness: &'static dyn Harness,
     /// The installed binary (on PATH or the configured `command`), resolved.
     pub binary: &'a Path,
-    pub version: String,
     /// This spex, which the sandbox runs.
     pub spex: &'a Path,
     /// The user's `PATH` (the harness's runtime, `git`).
@@ -229,20 +228,28 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
         path.push(p);
     }
     let mut sb = sandbox::Sandbox::new(t.spex, path)?;
+    // Asked in the sandbox: a harness's `--version` may write into its HOME.
+    let version = sb
+        .version_output(t.binary)
+        .and_then(|o| (t.harness.identity().parse_version)(&o))
+        .unwrap_or_else(|| "unknown".to_owned());
     let adapter_sandbox = crate::adapters::check::Sandbox {
         home: &sb.home,
         repo: &sb.repo,
     };
-    let prepared = kit.prepare(&adapter_sandbox).map_err(|error| CheckError::Fake {
-        harness: id.to_owned(),
-        error,
-    })?;
+    let prepared = kit
+        .prepare(&adapter_sandbox)
+        .map_err(|error| CheckError::Fake {
+            harness: id.to_owned(),
+            error,
+        })?;
     sb.env = prepared.env;
     let config = serde_json::json!({
         "harnesses": [id],
         "harness": {id: {"command": t.binary}},
     });
-    fs_err::write(sb.repo.join("spex.jsonc"), format!("{config}\n")).map_err(CheckError::Sandbox)?;
+    fs_err::write(sb.repo.join("spex.jsonc"), format!("{config}\n"))
+        .map_err(CheckError::Sandbox)?;
     sb.git(&["add", "-A"])?;
     sb.git(&["commit", "-q", "-m", "spex check"])?;
     let materialized = sb.run(&["materialize"]);
@@ -266,30 +273,54 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
     };
     let tool = run.tool();
     show(&run);
-    run.permission();
-    show(&run);
-    run.question();
-    show(&run);
-    run.interrupt();
-    show(&run);
-    run.failed();
-    show(&run);
-    match tool {
-        Some(session) => run.resume(&session),
-        None => run.lines.push(Line::judged(
-            "resume",
-            Capability::Resume,
-            "`spex resume` brings an exited session back and a turn runs in it".into(),
-            Err(vec!["the tool scenario left no session to resume".into()]),
-        )),
+    // The scenarios that change nothing shared run side by side: each is a session of its own.
+    let tool = tool.as_deref();
+    let side_by_side: [&(dyn Fn(&mut scenarios::Run) -> Option<()> + Sync); 4] = [
+        &|r| r.permission(),
+        &|r| r.question(),
+        &|r| r.interrupt(),
+        &|r| r.failed(),
+    ];
+    let done: Vec<Vec<Line>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = side_by_side
+            .iter()
+            .map(|scenario| {
+                let mut own = scenarios::Run {
+                    sb: &sb,
+                    kit,
+                    harness: id,
+                    lines: Vec::new(),
+                    keep: kept.as_deref(),
+                };
+                scope.spawn(move || {
+                    scenario(&mut own);
+                    own.lines
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for lines in done {
+        run.lines.extend(lines);
     }
+    show(&run);
+    // After the others, not beside them: a prompt delivered to a Claude Code session resumed
+    // while other sessions started was typed twice and never confirmed (seen under load).
+    run.resume(tool);
     show(&run);
     let errors = sb.dispatch_errors();
     run.lines.push(Line::judged(
         "all",
         Capability::Events,
         "every hook payload decodes".into(),
-        if errors.is_empty() { Ok(()) } else { Err(errors) },
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        },
     ));
     show(&run);
     let lines = run.lines;
@@ -303,30 +334,18 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
     Ok(Report {
         harness: id,
         binary: t.binary.to_owned(),
-        version: t.version.clone(),
+        version,
         lines,
         seconds: started.elapsed().as_secs_f64(),
         kept,
     })
 }
 
-/// The harness binary a user runs: the configured `command`, else the harness's binary on
-/// `PATH`; with its version when `--version` tells it.
+/// The harness binary a user runs, and its version when `--version` tells it.
 #[derive(Debug, Clone)]
 pub struct Installed {
     pub binary: PathBuf,
     pub version: Option<String>,
-}
-
-pub fn installed(
-    env: &crate::env::Env,
-    command: Option<&str>,
-    h: &dyn Harness,
-) -> Option<Installed> {
-    let binary = env.which(command.unwrap_or(h.identity().binary))?;
-    let version =
-        crate::env::version_output(&binary).and_then(|o| (h.identity().parse_version)(&o));
-    Some(Installed { binary, version })
 }
 
 /// What `doctor` and `launch` say of an installed version: nothing for the pinned version or

@@ -93,6 +93,25 @@ impl Sandbox {
         }
     }
 
+    /// The first line `binary --version` prints, run with the sandbox's HOME.
+    pub fn version_output(&self, binary: &Path) -> Option<String> {
+        let out = Command::new(binary)
+            .arg("--version")
+            .current_dir(&self.repo)
+            .env_clear()
+            .env("PATH", &self.path)
+            .env("HOME", &self.home)
+            .env("LANG", "C.UTF-8")
+            .envs(self.env.iter().cloned())
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .map(str::to_owned)
+    }
+
     /// `spex ARGS` in the repository, with the sandbox's environment only.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.spex);

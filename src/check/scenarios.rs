@@ -35,20 +35,41 @@ impl Run<'_> {
         self.kit.script()
     }
 
-    fn line(&mut self, scenario: &'static str, cap: Capability, promise: String, result: Result<(), Vec<String>>) -> bool {
+    fn line(
+        &mut self,
+        scenario: &'static str,
+        cap: Capability,
+        promise: String,
+        result: Result<(), Vec<String>>,
+    ) -> bool {
         let ok = result.is_ok();
-        self.lines.push(Line::judged(scenario, cap, promise, result));
+        self.lines
+            .push(Line::judged(scenario, cap, promise, result));
         ok
     }
 
     /// `spex launch --record --detach`: the session's id; a line when `readiness` says so.
     fn launch(&mut self, scenario: &'static str, readiness: bool) -> Result<String, Stopped> {
-        let ran = self.sb.run(&["launch", "--harness", self.harness, "--record", "--detach", "--json"]);
-        let id = ran.json().and_then(|v| v["session"]["id"].as_str().map(str::to_owned));
+        let ran = self.sb.run(&[
+            "launch",
+            "--harness",
+            self.harness,
+            "--record",
+            "--detach",
+            "--json",
+        ]);
+        let id = ran
+            .json()
+            .and_then(|v| v["session"]["id"].as_str().map(str::to_owned));
         let ready = id.as_deref().map(|id| {
             self.sb
                 .until(id, STEP, |r| r["status"] == "idle")
-                .map_err(|r| vec![format!("the session reads `{}`", r["status"]), self.screen(id)])
+                .map_err(|r| {
+                    vec![
+                        format!("the session reads `{}`", r["status"]),
+                        self.screen(id),
+                    ]
+                })
         });
         let result = match (&id, ready) {
             (Some(_), Some(Ok(_))) => Ok(()),
@@ -77,12 +98,27 @@ impl Run<'_> {
     }
 
     /// `spex deliver`: confirmed by the harness's prompt hook.
-    fn deliver(&mut self, scenario: &'static str, id: &str, prompt: &str, line: bool) -> Result<(), Stopped> {
+    fn deliver(
+        &mut self,
+        scenario: &'static str,
+        id: &str,
+        prompt: &str,
+        line: bool,
+    ) -> Result<(), Stopped> {
         let ran = self.sb.run(&["deliver", id, prompt, "--json"]);
         let confirmed = ran.json().is_some_and(|v| v["confirmed"] == true);
-        let result = if confirmed { Ok(()) } else { Err(vec![ran.evidence(), self.screen(id)]) };
+        let result = if confirmed {
+            Ok(())
+        } else {
+            Err(vec![ran.evidence(), self.screen(id)])
+        };
         if line || result.is_err() {
-            let ok = self.line(scenario, Capability::Deliver, "deliver is confirmed by the harness's prompt hook".into(), result);
+            let ok = self.line(
+                scenario,
+                Capability::Deliver,
+                "deliver is confirmed by the harness's prompt hook".into(),
+                result,
+            );
             if !ok {
                 self.stop(id);
                 return Err(Stopped);
@@ -93,12 +129,24 @@ impl Run<'_> {
 
     /// Waits for the record to read `what`; a failing line (and the session stopped) when it
     /// never does.
-    fn wait(&mut self, scenario: &'static str, cap: Capability, promise: &str, id: &str, pred: impl Fn(&Value) -> bool) -> Result<Value, Stopped> {
+    fn wait(
+        &mut self,
+        scenario: &'static str,
+        cap: Capability,
+        promise: &str,
+        id: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Result<Value, Stopped> {
         match self.sb.until(id, STEP, pred) {
             Ok(r) => Ok(r),
             Err(r) => {
                 let evidence = vec![
-                    format!("after {} s the record reads `{}`, turn `{}`", STEP.as_secs(), r["status"], r["turn"]["state"]),
+                    format!(
+                        "after {} s the record reads `{}`, turn `{}`",
+                        STEP.as_secs(),
+                        r["status"],
+                        r["turn"]["state"]
+                    ),
                     self.screen(id),
                 ];
                 self.line(scenario, cap, promise.to_owned(), Err(evidence));
@@ -109,12 +157,17 @@ impl Run<'_> {
     }
 
     fn stop(&self, id: &str) {
-        let _ = self.sb.run(&["stop", id, "--json", "--grace", "5"]);
+        let _ = self.sb.run(&["stop", id, "--json", "--grace", "2"]);
     }
 
     /// Stops the session, waits for its recording to end and judges each promise's spec
     /// against it.
-    fn judge(&mut self, scenario: &'static str, id: &str, promises: Vec<(Capability, String, Value)>) {
+    fn judge(
+        &mut self,
+        scenario: &'static str,
+        id: &str,
+        promises: Vec<(Capability, String, Value)>,
+    ) {
         std::thread::sleep(Duration::from_millis(500));
         self.stop(id);
         let dir = self.sb.session_dir(id).map(|d| d.join("cassette"));
@@ -147,7 +200,10 @@ impl Run<'_> {
     /// A turn with a tool call; launch readiness and delivery are judged here.
     pub fn tool(&mut self) -> Option<String> {
         let s = self.script();
-        let sandbox = crate::adapters::check::Sandbox { home: &self.sb.home, repo: &self.sb.repo };
+        let sandbox = crate::adapters::check::Sandbox {
+            home: &self.sb.home,
+            repo: &self.sb.repo,
+        };
         let _ = self.kit.tool_unasked(&sandbox, true);
         let id = self.launch("tool", true).ok()?;
         let result = self.tool_turn("tool", &id, s.tool);
@@ -165,7 +221,9 @@ impl Run<'_> {
     fn tool_turn(&mut self, scenario: &'static str, id: &str, prompt: &str) -> Result<(), Stopped> {
         self.deliver(scenario, id, prompt, scenario == "tool")?;
         let promise = "the turn ends completed";
-        self.wait(scenario, Capability::Events, promise, id, |r| r["status"] == "idle" && r["turn"]["state"] == "completed")?;
+        self.wait(scenario, Capability::Events, promise, id, |r| {
+            r["status"] == "idle" && r["turn"]["state"] == "completed"
+        })?;
         Ok(())
     }
 
@@ -183,16 +241,35 @@ impl Run<'_> {
         if let Some(source) = s.permission_source {
             opened["source"] = source.into();
         }
-        let r = self.wait("permission", Capability::AnswerPermission, &asks, &id, |r| r["status"] == "needs_attention").ok()?;
+        let r = self
+            .wait(
+                "permission",
+                Capability::AnswerPermission,
+                &asks,
+                &id,
+                |r| r["status"] == "needs_attention",
+            )
+            .ok()?;
         let a = &r["attention"];
-        let named = a["kind"] == "permission" && a["text"].as_str().is_some_and(|t| !t.trim().is_empty());
+        let named =
+            a["kind"] == "permission" && a["text"].as_str().is_some_and(|t| !t.trim().is_empty());
         let ran = self.sb.run(&["approve", &id, "--json"]);
         let approved = ran.ok;
-        let done = self.sb.until(&id, STEP, |r| r["status"] == "idle" && r["turn"]["state"] == "completed");
-        let mut promises = vec![(Capability::AnswerPermission, asks.clone(),
-            json!([{"assert": "service_events", "in_order": [{"kind": "tool.started"}, opened]}]))];
+        let done = self.sb.until(&id, STEP, |r| {
+            r["status"] == "idle" && r["turn"]["state"] == "completed"
+        });
+        let mut promises = vec![(
+            Capability::AnswerPermission,
+            asks.clone(),
+            json!([{"assert": "service_events", "in_order": [{"kind": "tool.started"}, opened]}]),
+        )];
         if !named {
-            self.line("permission", Capability::AnswerPermission, format!("{asks} (the attention's text)"), Err(vec![format!("attention: {a}")]));
+            self.line(
+                "permission",
+                Capability::AnswerPermission,
+                format!("{asks} (the attention's text)"),
+                Err(vec![format!("attention: {a}")]),
+            );
         }
         let answer = "`spex approve` answers it through spex's path and the tool runs".to_owned();
         if approved && done.is_ok() {
@@ -201,10 +278,18 @@ impl Run<'_> {
         } else {
             let mut evidence = vec![ran.evidence()];
             if let Err(r) = &done {
-                evidence.push(format!("the record reads `{}`, turn `{}`", r["status"], r["turn"]["state"]));
+                evidence.push(format!(
+                    "the record reads `{}`, turn `{}`",
+                    r["status"], r["turn"]["state"]
+                ));
             }
             evidence.push(self.screen(&id));
-            self.line("permission", Capability::AnswerPermission, answer, Err(evidence));
+            self.line(
+                "permission",
+                Capability::AnswerPermission,
+                answer,
+                Err(evidence),
+            );
         }
         self.judge("permission", &id, promises);
         Some(())
@@ -215,30 +300,55 @@ impl Run<'_> {
         let (prompt, choice) = match self.script().question {
             Ok(q) => q,
             Err(why) => {
-                self.lines.push(Line::unchecked("question", Capability::AnswerQuestion, "a question opens an attention with its options; `spex answer` answers it".into(), why));
+                self.lines.push(Line::unchecked(
+                    "question",
+                    Capability::AnswerQuestion,
+                    "a question opens an attention with its options; `spex answer` answers it"
+                        .into(),
+                    why,
+                ));
                 return None;
             }
         };
         let id = self.launch("question", false).ok()?;
         self.deliver("question", &id, prompt, false).ok()?;
         let asks = "a question opens an attention with its options";
-        let r = self.wait("question", Capability::AnswerQuestion, asks, &id, |r| r["status"] == "needs_attention").ok()?;
+        let r = self
+            .wait("question", Capability::AnswerQuestion, asks, &id, |r| {
+                r["status"] == "needs_attention"
+            })
+            .ok()?;
         let a = r["attention"].clone();
         let answered = self.sb.run(&["answer", &id, choice, "--json"]);
-        let done = self.sb.until(&id, STEP, |r| r["status"] == "idle" && r["turn"]["state"] == "completed");
+        let done = self.sb.until(&id, STEP, |r| {
+            r["status"] == "idle" && r["turn"]["state"] == "completed"
+        });
         let with_options = a["kind"] == "question" && a.to_string().contains("options");
         if !with_options {
-            self.line("question", Capability::AnswerQuestion, format!("{asks} (the attention's options)"), Err(vec![format!("attention: {a}")]));
+            self.line(
+                "question",
+                Capability::AnswerQuestion,
+                format!("{asks} (the attention's options)"),
+                Err(vec![format!("attention: {a}")]),
+            );
         }
         let answer = "`spex answer` picks an option and the turn completes".to_owned();
-        let mut promises = vec![(Capability::AnswerQuestion, asks.to_owned(),
-            json!([{"assert": "service_events", "in_order": [{"kind": "turn.started"}, {"kind": "attention.opened", "attention_kind": "question"}]}]))];
+        let mut promises = vec![(
+            Capability::AnswerQuestion,
+            asks.to_owned(),
+            json!([{"assert": "service_events", "in_order": [{"kind": "turn.started"}, {"kind": "attention.opened", "attention_kind": "question"}]}]),
+        )];
         if answered.ok && done.is_ok() {
             promises.push((Capability::AnswerQuestion, answer,
                 json!([{"assert": "service_events", "in_order": [{"kind": "attention.closed", "attention_kind": "question", "how": "spex answer"}, {"kind": "turn.completed"}]}])));
         } else {
             let evidence = vec![answered.evidence(), self.screen(&id)];
-            self.line("question", Capability::AnswerQuestion, answer, Err(evidence));
+            self.line(
+                "question",
+                Capability::AnswerQuestion,
+                answer,
+                Err(evidence),
+            );
         }
         self.judge("question", &id, promises);
         Some(())
@@ -250,7 +360,10 @@ impl Run<'_> {
         let id = self.launch("interrupt", false).ok()?;
         self.deliver("interrupt", &id, prompt, false).ok()?;
         let promise = "`spex interrupt` stops the turn and it reads interrupted";
-        self.wait("interrupt", Capability::Interrupt, promise, &id, |r| r["status"] == "working").ok()?;
+        self.wait("interrupt", Capability::Interrupt, promise, &id, |r| {
+            r["status"] == "working"
+        })
+        .ok()?;
         let deadline = std::time::Instant::now() + STEP;
         while !self.sb.screen(&id).contains(shows) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(200));
@@ -259,11 +372,19 @@ impl Run<'_> {
         std::thread::sleep(Duration::from_secs(2));
         let ran = self.sb.run(&["interrupt", &id, "--json"]);
         if !ran.ok {
-            self.line("interrupt", Capability::Interrupt, promise.to_owned(), Err(vec![ran.evidence(), self.screen(&id)]));
+            self.line(
+                "interrupt",
+                Capability::Interrupt,
+                promise.to_owned(),
+                Err(vec![ran.evidence(), self.screen(&id)]),
+            );
             self.stop(&id);
             return None;
         }
-        self.wait("interrupt", Capability::Interrupt, promise, &id, |r| r["status"] == "idle" && r["turn"]["state"] == "interrupted").ok()?;
+        self.wait("interrupt", Capability::Interrupt, promise, &id, |r| {
+            r["status"] == "idle" && r["turn"]["state"] == "interrupted"
+        })
+        .ok()?;
         self.judge("interrupt", &id, vec![(Capability::Interrupt, promise.to_owned(),
             json!([{"assert": "service_events", "in_order": [{"kind": "turn.started"}, {"kind": "turn.interrupted", "by": "spex interrupt"}]}, {"assert": "outcome", "is": "interrupted"}]))]);
         Some(())
@@ -275,32 +396,55 @@ impl Run<'_> {
         let id = self.launch("failed", false).ok()?;
         self.deliver("failed", &id, prompt, false).ok()?;
         let promise = "a failed model request reads failed, with an attention";
-        self.wait("failed", Capability::Events, promise, &id, |r| r["turn"]["state"] == "failed").ok()?;
+        self.wait("failed", Capability::Events, promise, &id, |r| {
+            r["turn"]["state"] == "failed"
+        })
+        .ok()?;
         self.judge("failed", &id, vec![(Capability::Events, promise.to_owned(),
             json!([{"assert": "service_events", "in_order": [{"kind": "turn.started"}, {"kind": "turn.failed"}, {"kind": "attention.opened", "reason": "turn_failed"}]}, {"assert": "outcome", "is": "failed"}]))]);
         Some(())
     }
 
     /// The tool scenario's session resumed with `spex resume`, and a turn in it.
-    pub fn resume(&mut self, id: &str) {
-        let promise = "`spex resume` brings an exited session back and a turn runs in it";
-        let ran = self.sb.run(&["resume", id, "--detach", "--json", "--ready-timeout", "60"]);
-        let new = ran.json().and_then(|v| v["session"]["id"].as_str().map(str::to_owned));
-        let Some(new) = new.filter(|_| ran.ok) else {
-            self.line("resume", Capability::Resume, promise.into(), Err(vec![ran.evidence()]));
-            return;
+    pub fn resume(&mut self, id: Option<&str>) -> Option<()> {
+        let Some(id) = id else {
+            self.line(
+                "resume",
+                Capability::Resume,
+                "`spex resume` brings an exited session back and a turn runs in it".into(),
+                Err(vec!["the tool scenario left no session to resume".into()]),
+            );
+            return None;
         };
-        let s = self.script();
-        let sandbox = crate::adapters::check::Sandbox { home: &self.sb.home, repo: &self.sb.repo };
-        let _ = self.kit.tool_unasked(&sandbox, true);
-        let turn = self.deliver("resume", &new, s.tool, false).and_then(|()| {
-            self.wait("resume", Capability::Resume, promise, &new, |r| r["status"] == "idle" && r["turn"]["state"] == "completed").map(|_| ())
-        });
-        let _ = self.kit.tool_unasked(&sandbox, false);
+        let promise = "`spex resume` brings an exited session back and a turn runs in it";
+        let ran = self
+            .sb
+            .run(&["resume", id, "--detach", "--json", "--ready-timeout", "60"]);
+        let new = ran
+            .json()
+            .and_then(|v| v["session"]["id"].as_str().map(str::to_owned));
+        let Some(new) = new.filter(|_| ran.ok) else {
+            self.line(
+                "resume",
+                Capability::Resume,
+                promise.into(),
+                Err(vec![ran.evidence()]),
+            );
+            return None;
+        };
+        let turn = self
+            .deliver("resume", &new, self.script().plain, false)
+            .and_then(|()| {
+                self.wait("resume", Capability::Resume, promise, &new, |r| {
+                    r["status"] == "idle" && r["turn"]["state"] == "completed"
+                })
+                .map(|_| ())
+            });
         if turn.is_ok() {
             self.line("resume", Capability::Resume, promise.into(), Ok(()));
             self.stop(&new);
         }
+        Some(())
     }
 }
 
@@ -324,12 +468,18 @@ fn load(dir: &Path) -> Result<(Cassette, Value), String> {
 
 /// Judges `assertions` (a spec's list) against the recording: bound to it, since the spec is
 /// spex's own and the recording new.
-fn judge_one(dir: &Path, cassette: &Cassette, fin: &Value, assertions: Value) -> Result<(), Vec<String>> {
+fn judge_one(
+    dir: &Path,
+    cassette: &Cassette,
+    fin: &Value,
+    assertions: Value,
+) -> Result<(), Vec<String>> {
     let spec = json!({
         "cassette": {"id": cassette.manifest.id, "content_digest": cassette.manifest.content_digest.clone().unwrap_or_default()},
         "assertions": assertions,
     });
-    let spec = Spec::parse(&spec.to_string(), Path::new("spex check")).map_err(|e| vec![e.to_string()])?;
+    let spec =
+        Spec::parse(&spec.to_string(), Path::new("spex check")).map_err(|e| vec![e.to_string()])?;
     let report = eval::judge(dir, cassette, fin, &spec);
     if let Some(b) = report.binding {
         return Err(vec![b]);

@@ -54,7 +54,9 @@ impl crate::hint::Hint for CheckArgError {
                     .join(", ")
             ),
             CheckArgError::Missing(id) => {
-                format!("install it, or set its path: `\"harness\": {{\"{id}\": {{\"command\": \"/path/to/{id}\"}}}}` in your spex config")
+                format!(
+                    "install it, or set its path: `\"harness\": {{\"{id}\": {{\"command\": \"/path/to/{id}\"}}}}` in your spex config"
+                )
             }
         })
     }
@@ -71,7 +73,8 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let mut reports: Vec<Report> = Vec::new();
     for h in harnesses {
         let command = cfg.harness.get(h.id()).and_then(|c| c.command.as_deref());
-        let Some(inst) = check::installed(env, command, h) else {
+        let found = env.which(command.unwrap_or(h.identity().binary));
+        let Some(binary) = found else {
             if args.harness.is_some() {
                 return Err(CheckArgError::Missing(h.id().to_owned()).into());
             }
@@ -80,14 +83,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             }
             continue;
         };
-        let version = inst.version.clone().unwrap_or_else(|| "unknown".to_owned());
         if !args.json {
-            output::print(&format!("{} {} ({})\n", h.id(), version, inst.binary.display()));
+            output::print(&format!("{} ({})\n", h.id(), binary.display()));
         }
         let target = check::Target {
             harness: h,
-            binary: &inst.binary,
-            version,
+            binary: &binary,
             spex: &spex,
             path: env.path.as_ref(),
             keep: args.keep,
@@ -100,11 +101,20 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         let report = check::run(&target, &mut progress)?;
         crate::store::checks::save(&env.spex_home(), report.stored())?;
         if !args.json {
-            let failed = report.lines.iter().filter(|l| l.verdict == Verdict::Fail).count();
+            let failed = report
+                .lines
+                .iter()
+                .filter(|l| l.verdict == Verdict::Fail)
+                .count();
             output::print(&format!(
-                "{}: {} promise(s) held, {failed} failed, in {:.0} s{}\n\n",
+                "{} {}: {} promise(s) held, {failed} failed, in {:.0} s{}\n\n",
                 h.id(),
-                report.lines.iter().filter(|l| l.verdict == Verdict::Pass).count(),
+                report.version,
+                report
+                    .lines
+                    .iter()
+                    .filter(|l| l.verdict == Verdict::Pass)
+                    .count(),
                 report.seconds,
                 report
                     .kept

@@ -43,16 +43,18 @@ pub fn answer_switched_off(
     let cap = capability(kind)?;
     let h = adapters::lookup(&record.harness)?;
     let (binary, version) = installed(env, &record.tree, h)?;
-    let off = checks::switched_off(&env.spex_home(), &binary, &version, cap)?;
+    let off = checks::switched_off(&env.spex_home(), &binary, &version, cap);
+    let first = off.first()?;
+    let promises: Vec<String> = off.iter().map(|f| format!("\"{}\"", f.promise)).collect();
     Some((
         format!(
-            "answering through spex is switched off for {} {version}: `spex check` found that \"{}\" does not hold",
+            "answering through spex is switched off for {} {version}: `spex check` found that {} does not hold",
             h.id(),
-            off.promise
+            promises.join(" and ")
         ),
         format!(
             "{}; `spex check --harness {}` checks again",
-            off.fallback,
+            first.fallback,
             h.id()
         ),
     ))

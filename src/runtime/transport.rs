@@ -231,7 +231,9 @@ pub fn answer(
     let host_pids = super::host_pids(store, id);
     let (s, a) = answer::target(env, store, id, named, &host_pids)?;
     // A version whose check found this answering path broken is not answered blind.
-    if let Some((message, hint)) = super::checked::answer_switched_off(env, &record, a.kind.as_ref()) {
+    if let Some((message, hint)) =
+        super::checked::answer_switched_off(env, &record, a.kind.as_ref())
+    {
         return Err(RuntimeError::NotAnswered {
             id: id.to_owned(),
             message,

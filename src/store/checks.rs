@@ -89,11 +89,20 @@ pub fn verdict(spex_home: &Path, binary: &Path, version: &str) -> Verdict {
     }
 }
 
-/// The failure that switched `capability` off for `binary` at `version`, if one did.
-pub fn switched_off(spex_home: &Path, binary: &Path, version: &str, capability: &str) -> Option<Failed> {
+/// The failures that switched `capability` off for `binary` at `version` (none: it is on).
+pub fn switched_off(
+    spex_home: &Path,
+    binary: &Path,
+    version: &str,
+    capability: &str,
+) -> Vec<Failed> {
     match verdict(spex_home, binary, version) {
-        Verdict::Failed(r) => r.failed.into_iter().find(|f| f.capability == capability),
-        _ => None,
+        Verdict::Failed(r) => r
+            .failed
+            .into_iter()
+            .filter(|f| f.capability == capability)
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

@@ -42,7 +42,10 @@ fn users_world() -> World {
 /// `spex check --harness ID --json` and how long it took; its JSON report of that harness.
 fn check(w: &World, extra: Option<&Path>, id: &str) -> (bool, Value, f64) {
     let started = Instant::now();
-    let out = feed(&mut spex(w, extra, &["check", "--harness", id, "--json"]), b"");
+    let out = feed(
+        &mut spex(w, extra, &["check", "--harness", id, "--json"]),
+        b"",
+    );
     let secs = started.elapsed().as_secs_f64();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -73,7 +76,11 @@ fn passes(id: &str) {
     assert!(
         ok && failed.is_empty(),
         "failed lines:\n{}",
-        failed.iter().map(|l| pretty(l)).collect::<Vec<_>>().join("\n")
+        failed
+            .iter()
+            .map(|l| pretty(l))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     // The fixed scenarios each gave their lines: launch, deliver, the tool turn, permission,
     // question (or why not), interrupt, failed turn, resume, the payloads.
@@ -103,14 +110,24 @@ fn passes(id: &str) {
     );
     let version = report["version"].as_str().unwrap();
     // The user's HOME, CODEX_HOME, config and project: not a byte or an mtime changed.
-    assert_eq!(w.snapshot(&[&w.xdg_config]), before, "the check touched the user's files");
+    assert_eq!(
+        w.snapshot(&[&w.xdg_config]),
+        before,
+        "the check touched the user's files"
+    );
     // Kept per binary and version.
-    let stored: Value =
-        serde_json::from_str(&crate::support::world::read(&w.spex_home.join("checks.json")))
-            .unwrap();
+    let stored: Value = serde_json::from_str(&crate::support::world::read(
+        &w.spex_home.join("checks.json"),
+    ))
+    .unwrap();
     let bin = peers_bin_dir().join(id);
     let key = format!("{}@{version}", bin.display());
-    assert_eq!(stored["results"][&key]["failed"], serde_json::json!([]), "{}", pretty(&stored));
+    assert_eq!(
+        stored["results"][&key]["failed"],
+        serde_json::json!([]),
+        "{}",
+        pretty(&stored)
+    );
 }
 
 #[test]

@@ -28,6 +28,7 @@ static SCRIPT: Script = Script {
     question: Ok(("USE_ASK pick a color", "Blue")),
     slow: ("USE_NONE DELAY=30 slow", "DELAY=30 slow"),
     fail: "USE_NONE FAIL=400 broken",
+    plain: "USE_NONE say hello",
 };
 
 impl CheckKit for Kit {

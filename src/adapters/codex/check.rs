@@ -21,9 +21,12 @@ static SCRIPT: Script = Script {
     permission: "SCENARIO:escalate",
     permission_via: "server",
     permission_source: None,
-    question: Err("Codex asks its questions in Plan mode only, which a delivered prompt cannot choose"),
+    question: Err(
+        "Codex asks its questions in Plan mode only, which a delivered prompt cannot choose",
+    ),
     slow: ("SCENARIO:hang HANG=60", "Working"),
     fail: "SCENARIO:fail",
+    plain: "say hello",
 };
 
 impl CheckKit for Kit {

@@ -478,4 +478,3 @@ pub fn token_after<'a>(hay: &'a str, key: &str) -> Option<&'a str> {
         (!tok.is_empty()).then_some(tok)
     })
 }
-

@@ -30,6 +30,7 @@ static SCRIPT: Script = Script {
     question: Ok(("SCENARIO:ask pick one", "2")),
     slow: ("SCENARIO:hang HANG=60", HANG_TEXT),
     fail: "SCENARIO:fail now",
+    plain: "say hello",
 };
 
 fn settings(home: &Path) -> std::path::PathBuf {
