@@ -273,36 +273,9 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
     };
     let tool = run.tool();
     show(&run);
-    // The scenarios that change nothing shared run side by side: each is a session of its own.
     let tool = tool.as_deref();
-    let side_by_side: [&(dyn Fn(&mut scenarios::Run) -> Option<()> + Sync); 4] = [
-        &|r| r.permission(),
-        &|r| r.question(),
-        &|r| r.interrupt(),
-        &|r| r.failed(),
-    ];
-    let done: Vec<Vec<Line>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = side_by_side
-            .iter()
-            .map(|scenario| {
-                let mut own = scenarios::Run {
-                    sb: &sb,
-                    kit,
-                    harness: id,
-                    lines: Vec::new(),
-                    keep: kept.as_deref(),
-                };
-                scope.spawn(move || {
-                    scenario(&mut own);
-                    own.lines
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
+    // The scenarios that change nothing shared run side by side: each is a session of its own.
+    let done = side_by_side(&sb, kit, id, kept.as_deref());
     for lines in done {
         run.lines.extend(lines);
     }
@@ -323,7 +296,17 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
         },
     ));
     show(&run);
-    let lines = run.lines;
+    let mut lines = run.lines;
+    // What the harness asked the model, beside each failure: a request missing or repeated
+    // tells a harness that changed from spex's misreading of it.
+    if lines.iter().any(|l| l.verdict == Verdict::Fail) {
+        let requests = prepared.fake.requests();
+        let tail = requests[requests.len().saturating_sub(30)..].join("\n");
+        for l in lines.iter_mut().filter(|l| l.verdict == Verdict::Fail) {
+            l.evidence
+                .push(format!("the fake model's last requests:\n{tail}"));
+        }
+    }
     drop(prepared.fake);
     if t.keep
         && let Some(dir) = sb.dir.take()
@@ -373,4 +356,45 @@ pub fn standing_note(spex_home: &Path, h: &dyn Harness, inst: &Installed) -> Opt
             Some(out)
         }
     }
+}
+
+/// A scenario that runs beside others.
+type Scenario<'s> = &'s (dyn Fn(&mut scenarios::Run) -> Option<()> + Sync);
+
+/// Permission, question, interrupt and failed turn, each in a thread of its own: their lines,
+/// in that order.
+fn side_by_side(
+    sb: &sandbox::Sandbox,
+    kit: &'static dyn crate::adapters::check::CheckKit,
+    id: &'static str,
+    keep: Option<&Path>,
+) -> Vec<Vec<Line>> {
+    let all: [Scenario; 4] = [
+        &|r| r.permission(),
+        &|r| r.question(),
+        &|r| r.interrupt(),
+        &|r| r.failed(),
+    ];
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = all
+            .iter()
+            .map(|scenario| {
+                let mut own = scenarios::Run {
+                    sb,
+                    kit,
+                    harness: id,
+                    lines: Vec::new(),
+                    keep,
+                };
+                scope.spawn(move || {
+                    scenario(&mut own);
+                    own.lines
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
 }

@@ -15,7 +15,7 @@ use crate::pty::cassette::Cassette;
 use crate::pty::cassette::assertions::{Spec, eval};
 
 /// How long one step may take: a cold harness on a loaded small machine.
-const STEP: Duration = Duration::from_secs(60);
+const STEP: Duration = Duration::from_mins(1);
 
 /// One scenario being run: its session, and the lines it gave so far.
 pub struct Run<'a> {
@@ -190,7 +190,7 @@ impl Run<'_> {
         }
         for (cap, promise, assertions) in promises {
             let result = match &recorded {
-                Ok((dir, cassette, fin)) => judge_one(dir, cassette, fin, assertions),
+                Ok((dir, cassette, fin)) => judge_one(dir, cassette, fin, &assertions),
                 Err(e) => Err(vec![e.clone()]),
             };
             self.line(scenario, cap, promise, result);
@@ -472,7 +472,7 @@ fn judge_one(
     dir: &Path,
     cassette: &Cassette,
     fin: &Value,
-    assertions: Value,
+    assertions: &Value,
 ) -> Result<(), Vec<String>> {
     let spec = json!({
         "cassette": {"id": cassette.manifest.id, "content_digest": cassette.manifest.content_digest.clone().unwrap_or_default()},

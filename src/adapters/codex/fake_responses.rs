@@ -87,19 +87,13 @@ pub const CHILD_OK_TASK: &str = "child task: say hi";
 /// The task of `spawn2`'s second sub-agent: its model requests fail (scenario `fail`).
 pub const CHILD_FAIL_TASK: &str = "child task: SCENARIO:fail";
 
-const DEFAULT_HANG: Duration = Duration::from_mins(2);
-
 /// A running fake; stops on Drop (which also ends any `hang` stream). Its
 /// [`LoggingServer::requests`] are `{method, path, headers, body}` plus, for POSTs, `scenario`,
 /// `tools` (name -> type), `n_tool_outputs` and `title` (the TUI's title request).
 pub struct FakeResponses(LoggingServer);
 
 impl FakeResponses {
-    pub fn start() -> FakeResponses {
-        FakeResponses::start_with_hang_limit(DEFAULT_HANG)
-    }
-
-    /// Like [`FakeResponses::start`], with the default duration of the `hang` scenario.
+    /// A fake whose `hang` scenario hangs at most `hang` unless its prompt says.
     pub fn start_with_hang_limit(hang: Duration) -> FakeResponses {
         FakeResponses(LoggingServer::start(move |req, conn, log| {
             handle(req, conn, log, hang)
@@ -427,7 +421,7 @@ mod tests {
     /// request), is answered; the turn's own first request still fails, its retry does not.
     #[test]
     fn failonce_fails_the_turns_first_request_not_the_title_request() {
-        let fake = FakeResponses::start();
+        let fake = FakeResponses::start_with_hang_limit(Duration::from_mins(2));
         let prompt = "SCENARIO:failonce";
         let title = json!({
             "input": [user(&format!("Generate a concise, single-line task title.\n\nUser prompt:\n{prompt}"))],

@@ -394,28 +394,6 @@ impl RequestLog {
     pub fn all(&self) -> Vec<Value> {
         lock(&self.inner.0).clone()
     }
-
-    /// The first logged request matching `pred`, waiting up to `timeout` for one to arrive;
-    /// `None` when none did (the caller decides whether that fails).
-    pub fn find_within(&self, pred: impl Fn(&Value) -> bool, timeout: Duration) -> Option<Value> {
-        let end = Instant::now() + timeout;
-        let mut log = lock(&self.inner.0);
-        loop {
-            if let Some(v) = log.iter().find(|v| pred(v)) {
-                return Some(v.clone());
-            }
-            let now = Instant::now();
-            if now >= end {
-                return None;
-            }
-            log = self
-                .inner
-                .1
-                .wait_timeout(log, end - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-    }
 }
 
 /// An [`HttpServer`] whose handler logs every request into a [`RequestLog`]: what the fake
@@ -444,15 +422,6 @@ impl LoggingServer {
     /// Every request so far, oldest first (see the fake for the fields of an entry).
     pub fn requests(&self) -> Vec<Value> {
         self.log.all()
-    }
-
-    /// The first request matching `pred`, waiting up to `timeout` for it; `None` when none came.
-    pub fn request_within(
-        &self,
-        pred: impl Fn(&Value) -> bool,
-        timeout: Duration,
-    ) -> Option<Value> {
-        self.log.find_within(pred, timeout)
     }
 }
 
