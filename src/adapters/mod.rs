@@ -3,7 +3,6 @@
 //! in `ALL`. What the adapters share lives in `common`, below them. Product code resolves an
 //! adapter here and never compares harness ids itself.
 
-pub mod check;
 pub mod claude;
 pub mod codex;
 pub mod common;
@@ -28,6 +27,16 @@ pub fn lookup(id: &str) -> Option<&'static dyn Harness> {
     ALL.iter()
         .copied()
         .find(|h| h.id() == id || h.identity().aliases.contains(&id))
+}
+
+/// The check kit of a harness id.
+pub fn check_kit(id: &str) -> Option<&'static dyn common::check::CheckKit> {
+    match lookup(id)?.id() {
+        "claude" => Some(&claude::check::Kit),
+        "codex" => Some(&codex::check::Kit),
+        "gemini" => Some(&gemini::check::Kit),
+        _ => None,
+    }
 }
 
 /// Every environment variable some adapter reads, for `Env::from_process` to read with the

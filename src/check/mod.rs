@@ -2,10 +2,15 @@
 //! repository against the fake model server of its adapter, through a fixed set of scenarios;
 //! one line per promise spex makes, each passed or failed with the fallback and the evidence.
 //! The result is kept per binary and version (`store::checks`). Names no harness: each
-//! adapter's kit (`adapters::check`) gives its fake, its home and its prompts.
+//! adapter's kit (`adapters::common::check`) gives its fake, its home and its prompts.
 
+mod error;
+mod line;
 mod sandbox;
 mod scenarios;
+
+pub use error::CheckError;
+pub use line::{Capability, Line, Verdict};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -13,151 +18,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::hint::Hint;
 use crate::seam::Harness;
 use crate::store::checks;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CheckError {
-    #[error("cannot make the throwaway folder to check in: {0}")]
-    Sandbox(std::io::Error),
-    #[error("cannot set up the throwaway repository: {0}")]
-    Setup(String),
-    #[error("`{0}` has no scenarios for `spex check`")]
-    NoKit(String),
-    #[error("cannot start the fake model server for `{harness}`: {error}")]
-    Fake {
-        harness: String,
-        error: std::io::Error,
-    },
-}
-
-impl Hint for CheckError {
-    fn hint(&self) -> Option<String> {
-        match self {
-            CheckError::Sandbox(_) | CheckError::Fake { .. } => {
-                Some("`spex check` needs a writable `/tmp` and a loopback port".into())
-            }
-            CheckError::Setup(_) => Some("`spex check` needs `git` on PATH".into()),
-            CheckError::NoKit(_) => None,
-        }
-    }
-}
-
-/// What a failed promise switches off; each has its fallback.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Capability {
-    Launch,
-    Deliver,
-    Events,
-    AnswerPermission,
-    AnswerQuestion,
-    Interrupt,
-    Resume,
-}
-
-impl Capability {
-    /// Its name in the store and in `--json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Capability::Launch => "launch",
-            Capability::Deliver => "deliver",
-            Capability::Events => "events",
-            Capability::AnswerPermission => "answer.permission",
-            Capability::AnswerQuestion => "answer.question",
-            Capability::Interrupt => "interrupt",
-            Capability::Resume => "resume",
-        }
-    }
-
-    /// What spex does when this capability's check failed for the installed version.
-    pub fn fallback(self) -> &'static str {
-        match self {
-            Capability::Launch => {
-                "`spex launch` warns; run the harness in your own terminal (spex follows it through its hooks)"
-            }
-            Capability::Deliver => {
-                "a delivered prompt is typed without confirmation: look at the session (`spex attach`)"
-            }
-            Capability::Events => {
-                "the session's state may be wrong: trust its screen (`spex attach`)"
-            }
-            Capability::AnswerPermission => {
-                "`spex approve`/`deny` refuse for this version: answer the dialog in the terminal (`spex attach`)"
-            }
-            Capability::AnswerQuestion => {
-                "`spex answer` refuses questions for this version: answer in the terminal (`spex attach`)"
-            }
-            Capability::Interrupt => {
-                "`spex interrupt` refuses for this version: press Esc in the terminal (`spex attach`)"
-            }
-            Capability::Resume => "`spex resume` warns: resume in the harness itself",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Pass,
-    Fail,
-    /// This harness cannot be driven into the scenario (the reason is the evidence).
-    NotChecked,
-}
-
-/// One promise's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct Line {
-    pub scenario: &'static str,
-    pub capability: Capability,
-    pub promise: String,
-    pub verdict: Verdict,
-    /// What spex does about a failure.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<&'static str>,
-    /// The payload, the screen excerpt or the command output that shows the failure.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub evidence: Vec<String>,
-}
-
-impl Line {
-    fn judged(
-        scenario: &'static str,
-        capability: Capability,
-        promise: String,
-        result: Result<(), Vec<String>>,
-    ) -> Line {
-        let (verdict, evidence) = match result {
-            Ok(()) => (Verdict::Pass, Vec::new()),
-            Err(e) => (Verdict::Fail, e),
-        };
-        Line {
-            scenario,
-            capability,
-            promise,
-            fallback: (verdict == Verdict::Fail).then(|| capability.fallback()),
-            verdict,
-            evidence,
-        }
-    }
-
-    fn unchecked(
-        scenario: &'static str,
-        capability: Capability,
-        promise: String,
-        why: &str,
-    ) -> Line {
-        Line {
-            scenario,
-            capability,
-            promise,
-            verdict: Verdict::NotChecked,
-            fallback: None,
-            evidence: vec![why.to_owned()],
-        }
-    }
-}
 
 /// One harness checked.
 #[derive(Debug, Clone, Serialize)]
@@ -221,7 +83,7 @@ pub struct Target<'a> {
 pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckError> {
     let started = Instant::now();
     let id = t.harness.id();
-    let kit = crate::adapters::check::kit(id).ok_or_else(|| CheckError::NoKit(id.to_owned()))?;
+    let kit = crate::adapters::check_kit(id).ok_or_else(|| CheckError::NoKit(id.to_owned()))?;
     let mut path = OsString::from(t.binary.parent().unwrap_or(Path::new("/")));
     if let Some(p) = t.path {
         path.push(":");
@@ -233,7 +95,7 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
         .version_output(t.binary)
         .and_then(|o| (t.harness.identity().parse_version)(&o))
         .unwrap_or_else(|| "unknown".to_owned());
-    let adapter_sandbox = crate::adapters::check::Sandbox {
+    let adapter_sandbox = crate::adapters::common::check::Sandbox {
         home: &sb.home,
         repo: &sb.repo,
     };
@@ -365,7 +227,7 @@ type Scenario<'s> = &'s (dyn Fn(&mut scenarios::Run) -> Option<()> + Sync);
 /// in that order.
 fn side_by_side(
     sb: &sandbox::Sandbox,
-    kit: &'static dyn crate::adapters::check::CheckKit,
+    kit: &'static dyn crate::adapters::common::check::CheckKit,
     id: &'static str,
     keep: Option<&Path>,
 ) -> Vec<Vec<Line>> {

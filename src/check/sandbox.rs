@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::CheckError;
+use super::error::CheckError;
 
 pub struct Sandbox {
     /// Removed on drop unless kept (`--keep`).

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::line::{Capability, Line};
 use super::sandbox::Sandbox;
-use super::{Capability, Line};
-use crate::adapters::check::{CheckKit, Script};
+use crate::adapters::common::check::{CheckKit, Script};
 use crate::pty::cassette::Cassette;
 use crate::pty::cassette::assertions::{Spec, eval};
 
@@ -200,7 +200,7 @@ impl Run<'_> {
     /// A turn with a tool call; launch readiness and delivery are judged here.
     pub fn tool(&mut self) -> Option<String> {
         let s = self.script();
-        let sandbox = crate::adapters::check::Sandbox {
+        let sandbox = crate::adapters::common::check::Sandbox {
             home: &self.sb.home,
             repo: &self.sb.repo,
         };

@@ -4,7 +4,7 @@ use super::args::spex_binary;
 use super::outcome::Outcome;
 use super::output::{self, Style};
 use crate::adapters;
-use crate::check::{self, Line, Report, Verdict};
+use crate::check::{self, CheckError, Line, Report, Verdict};
 use crate::env::Env;
 
 /// Check what spex promises against the installed harness versions, offline.
@@ -34,37 +34,9 @@ pub struct Args {
     pub keep: bool,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum CheckArgError {
-    #[error("unknown harness `{0}`")]
-    Unknown(String),
-    #[error("`{0}` is not installed (not on PATH, no `harness.{0}.command`)")]
-    Missing(String),
-}
-
-impl crate::hint::Hint for CheckArgError {
-    fn hint(&self) -> Option<String> {
-        Some(match self {
-            CheckArgError::Unknown(_) => format!(
-                "one of: {}",
-                adapters::all()
-                    .iter()
-                    .map(|h| format!("`{}`", h.id()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            CheckArgError::Missing(id) => {
-                format!(
-                    "install it, or set its path: `\"harness\": {{\"{id}\": {{\"command\": \"/path/to/{id}\"}}}}` in your spex config"
-                )
-            }
-        })
-    }
-}
-
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let harnesses = match &args.harness {
-        Some(id) => vec![adapters::lookup(id).ok_or_else(|| CheckArgError::Unknown(id.clone()))?],
+        Some(id) => vec![adapters::lookup(id).ok_or_else(|| CheckError::Unknown(id.clone()))?],
         None => adapters::all().to_vec(),
     };
     let cfg = crate::config::load_user(&env.user_config_file(), &adapters::known())?;
@@ -76,7 +48,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         let found = env.which(command.unwrap_or(h.identity().binary));
         let Some(binary) = found else {
             if args.harness.is_some() {
-                return Err(CheckArgError::Missing(h.id().to_owned()).into());
+                return Err(CheckError::Missing(h.id().to_owned()).into());
             }
             if !args.json {
                 output::print(&format!("{}: not installed, skipped\n", h.id()));

@@ -95,7 +95,6 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::watch::service::ServiceError,
         crate::notify::AlreadyRunning,
         crate::check::CheckError,
-        super::check::CheckArgError,
     );
     None
 }

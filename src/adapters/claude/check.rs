@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use super::fake_messages::FakeAnthropic;
-use crate::adapters::check::{CheckKit, Fake, Prepared, Sandbox, Script};
+use crate::adapters::common::check::{CheckKit, Fake, Prepared, Sandbox, Script};
 
 /// The API key the harness is given; the fake accepts anything, no provider sees it.
 const DUMMY_API_KEY: &str = "sk-ant-dummy-key-for-spex-check-0000";

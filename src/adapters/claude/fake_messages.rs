@@ -1,6 +1,6 @@
 //! A fake Anthropic Messages API that drives the REAL Claude Code binary offline.
 //!
-//! Port of `facts/claude-fake-messages.py` (verified against Claude Code 2.1.197). Point Claude at
+//! The fake of `docs/harnesses/facts/claude.md` (verified against Claude Code 2.1.197). Point Claude at
 //! it with `ANTHROPIC_BASE_URL=<base_url()>` and any `ANTHROPIC_API_KEY`.
 //!
 //! Endpoints: `HEAD /` -> 200 (startup connectivity probe); `POST /v1/messages[?beta=true]`

@@ -6,7 +6,7 @@ use std::io;
 use std::time::Duration;
 
 use super::fake_responses::FakeResponses;
-use crate::adapters::check::{CheckKit, Fake, Prepared, Sandbox, Script};
+use crate::adapters::common::check::{CheckKit, Fake, Prepared, Sandbox, Script};
 
 pub struct Kit;
 

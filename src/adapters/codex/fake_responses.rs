@@ -1,7 +1,7 @@
 //! A fake `OpenAI` Responses API that drives the REAL Codex binary offline.
 //!
-//! Port of `facts/codex-fake-responses.py` (verified against Codex 0.169.0). Point Codex at it
-//! with [`super::codex_home::write_codex_config`] and `FAKE_API_KEY=<anything>` in its env.
+//! The fake of `docs/harnesses/facts/codex.md` (verified against Codex 0.169.0). `spex check`
+//! points Codex at it as a model provider of its own (`check.rs`), `FAKE_API_KEY` in its env.
 //!
 //! `POST <base>/responses` answers with an SSE stream picked by `SCENARIO:<name>` in the newest
 //! user message that has one:

@@ -5,7 +5,7 @@ use std::io;
 use std::path::Path;
 
 use super::fake_api::{FakeGemini, HANG_TEXT};
-use crate::adapters::check::{CheckKit, Fake, Prepared, Sandbox, Script, edit_json};
+use crate::adapters::common::check::{CheckKit, Fake, Prepared, Sandbox, Script, edit_json};
 
 /// The API key the harness is given; the fake accepts anything, no provider sees it.
 const DUMMY_API_KEY: &str = "fake-gemini-key-for-spex-check";

@@ -1,8 +1,7 @@
 //! A fake Gemini API (generativelanguage `v1beta`) that drives the REAL Gemini CLI offline.
 //!
-//! Port of `facts/gemini-fake-server.py` (verified against Gemini CLI 0.61.0). Point Gemini at
-//! it with [`super::gemini_home::gemini_command`] (or the env of
-//! [`super::gemini_home::gemini_env`]): `GOOGLE_GEMINI_BASE_URL=<base_url()>`, any
+//! The fake of `docs/harnesses/facts/gemini.md` (verified against Gemini CLI 0.61.0). `spex check`
+//! points Gemini at it (`check.rs`): `GOOGLE_GEMINI_BASE_URL=<base_url()>`, any
 //! `GEMINI_API_KEY`, and `security.auth.selectedType = "gemini-api-key"` in the home's settings.
 //!
 //! Endpoints (`<model>` is whatever the CLI asks for; the seeded home pins `gemini-2.5-flash`):

@@ -63,16 +63,6 @@ pub trait CheckKit: Sync {
     }
 }
 
-/// The check kit of a harness id.
-pub fn kit(id: &str) -> Option<&'static dyn CheckKit> {
-    match super::lookup(id)?.id() {
-        "claude" => Some(&super::claude::check::Kit),
-        "codex" => Some(&super::codex::check::Kit),
-        "gemini" => Some(&super::gemini::check::Kit),
-        _ => None,
-    }
-}
-
 /// `path` as JSON (an empty object when it does not exist), edited, written back pretty.
 pub fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> io::Result<()> {
     let mut v = match fs_err::read_to_string(path) {
