@@ -147,3 +147,73 @@ pub fn version_of(
         .and_then(|()| crate::fsutil::write_atomic(&path, &super::json_bytes(&cache)));
     Some(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(failed: Vec<Failed>) -> Result {
+        Result {
+            harness: "h".into(),
+            binary: PathBuf::from("/opt/bin/h"),
+            version: "2.0.0".into(),
+            checked_at: "2026-11-27T00:00:00Z".into(),
+            passed: 3,
+            failed,
+        }
+    }
+
+    #[test]
+    fn a_result_is_kept_per_binary_and_version_and_replaced_by_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = Path::new("/opt/bin/h");
+        assert_eq!(verdict(dir.path(), bin, "2.0.0"), Verdict::Unchecked);
+        let off = Failed {
+            capability: "answer.permission".into(),
+            promise: "p".into(),
+            fallback: "f".into(),
+        };
+        save(dir.path(), result(vec![off.clone()])).unwrap();
+        assert!(matches!(
+            verdict(dir.path(), bin, "2.0.0"),
+            Verdict::Failed(_)
+        ));
+        assert_eq!(verdict(dir.path(), bin, "2.0.1"), Verdict::Unchecked);
+        assert_eq!(
+            verdict(dir.path(), Path::new("/usr/bin/h"), "2.0.0"),
+            Verdict::Unchecked
+        );
+        assert_eq!(
+            switched_off(dir.path(), bin, "2.0.0", "answer.permission"),
+            vec![off]
+        );
+        assert!(switched_off(dir.path(), bin, "2.0.0", "interrupt").is_empty());
+        save(dir.path(), result(Vec::new())).unwrap();
+        assert!(matches!(
+            verdict(dir.path(), bin, "2.0.0"),
+            Verdict::Passed(_)
+        ));
+        assert!(switched_off(dir.path(), bin, "2.0.0", "answer.permission").is_empty());
+    }
+
+    #[test]
+    fn a_version_is_probed_again_only_when_the_binary_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("h");
+        fs_err::write(&bin, "one").unwrap();
+        let probes = std::cell::Cell::new(0);
+        let probe = |_: &Path| {
+            probes.set(probes.get() + 1);
+            Some(format!("v{}", probes.get()))
+        };
+        assert_eq!(version_of(dir.path(), &bin, probe).as_deref(), Some("v1"));
+        assert_eq!(version_of(dir.path(), &bin, probe).as_deref(), Some("v1"));
+        assert_eq!(probes.get(), 1);
+        fs_err::write(&bin, "a new build").unwrap();
+        assert_eq!(version_of(dir.path(), &bin, probe).as_deref(), Some("v2"));
+        assert_eq!(
+            version_of(dir.path(), &dir.path().join("absent"), probe),
+            None
+        );
+    }
+}
