@@ -7,6 +7,7 @@
 
 mod adapters;
 mod board;
+mod check;
 mod cli;
 mod config;
 mod dispatch;

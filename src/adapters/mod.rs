@@ -29,6 +29,16 @@ pub fn lookup(id: &str) -> Option<&'static dyn Harness> {
         .find(|h| h.id() == id || h.identity().aliases.contains(&id))
 }
 
+/// The check kit of a harness id.
+pub fn check_kit(id: &str) -> Option<&'static dyn common::check::CheckKit> {
+    match lookup(id)?.id() {
+        "claude" => Some(&claude::check::Kit),
+        "codex" => Some(&codex::check::Kit),
+        "gemini" => Some(&gemini::check::Kit),
+        _ => None,
+    }
+}
+
 /// Every environment variable some adapter reads, for `Env::from_process` to read with the
 /// rest of the environment.
 pub fn env_vars() -> impl Iterator<Item = &'static str> {

@@ -128,15 +128,24 @@ pub fn check_binary(h: &dyn Harness, ctx: &DoctorCtx) -> Check {
             format!("`{}` not found on PATH", h.identity().binary),
         );
     };
-    match crate::env::version_output(bin).and_then(|o| (h.identity().parse_version)(&o)) {
+    let inst = crate::check::Installed {
+        binary: bin.clone(),
+        version: crate::env::version_output(bin).and_then(|o| (h.identity().parse_version)(&o)),
+    };
+    // What `spex check` found for this binary at this version, when it is not the pinned one
+    // or a check failed.
+    if let Some(note) = crate::check::standing_note(&ctx.env.spex_home(), h, &inst) {
+        return Check::new("binary", Status::Warn, note);
+    }
+    match inst.version {
         Some(v) if v == h.identity().version => {
             Check::new("binary", Status::Ok, format!("{} {v}", bin.display()))
         }
         Some(v) => Check::new(
             "binary",
-            Status::Warn,
+            Status::Ok,
             format!(
-                "{} {v}; spex was verified against {} (hook events may differ)",
+                "{} {v}; spex was verified against {}, and `spex check` passed for this version",
                 bin.display(),
                 h.identity().version
             ),

@@ -157,6 +157,17 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         args.record,
     )?;
     launch.args.extend(args.passed.iter().cloned());
+    // What `spex check` found for this version: unchecked or failed is said before it starts.
+    let h = launch.harness;
+    let inst = crate::check::Installed {
+        version: crate::store::checks::version_of(&env.spex_home(), &launch.binary, |b| {
+            crate::env::version_output(b).and_then(|o| (h.identity().parse_version)(&o))
+        }),
+        binary: launch.binary.clone(),
+    };
+    if let Some(note) = crate::check::standing_note(&env.spex_home(), h, &inst) {
+        eprintln!("warning: {note}");
+    }
     let prompt = args.prompt.as_deref().map(text_arg).transpose()?;
     let store = ProjectStore::new(&env.spex_home(), &tree.main);
     // Without spex's hooks the harness never reports its start or a turn: refuse before

@@ -9,6 +9,7 @@ pub mod board;
 #[cfg(test)]
 mod board_map;
 pub mod cassette;
+pub mod check;
 pub mod clean;
 pub mod complete;
 pub mod deliver;
@@ -74,6 +75,7 @@ pub enum Command {
     Dispatch(dispatch::Args),
     Slash(slash::Args),
     Doctor(doctor::Args),
+    Check(check::Args),
     Sessions(sessions::ListArgs),
     Show(sessions::ShowArgs),
     Wait(sessions::WaitArgs),
@@ -135,6 +137,7 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Dispatch(a) => Ok(dispatch::run(&a)),
         Command::Slash(a) => slash::run(&a, env),
         Command::Doctor(a) => doctor::run(&a, env),
+        Command::Check(a) => check::run(&a, env),
         Command::Sessions(a) => sessions::list(&a, env),
         Command::Show(a) => sessions::show(&a, env),
         Command::Wait(a) => sessions::wait(&a, env),

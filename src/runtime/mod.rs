@@ -5,6 +5,7 @@
 
 pub mod answer;
 pub mod budget;
+pub mod checked;
 pub mod client;
 pub mod delivery;
 pub mod error;

@@ -230,6 +230,16 @@ pub fn answer(
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.to_owned()))?;
     let host_pids = super::host_pids(store, id);
     let (s, a) = answer::target(env, store, id, named, &host_pids)?;
+    // A version whose check found this answering path broken is not answered blind.
+    if let Some((message, hint)) =
+        super::checked::answer_switched_off(env, &record, a.kind.as_ref())
+    {
+        return Err(RuntimeError::NotAnswered {
+            id: id.to_owned(),
+            message,
+            hint,
+        });
+    }
     let mut r = answer::response(id, &a, choices, message)?;
     r.by = by;
     // A hook waiting for the answer takes it first, whatever else could answer (a Codex

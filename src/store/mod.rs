@@ -4,6 +4,7 @@
 
 pub mod answers;
 pub mod away;
+pub mod checks;
 pub mod daily;
 pub mod governance;
 pub mod limits;

@@ -16,6 +16,7 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     ("entry", &["main"]),
     ("cli", &["cli"]),
+    ("checker", &["check"]),
     // The board runs the notifier and the watcher in its own process, the notifier runs the
     // watcher; the watcher folds evidence through the engines below it. None is imported by an
     // engine.

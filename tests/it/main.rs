@@ -18,6 +18,7 @@ mod board_browser;
 mod browser_driver;
 mod cassette_specs;
 mod cassettes;
+mod check;
 mod cli;
 mod codex_rpc;
 mod codex_runtime;

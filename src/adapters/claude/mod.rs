@@ -4,8 +4,10 @@
 //! The `plugin` id (a Claude plugin bundle) routes here.
 
 mod answer;
+pub mod check;
 mod evidence;
 mod failure;
+mod fake_messages;
 mod files;
 mod home;
 mod limits;

@@ -6,8 +6,10 @@
 //! which hooks it trusts.
 
 mod answer;
+pub mod check;
 mod client;
 mod evidence;
+mod fake_responses;
 mod files;
 mod home;
 mod limits;

@@ -3,8 +3,10 @@
 //! `~/.gemini/trustedFolders.json` (docs/harnesses/facts/gemini.md).
 
 mod answer;
+pub mod check;
 mod commands;
 mod evidence;
+mod fake_api;
 mod files;
 mod home;
 mod limits;
