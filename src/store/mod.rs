@@ -9,6 +9,7 @@ pub mod governance;
 pub mod lock;
 pub mod projects;
 pub mod prune;
+pub mod remotes;
 pub mod session;
 pub mod sorted;
 pub mod stream;
