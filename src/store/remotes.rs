@@ -251,6 +251,70 @@ impl HostStore {
     }
 }
 
+/// One reader of a host's journal: its position, and how far into the journal file it has read
+/// (so a follower reads only what was appended).
+#[derive(Debug, Clone)]
+pub struct JournalReader {
+    /// The last position handed out.
+    pub after: u64,
+    /// Inode and offset of the journal read so far; `None` before the first read.
+    at: Option<(u64, u64)>,
+}
+
+impl JournalReader {
+    pub fn new(after: u64) -> JournalReader {
+        JournalReader { after, at: None }
+    }
+
+    /// The journal's lines past this reader's position, in order.
+    pub fn next(&mut self, host: &HostStore) -> Vec<Value> {
+        let path = host.journal();
+        let Ok(meta) = fs_err::metadata(&path) else {
+            return Vec::new();
+        };
+        let ino = ino_of(&meta);
+        // `(bytes, where the current file starts in them, where they start in it)`.
+        let (mut bytes, lead, base) = match self.at {
+            Some((i, off)) if i == ino && off <= meta.len() => (read_bytes(&path, off), 0, off),
+            // First read, or rotated since: what is kept, filtered by position below.
+            _ => {
+                let mut prev = read_bytes(&fsutil::previous_segment(&path), 0);
+                prev.truncate(prev.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1));
+                let cur = read_bytes(&path, 0);
+                let lead = prev.len() as u64;
+                prev.extend(cur);
+                (prev, lead, 0)
+            }
+        };
+        let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        bytes.truncate(whole);
+        // Only whole lines count: what follows the last newline is read next time.
+        self.at = Some((ino, base + (whole as u64).saturating_sub(lead)));
+        let out: Vec<Value> = String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["pos"].as_u64().is_some_and(|p| p > self.after))
+            .collect();
+        if let Some(p) = out.last().and_then(|l| l["pos"].as_u64()) {
+            self.after = p;
+        }
+        out
+    }
+}
+
+/// The file's bytes from `off` (none when it does not exist).
+fn read_bytes(path: &Path, off: u64) -> Vec<u8> {
+    use std::io::{Read as _, Seek as _};
+    let Ok(mut f) = fs_err::File::open(path) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if f.seek(std::io::SeekFrom::Start(off)).is_ok() {
+        let _ = f.read_to_end(&mut out);
+    }
+    out
+}
+
 /// The journal's bound: [`JOURNAL_BYTES`]; test builds take `SPEX_STREAM_BYTES` as the project
 /// streams do.
 fn journal_bytes() -> u64 {
@@ -391,6 +455,15 @@ mod tests {
         assert_eq!(s.attention_text.as_deref(), Some("run ls?"));
         assert_eq!(s.label("dev"), "dev:a1");
         assert_eq!(h.lines_after(1).len(), 1);
+        // A reader takes what was appended since it last read, once.
+        let mut r = JournalReader::new(0);
+        assert_eq!(r.next(&h).len(), 2);
+        assert!(r.next(&h).is_empty());
+        h.set_reach(false, "refused").unwrap();
+        let more = r.next(&h);
+        assert_eq!(more.len(), 1);
+        assert_eq!(more[0]["kind"], "host.unreachable");
+        assert_eq!(more[0]["stale"], 1);
     }
 
     #[test]
