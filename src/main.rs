@@ -18,6 +18,7 @@ mod materialize;
 mod notify;
 mod pty;
 mod reconcile;
+mod remote;
 mod repo;
 mod runtime;
 mod seam;

@@ -30,10 +30,12 @@ pub mod prune;
 pub mod record;
 #[cfg(test)]
 mod reference;
+pub mod remote;
 pub mod rename;
 pub mod replay;
 pub mod report;
 pub mod resume;
+pub mod rpc;
 pub mod serve;
 pub mod server;
 pub mod service;
@@ -98,6 +100,9 @@ pub enum Command {
     Watch(watch::Args),
     Notify(notify::Args),
     Service(service::Args),
+    Remote(remote::Args),
+    #[command(hide = true)]
+    Rpc(rpc::Args),
     #[command(hide = true)]
     Host(host::Args),
     #[command(hide = true)]
@@ -153,6 +158,8 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Watch(a) => watch::run(&a, env),
         Command::Notify(a) => notify::run(&a, env),
         Command::Service(a) => service::run(&a, env),
+        Command::Remote(a) => remote::run(&a, env),
+        Command::Rpc(a) => rpc::run(&a, env),
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),
         Command::Completions { shell } => {

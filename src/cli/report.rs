@@ -94,6 +94,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::board::BoardError,
         crate::watch::service::ServiceError,
         crate::notify::AlreadyRunning,
+        crate::remote::RemoteError,
     );
     None
 }

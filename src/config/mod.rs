@@ -12,6 +12,7 @@ pub mod editor;
 mod jsonc;
 pub mod notify;
 pub mod prices;
+pub mod remotes;
 
 use jsonc::name_of;
 
@@ -123,6 +124,9 @@ pub struct Config {
     pub prices: prices::Prices,
     /// `notify`: the notifier's events, channels and dwell (see `notify`).
     pub notify: notify::Notify,
+    /// `remotes`: the other machines, by name (see `remotes`; `crate::remote` reads them from
+    /// the user's file alone).
+    pub remotes: BTreeMap<String, remotes::RemoteEntry>,
     /// The files that were read, lowest layer first.
     pub sources: Vec<PathBuf>,
 }
@@ -207,6 +211,7 @@ impl Config {
             editor: None,
             prices: prices::Prices::default(),
             notify: notify::Notify::default(),
+            remotes: BTreeMap::new(),
             budgets: Budgets::default(),
             sources: Vec::new(),
         }
@@ -332,6 +337,8 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 notify::apply(&mut cfg.notify, v)
                     .map_err(|b| layer.err(b.at, b.message, b.hint))?;
             }
+            "remotes" => remotes::apply(&mut cfg.remotes, v)
+                .map_err(|b| layer.err(b.at, b.message, b.hint))?,
             "record" => {
                 let Ast::BooleanLit(b) = v else {
                     return Err(layer.err(
@@ -378,7 +385,7 @@ fn apply_layer(cfg: &mut Config, layer: &Layer, known: &Known) -> Result<(), Con
                 return Err(layer.err(
                     prop.start(),
                     format!("unknown key `{other}`"),
-                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`, `editor`, `usage`, `notify`",
+                    "keys: `harnesses`, `defaultHarness`, `harness`, `policies`, `record`, `scrub`, `detachKey`, `store`, `turnTimeout`, `stallTimeout`, `onTimeout`, `answering`, `editor`, `usage`, `notify`, `remotes`",
                 ));
             }
         }

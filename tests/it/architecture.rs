@@ -22,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("board", &["board"]),
     ("notifier", &["notify"]),
     ("watcher", &["watch"]),
+    ("remote", &["remote"]),
     (
         "engines",
         &["materialize", "dispatch", "runtime", "reconcile"],

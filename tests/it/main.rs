@@ -44,6 +44,7 @@ mod real_sessions;
 mod real_tui;
 mod record_cassettes;
 mod recording;
+mod remote;
 mod runtime;
 mod safety;
 mod steering;

@@ -20,5 +20,6 @@ pub mod http;
 pub mod payloads;
 pub mod peers;
 pub mod rpc;
+pub mod sshd;
 pub mod term;
 pub mod world;
