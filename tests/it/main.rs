@@ -45,6 +45,7 @@ mod real_tui;
 mod record_cassettes;
 mod recording;
 mod remote;
+mod remote_stream;
 mod runtime;
 mod safety;
 mod steering;
