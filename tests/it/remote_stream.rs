@@ -115,6 +115,61 @@ fn remote_stream(other: &World) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Every live process under the sshd listener (the connections, their sessions and the
+/// commands they run), with its command line.
+fn tree(sshd: &Sshd) -> Vec<(i32, String)> {
+    let Some(root) = sshd.pid() else {
+        return Vec::new();
+    };
+    let mut procs: Vec<(i32, i32, String)> = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let mut f = rest.split(' ');
+        let (state, ppid) = (
+            f.next().unwrap_or("Z"),
+            f.next().and_then(|p| p.parse().ok()),
+        );
+        // A killed process stays a zombie until it is reaped: no longer a connection.
+        if state == "Z" {
+            continue;
+        }
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        procs.push((pid, ppid.unwrap_or(0), cmd));
+    }
+    let mut under = vec![root.cast_signed()];
+    let mut out = Vec::new();
+    while let Some(p) = under.pop() {
+        for (pid, ppid, cmd) in &procs {
+            if *ppid == p {
+                under.push(*pid);
+                out.push((*pid, cmd.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Kills every process under the listener at once (SIGKILL): the connection dies as a cut
+/// network or a crashed server would end it. Whether a connection was up to be cut.
+fn cut(sshd: &Sshd) -> bool {
+    let procs = tree(sshd);
+    for (pid, _) in &procs {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    !procs.is_empty()
+}
+
 /// A small deterministic generator (the seed is printed, so a failing run can be replayed).
 struct Lcg(u64);
 
@@ -148,25 +203,32 @@ fn remote_events_arrive_once_and_in_order_across_killed_connections() {
     let mut rng = Lcg(seed);
     let mut kills = 0;
     for run in 0..20 {
+        // The follower is connected (its remote `spex events --follow` runs) before the cut.
+        let end = Instant::now() + WAIT;
+        while !tree(&sshd).iter().any(|(_, cmd)| cmd.contains("--follow")) {
+            assert!(Instant::now() < end, "the follower never reconnected");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         // The remote session changes state while the connection is cut at a random moment.
-        let writer = std::thread::scope(|scope| {
-            let w = scope.spawn(|| turn(&other, session));
-            std::thread::sleep(Duration::from_millis(rng.below(400)));
-            let cut = sshd.connection_pids().len();
-            sshd.kill_connections();
-            w.join().unwrap();
-            cut
+        let delay = Duration::from_millis(rng.below(400));
+        let cut = std::thread::scope(|scope| {
+            let cutter = scope.spawn(|| {
+                std::thread::sleep(delay);
+                cut(&sshd)
+            });
+            turn(&other, session);
+            cutter.join().unwrap()
         });
-        kills += usize::from(writer > 0);
-        // Every event of this run arrives before the next starts (through the reconnection).
+        kills += usize::from(cut);
+        // Every event of this run arrives, through the reconnection.
         f.until(WAIT, |v| {
             v["session"] == session && v["kind"] == "turn.completed"
         });
-        eprintln!("run {run}: {writer} connection(s) cut");
+        eprintln!("run {run}: cut after {delay:?}");
     }
-    assert!(
-        kills >= 15,
-        "the connection was cut in only {kills} of 20 runs"
+    assert_eq!(
+        kills, 20,
+        "the connection was up to be cut in only {kills} of 20 runs"
     );
     let want = remote_stream(&other);
     // What the follower printed, from its start (the journal from the beginning, read again).
@@ -227,8 +289,16 @@ fn a_stopped_sshd_shows_the_host_unreachable_within_5_s_and_its_sessions_stale()
     assert_eq!(line["stale"], 1, "{line}");
     // The session keeps its last known state (never dropped, never live) in the store's view
     // of the host, which the board reads.
-    let state: Value =
-        serde_json::from_str(&read(&local.spex_home.join("remotes/other/state.json"))).unwrap();
+    // (The journal is written first, then the state beside it.)
+    let file = local.spex_home.join("remotes/other/state.json");
+    let end = Instant::now() + Duration::from_secs(2);
+    let state: Value = loop {
+        let state: Value = serde_json::from_str(&read(&file)).unwrap();
+        if state["reach"] == "unreachable" || Instant::now() > end {
+            break state;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     assert_eq!(state["reach"], "unreachable", "{state}");
     let known: Vec<&Value> = state["sessions"].as_object().unwrap().values().collect();
     assert_eq!(known.len(), 1, "{state}");
