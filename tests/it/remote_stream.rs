@@ -159,9 +159,15 @@ fn tree(sshd: &Sshd) -> Vec<(i32, String)> {
 }
 
 /// Kills every process under the listener at once (SIGKILL): the connection dies as a cut
-/// network or a crashed server would end it. Whether a connection was up to be cut.
+/// network or a crashed server would end it. Whether a connection was up to be cut (one
+/// being made again is waited for, a little).
 fn cut(sshd: &Sshd) -> bool {
-    let procs = tree(sshd);
+    let end = Instant::now() + Duration::from_secs(2);
+    let mut procs = tree(sshd);
+    while procs.is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+        procs = tree(sshd);
+    }
     for (pid, _) in &procs {
         let _ = std::process::Command::new("kill")
             .args(["-KILL", &pid.to_string()])
