@@ -26,6 +26,10 @@ use crate::text::visible;
 /// `--follow` prints only what happens from now on, and a plain `spex events` prints every event
 /// kept; `--follow` keeps printing as the store changes.
 #[derive(Debug, clap::Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line flags, as clap reads them"
+)]
 pub struct Args {
     /// Keep printing events as they happen (woken by the store changing).
     #[arg(long, short)]
@@ -423,7 +427,7 @@ impl Printer {
             }
         }
         cur.set(&p.key, p.reader.after);
-        self.write(&text)
+        write(&text)
     }
 
     /// Prints the host's journal lines past its position; `false` once stdout is closed.
@@ -457,18 +461,19 @@ impl Printer {
             }
             text.push('\n');
         }
-        self.write(&text)
+        write(&text)
     }
+}
 
-    fn write(&self, text: &str) -> bool {
-        if text.is_empty() {
-            return true;
-        }
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .is_ok()
+/// Writes `text` to stdout; `false` once stdout is closed (the reader went away).
+fn write(text: &str) -> bool {
+    if text.is_empty() {
+        return true;
     }
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_ok()
 }
 
 /// One short line: the time, the session's handle, the kind, and what it is about.

@@ -17,7 +17,7 @@ use crate::support::payloads;
 use crate::support::sshd::Sshd;
 use crate::support::world::{World, read};
 
-const WAIT: Duration = Duration::from_secs(60);
+const WAIT: Duration = Duration::from_mins(1);
 
 fn hook(w: &World, event: &str, stem: &str, session: &str) {
     let path = Path::new(payloads::PAYLOADS)
