@@ -194,17 +194,17 @@ fn remote_events_arrive_once_and_in_order_across_killed_connections() {
     let local = World::new();
     let other = World::new();
     let sshd = Sshd::start(&other);
-    sshd.ok(&local, &["remote", "add", "other", sshd.alias()]);
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
     let session = "aaaaaaaa-1111-4111-8111-0000000000a1";
     hook(&other, "SessionStart", "SessionStart.startup", session);
     let f = Follower::start(&sshd, &local);
     f.until(WAIT, |v| {
         v["session"] == session && v["kind"] == "session.started"
     });
-    let seed = std::time::SystemTime::now()
+    let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
+        .unwrap();
+    let seed = now.as_secs() ^ u64::from(now.subsec_nanos()) << 20;
     eprintln!("seed {seed}");
     let mut rng = Lcg(seed);
     let mut kills = 0;
@@ -271,7 +271,7 @@ fn a_stopped_sshd_shows_the_host_unreachable_within_5_s_and_its_sessions_stale()
     let local = World::new();
     let other = World::new();
     let mut sshd = Sshd::start(&other);
-    sshd.ok(&local, &["remote", "add", "other", sshd.alias()]);
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
     let session = "bbbbbbbb-2222-4222-8222-0000000000b2";
     hook(&other, "SessionStart", "SessionStart.startup", session);
     hook(&other, "UserPromptSubmit", "UserPromptSubmit", session);
@@ -312,6 +312,31 @@ fn a_stopped_sshd_shows_the_host_unreachable_within_5_s_and_its_sessions_stale()
     assert_eq!(known[0]["status"], "working", "{state}");
 }
 
+/// A hung machine (its sshd and every connection stopped, sockets open, nothing answering) is
+/// shown unreachable within 10 s: ssh's keepalives end the connection.
+#[test]
+fn a_hung_host_is_shown_unreachable_within_10_s() {
+    let local = World::new();
+    let other = World::new();
+    let sshd = Sshd::start(&other);
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
+    let session = "dddddddd-4444-4444-8444-0000000000d4";
+    hook(&other, "SessionStart", "SessionStart.startup", session);
+    let f = Follower::start(&sshd, &local);
+    f.until(WAIT, |v| {
+        v["session"] == session && v["kind"] == "session.started"
+    });
+    let hung = Instant::now();
+    sshd.hang();
+    let lines = f.until(WAIT, |v| v["kind"] == "host.unreachable");
+    let (at, line) = lines.last().unwrap();
+    let took = at.duration_since(hung);
+    eprintln!("unreachable after {took:?}: {line}");
+    assert!(took <= Duration::from_secs(10), "took {took:?}");
+    assert_eq!(line["stale"], 1, "{line}");
+    sshd.resume();
+}
+
 /// A remote session's attention is announced by this machine's sender once (its session named
 /// `host:handle`), and not again after the sender restarts.
 #[test]
@@ -319,7 +344,7 @@ fn a_remote_attention_is_announced_once_by_this_machines_sender() {
     let local = World::new();
     let other = World::new();
     let sshd = Sshd::start(&other);
-    sshd.ok(&local, &["remote", "add", "other", sshd.alias()]);
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
     let out = local.home.join("notified.jsonl");
     let cfg = serde_json::json!({
         "harnesses": ["claude"],
