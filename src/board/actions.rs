@@ -127,8 +127,9 @@ fn remote_words(name: &str, id: &str, body: &Value) -> Result<Vec<String>, Reply
 }
 
 /// An action on a session of another machine (`<host>:<project>/<id>`): the same command run
-/// by the spex there over the host's SSH connection (`crate::remote`), its `--json` answer
-/// back; the remote confirms it as it confirms a local one.
+/// by the spex there through the protocol's `run` over the host's SSH connection
+/// (`crate::remote`), its `--json` answer back; the remote confirms it as it confirms a local
+/// one.
 fn remote_action(env: &Env, key: &str, name: &str, body: &Value) -> Reply {
     let Some((host, id)) = key
         .split_once(':')
@@ -147,21 +148,17 @@ fn remote_action(env: &Env, key: &str, name: &str, body: &Value) -> Reply {
         Err(reply) => return reply,
     };
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    let out = crate::remote::ssh::command(env, &remote)
-        .arg(crate::remote::ssh::spex_words(&remote, &words))
-        .stdin(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {
-            let answer: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    match crate::remote::run(env, &remote, &words, None) {
+        Ok(ran) if ran.exit == Some(0) => {
+            let answer: Value = serde_json::from_str(&ran.stdout).unwrap_or(Value::Null);
             (
                 StatusCode::OK,
                 json!({"ok": true, "host": host, "remote": answer}),
             )
         }
-        Ok(o) => {
-            let said = String::from_utf8_lossy(&o.stderr);
-            let line = said
+        Ok(ran) => {
+            let line = ran
+                .stderr
                 .lines()
                 .map(str::trim)
                 .find(|l| !l.is_empty())
@@ -171,9 +168,9 @@ fn remote_action(env: &Env, key: &str, name: &str, body: &Value) -> Reply {
                 json!({"ok": false, "host": host, "error": format!("on `{host}`: {}", crate::text::visible(line))}),
             )
         }
-        Err(e) => refused(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot run `ssh`: {e}"),
+        Err(e) => (
+            StatusCode::BAD_GATEWAY,
+            json!({"ok": false, "host": host, "error": crate::hint::spelled(&e)}),
         ),
     }
 }
