@@ -150,3 +150,39 @@ pub fn remote_session(host: &str, host_key: &str, k: &Known, reach: &Reach) -> V
         "updated_at": k.updated_at,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_session_is_stale_unless_its_host_answers_and_keeps_its_state() {
+        let k = Known {
+            project: Some("api-0a1b2c3d4e5f".into()),
+            session: "s1".into(),
+            handle: Some("0007".into()),
+            status: Some("needs_attention".into()),
+            attention: Some("permission".into()),
+            attention_id: Some("a2".into()),
+            ..Known::default()
+        };
+        let down = Reach::Unreachable {
+            since: "t".into(),
+            error: "Connection refused".into(),
+        };
+        let v = remote_session("devbox", "ffff", &k, &down);
+        assert_eq!(v["key"], "devbox:api-0a1b2c3d4e5f/s1");
+        assert_eq!(v["label"], "devbox:0007");
+        assert_eq!(v["project"], "api");
+        assert_eq!(v["group"], "needs_you");
+        assert_eq!(v["stale"], true);
+        assert_eq!(v["unreachable"]["error"], "Connection refused");
+        assert_eq!(v["attention"]["id"], "a2");
+        let up = Reach::Reachable { since: "t".into() };
+        assert_eq!(remote_session("devbox", "ffff", &k, &up)["stale"], false);
+        assert_eq!(
+            remote_session("devbox", "ffff", &k, &Reach::Unknown)["stale"],
+            true
+        );
+    }
+}

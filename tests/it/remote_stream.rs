@@ -264,6 +264,36 @@ fn remote_events_arrive_once_and_in_order_across_killed_connections() {
     let seqs = &per[session];
     assert_eq!(seqs, &(1..=seqs.len() as u64).collect::<Vec<_>>());
     assert_eq!(seqs.len(), other.events(session).len());
+    // With no follower running, a plain `--all-hosts` first asks the host for what its journal
+    // lacks: the turn that happened meanwhile, after the last cursor printed.
+    let cursor = all
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str::<Value>(l).ok())
+        .and_then(|v| v["cursor"].as_str().map(str::to_owned))
+        .unwrap();
+    drop(f);
+    turn(&other, session);
+    let more = sshd.ok(
+        &local,
+        &["events", "--all-hosts", "--json", "--since", &cursor],
+    );
+    let kinds: Vec<String> = more
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["session"] == session)
+        .map(|v| v["kind"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn.started",
+            "tool.started",
+            "tool.completed",
+            "turn.completed"
+        ],
+        "{more}"
+    );
 }
 
 #[test]
