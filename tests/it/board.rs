@@ -1097,16 +1097,16 @@ fn board_shows_a_killed_session_exited_without_a_reload() {
 #[test]
 fn board_shows_a_remote_session_with_its_host_stale_when_unreachable_and_acts_there() {
     use crate::support::sshd::Sshd;
-    let w = World::new();
+    let here = World::new();
     let other = World::new();
     let mut sshd = Sshd::start(&other);
-    sshd.ok(&w, &["remote", "add", "other", Sshd::ALIAS]);
+    sshd.ok(&here, &["remote", "add", "other", Sshd::ALIAS]);
     let sid = "eeeeeeee-5555-4555-8555-0000000000e5";
     hook(&other, "SessionStart", "SessionStart.startup", sid);
     hook(&other, "UserPromptSubmit", "UserPromptSubmit", sid);
-    let mut cmd = sshd.cmd(&w, &["board", "--listen", "127.0.0.1:0", "--json"]);
-    cmd.current_dir(&w.repo);
-    let b = start(cmd);
+    let mut cmd = sshd.cmd(&here, &["board", "--listen", "127.0.0.1:0", "--json"]);
+    cmd.current_dir(&here.repo);
+    let board = start(cmd);
     let remote = |v: &Value| {
         v["sessions"]
             .as_array()
@@ -1116,7 +1116,7 @@ fn board_shows_a_remote_session_with_its_host_stale_when_unreachable_and_acts_th
     // The board's watcher follows the host: the session appears, live, with its host.
     let end = Instant::now() + Duration::from_mins(1);
     let s = loop {
-        let mut ws = b.socket(Some(&b.origin()), None).unwrap();
+        let mut ws = board.socket(Some(&board.origin()), None).unwrap();
         if let Some(s) = remote(&ws.next()).filter(|s| s["stale"] == false) {
             break s;
         }
@@ -1131,18 +1131,18 @@ fn board_shows_a_remote_session_with_its_host_stale_when_unreachable_and_acts_th
     );
     let key = s["key"].as_str().unwrap().to_owned();
     // An action runs the command on the other machine: its spex's own refusal comes back.
-    let r = b.post("stop", &json!({"session": key}), &[]);
-    let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
-    assert_eq!(v["host"], "other", "{r:?}");
+    let resp = board.post("stop", &json!({"session": key}), &[]);
+    let v: Value = serde_json::from_str(&resp.body).unwrap_or_default();
+    assert_eq!(v["host"], "other", "{resp:?}");
     assert!(
         v["ok"] == true
             || v["error"]
                 .as_str()
                 .is_some_and(|e| e.starts_with("on `other`")),
-        "{r:?}"
+        "{resp:?}"
     );
     // The host stops answering: the socket gets the session stale, its state kept.
-    let mut ws = b.socket(Some(&b.origin()), None).unwrap();
+    let mut ws = board.socket(Some(&board.origin()), None).unwrap();
     ws.next();
     sshd.stop();
     let got = ws.until(|v| v["type"] == "change" && remote(v).is_some_and(|s| s["stale"] == true));
