@@ -211,7 +211,12 @@ impl<'a> Sender<'a> {
             self.save_cursor();
             self.remotes
                 .read(self.cfg.dwell, FRESH, |k| state::was_sent(self.env, k));
-            for (key, m) in self.remotes.due() {
+            for (key, pkey, s) in self.remotes.due() {
+                let Some(a) = s.attention.as_ref() else {
+                    continue;
+                };
+                let mut m = message::attention(&pkey, &s, a);
+                self.add_links(&mut m, &pkey, &s, a);
                 self.send(&key, &m);
             }
             // Woken by the store, or by the next dwell's end: no timer otherwise.

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use rustix::fs::inotify;
 use serde_json::Value;
 
-use super::message::{self, Message};
 use crate::store::remotes::{self, HostStore, JournalReader};
 use crate::store::session::{Attention, Session};
 
@@ -108,9 +107,10 @@ impl Remotes {
         self.pending.iter().map(|p| p.due).min()
     }
 
-    /// The messages due now (each with its sent record's key), for attentions the host's
-    /// last known state still holds open.
-    pub fn due(&mut self) -> Vec<(String, Message)> {
+    /// What is due now, for attentions the host's last known state still holds open: each
+    /// with its sent record's key, the host's stream key (the project key its links name) and
+    /// the session as a local record would read (its attention in it).
+    pub fn due(&mut self) -> Vec<(String, String, Session)> {
         let now = Instant::now();
         let (due, rest): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
             .into_iter()
@@ -126,38 +126,55 @@ impl Remotes {
             if known.attention_id.as_deref() != p.attention["attention"].as_str() {
                 continue;
             }
-            out.push((p.key, message_of(&h.store, known, &p.attention)));
+            if let Some(s) = session_of(&h.store, known) {
+                out.push((p.key, h.store.stream_key(), s));
+            }
         }
         out
     }
 }
 
-/// The message for a remote attention: as a local one reads, the session named `host:handle`.
-fn message_of(host: &HostStore, known: &remotes::Known, line: &Value) -> Message {
+/// A remote session as a local record reads, from its last known state, its open attention
+/// in it (`None`: no attention open); its handle is `host:handle`.
+pub fn session_of(host: &HostStore, known: &remotes::Known) -> Option<Session> {
+    let line = known.attention_line.as_ref()?;
     let mut fields = line.clone();
     // The event names the attention by `attention` and its kind `attention_kind`.
     fields["id"] = line["attention"].clone();
     fields["kind"] = line["attention_kind"].clone();
     fields["since"] = line["time"].clone();
-    let a: Attention = serde_json::from_value(fields).unwrap_or_else(|_| Attention {
-        reason: serde_json::from_value(line["reason"].clone()).unwrap_or_default(),
-        text: line["text"].as_str().unwrap_or_default().to_owned(),
-        id: line["attention"].as_str().map(str::to_owned),
-        ..Attention::default()
-    });
+    let a: Attention = serde_json::from_value(fields).ok()?;
     let project = known
         .project
         .as_deref()
         .map(|p| p.rsplit_once('-').map_or(p, |(name, _)| name).to_owned())
         .unwrap_or_default();
-    let s = Session {
+    Some(Session {
         id: known.session.clone(),
         handle: Some(known.label(&host.name)),
         name: known.name.clone(),
         harness: known.harness.clone().unwrap_or_default(),
         project: std::path::PathBuf::from(project),
         updated_at: crate::store::now_rfc3339(),
+        attention: Some(a),
         ..Session::default()
-    };
-    message::attention(&host.stream_key(), &s, &a)
+    })
+}
+
+/// The host and session an answer link names when its project key is a remote's journal
+/// (`remotes`: the configured names).
+pub fn link_session(
+    spex_home: &std::path::Path,
+    remotes: &[String],
+    project: &str,
+    session: &str,
+) -> Option<(String, Session)> {
+    let host = remotes
+        .iter()
+        .filter_map(|n| remotes::host(spex_home, n))
+        .find(|h| h.stream_key() == project)?;
+    let state = host.state();
+    let known = state.sessions.values().find(|k| k.session == session)?;
+    let s = session_of(&host, known)?;
+    Some((host.name, s))
 }

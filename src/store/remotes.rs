@@ -68,6 +68,10 @@ pub struct Known {
     pub attention: Option<String>,
     pub attention_id: Option<String>,
     pub attention_text: Option<String>,
+    /// The open attention's `attention.opened` line as the remote wrote it (its choices and
+    /// questions: what an answer link shows and checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_line: Option<Value>,
     /// The time of its last event (the remote clock's).
     pub updated_at: Option<String>,
 }
@@ -389,11 +393,13 @@ fn fold(state: &mut HostState, line: &Value) {
             known.attention = text("reason");
             known.attention_id = text("attention");
             known.attention_text = text("text");
+            known.attention_line = Some(line.clone());
         }
         "attention.closed" => {
             known.attention = None;
             known.attention_id = None;
             known.attention_text = None;
+            known.attention_line = None;
         }
         _ => {}
     }
@@ -407,6 +413,7 @@ fn fold(state: &mut HostState, line: &Value) {
             known.attention = None;
             known.attention_id = None;
             known.attention_text = None;
+            known.attention_line = None;
         }
     }
 }

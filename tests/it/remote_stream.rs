@@ -446,3 +446,108 @@ fn a_remote_attention_is_announced_once_by_this_machines_sender() {
         "{text}"
     );
 }
+
+/// A remote attention's notification carries answer links that this machine's board resolves
+/// to the remote session: a GET shows the remote question and its choices, a POST runs `spex
+/// answer` on the other machine. Here the remote session is one no spex hosts and no hook waits
+/// on (a hand-fed hook, not a harness: the hook waits only under the harness's own process), so
+/// the spex there refuses and the link says the session did not take it, and stays unanswered.
+/// (A confirmed answer over SSH through a real harness's waiting hook is not tested yet.)
+#[test]
+fn a_remote_attentions_answer_link_reaches_the_remote_session() {
+    let local = World::new();
+    let other = World::new();
+    let sshd = Sshd::start(&other);
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = local.home.join("notified.jsonl");
+    let cfg = serde_json::json!({
+        "harnesses": ["claude"],
+        "notify": {
+            "dwell": "0s",
+            "publicUrl": format!("http://127.0.0.1:{port}"),
+            "command": ["/bin/sh", "-c", format!("cat >> '{0}' && echo >> '{0}'", out.display())],
+        },
+    });
+    crate::support::world::write(&local.repo.join("spex.jsonc"), format!("{cfg}\n"));
+    let spawn = |args: &[&str]| {
+        sshd.cmd(&local, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let mut board = spawn(&["board", "--listen", &listen]);
+    let mut sender = spawn(&["notify", "--watch"]);
+    let state = local.spex_home.join("remotes/other/state.json");
+    let end = Instant::now() + WAIT;
+    while !crate::support::world::read_or_empty(&state).contains("\"reachable\"")
+        || std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+    {
+        assert!(Instant::now() < end, "the host was never followed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let session = "ffffffff-6666-4666-8666-0000000000f6";
+    hook(&other, "SessionStart", "SessionStart.startup", session);
+    hook(&other, "UserPromptSubmit", "UserPromptSubmit", session);
+    std::thread::scope(|scope| {
+        // The permission hook waits for an answer (away mode).
+        let path = Path::new(payloads::PAYLOADS).join("claude/PermissionRequest.Write.json");
+        let mut v = payloads::localize(
+            serde_json::from_str(&read(&path)).unwrap(),
+            &other.repo,
+            &other.home,
+        );
+        v["session_id"] = session.into();
+        let mut cmd = other.cmd(&other.repo, &["dispatch", "claude", "PermissionRequest"]);
+        let input = serde_json::to_vec(&v).unwrap();
+        let waiting = scope.spawn(move || crate::support::world::feed(&mut cmd, &input));
+        let end = Instant::now() + WAIT;
+        let sent: Value = loop {
+            let text = crate::support::world::read_or_empty(&out);
+            if let Some(l) = text.lines().find(|l| !l.trim().is_empty()) {
+                break serde_json::from_str(l).unwrap();
+            }
+            assert!(Instant::now() < end, "nothing was announced");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let link = sent["links"]
+            .as_array()
+            .and_then(|a| a.iter().find(|l| l["choice"] == "allow"))
+            .unwrap_or_else(|| panic!("no allow link: {sent:#}"));
+        let url = link["url"].as_str().unwrap();
+        let path = url.split_once(&format!(":{port}")).unwrap().1;
+        // As the phone's action button sends it: a POST, no Origin.
+        let body = "choice=allow";
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nConnection: close\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::io::Write::write_all(&mut s, req.as_bytes()).unwrap();
+        let mut resp = String::new();
+        let _ = std::io::Read::read_to_string(&mut s, &mut resp);
+        assert!(resp.starts_with("HTTP/1.1 409"), "{resp}");
+        assert!(resp.contains("did not take the answer"), "{resp}");
+        // The GET shows the remote attention's question and choices (the link is not spent).
+        let req =
+            format!("GET {path} HTTP/1.1\r\nConnection: close\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::io::Write::write_all(&mut s, req.as_bytes()).unwrap();
+        let mut page = String::new();
+        let _ = std::io::Read::read_to_string(&mut s, &mut page);
+        assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+        assert!(page.contains("hello.txt"), "{page}");
+        let _ = waiting.join().unwrap();
+    });
+    for c in [&mut board, &mut sender] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
