@@ -64,6 +64,9 @@ pub async fn run(shared: Arc<Shared>, peer: SocketAddr, name: &str, body: Value)
                 format!("refused: the request comes from inside a session ({why}); a session cannot act on the board"),
             );
         }
+        if let Some(key) = body["session"].as_str().filter(|k| k.contains(':')) {
+            return remote_action(env, key, &name, &body);
+        }
         let Some((store, id)) = body["session"].as_str().and_then(|k| resolve(env, k)) else {
             return refused(StatusCode::NOT_FOUND, "no such session");
         };
@@ -80,6 +83,96 @@ pub async fn run(shared: Arc<Shared>, peer: SocketAddr, name: &str, body: Value)
     })
     .await;
     done.unwrap_or_else(|_| refused(StatusCode::INTERNAL_SERVER_ERROR, "the action failed"))
+}
+
+/// The words of the CLI command that action `name` stands for, on session `id` of another
+/// machine (`None`: not offered for a remote session on the board).
+fn remote_words(name: &str, id: &str, body: &Value) -> Result<Vec<String>, Reply> {
+    let mut words = vec![name.to_owned(), id.to_owned()];
+    match name {
+        "answer" => {
+            let choices = strings(&body["choices"]);
+            if choices.is_empty() {
+                return Err(refused(StatusCode::BAD_REQUEST, "no choice given"));
+            }
+            let Some(att) = body["attention"].as_str() else {
+                return Err(refused(StatusCode::BAD_REQUEST, "no attention named"));
+            };
+            words.extend(choices);
+            words.extend(["--attention".to_owned(), att.to_owned()]);
+            if let Some(m) = body["message"].as_str().filter(|m| !m.is_empty()) {
+                words.extend(["--message".to_owned(), m.to_owned()]);
+            }
+        }
+        "deliver" => {
+            let text = body["text"].as_str().unwrap_or_default();
+            if text.trim().is_empty() {
+                return Err(refused(StatusCode::BAD_REQUEST, "the prompt is empty"));
+            }
+            words.push(text.to_owned());
+        }
+        "resume" => words.push("--detach".to_owned()),
+        "interrupt" | "stop" => {}
+        _ => {
+            return Err(refused(
+                StatusCode::NOT_IMPLEMENTED,
+                format!(
+                    "`{name}` of a session on another machine is not on the board: `spex {name} HOST:HANDLE` runs it"
+                ),
+            ));
+        }
+    }
+    words.push("--json".to_owned());
+    Ok(words)
+}
+
+/// An action on a session of another machine (`<host>:<project>/<id>`): the same command run
+/// by the spex there through the protocol's `run` over the host's SSH connection
+/// (`crate::remote`), its `--json` answer back; the remote confirms it as it confirms a local
+/// one.
+fn remote_action(env: &Env, key: &str, name: &str, body: &Value) -> Reply {
+    let Some((host, id)) = key
+        .split_once(':')
+        .and_then(|(h, rest)| Some((h, rest.rsplit_once('/')?.1)))
+    else {
+        return refused(StatusCode::NOT_FOUND, "no such session");
+    };
+    if crate::store::session::check_id(id, "board").is_err() {
+        return refused(StatusCode::NOT_FOUND, "no such session");
+    }
+    let Ok(remote) = crate::remote::find(env, host) else {
+        return refused(StatusCode::NOT_FOUND, format!("no remote named `{host}`"));
+    };
+    let words = match remote_words(name, id, body) {
+        Ok(w) => w,
+        Err(reply) => return reply,
+    };
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match crate::remote::run(env, &remote, &words, None) {
+        Ok(ran) if ran.exit == Some(0) => {
+            let answer: Value = serde_json::from_str(&ran.stdout).unwrap_or(Value::Null);
+            (
+                StatusCode::OK,
+                json!({"ok": true, "host": host, "remote": answer}),
+            )
+        }
+        Ok(ran) => {
+            let line = ran
+                .stderr
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("the command failed there");
+            (
+                StatusCode::CONFLICT,
+                json!({"ok": false, "host": host, "error": format!("on `{host}`: {}", crate::text::visible(line))}),
+            )
+        }
+        Err(e) => (
+            StatusCode::BAD_GATEWAY,
+            json!({"ok": false, "host": host, "error": crate::hint::spelled(&e)}),
+        ),
+    }
 }
 
 /// Why the client at `peer` counts as inside a session, if it does: its process or an

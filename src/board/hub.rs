@@ -13,6 +13,7 @@ use tokio::sync::broadcast;
 use super::view;
 use crate::env::Env;
 use crate::runtime;
+use crate::store::remotes::{HostStore, JournalReader};
 use crate::store::session::{LaunchedBy, Session, Status};
 use crate::store::stream::{Cursor, Reader};
 use crate::store::{self, ProjectStore};
@@ -93,6 +94,7 @@ pub fn snapshot(env: &Env, from: Option<&Cursor>) -> Snapshot {
             }
         }
     }
+    remote_snapshot(env, from, &mut out);
     keep_recent_exited(&mut out.sessions);
     out
 }
@@ -110,6 +112,100 @@ pub fn limits(env: &Env) -> Value {
             })
             .collect(),
     )
+}
+
+/// The configured remotes' kept journals and stores (`store::remotes`).
+pub fn hosts(env: &Env) -> Vec<HostStore> {
+    let names: Vec<String> = crate::remote::remotes(env)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    store::remotes::all_hosts(&env.spex_home())
+        .into_iter()
+        .filter(|h| names.contains(&h.name))
+        .collect()
+}
+
+/// Every remote session as last heard (stale while its host does not answer), and the hosts'
+/// journal lines after `from`.
+fn remote_snapshot(env: &Env, from: Option<&Cursor>, out: &mut Snapshot) {
+    for host in hosts(env) {
+        let key = host.stream_key();
+        let state = host.state();
+        if let Some(c) = from {
+            out.events.extend(host.lines_after(c.after(&key)));
+        }
+        out.cursor.set(&key, state.last);
+        out.sessions.extend(
+            state
+                .sessions
+                .values()
+                .map(|k| view::remote_session(&host.name, &key, k, &state.reach)),
+        );
+    }
+}
+
+/// One remote's journal as the board follows it.
+struct Host {
+    store: HostStore,
+    reader: JournalReader,
+    wd: Option<i32>,
+}
+
+/// Pushes what the host's journal took in since the board last looked: its lines, and the
+/// sessions they changed (every one of the host's when its reachability changed: stale or not).
+fn push_host(h: &mut Host, tx: &broadcast::Sender<Push>) {
+    let lines = h.reader.next(&h.store);
+    if lines.is_empty() {
+        return;
+    }
+    let state = h.store.state();
+    let key = h.store.stream_key();
+    let every = lines
+        .iter()
+        .any(|l| l["kind"].as_str().is_some_and(|k| k.starts_with("host.")));
+    let sessions = state
+        .sessions
+        .values()
+        .filter(|k| {
+            every
+                || lines.iter().any(|l| {
+                    l["session"].as_str() == Some(k.session.as_str())
+                        && l["project"].as_str() == k.project.as_deref()
+                })
+        })
+        .map(|k| view::remote_session(&h.store.name, &key, k, &state.reach))
+        .collect();
+    let change = Change {
+        key,
+        lines,
+        sessions,
+    };
+    let _ = tx.send(Push::Change(Arc::new(change)));
+}
+
+/// Follows the remotes' journals that appear (their folders under `remotes/`).
+fn add_hosts(fd: &impl rustix::fd::AsFd, env: &Env, hosts: &mut Vec<Host>) {
+    for store in self::hosts(env) {
+        if hosts.iter().any(|h| h.store.name == store.name) {
+            continue;
+        }
+        let after = store.state().last;
+        let wd = inotify::add_watch(
+            fd,
+            &store.dir,
+            inotify::WatchFlags::MODIFY
+                | inotify::WatchFlags::CREATE
+                | inotify::WatchFlags::MOVED_TO,
+        )
+        .ok();
+        hosts.push(Host {
+            store,
+            reader: JournalReader::new(after),
+            wd,
+        });
+    }
 }
 
 /// How many exited sessions a snapshot carries (the latest changed): a store keeps thousands.
@@ -166,11 +262,16 @@ pub fn follow(env: &Env, tx: &broadcast::Sender<Push>) -> anyhow::Result<()> {
     )
     .ok();
     let mut projects: Vec<Project> = Vec::new();
+    let remotes_root = store::remotes::root(&env.spex_home());
+    let _ = crate::fsutil::create_private_dir_all(&remotes_root);
+    let remotes_wd = inotify::add_watch(&fd, &remotes_root, inotify::WatchFlags::CREATE).ok();
+    let mut hosts: Vec<Host> = Vec::new();
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
     let mut first = true;
     loop {
         if first || root_wd.is_none() {
             add_new(&fd, env, &mut projects, !first);
+            add_hosts(&fd, env, &mut hosts);
         }
         let mut changed: Vec<Option<Vec<String>>> = vec![Some(Vec::new()); projects.len()];
         if first {
@@ -185,7 +286,13 @@ pub fn follow(env: &Env, tx: &broadcast::Sender<Push>) -> anyhow::Result<()> {
                     Err(rustix::io::Errno::INTR) => continue,
                     Err(_) => break,
                 };
-                note(&ev, &projects, &mut changed, root_wd, &mut new_dirs);
+                if Some(ev.wd()) == remotes_wd {
+                    add_hosts(&fd, env, &mut hosts);
+                } else if let Some(h) = hosts.iter_mut().find(|h| h.wd == Some(ev.wd())) {
+                    push_host(h, tx);
+                } else {
+                    note(&ev, &projects, &mut changed, root_wd, &mut new_dirs);
+                }
                 if !reader.is_buffer_empty() {
                     continue;
                 }

@@ -193,8 +193,11 @@ pub fn show(env: &Env, token: &str) -> Response {
         return unknown();
     };
     match (v, link) {
-        (Verdict::Open, Some(link)) => match links::record_of(env, &link) {
-            Some((_, s)) => confirm(token, &link, &s),
+        (Verdict::Open, Some(link)) => match links::record_of(env, &link)
+            .map(|(_, s)| s)
+            .or_else(|| links::remote_of(env, &link).map(|(_, s)| s))
+        {
+            Some(s) => confirm(token, &link, &s),
             None => gone("the session is gone"),
         },
         (Verdict::Again, Some(link)) => again(&link),
@@ -219,20 +222,24 @@ pub fn answer(env: &Env, token: &str, p: &Posted) -> Response {
         (Verdict::Answer, Some(link)) => link,
         (v, link) => return after(v, link.as_ref()),
     };
-    let Some((store, _)) = links::record_of(env, &link) else {
+    let given = if let Some((store, _)) = links::record_of(env, &link) {
+        runtime::transport::answer(
+            env,
+            &store,
+            &link.session,
+            Some(&link.attention),
+            std::slice::from_ref(&p.choice),
+            None,
+            "link",
+            CONFIRM,
+        )
+        .is_ok()
+    } else if let Some((host, _)) = links::remote_of(env, &link) {
+        answer_remote(env, &host, &link, &p.choice)
+    } else {
         return gone("the session is gone");
     };
-    let given = runtime::transport::answer(
-        env,
-        &store,
-        &link.session,
-        Some(&link.attention),
-        std::slice::from_ref(&p.choice),
-        None,
-        "link",
-        CONFIRM,
-    );
-    if given.is_ok() {
+    if given {
         let _ = links::answered(env, token, &p.choice);
         return page(
             StatusCode::OK,
@@ -251,6 +258,23 @@ pub fn answer(env: &Env, token: &str, p: &Posted) -> Response {
         Ok((v, link)) => after(v, link.as_ref()),
         Err(_) => unknown(),
     }
+}
+
+/// Answers a remote session's attention through the spex on its machine (`spex answer` there,
+/// through the protocol's `run` over ssh), which confirms it as it confirms a local one.
+fn answer_remote(env: &Env, host: &str, link: &Link, choice: &str) -> bool {
+    let Ok(remote) = crate::remote::find(env, host) else {
+        return false;
+    };
+    let args = [
+        "answer",
+        link.session.as_str(),
+        choice,
+        "--attention",
+        link.attention.as_str(),
+        "--json",
+    ];
+    crate::remote::run(env, &remote, &args, None).is_ok_and(|ran| ran.exit == Some(0))
 }
 
 /// The response to a POST whose verdict is not to answer.

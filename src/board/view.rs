@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::store::ProjectStore;
+use crate::store::remotes::{Known, Reach};
 use crate::store::session::{Session, Status};
 
 /// The group a session is shown in, in the board's order (as `sessions` orders them).
@@ -92,4 +93,96 @@ pub fn session(store: &ProjectStore, s: &Session, live: Option<bool>) -> Value {
         "live": live,
         "updated_at": s.updated_at,
     })
+}
+
+/// The board's key of a remote session: `<host>:<project>/<id>` (a local key has no `:`).
+pub fn remote_key(host: &str, k: &Known) -> String {
+    format!(
+        "{host}:{}/{}",
+        k.project.as_deref().unwrap_or_default(),
+        k.session
+    )
+}
+
+/// A remote session as the page shows it, from its last known state: `host` names its
+/// machine, and `stale` says the host does not answer now (the state is the last one heard).
+pub fn remote_session(host: &str, host_key: &str, k: &Known, reach: &Reach) -> Value {
+    let status = k.status.clone().unwrap_or_else(|| "starting".to_owned());
+    let group = match status.as_str() {
+        "needs_attention" => "needs_you",
+        "idle" => "idle",
+        "exited" => "exited",
+        _ => "working",
+    };
+    let attention = k.attention.as_ref().map(|reason| {
+        json!({"id": k.attention_id, "reason": reason, "kind": reason, "text": k.attention_text,
+            "since": k.updated_at, "choices": [], "answering": false})
+    });
+    let (stale, unreachable) = match reach {
+        Reach::Unreachable { since, error } => {
+            (true, Some(json!({"since": since, "error": error})))
+        }
+        Reach::Reachable { .. } => (false, None),
+        Reach::Unknown => (true, None),
+    };
+    let project = k
+        .project
+        .as_deref()
+        .map(|p| p.rsplit_once('-').map_or(p, |(name, _)| name).to_owned());
+    json!({
+        "key": remote_key(host, k),
+        "id": k.session,
+        "host": host,
+        "stale": stale,
+        "unreachable": unreachable,
+        "project": project,
+        "project_key": host_key,
+        "harness": k.harness,
+        "handle": k.handle,
+        "name": k.name,
+        "label": k.label(host),
+        "status": status,
+        "group": group,
+        "since": k.updated_at,
+        "source": if stale { "last known" } else { "remote" },
+        "attention": attention,
+        "turn": k.turn.as_ref().map(|t| json!({"state": t})),
+        "updated_at": k.updated_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_session_is_stale_unless_its_host_answers_and_keeps_its_state() {
+        let k = Known {
+            project: Some("api-0a1b2c3d4e5f".into()),
+            session: "s1".into(),
+            handle: Some("0007".into()),
+            status: Some("needs_attention".into()),
+            attention: Some("permission".into()),
+            attention_id: Some("a2".into()),
+            ..Known::default()
+        };
+        let down = Reach::Unreachable {
+            since: "t".into(),
+            error: "Connection refused".into(),
+        };
+        let v = remote_session("devbox", "ffff", &k, &down);
+        assert_eq!(v["key"], "devbox:api-0a1b2c3d4e5f/s1");
+        assert_eq!(v["label"], "devbox:0007");
+        assert_eq!(v["project"], "api");
+        assert_eq!(v["group"], "needs_you");
+        assert_eq!(v["stale"], true);
+        assert_eq!(v["unreachable"]["error"], "Connection refused");
+        assert_eq!(v["attention"]["id"], "a2");
+        let up = Reach::Reachable { since: "t".into() };
+        assert_eq!(remote_session("devbox", "ffff", &k, &up)["stale"], false);
+        assert_eq!(
+            remote_session("devbox", "ffff", &k, &Reach::Unknown)["stale"],
+            true
+        );
+    }
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::outcome::Outcome;
 use crate::env::Env;
+use crate::remote;
 use crate::runtime;
 use crate::store::stream::{Cursor, Reader};
 use crate::store::{self, ProjectStore};
@@ -25,6 +26,10 @@ use crate::text::visible;
 /// `--follow` prints only what happens from now on, and a plain `spex events` prints every event
 /// kept; `--follow` keeps printing as the store changes.
 #[derive(Debug, clap::Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line flags, as clap reads them"
+)]
 pub struct Args {
     /// Keep printing events as they happen (woken by the store changing).
     #[arg(long, short)]
@@ -38,6 +43,12 @@ pub struct Args {
     /// Every project in the store, not only this one.
     #[arg(long)]
     pub all_projects: bool,
+    /// Every project of this machine and of every remote (`spex remote add`): each remote
+    /// event carries its `host`; a remote that cannot be reached says so with a
+    /// `host.unreachable` line (since when, ssh's error), and its sessions are stale until it
+    /// answers again. Followed over each remote's SSH connection, resumed after a drop.
+    #[arg(long)]
+    pub all_hosts: bool,
     /// Only these sessions' events.
     #[arg(value_name = "SESSION", help = "Only these sessions' events (handle, name, id or unique prefix; of any project, `PROJECT/HANDLE` names one of another)", add = super::complete::sessions())]
     pub sessions: Vec<String>,
@@ -69,7 +80,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         .iter()
         .map(|a| super::args::project_and_id(env, a))
         .collect::<anyhow::Result<_>>()?;
-    let stores: Vec<ProjectStore> = if args.all_projects {
+    let stores: Vec<ProjectStore> = if args.all_projects || args.all_hosts {
         store::all_projects(&env.spex_home())
     } else if named.is_empty() {
         vec![super::args::project(env)?]
@@ -82,12 +93,12 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         }
         stores
     };
-    let several = stores.len() > 1 || args.all_projects;
+    let several = stores.len() > 1 || args.all_projects || args.all_hosts;
     let only: Vec<String> = named.into_iter().map(|(_, id)| id).collect();
     let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
         .context("inotify_init")?;
     let projects_dir = env.spex_home().join("projects");
-    let projects_wd = if args.follow && args.all_projects {
+    let projects_wd = if args.follow && (args.all_projects || args.all_hosts) {
         let _ = fs_err::create_dir_all(&projects_dir);
         inotify::add_watch(
             &fd,
@@ -130,6 +141,13 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         only,
         labels: HashMap::new(),
     };
+    let mut hosts = if args.all_hosts {
+        open_hosts(env, args.follow, cursor.as_ref(), &mut cur)
+    } else {
+        Vec::new()
+    };
+    // Started after the hosts' ends were read: `--follow` with no cursor prints what comes.
+    let _followers = (args.all_hosts && args.follow).then(|| remote::follow::spawn_all(env));
     let mut book = runtime::budget::Book::default();
     for p in &mut projects {
         // Turns past their budget that no spex process judges are judged here, as `show`
@@ -142,6 +160,14 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         let lines = p.reader.next_batch(None)?;
         cur.set(&p.key, p.reader.after);
         if !out.emit(p, &lines, &mut cur) {
+            return Ok(Outcome::Ok);
+        }
+    }
+    for h in &mut hosts {
+        if args.follow {
+            h.wd = inotify::add_watch(&fd, &h.store.dir, host_flags()).ok();
+        }
+        if !out.emit_host(h, &mut cur) {
             return Ok(Outcome::Ok);
         }
     }
@@ -177,11 +203,16 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
         // Which sessions changed, per project (`None`: look at every session).
         let mut changed: Vec<Option<Vec<String>>> = vec![Some(Vec::new()); projects.len()];
         let mut new_dirs = false;
+        let mut hosts_changed = false;
         let mut reader = inotify::Reader::new(&fd, &mut buf);
         while let Ok(ev) = reader.next() {
             let wd = ev.wd();
             if Some(wd) == projects_wd {
                 new_dirs = true;
+                continue;
+            }
+            if hosts.iter().any(|h| h.wd == Some(wd)) {
+                hosts_changed = true;
                 continue;
             }
             for (i, p) in projects.iter().enumerate() {
@@ -242,7 +273,63 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
                 return Ok(Outcome::Ok);
             }
         }
+        if hosts_changed {
+            for h in &mut hosts {
+                if !out.emit_host(h, &mut cur) {
+                    return Ok(Outcome::Ok);
+                }
+            }
+        }
     }
+}
+
+/// One remote's journal as this reader reads it.
+struct Host {
+    store: store::remotes::HostStore,
+    key: String,
+    reader: store::remotes::JournalReader,
+    wd: Option<i32>,
+}
+
+/// What wakes a follower of a host's journal: its appends.
+fn host_flags() -> inotify::WatchFlags {
+    inotify::WatchFlags::MODIFY | inotify::WatchFlags::CREATE | inotify::WatchFlags::MOVED_TO
+}
+
+/// The configured remotes' journals, each from the cursor's position (with none: from its end
+/// when following, from its start otherwise). Without `--follow`, each host is first asked
+/// for what it has that the journal lacks (at once, all hosts side by side), unless a
+/// follower keeps that host's journal current.
+fn open_hosts(env: &Env, follow: bool, cursor: Option<&Cursor>, cur: &mut Cursor) -> Vec<Host> {
+    let all = remote::remotes(env).unwrap_or_default();
+    if !follow {
+        std::thread::scope(|scope| {
+            for r in &all {
+                scope.spawn(|| remote::follow::catch_up(env, r));
+            }
+        });
+    }
+    let mut hosts = Vec::new();
+    for r in &all {
+        let Some(store) = store::remotes::host(&env.spex_home(), &r.name) else {
+            continue;
+        };
+        let _ = crate::fsutil::create_private_dir_all(&store.dir);
+        let key = store.stream_key();
+        let after = match cursor {
+            Some(c) => c.after(&key),
+            None if follow => store.state().last,
+            None => 0,
+        };
+        cur.set(&key, after);
+        hosts.push(Host {
+            store,
+            key,
+            reader: store::remotes::JournalReader::new(after),
+            wd: None,
+        });
+    }
+    hosts
 }
 
 /// Judges the budgets of sessions `ids` of project `p` where no spex process does (see
@@ -340,14 +427,53 @@ impl Printer {
             }
         }
         cur.set(&p.key, p.reader.after);
-        if text.is_empty() {
-            return true;
-        }
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .is_ok()
+        write(&text)
     }
+
+    /// Prints the host's journal lines past its position; `false` once stdout is closed.
+    fn emit_host(&mut self, h: &mut Host, cur: &mut Cursor) -> bool {
+        let mut text = String::new();
+        for line in h.reader.next(&h.store) {
+            let Some(pos) = line["pos"].as_u64() else {
+                continue;
+            };
+            cur.set(&h.key, pos);
+            let session = line["session"].as_str().unwrap_or_default();
+            if !self.only.is_empty() && !self.only.iter().any(|o| o == session) {
+                continue;
+            }
+            if self.json {
+                let mut v = line.clone();
+                v["cursor"] = cur.to_string().into();
+                text.push_str(&serde_json::to_string(&v).expect("serializes"));
+            } else {
+                let host = line["host"].as_str().unwrap_or_default();
+                let label = if session.is_empty() {
+                    host.to_owned()
+                } else {
+                    let handle = line["handle"].as_str().or(line["name"].as_str());
+                    format!(
+                        "{host}:{}",
+                        handle.unwrap_or(session.get(..8).unwrap_or(session))
+                    )
+                };
+                text.push_str(&human(&label, &line));
+            }
+            text.push('\n');
+        }
+        write(&text)
+    }
+}
+
+/// Writes `text` to stdout; `false` once stdout is closed (the reader went away).
+fn write(text: &str) -> bool {
+    if text.is_empty() {
+        return true;
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_ok()
 }
 
 /// One short line: the time, the session's handle, the kind, and what it is about.

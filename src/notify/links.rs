@@ -222,6 +222,17 @@ pub fn record_of(env: &Env, link: &Link) -> Option<(ProjectStore, Session)> {
     Some((store, record))
 }
 
+/// The remote (its name) and session a link for another machine's attention names, from the
+/// host's last known state (`notify::remote`).
+pub fn remote_of(env: &Env, link: &Link) -> Option<(String, Session)> {
+    let names: Vec<String> = crate::remote::remotes(env)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    super::remote::link_session(&env.spex_home(), &names, &link.project, &link.session)
+}
+
 /// What an answer `choice` through link `token` comes to now (see [`judge`]), and the link
 /// (`None`: no such link, [`Verdict::Refused`]). Read under the notifier's state lock.
 pub fn check(
@@ -234,7 +245,9 @@ pub fn check(
     let Some(link) = link else {
         return Ok((Verdict::Refused, None));
     };
-    let record = record_of(env, &link).map(|(_, s)| s);
+    let record = record_of(env, &link)
+        .map(|(_, s)| s)
+        .or_else(|| remote_of(env, &link).map(|(_, s)| s));
     let v = judge(&link, expect, record.as_ref(), choice, SystemTime::now());
     Ok((v, Some(link)))
 }

@@ -16,6 +16,7 @@ pub mod channels;
 pub mod desktop;
 pub mod links;
 pub mod message;
+pub mod remote;
 pub mod state;
 
 use std::collections::HashMap;
@@ -226,6 +227,8 @@ struct Sender<'a> {
     projects: Vec<Project>,
     pending: Vec<Pending>,
     saved: Option<Cursor>,
+    /// Other machines' attentions (`remote`).
+    remotes: remote::Remotes,
 }
 
 impl<'a> Sender<'a> {
@@ -237,6 +240,7 @@ impl<'a> Sender<'a> {
             projects: Vec::new(),
             pending: Vec::new(),
             saved: state::cursor(env),
+            remotes: remote::Remotes::default(),
         }
     }
 
@@ -274,16 +278,32 @@ impl<'a> Sender<'a> {
         for s in store::all_projects(&self.env.spex_home()) {
             self.add_project(s, &fd, false);
         }
+        let remotes_root = store::remotes::root(&self.env.spex_home());
+        let _ = crate::fsutil::create_private_dir_all(&remotes_root);
+        let remotes_wd = inotify::add_watch(&fd, &remotes_root, inotify::WatchFlags::CREATE).ok();
+        self.add_remotes(&fd);
         let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
         loop {
             self.read_all(&fd);
             self.fire_due();
             self.save_cursor();
+            self.remotes
+                .read(self.cfg.dwell, FRESH, |k| state::was_sent(self.env, k));
+            for (key, pkey, s) in self.remotes.due() {
+                let Some(a) = s.attention.as_ref() else {
+                    continue;
+                };
+                let mut m = message::attention(&pkey, &s, a);
+                self.add_links(&mut m, &pkey, &s, a);
+                self.send(&key, &m);
+            }
             // Woken by the store, or by the next dwell's end: no timer otherwise.
             let next = self
                 .pending
                 .iter()
-                .map(|p| p.due.saturating_duration_since(Instant::now()))
+                .map(|p| p.due)
+                .chain(self.remotes.next_due())
+                .map(|due| due.saturating_duration_since(Instant::now()))
                 .min();
             let timeout = next.and_then(|d| rustix::event::Timespec::try_from(d).ok());
             let mut fds = [rustix::event::PollFd::new(
@@ -296,10 +316,15 @@ impl<'a> Sender<'a> {
             }
             let mut new_dirs = false;
             let mut reader = inotify::Reader::new(&fd, &mut buf);
+            let mut new_remotes = false;
             while let Ok(ev) = reader.next() {
                 if Some(ev.wd()) == projects_wd {
                     new_dirs = true;
                 }
+                new_remotes |= Some(ev.wd()) == remotes_wd;
+            }
+            if new_remotes {
+                self.add_remotes(&fd);
             }
             if new_dirs {
                 let known: Vec<PathBuf> = self
@@ -317,6 +342,16 @@ impl<'a> Sender<'a> {
                 watch(&fd, p);
             }
         }
+    }
+
+    /// Follows the attentions of the configured remotes' journals not followed yet.
+    fn add_remotes(&mut self, fd: &impl rustix::fd::AsFd) {
+        let names: Vec<String> = crate::remote::remotes(self.env)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        self.remotes.add(&self.env.spex_home(), &names, fd);
     }
 
     fn read_all(&mut self, _fd: &impl rustix::fd::AsFd) {

@@ -27,6 +27,7 @@
 
 pub mod config;
 pub mod error;
+pub mod follow;
 pub mod protocol;
 pub mod ssh;
 

@@ -25,8 +25,10 @@ pub const PROTOCOL: u32 = 1;
 /// ...and the oldest it still answers in.
 pub const MIN_PROTOCOL: u32 = 1;
 
-/// The methods this spex answers, each a feature `hello` lists.
-pub const FEATURES: &[&str] = &["hello", "run"];
+/// The methods this spex answers, each a feature `hello` lists; and `events.follow`, not a
+/// method: its `spex events --follow --json --all-projects --since CURSOR`, which the federated
+/// stream's follower runs over ssh (`follow`).
+pub const FEATURES: &[&str] = &["hello", "run", "events.follow"];
 
 /// What `hello` answers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

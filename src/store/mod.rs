@@ -11,6 +11,7 @@ pub mod limits;
 pub mod lock;
 pub mod projects;
 pub mod prune;
+pub mod remotes;
 pub mod session;
 pub mod sorted;
 pub mod stream;

@@ -167,7 +167,11 @@ fn serve(env: &Env, stop: Option<&UnixStream>, active: &AtomicBool) -> anyhow::R
         env.spex_home().display(),
         std::process::id()
     );
+    // The other machines' streams are followed by the watcher that works (each host's
+    // follower stands by while another process's follows it); they stop with it.
+    let followers = crate::remote::follow::spawn_all(env);
     let r = watcher::Watcher::new(env)?.run(stop);
+    drop(followers);
     active.store(false, Ordering::SeqCst);
     drop(guard);
     r

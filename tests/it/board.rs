@@ -1090,3 +1090,63 @@ fn board_shows_a_killed_session_exited_without_a_reload() {
         .args(["-9", &child.to_string()])
         .status();
 }
+
+/// Sessions of another machine (issue 32): the board shows them beside this machine's with
+/// their host, marks them stale (their last known state kept) when the host stops answering,
+/// and runs its actions on them through the spex there (over a real sshd).
+#[test]
+fn board_shows_a_remote_session_with_its_host_stale_when_unreachable_and_acts_there() {
+    use crate::support::sshd::Sshd;
+    let here = World::new();
+    let other = World::new();
+    let mut sshd = Sshd::start(&other);
+    sshd.ok(&here, &["remote", "add", "other", Sshd::ALIAS]);
+    let sid = "eeeeeeee-5555-4555-8555-0000000000e5";
+    hook(&other, "SessionStart", "SessionStart.startup", sid);
+    hook(&other, "UserPromptSubmit", "UserPromptSubmit", sid);
+    let mut cmd = sshd.cmd(&here, &["board", "--listen", "127.0.0.1:0", "--json"]);
+    cmd.current_dir(&here.repo);
+    let board = start(cmd);
+    let remote = |v: &Value| {
+        v["sessions"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["id"] == sid && s["host"] == "other"))
+            .cloned()
+    };
+    // The board's watcher follows the host: the session appears, live, with its host.
+    let end = Instant::now() + Duration::from_mins(1);
+    let s = loop {
+        let mut ws = board.socket(Some(&board.origin()), None).unwrap();
+        if let Some(s) = remote(&ws.next()).filter(|s| s["stale"] == false) {
+            break s;
+        }
+        assert!(Instant::now() < end, "the remote session never showed");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(s["group"], "working", "{}", pretty(&s));
+    assert!(
+        s["label"].as_str().unwrap().starts_with("other:"),
+        "{}",
+        pretty(&s)
+    );
+    let key = s["key"].as_str().unwrap().to_owned();
+    // An action runs the command on the other machine: its spex's own refusal comes back.
+    let resp = board.post("stop", &json!({"session": key}), &[]);
+    let v: Value = serde_json::from_str(&resp.body).unwrap_or_default();
+    assert_eq!(v["host"], "other", "{resp:?}");
+    assert!(
+        v["ok"] == true
+            || v["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("on `other`")),
+        "{resp:?}"
+    );
+    // The host stops answering: the socket gets the session stale, its state kept.
+    let mut ws = board.socket(Some(&board.origin()), None).unwrap();
+    ws.next();
+    sshd.stop();
+    let got = ws.until(|v| v["type"] == "change" && remote(v).is_some_and(|s| s["stale"] == true));
+    let s = remote(got.last().unwrap()).unwrap();
+    assert_eq!(s["group"], "working", "{}", pretty(&s));
+    assert!(s["unreachable"]["error"].is_string(), "{}", pretty(&s));
+}

@@ -50,6 +50,7 @@ mod real_tui;
 mod record_cassettes;
 mod recording;
 mod remote;
+mod remote_stream;
 mod runtime;
 mod safety;
 mod steering;

@@ -126,22 +126,32 @@
     const set = (name, text) => { f(name).textContent = visible(text || ""); };
     set("label", s.name && s.handle ? s.handle + " · " + s.name : s.label);
     set("harness", s.harness);
+    // A session of another machine: its host, and "stale" while the host does not answer (its
+    // state is the last one heard, never shown as live).
+    set("host", s.host ? s.host + (s.stale ? " · stale" : "") : "");
+    f("host").hidden = !s.host;
+    if (s.stale) li.dataset.stale = ""; else delete li.dataset.stale;
+    if (s.stale && s.unreachable) {
+      set("evidence", "unreachable since " + clock(s.unreachable.since) + ": " + s.unreachable.error);
+    }
     set("project", s.project);
     set("branch", s.branch || "");
     f("branch").hidden = !s.branch;
     set("headline", s.headline || "");
     set("state", s.status.replace("_", " ") + (s.since ? " since " + clock(s.since) : ""));
-    set("evidence", [s.source, s.why || s.exit_reason].filter(Boolean).join(": "));
+    if (!(s.stale && s.unreachable)) set("evidence", [s.source, s.why || s.exit_reason].filter(Boolean).join(": "));
     set("turn", s.turn_phrase || (s.turn ? s.turn.state : ""));
     set("tree", s.tree);
     const u = s.usage;
     f("usage").textContent = u ? "tokens in " + u.input + " (cached " + u.cached + ") out " + u.output : "";
     attention(li, s);
-    const live = s.status !== "exited";
+    // A stale session is acted on once its host answers again.
+    const live = s.status !== "exited" && !s.stale;
     li.querySelector('[data-action="interrupt"]').hidden = !(live && s.turn && s.turn.state === "running");
     li.querySelector('[data-action="stop"]').hidden = !live;
-    li.querySelector('[data-action="resume"]').hidden = live;
+    li.querySelector('[data-action="resume"]').hidden = live || !!s.stale;
     li.querySelector(".deliver").hidden = !live;
+    for (const a of ["screen", "diff", "open"]) li.querySelector('[data-action="' + a + '"]').hidden = !!s.host;
   }
 
   function clock(t) {
@@ -152,7 +162,8 @@
   function build(s) {
     const li = el("li", { class: "session", "data-session": s.key, "data-harness": s.harness, "data-project": s.project_key });
     const title = el("div", { class: "title" });
-    title.append(el("span", { "data-field": "label" }), el("span", { class: "tag", "data-field": "harness" }),
+    title.append(el("span", { "data-field": "label" }), el("span", { class: "tag", "data-field": "host" }),
+      el("span", { class: "tag", "data-field": "harness" }),
       el("span", { class: "tag", "data-field": "project" }), el("span", { class: "tag", "data-field": "branch" }));
     li.append(title, el("p", { "data-field": "headline" }));
     const meta = el("div", { class: "meta" });
