@@ -1,6 +1,7 @@
 //! The board's HTTP server (axum on tokio): the gate as middleware before every handler, the
 //! page and its assets, the WebSocket (a snapshot, then the changes), and the actions.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -212,7 +213,43 @@ async fn stream(shared: Arc<Shared>, mut ws: WebSocket, from: Option<Cursor>) {
         return;
     }
     let mut screen = super::screen::Watch::default();
+    // The sessions this page shows with the page visible, their markers kept fresh.
+    let mut shows: BTreeSet<String> = BTreeSet::new();
+    page_loop(
+        &shared,
+        &mut ws,
+        &mut rx,
+        &mut cursor,
+        &mut screen,
+        &mut shows,
+    )
+    .await;
+    // Hidden, closed or gone: the page shows nothing any more.
+    let sh = shared.clone();
+    let _ =
+        tokio::task::spawn_blocking(move || sh.viewing.change(&sh.env, &shows, &BTreeSet::new()))
+            .await;
+}
+
+/// The page's socket after its snapshot, until it closes: the changes out, the screen it
+/// looks at, and what it says it shows.
+async fn page_loop(
+    shared: &Arc<Shared>,
+    ws: &mut WebSocket,
+    rx: &mut broadcast::Receiver<Push>,
+    cursor: &mut Cursor,
+    screen: &mut super::screen::Watch,
+    shows: &mut BTreeSet<String>,
+) {
     loop {
+        let any = !shows.is_empty();
+        // A timer only while the page shows a session: none for a page that shows nothing.
+        let refresh = async move {
+            if !any {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(super::viewing::REFRESH).await;
+        };
         tokio::select! {
             push = rx.recv() => {
                 let msg = match push {
@@ -237,6 +274,10 @@ async fn stream(shared: Arc<Shared>, mut ws: WebSocket, from: Option<Cursor>) {
                     return;
                 }
             }
+            () = refresh => {
+                let (env, ids) = (shared.env.clone(), shows.clone());
+                let _ = tokio::task::spawn_blocking(move || super::viewing::Viewing::refresh(&env, &ids)).await;
+            }
             shot = screen.next(&shared.env) => {
                 if let Some(v) = shot && ws.send(text(&v)).await.is_err() {
                     return;
@@ -245,11 +286,25 @@ async fn stream(shared: Arc<Shared>, mut ws: WebSocket, from: Option<Cursor>) {
             incoming = ws.recv() => {
                 match incoming {
                     Some(Ok(Message::Text(t))) => {
-                        // The one thing a page says: which session's screen it looks at.
-                        // There is no input path to a session's terminal.
+                        // What a page says: which session's screen it looks at, and which
+                        // sessions it shows with the page visible. There is no input path to
+                        // a session's terminal.
                         let v: Value = serde_json::from_str(t.as_str()).unwrap_or_default();
                         if v["type"] == "screen" {
                             screen.set(v["session"].as_str().map(str::to_owned));
+                        } else if v["type"] == "viewing" {
+                            let keys: Vec<String> = v["sessions"].as_array().into_iter().flatten()
+                                .filter_map(|k| k.as_str().map(str::to_owned)).collect();
+                            let sh = shared.clone();
+                            let old = shows.clone();
+                            let new = tokio::task::spawn_blocking(move || {
+                                let new = super::viewing::resolve(&sh.env, &keys);
+                                sh.viewing.change(&sh.env, &old, &new);
+                                new
+                            }).await;
+                            if let Ok(new) = new {
+                                *shows = new;
+                            }
                         }
                     }
                     Some(Ok(Message::Close(_)) | Err(_)) | None => return,
