@@ -35,6 +35,7 @@ mod machine_stop;
 mod materialize;
 mod names;
 mod notify;
+mod notify_board;
 mod notify_links;
 mod outcomes;
 mod peers_smoke;
