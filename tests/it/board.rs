@@ -1115,10 +1115,6 @@ fn within(what: &str, within: Duration, done: impl Fn() -> bool) {
 /// marker goes when no page shows it (hidden, or its socket closed), and a key naming no
 /// session makes no file. Hand-written hooks; the browser test drives the real page.
 #[test]
-#[expect(
-    clippy::too_many_lines,
-    reason = "one marker's life, step by step, with the sender beside"
-)]
 fn board_keeps_the_viewing_marker_while_a_page_shows_a_session_and_the_notifier_holds_back() {
     let (w, key) = waiting_world();
     let id = key.split('/').nth(1).unwrap().to_owned();
