@@ -242,14 +242,6 @@ async fn page_loop(
     shows: &mut BTreeSet<String>,
 ) {
     loop {
-        let any = !shows.is_empty();
-        // A timer only while the page shows a session: none for a page that shows nothing.
-        let refresh = async move {
-            if !any {
-                std::future::pending::<()>().await;
-            }
-            tokio::time::sleep(super::viewing::REFRESH).await;
-        };
         tokio::select! {
             push = rx.recv() => {
                 let msg = match push {
@@ -274,10 +266,6 @@ async fn page_loop(
                     return;
                 }
             }
-            () = refresh => {
-                let (env, ids) = (shared.env.clone(), shows.clone());
-                let _ = tokio::task::spawn_blocking(move || super::viewing::Viewing::refresh(&env, &ids)).await;
-            }
             shot = screen.next(&shared.env) => {
                 if let Some(v) = shot && ws.send(text(&v)).await.is_err() {
                     return;
@@ -297,9 +285,12 @@ async fn page_loop(
                                 .filter_map(|k| k.as_str().map(str::to_owned)).collect();
                             let sh = shared.clone();
                             let old = shows.clone();
+                            // Said again every few seconds while it holds: a page that stops
+                            // (its network gone, the socket not yet closed) stops counting.
                             let new = tokio::task::spawn_blocking(move || {
                                 let new = super::viewing::resolve(&sh.env, &keys);
                                 sh.viewing.change(&sh.env, &old, &new);
+                                super::viewing::Viewing::refresh(&sh.env, &old.intersection(&new).cloned().collect());
                                 new
                             }).await;
                             if let Ok(new) = new {

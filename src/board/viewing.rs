@@ -1,19 +1,16 @@
 //! Which sessions a page shows with the page visible: the page says so over its socket (the
-//! Page Visibility API and the cards in its viewport), and the board keeps the notifier's
-//! viewing marker (`crate::notify::state::viewing_file`) touched for each of them, so nothing
-//! is sent for a session a person looks at. A marker goes as soon as no page shows its session
-//! (hidden, scrolled away, closed); one a killed board leaves counts only while it is fresh
+//! Page Visibility API and the cards in its viewport), again every 10 s while it holds,
+//! and the board touches the notifier's viewing marker (`crate::notify::state::viewing_file`)
+//! for each each time, so nothing is sent for a session a person looks at. A marker goes as
+//! soon as no page shows its session (hidden, scrolled away, closed); one a page stopped
+//! confirming (its network gone) or a killed board left counts only while it is fresh
 //! (`VIEWING_FRESH`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
 use crate::env::Env;
-use crate::notify::state::{VIEWING_FRESH, viewing_file};
-
-/// How often a shown session's marker is touched again: well within its freshness.
-pub const REFRESH: Duration = Duration::from_secs(VIEWING_FRESH.as_secs() / 3);
+use crate::notify::state::viewing_file;
 
 /// How many sessions one page may say it shows (a page shows a screenful of cards).
 const MOST: usize = 200;
@@ -87,6 +84,7 @@ pub fn resolve(env: &Env, keys: &[String]) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::notify::state::VIEWING_FRESH;
 
     #[test]
     fn a_marker_stays_while_any_page_shows_its_session_and_goes_with_the_last() {
@@ -109,5 +107,22 @@ mod tests {
         assert!(!viewing_file(&env, "s2").exists());
         v.clear(&env);
         assert!(!viewing_file(&env, "s1").exists());
+    }
+
+    /// The page says again what it shows well within a marker's freshness.
+    #[test]
+    fn the_page_says_it_again_well_within_a_markers_freshness() {
+        let every = super::super::assets::JS
+            .split("setInterval(")
+            .nth(1)
+            .filter(|part| part.contains("tellViewing"))
+            .and_then(|part| part.split("}, ").nth(1))
+            .and_then(|rest| rest.split(')').next())
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .expect("board.js says again what it shows on an interval");
+        assert!(
+            std::time::Duration::from_millis(every) * 3 <= VIEWING_FRESH,
+            "{every} ms"
+        );
     }
 }

@@ -1151,6 +1151,15 @@ fn board_keeps_the_viewing_marker_while_a_page_shows_a_session_and_the_notifier_
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(files, [std::ffi::OsString::from(&id)], "only real sessions");
+    // Said again (the page does every 10 s), the marker is touched again: a page that stops
+    // saying so stops counting once the marker is 30 s old.
+    let mtime = || std::fs::metadata(&marker).unwrap().modified().unwrap();
+    let first = mtime();
+    std::thread::sleep(Duration::from_millis(1100));
+    say(&mut ws, &[&key]);
+    within("the marker touched again", Duration::from_secs(5), || {
+        mtime() > first
+    });
 
     // The notifier sends nothing for the session while a page shows it.
     let log = w.dir.path().join("notify.log");

@@ -380,6 +380,9 @@
     told = text;
   }
   document.addEventListener("visibilitychange", tellViewing);
+  // Said again while it holds, so a page whose network is gone stops counting (the board's
+  // `viewing::REFRESH`); a hidden page says nothing.
+  setInterval(() => { if (inView.size && document.visibilityState === "visible") { told = null; tellViewing(); } }, 10000);
 
   // A notification's view link opens the board at one session: `#session=<key>`.
   function focus() {
