@@ -4,7 +4,7 @@
 //! Visibility API), the board keeps the notifier's viewing marker and the session's
 //! permission is not announced; once the page is hidden (another tab in front) or closed, the
 //! marker goes and the next permission is. The notification's view link opens the board at
-//! that session. Needs `scripts/install-peers.sh` and `scripts/install-test-tools.sh`; fails,
+//! that session; a card scrolled out of view is not shown. Needs `scripts/install-peers.sh` and `scripts/install-test-tools.sh`; fails,
 //! never skips.
 
 use std::path::Path;
@@ -155,6 +155,24 @@ fn a_session_shown_on_a_visible_board_page_is_not_announced_and_is_once_the_page
     within("the marker from the phone", Duration::from_secs(5), || {
         fresh(&marker)
     });
+    // Scrolled away (a long board: more below it), the card is not shown: the marker goes.
+    phone.eval(
+        "(() => { const d = document.createElement('div'); d.style.height = '4000px'; document.body.append(d); })()",
+    );
+    phone.eval(&format!(
+        "scrollTo(0, document.querySelector({}).getBoundingClientRect().bottom + scrollY + 10)",
+        js_string(&c)
+    ));
+    phone.wait_for(
+        "the page to show no session",
+        "document.body.dataset.viewing === '[]'",
+        Duration::from_secs(10),
+    );
+    within(
+        "the marker to go when scrolled away",
+        Duration::from_secs(5),
+        || !marker.exists(),
+    );
     assert_eq!(hook.requests().len(), 1, "{:?}", hook.requests());
     assert!(phone.errors().is_empty(), "{:?}", phone.errors());
 }
