@@ -13,6 +13,7 @@ pub mod server;
 pub mod shared;
 pub mod state;
 pub mod view;
+pub mod viewing;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -94,6 +95,7 @@ pub fn bind(env: &Env, opts: &Options, paths: &state::Paths) -> Result<Bound, Bo
         token,
         tx,
         local,
+        viewing: viewing::Viewing::default(),
     });
     Ok(Bound { listener, shared })
 }
@@ -135,6 +137,7 @@ pub fn serve(bound: Bound) -> anyhow::Result<()> {
                 }
             })?;
     }
+    let kept = shared.clone();
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(bound.listener)?;
         let app = server::router(shared).into_make_service_with_connect_info::<SocketAddr>();
@@ -147,6 +150,8 @@ pub fn serve(bound: Bound) -> anyhow::Result<()> {
     })?;
     // Sockets the page keeps open do not hold the process: it ends here.
     rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    // No page shows anything once the board stops: the notifier sends again at once.
+    kept.viewing.clear(&kept.env);
     Ok(())
 }
 

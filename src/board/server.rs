@@ -1,6 +1,7 @@
 //! The board's HTTP server (axum on tokio): the gate as middleware before every handler, the
 //! page and its assets, the WebSocket (a snapshot, then the changes), and the actions.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -213,6 +214,34 @@ async fn stream(shared: Arc<Shared>, mut ws: WebSocket, from: Option<Cursor>) {
         return;
     }
     let mut screen = super::screen::Watch::default();
+    // The sessions this page shows with the page visible, their markers kept fresh.
+    let mut shows: BTreeSet<String> = BTreeSet::new();
+    page_loop(
+        &shared,
+        &mut ws,
+        &mut rx,
+        &mut cursor,
+        &mut screen,
+        &mut shows,
+    )
+    .await;
+    // Hidden, closed or gone: the page shows nothing any more.
+    let sh = shared.clone();
+    let _ =
+        tokio::task::spawn_blocking(move || sh.viewing.change(&sh.env, &shows, &BTreeSet::new()))
+            .await;
+}
+
+/// The page's socket after its snapshot, until it closes: the changes out, the screen it
+/// looks at, and what it says it shows.
+async fn page_loop(
+    shared: &Arc<Shared>,
+    ws: &mut WebSocket,
+    rx: &mut broadcast::Receiver<Push>,
+    cursor: &mut Cursor,
+    screen: &mut super::screen::Watch,
+    shows: &mut BTreeSet<String>,
+) {
     loop {
         tokio::select! {
             push = rx.recv() => {
@@ -250,11 +279,28 @@ async fn stream(shared: Arc<Shared>, mut ws: WebSocket, from: Option<Cursor>) {
             incoming = ws.recv() => {
                 match incoming {
                     Some(Ok(Message::Text(t))) => {
-                        // The one thing a page says: which session's screen it looks at.
-                        // There is no input path to a session's terminal.
+                        // What a page says: which session's screen it looks at, and which
+                        // sessions it shows with the page visible. There is no input path to
+                        // a session's terminal.
                         let v: Value = serde_json::from_str(t.as_str()).unwrap_or_default();
                         if v["type"] == "screen" {
                             screen.set(v["session"].as_str().map(str::to_owned));
+                        } else if v["type"] == "viewing" {
+                            let keys: Vec<String> = v["sessions"].as_array().into_iter().flatten()
+                                .filter_map(|k| k.as_str().map(str::to_owned)).collect();
+                            let sh = shared.clone();
+                            let old = shows.clone();
+                            // Said again every few seconds while it holds: a page that stops
+                            // (its network gone, the socket not yet closed) stops counting.
+                            let new = tokio::task::spawn_blocking(move || {
+                                let new = super::viewing::resolve(&sh.env, &keys);
+                                sh.viewing.change(&sh.env, &old, &new);
+                                super::viewing::Viewing::refresh(&sh.env, &old.intersection(&new).cloned().collect());
+                                new
+                            }).await;
+                            if let Ok(new) = new {
+                                *shows = new;
+                            }
                         }
                     }
                     Some(Ok(Message::Close(_)) | Err(_)) | None => return,

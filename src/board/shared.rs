@@ -17,4 +17,6 @@ pub struct Shared {
     pub tx: broadcast::Sender<Push>,
     /// The address the board listens on (the other end of every client's connection).
     pub local: SocketAddr,
+    /// The sessions the pages show with the page visible (the notifier's viewing markers).
+    pub viewing: super::viewing::Viewing,
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::message::Message;
+use super::message::{LinkOut, Message};
 use super::state;
 use crate::config::notify::{COMMAND_TIMEOUT, Format, Notify, Secret, Webhook};
 use crate::env::Env;
@@ -215,9 +215,11 @@ pub fn body(w: &Webhook, m: &Message) -> Value {
 }
 
 /// ntfy's JSON publish: posted to the server's root with the topic inside (the URL's last
-/// segment). Priority 4 for what waits on a person; one `http` action per choice (at most
-/// three, the app's limit) posting to the choice's answer link, and a `view` action to the
-/// link's confirmation page when the choices do not fit.
+/// segment). Priority 4 for what waits on a person. One `http` action per option posting to
+/// its answer link, up to ntfy's limit of three actions; when the options do not fit, or the
+/// attention takes more than one tap (free text, several questions, several options together),
+/// the last action is a `view` one: the board at the session ([`Message::needs_board`]), or the
+/// link's confirmation page with every choice.
 pub fn ntfy(url: &str, m: &Message) -> Value {
     let topic = url
         .trim_end_matches('/')
@@ -231,19 +233,19 @@ pub fn ntfy(url: &str, m: &Message) -> Value {
         "exited" => vec!["stop_sign"],
         _ => vec!["white_check_mark"],
     };
-    let mut actions: Vec<Value> = Vec::new();
-    let fits = m.links.len() <= NTFY_ACTIONS;
-    if fits {
-        for l in &m.links {
-            actions.push(json!({
+    let (buttons, view) = actions_of(m, NTFY_ACTIONS);
+    let mut actions: Vec<Value> = buttons
+        .iter()
+        .map(|l| {
+            json!({
                 "action": "http", "label": l.label, "url": l.url, "method": "POST",
                 "headers": {"Content-Type": "application/x-www-form-urlencoded"},
                 "body": format!("choice={}", form_escape(&l.choice)), "clear": true,
-            }));
-        }
-    } else if let Some(l) = m.links.first() {
-        // Every link of one attention leads to the same confirmation page.
-        actions.push(json!({"action": "view", "label": "Answer", "url": l.url}));
+            })
+        })
+        .collect();
+    if let Some((label, url)) = &view {
+        actions.push(json!({"action": "view", "label": label, "url": url}));
     }
     let mut v = json!({
         "topic": topic,
@@ -255,10 +257,42 @@ pub fn ntfy(url: &str, m: &Message) -> Value {
     if !actions.is_empty() {
         v["actions"] = Value::Array(actions);
     }
-    if let Some(l) = m.links.first() {
-        v["click"] = l.url.clone().into();
+    // A tap on the notification itself: the board for what only it answers, else the
+    // confirmation page.
+    let click = if m.needs_board() || m.links.is_empty() {
+        m.view
+            .clone()
+            .or_else(|| m.links.first().map(|l| l.url.clone()))
+    } else {
+        m.links.first().map(|l| l.url.clone())
+    };
+    if let Some(c) = click {
+        v["click"] = c.into();
     }
     v
+}
+
+/// The answer buttons a channel that shows at most `limit` actions carries for `m`, and the
+/// one `view` action (label, URL) after them when not everything fits in buttons.
+pub fn actions_of(m: &Message, limit: usize) -> (Vec<&LinkOut>, Option<(&'static str, String)>) {
+    let board = m
+        .view
+        .clone()
+        .filter(|_| m.needs_board())
+        .map(|u| ("Open on the board", u));
+    let view = board.or_else(|| {
+        // Every link of one attention leads to the same confirmation page.
+        m.links
+            .first()
+            .filter(|_| m.links.len() > limit)
+            .map(|l| ("More choices", l.url.clone()))
+    });
+    let fit = if view.is_some() {
+        limit.saturating_sub(1)
+    } else {
+        limit
+    };
+    (m.links.iter().take(fit).collect(), view)
 }
 
 fn form_escape(s: &str) -> String {
@@ -353,7 +387,7 @@ pub fn webhook_noting(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notify::message::LinkOut;
+    use crate::notify::message::QuestionOut;
 
     #[test]
     fn ntfy_carries_one_post_action_per_choice_up_to_three_and_posts_to_the_root() {
@@ -390,9 +424,105 @@ mod tests {
                 url: "u".into(),
             });
         }
+        // Four choices: two buttons and the confirmation page with all of them.
         let v = body(&w, &m);
-        assert_eq!(v["actions"].as_array().unwrap().len(), 1);
-        assert_eq!(v["actions"][0]["action"], "view");
+        let actions = v["actions"].as_array().unwrap();
+        assert_eq!(actions.len(), 3, "{v}");
+        assert_eq!(actions[0]["body"], "choice=allow");
+        assert_eq!(actions[1]["body"], "choice=deny");
+        assert_eq!(actions[2]["action"], "view");
+        assert_eq!(actions[2]["url"], "https://board/a/tok");
+    }
+
+    fn question(options: &[&str], free_text: bool) -> QuestionOut {
+        QuestionOut {
+            question: "Which color?".into(),
+            options: options.iter().map(|o| (*o).to_owned()).collect(),
+            free_text,
+            multi_select: false,
+        }
+    }
+
+    fn asked(questions: Vec<QuestionOut>, links: &[&str]) -> Message {
+        Message {
+            event: "needs_attention".into(),
+            questions,
+            links: links
+                .iter()
+                .map(|o| LinkOut {
+                    label: (*o).into(),
+                    choice: (*o).into(),
+                    url: "https://board/a/tok".into(),
+                })
+                .collect(),
+            view: Some("https://board/#session=p/s1".into()),
+            ..Message::default()
+        }
+    }
+
+    /// A question with free text: one button per option up to the limit, the last action the
+    /// board at the session; several questions: the board only; a closed question with few
+    /// options: buttons only.
+    #[test]
+    fn ntfy_gives_free_text_and_several_questions_a_view_of_the_session_on_the_board() {
+        let w = Webhook {
+            url: "https://ntfy.example/t".into(),
+            format: Format::Ntfy,
+            headers: Vec::new(),
+        };
+        let kinds = |v: &Value| -> Vec<String> {
+            v["actions"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|x| {
+                            format!(
+                                "{} {}",
+                                x["action"].as_str().unwrap(),
+                                x["label"].as_str().unwrap()
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let free = asked(vec![question(&["Red", "Blue"], true)], &["Red", "Blue"]);
+        let v = body(&w, &free);
+        assert_eq!(
+            kinds(&v),
+            ["http Red", "http Blue", "view Open on the board"],
+            "{v}"
+        );
+        assert_eq!(v["actions"][2]["url"], "https://board/#session=p/s1");
+        assert_eq!(v["click"], "https://board/#session=p/s1");
+
+        let many = asked(
+            vec![question(&["Red", "Blue", "Green", "Black"], true)],
+            &["Red", "Blue", "Green", "Black"],
+        );
+        assert_eq!(
+            kinds(&body(&w, &many)),
+            ["http Red", "http Blue", "view Open on the board"]
+        );
+
+        let several = asked(
+            vec![
+                question(&["Red", "Blue"], false),
+                question(&["Yes", "No"], false),
+            ],
+            &[],
+        );
+        let v = body(&w, &several);
+        assert_eq!(kinds(&v), ["view Open on the board"], "{v}");
+        assert_eq!(v["click"], "https://board/#session=p/s1");
+
+        let closed = asked(
+            vec![question(&["Red", "Blue", "Green"], false)],
+            &["Red", "Blue", "Green"],
+        );
+        let v = body(&w, &closed);
+        assert_eq!(kinds(&v), ["http Red", "http Blue", "http Green"], "{v}");
+        assert_eq!(v["click"], "https://board/a/tok");
     }
 
     #[test]

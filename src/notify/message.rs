@@ -45,9 +45,14 @@ pub struct Message {
     pub choices: Vec<ChoiceOut>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub questions: Vec<QuestionOut>,
-    /// Answer links, one per choice offered (see `links`), when a public URL is configured.
+    /// Answer links, one per choice offered (see `links`), when a public URL is configured
+    /// (none for several questions: one answer must answer them all, on the board).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<LinkOut>,
+    /// The board's page opened at this session (`<public-url>/#session=<key>`): where free text,
+    /// several questions and the choices past a channel's limit are answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub view: Option<String>,
     /// The sessions a summary stands for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sessions: Vec<String>,
@@ -64,6 +69,20 @@ pub struct ChoiceOut {
 pub struct QuestionOut {
     pub question: String,
     pub options: Vec<String>,
+    /// An answer of one's own is accepted besides the options.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub free_text: bool,
+    /// Several options may be picked together.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub multi_select: bool,
+}
+
+impl Message {
+    /// Whether the attention takes more than one tap on one option: several questions, an
+    /// answer of one's own, or several options together (the board answers those).
+    pub fn needs_board(&self) -> bool {
+        self.questions.len() > 1 || self.questions.iter().any(|q| q.free_text || q.multi_select)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -153,6 +172,8 @@ pub fn attention(key: &str, s: &Session, a: &Attention) -> Message {
         .map(|q| QuestionOut {
             question: clean(&q.question, TEXT_MAX),
             options: q.options.iter().map(|o| clean(o, LABEL_MAX)).collect(),
+            free_text: q.free_text,
+            multi_select: q.multi_select,
         })
         .collect();
     let mut body = question.clone();

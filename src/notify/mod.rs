@@ -551,6 +551,15 @@ impl<'a> Sender<'a> {
         let Some(public) = &self.cfg.public_url else {
             return;
         };
+        m.view = Some(format!(
+            "{}/#session={pkey}/{}",
+            public.trim_end_matches('/'),
+            s.id
+        ));
+        if a.questions.len() > 1 {
+            // One answer answers every question at once: several are answered on the board.
+            return;
+        }
         let Ok((token, link)) = links::mint(pkey, s, a, self.cfg.link_ttl, SystemTime::now())
         else {
             return;

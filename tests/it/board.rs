@@ -1150,3 +1150,109 @@ fn board_shows_a_remote_session_with_its_host_stale_when_unreachable_and_acts_th
     assert_eq!(s["group"], "working", "{}", pretty(&s));
     assert!(s["unreachable"]["error"].is_string(), "{}", pretty(&s));
 }
+
+/// Waits until `done` holds, for at most `within`.
+fn within(what: &str, within: Duration, done: impl Fn() -> bool) {
+    let end = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < end, "{what} not within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 31: a page that says it shows a session (over its socket) has the board keep the
+/// notifier's viewing marker for it, and the notifier sends nothing for that session; the
+/// marker goes when no page shows it (hidden, or its socket closed), and a key naming no
+/// session makes no file. Hand-written hooks; the browser test drives the real page.
+#[test]
+fn board_keeps_the_viewing_marker_while_a_page_shows_a_session_and_the_notifier_holds_back() {
+    let (w, key) = waiting_world();
+    let id = key.split('/').nth(1).unwrap().to_owned();
+    let sid = "9d2f7c1e-0b1a-4c3d-8e5f-1a2b3c4d5e6f";
+    let hook_rx = crate::notify::receiver(200, None);
+    crate::notify::configure(
+        &w,
+        &json!({"on": ["needs_attention"], "dwell": "0s",
+                "webhook": {"url": format!("http://{}/hook", hook_rx.addr())}}),
+    );
+    let b = board(&w);
+    let viewing = w.spex_home.join("notify/viewing");
+    let marker = viewing.join(&id);
+    let mut ws = b.socket(Some(&b.origin()), None).unwrap();
+    assert_eq!(ws.next()["type"], "snapshot");
+    let say = |ws: &mut Socket, keys: &[&str]| {
+        ws.0.send(tungstenite::Message::Text(
+            json!({"type": "viewing", "sessions": keys})
+                .to_string()
+                .into(),
+        ))
+        .unwrap();
+    };
+    say(
+        &mut ws,
+        &[&key, "0000/nope", "../../../etc", &format!("{key}/../x")],
+    );
+    within("the viewing marker", Duration::from_secs(5), || {
+        marker.exists()
+    });
+    assert_eq!(read(&marker).trim(), b.child.id().to_string());
+    let files: Vec<_> = std::fs::read_dir(&viewing)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files, [std::ffi::OsString::from(&id)], "only real sessions");
+    // Said again (the page does every 10 s), the marker is touched again: a page that stops
+    // saying so stops counting once the marker is 30 s old.
+    let mtime = || std::fs::metadata(&marker).unwrap().modified().unwrap();
+    let first = mtime();
+    std::thread::sleep(Duration::from_millis(1100));
+    say(&mut ws, &[&key]);
+    within("the marker touched again", Duration::from_secs(5), || {
+        mtime() > first
+    });
+
+    // The notifier (the board's process runs it: a channel is configured) sends nothing for
+    // the session while a page shows it.
+    let lock = w.spex_home.join("notify/sender.lock");
+    within("the sender", Duration::from_secs(20), || {
+        std::fs::read_to_string(&lock).unwrap_or_default().trim() == b.child.id().to_string()
+    });
+    hook(&w, "Stop", "Stop", sid);
+    hook(&w, "UserPromptSubmit", "UserPromptSubmit", sid);
+    hook(&w, "Notification", "Notification.permission_prompt", sid);
+    let shown_att = w.record(&id)["attention"]["id"].clone();
+    assert!(shown_att.is_string(), "{}", pretty(&w.record(&id)));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        hook_rx.requests().is_empty(),
+        "sent while shown: {:?}",
+        hook_rx.requests()
+    );
+
+    // A second page shows it too; the first is hidden: the marker stays for the second.
+    let mut ws2 = b.socket(Some(&b.origin()), None).unwrap();
+    assert_eq!(ws2.next()["type"], "snapshot");
+    say(&mut ws2, &[&key]);
+    std::thread::sleep(Duration::from_millis(300));
+    say(&mut ws, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(marker.exists(), "the second page still shows it");
+    // The second page closes: nobody shows it, the marker goes, and the next attention is sent.
+    drop(ws2);
+    within("the marker to go", Duration::from_secs(5), || {
+        !marker.exists()
+    });
+    hook(&w, "Stop", "Stop", sid);
+    hook(&w, "UserPromptSubmit", "UserPromptSubmit", sid);
+    hook(&w, "Notification", "Notification.permission_prompt", sid);
+    let next_att = w.record(&id)["attention"]["id"].clone();
+    assert_ne!(next_att, shown_att);
+    let got = hook_rx
+        .request_within(
+            |r| r["body"]["attention"] == next_att,
+            Duration::from_secs(5),
+        )
+        .expect("not sent once nobody looks");
+    assert_eq!(got["body"]["session"], id.as_str());
+    assert_eq!(hook_rx.requests().len(), 1, "{:?}", hook_rx.requests());
+}

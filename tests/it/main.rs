@@ -37,6 +37,7 @@ mod machine_stop;
 mod materialize;
 mod names;
 mod notify;
+mod notify_board;
 mod notify_desktop;
 mod notify_harnesses;
 mod notify_links;

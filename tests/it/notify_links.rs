@@ -258,3 +258,207 @@ fn an_ntfy_answer_link_is_shown_on_get_answers_once_on_post_and_refuses_the_rest
     assert_eq!(c.len(), 2, "{c:?}");
     assert_eq!(c[1]["by"], "cli", "{}", pretty(&c[1]));
 }
+
+/// A board on a port known before it starts, the notifier configured to link to it, with
+/// `notify` fields added: the board (whose process runs the sender: a channel is configured),
+/// the webhook's receiver, the board's port.
+fn linked_board(
+    w: &crate::support::world::World,
+    fake: &crate::support::fake_anthropic::FakeAnthropic,
+    extra: &Value,
+) -> (Board, crate::support::http::LoggingServer, u16) {
+    let hook = receiver(200, None);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let public = format!("http://127.0.0.1:{port}");
+    let mut notify = json!({
+        "on": ["needs_attention"],
+        "webhook": {"url": format!("http://{}/phone", hook.addr()), "format": "ntfy"},
+        "dwell": "0s",
+        "publicUrl": public,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        notify[k] = v.clone();
+    }
+    configure(w, &notify);
+    w.ok(&w.repo, &["materialize"]);
+    let mut child = spex_cmd(
+        w,
+        fake,
+        &[
+            "board",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--public-url",
+            &public,
+            "--json",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let board_pid = child.id();
+    let board = Board(child);
+    assert!(line.contains(&port.to_string()), "{line}");
+    let lock = w.spex_home.join("notify/sender.lock");
+    let end = Instant::now() + Duration::from_secs(20);
+    while read_or_empty(&lock).trim() != board_pid.to_string() {
+        assert!(Instant::now() < end, "the board's sender did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (board, hook, port)
+}
+
+/// An expired link answers nothing (410, GET and POST alike) while its attention stays open,
+/// and the attention is still answered another way.
+#[test]
+fn an_expired_answer_link_is_gone_and_its_attention_stays_open() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let hosts = Hosts::new(&w, &fake);
+    let (_board, hook, port) = linked_board(&w, &fake, &json!({"linkTtl": "4s"}));
+    let id = hosts.launch();
+    let a = permission(&w, &fake, &id, "USE_BASH run it");
+    let att = a["id"].as_str().unwrap().to_owned();
+    let msg = hook
+        .request_within(|r| r["body"]["actions"].is_array(), Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("no ntfy message"));
+    let received = Instant::now();
+    let links = actions(&msg, port);
+    let (_, allow) = action(&links, "choice=allow");
+    let (status, page) = request(port, "GET", allow, &[], "");
+    assert_eq!(status, 200, "fresh: {page}");
+    // Past its 4 s (counted from its minting, before the receipt).
+    std::thread::sleep(Duration::from_secs(5).saturating_sub(received.elapsed()));
+    let (status, page) = request(port, "GET", allow, &[], "");
+    assert_eq!(status, 410, "{page}");
+    assert!(page.contains("expired"), "{page}");
+    let (status, page) = request(port, "POST", allow, &[FORM], "choice=allow");
+    assert_eq!(status, 410, "{page}");
+    let rec = w.record(&id);
+    assert_eq!(rec["attention"]["id"], att.as_str(), "{}", pretty(&rec));
+    assert!(closed(&w, &id).is_empty());
+    assert!(!w.repo.join("bash_out.txt").exists(), "the tool ran");
+    run_json(
+        &w,
+        &fake,
+        &["answer", &id, "deny", "--attention", &att, "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    assert_eq!(closed(&w, &id)[0]["by"], "cli");
+    let (status, _) = request(port, "POST", allow, &[FORM], "choice=allow");
+    assert_eq!(status, 410);
+}
+
+/// A question with free text (Claude's `AskUserQuestion` offers "Other"): one button per
+/// option, and a `view` action opening the board at the session; a tap on an option answers
+/// it and the model receives it. Two questions: the board only (one answer answers both).
+#[test]
+fn a_question_gets_one_button_per_option_and_a_view_of_the_session_on_the_board() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let hosts = Hosts::new(&w, &fake);
+    let (_board, hook, port) = linked_board(&w, &fake, &json!({}));
+    let id = hosts.launch();
+    let key = format!(
+        "{}/{id}",
+        w.project_dir()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .rsplit('-')
+            .next()
+            .unwrap()
+    );
+    let view = format!("http://127.0.0.1:{port}/#session={key}");
+
+    run_json(&w, &fake, &["deliver", &id, "USE_ASK pick one", "--json"])
+        .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    let r = wait_status(&w, &id, "needs_attention", Duration::from_mins(1));
+    assert_eq!(r["attention"]["kind"], "question", "{}", pretty(&r));
+    let msg = hook
+        .request_within(|r| r["body"]["actions"].is_array(), Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("no ntfy message"));
+    let all = msg["body"]["actions"].as_array().unwrap();
+    let kinds: Vec<String> = all
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {}",
+                a["action"].as_str().unwrap(),
+                a["label"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["http Red", "http Blue", "view Open on the board"],
+        "{}",
+        pretty(&msg)
+    );
+    assert_eq!(all[2]["url"], view.as_str(), "{}", pretty(&msg));
+    assert_eq!(msg["body"]["click"], view.as_str());
+    // The dialog drawn, the phone taps Blue.
+    assert!(
+        crate::runtime::wait_screen(&w, &fake, &id, "Which color", Duration::from_secs(20)),
+        "{}",
+        host_log(&w, &id)
+    );
+    let links = actions(&msg, port);
+    let (_, blue) = action(&links, "choice=Blue");
+    let (status, body) = request(port, "POST", blue, &[FORM], "choice=Blue");
+    assert_eq!(status, 200, "{body}\n{}", host_log(&w, &id));
+    let c = closed(&w, &id);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0]["by"], "link", "{}", pretty(&c[0]));
+    let end = Instant::now() + Duration::from_secs(30);
+    let heard = || {
+        fake.requests()
+            .iter()
+            .any(|r| r["body"].to_string().contains("=\\\"Blue\\\""))
+    };
+    while !heard() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(heard(), "the model never got Blue\n{}", host_log(&w, &id));
+    wait_status(&w, &id, "idle", Duration::from_mins(1));
+
+    // Two questions: no option answers both, so the board only.
+    run_json(
+        &w,
+        &fake,
+        &["deliver", &id, "USE_ASK2 two questions", "--json"],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", host_log(&w, &id)));
+    let r = wait_status(&w, &id, "needs_attention", Duration::from_mins(1));
+    let att2 = r["attention"]["id"].clone();
+    let msg = hook
+        .request_within(
+            |r| r["body"]["actions"].is_array() && r["body"]["actions"][0]["action"] == "view",
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|| {
+            panic!(
+                "no second ntfy message\n{}",
+                pretty(&json!(hook.requests()))
+            )
+        });
+    assert_eq!(
+        msg["body"]["actions"],
+        json!([{"action": "view", "label": "Open on the board", "url": view}]),
+        "{}",
+        pretty(&msg)
+    );
+    let text = msg["body"]["message"].as_str().unwrap();
+    assert!(
+        text.contains("Which color") && text.contains("Which toppings") && text.contains("Cheese"),
+        "{text}"
+    );
+    assert_eq!(w.record(&id)["attention"]["id"], att2);
+}

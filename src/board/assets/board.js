@@ -11,6 +11,9 @@
   let socket = null;
   let retry = 500;
   let screenOf = null; // the session whose screen is shown
+  const inView = new Set(); // keys of the cards in the viewport
+  let told = null; // the sessions last said to be shown, as JSON
+  let focusOn = null; // the session a link opened (`#session=<key>`), until it is shown
 
   // Control characters shown as the CLI shows them (`\e[31m`), never sent to the screen raw.
   function visible(t) {
@@ -41,7 +44,7 @@
     let url = proto + "//" + location.host + "/ws?csrf=" + encodeURIComponent(csrf);
     if (cursor) url += "&cursor=" + encodeURIComponent(cursor);
     socket = new WebSocket(url);
-    socket.onopen = () => { retry = 500; setConn("open"); if (screenOf) watchScreen(screenOf); };
+    socket.onopen = () => { retry = 500; setConn("open"); told = null; tellViewing(); if (screenOf) watchScreen(screenOf); };
     socket.onclose = () => { setConn("closed"); setTimeout(connect, retry); retry = Math.min(retry * 2, 10000); };
     socket.onmessage = (m) => {
       let msg;
@@ -69,14 +72,16 @@
     if (msg.type === "snapshot") {
       const keep = new Set();
       for (const s of msg.sessions) { sessions.set(s.key, s); keep.add(s.key); }
-      for (const k of Array.from(sessions.keys())) if (!keep.has(k)) { sessions.delete(k); const c = cards.get(k); if (c) c.remove(); cards.delete(k); }
+      for (const k of Array.from(sessions.keys())) if (!keep.has(k)) { sessions.delete(k); const c = cards.get(k); if (c) { seen.unobserve(c); c.remove(); } cards.delete(k); inView.delete(k); }
       setCursor(msg.cursor);
       renderAll();
+      focus();
     } else if (msg.type === "change") {
       for (const s of msg.sessions) sessions.set(s.key, s);
       setCursor(msg.cursor);
       for (const s of msg.sessions) render(s);
       order();
+      if (focusOn) focus();
     } else if (msg.type === "receipt") {
       receipt(msg);
     } else if (msg.type === "screen") {
@@ -161,6 +166,7 @@
 
   function build(s) {
     const li = el("li", { class: "session", "data-session": s.key, "data-harness": s.harness, "data-project": s.project_key });
+    seen.observe(li);
     const title = el("div", { class: "title" });
     title.append(el("span", { "data-field": "label" }), el("span", { class: "tag", "data-field": "host" }),
       el("span", { class: "tag", "data-field": "harness" }),
@@ -378,6 +384,45 @@
     const pre = li.querySelector('pre[data-field="screen"]');
     pre.textContent = visible(msg.error ? msg.error : (msg.lines || []).join("\n"));
   }
+
+  // The sessions this page shows a person: cards at least half in the viewport (or filling a
+  // third of it), while the page is visible (Page Visibility API). The board keeps the
+  // notifier's marker for each, so nothing is sent about a session being looked at.
+  const seen = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const k = e.target.dataset.session;
+      if (e.isIntersecting && (e.intersectionRatio >= 0.5 || e.intersectionRect.height >= window.innerHeight / 3)) inView.add(k);
+      else inView.delete(k);
+    }
+    tellViewing();
+  }, { threshold: [0, 0.25, 0.5, 0.75, 1] });
+
+  function tellViewing() {
+    const list = document.visibilityState === "visible" ? Array.from(inView).sort() : [];
+    const text = JSON.stringify(list);
+    document.body.dataset.viewing = text;
+    if (text === told || !socket || socket.readyState !== WebSocket.OPEN) return;
+    socket.send(JSON.stringify({ type: "viewing", sessions: list }));
+    told = text;
+  }
+  document.addEventListener("visibilitychange", tellViewing);
+  // Said again while it holds, so a page whose network is gone stops counting (the board's
+  // `viewing::REFRESH`); a hidden page says nothing.
+  setInterval(() => { if (inView.size && document.visibilityState === "visible") { told = null; tellViewing(); } }, 10000);
+
+  // A notification's view link opens the board at one session: `#session=<key>`.
+  function focus() {
+    const m = /^#session=(.+)$/.exec(location.hash);
+    if (m) focusOn = decodeURIComponent(m[1]);
+    if (!focusOn) return;
+    const li = cards.get(focusOn);
+    if (!li) return;
+    for (const c of document.querySelectorAll("li.session.focused")) c.classList.remove("focused");
+    li.classList.add("focused");
+    li.scrollIntoView({ block: "center" });
+    focusOn = null;
+  }
+  window.addEventListener("hashchange", focus);
 
   connect();
 })();
