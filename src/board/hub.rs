@@ -177,10 +177,12 @@ fn push_host(h: &mut Host, tx: &broadcast::Sender<Push>) {
         })
         .map(|k| view::remote_session(&h.store.name, &key, k, &state.reach))
         .collect();
+    // Another machine's limits are that machine's account's: this board shows its own.
     let change = Change {
         key,
         lines,
         sessions,
+        limits: None,
     };
     let _ = tx.send(Push::Change(Arc::new(change)));
 }
