@@ -22,6 +22,7 @@ pub mod interrupt;
 pub mod launch;
 pub mod materialize;
 pub mod notify;
+pub mod on_remote;
 pub mod open;
 pub mod outcome;
 pub mod output;
@@ -122,6 +123,10 @@ pub enum Command {
 /// Runs a command. Its error goes back to `main` as it was made (its exit code and hints are
 /// read from it there; [`report::report`] says it for a person).
 pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
+    // A session of another machine: the command runs there.
+    if let Some(outcome) = on_remote::run(&cli, env)? {
+        return Ok(outcome);
+    }
     match cli.command {
         Command::Init(a) => init::run(&a, env),
         Command::Materialize(a) => materialize::run(&a, env),

@@ -95,6 +95,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::watch::service::ServiceError,
         crate::notify::AlreadyRunning,
         crate::remote::RemoteError,
+        crate::remote::forward::ForwardError,
     );
     None
 }

@@ -24,6 +24,7 @@
 
 pub mod config;
 pub mod error;
+pub mod forward;
 pub mod protocol;
 pub mod ssh;
 

@@ -22,8 +22,10 @@ pub const PROTOCOL: u32 = 1;
 /// ...and the oldest it still answers in.
 pub const MIN_PROTOCOL: u32 = 1;
 
-/// The methods this spex answers, each a feature `hello` lists.
-pub const FEATURES: &[&str] = &["hello"];
+/// What this spex offers another, each a feature `hello` lists: the methods it answers, and
+/// `commands` (it runs `show`, `deliver`, ... for another spex, with their own output, exit
+/// codes and `--json`: see `super::forward`).
+pub const FEATURES: &[&str] = &["hello", super::forward::FEATURE];
 
 /// What `hello` answers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

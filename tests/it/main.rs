@@ -45,6 +45,7 @@ mod real_tui;
 mod record_cassettes;
 mod recording;
 mod remote;
+mod remote_cmds;
 mod runtime;
 mod safety;
 mod steering;

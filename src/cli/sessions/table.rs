@@ -140,9 +140,7 @@ impl Listing {
             .to_owned();
         }
         let style = Style::detect(env.no_color);
-        let mut header = vec![
-            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "USAGE", "NOTE",
-        ];
+        let mut header = HEADER.to_vec();
         if self.labels.is_some() {
             header.insert(0, "PROJECT");
         }
@@ -152,24 +150,34 @@ impl Listing {
             if let Some(labels) = &self.labels {
                 row.push(visible(&labels[*i]));
             }
-            row.extend([
-                s.label().to_owned(),
-                s.name.clone().unwrap_or_else(|| "-".into()),
-                visible(&s.harness),
-                status_cell(style, s.status),
-                s.turn_phrase().unwrap_or_else(|| "-".into()),
-                branch_cell(s),
-                clock(&s.updated_at),
-                s.usage.as_ref().map_or_else(
-                    || "-".into(),
-                    |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
-                ),
-                ellipsis(&visible(&note(s)), 60),
-            ]);
+            row.extend(cells(style, s));
             rows.push(row);
         }
         output::table(&rows)
     }
+}
+
+/// The table's header after its `HOST` and `PROJECT` columns.
+pub(super) const HEADER: [&str; 9] = [
+    "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "USAGE", "NOTE",
+];
+
+/// A session's cells under [`HEADER`].
+pub(super) fn cells(style: Style, s: &Session) -> [String; 9] {
+    [
+        s.label().to_owned(),
+        s.name.clone().unwrap_or_else(|| "-".into()),
+        visible(&s.harness),
+        status_cell(style, s.status),
+        s.turn_phrase().unwrap_or_else(|| "-".into()),
+        branch_cell(s),
+        clock(&s.updated_at),
+        s.usage.as_ref().map_or_else(
+            || "-".into(),
+            |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
+        ),
+        ellipsis(&visible(&note(s)), 60),
+    ]
 }
 
 pub(super) fn status_cell(style: Style, s: Status) -> String {
