@@ -52,12 +52,11 @@ const SESSIONS_PER_HOST: usize = 30;
 fn login_env(sshd: &Sshd, extra: &[(&str, OsString)]) {
     let file = sshd.dir.path().join("authorized_keys");
     let line = std::fs::read_to_string(&file).unwrap();
-    let at = line.find(" ssh-ed25519 ").expect("one ed25519 key");
     let more: String = extra
         .iter()
-        .map(|(k, v)| format!(",environment=\"{k}={}\"", v.to_string_lossy()))
+        .map(|(k, v)| format!("environment=\"{k}={}\",", v.to_string_lossy()))
         .collect();
-    write(&file, format!("{}{more}{}", &line[..at], &line[at..]));
+    write(&file, format!("{more}{line}"));
 }
 
 fn fake_env(fake: &FakeAnthropic, w: &World) -> Vec<(&'static str, OsString)> {

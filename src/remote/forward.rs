@@ -143,8 +143,10 @@ fn tail(stderr: &[u8]) -> String {
 fn command(env: &Env, remote: &Remote, args: &[OsString], opts: Options<'_>) -> Command {
     let mut cmd = super::ssh::command(env, remote);
     if opts.tty {
-        // Options after the destination are read until the command's first word.
-        cmd.arg("-t");
+        // Options after the destination are read until the command's first word. No escape
+        // character (`~.` typed into the session is the session's), and no "connection
+        // closed" line under the program's screen when it ends.
+        cmd.args(["-t", "-e", "none", "-o", "LogLevel=ERROR"]);
     }
     cmd.arg(line(remote, args, opts.dir));
     cmd

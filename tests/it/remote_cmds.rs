@@ -27,17 +27,17 @@ struct Rig {
     local: World,
 }
 
-/// Adds `extra` to what the test key's logins get (after the rig's own, so a `PATH` here
-/// wins): the fake API's address and key, and a `PATH` with the pinned harnesses.
+/// Adds `extra` to what the test key's logins get, before the rig's own (sshd keeps the first
+/// of two `environment=` options for one variable, so a `PATH` here wins): the fake API's
+/// address and key, and a `PATH` with the pinned harnesses.
 fn login_env(sshd: &Sshd, extra: &[(&str, OsString)]) {
     let file = sshd.dir.path().join("authorized_keys");
     let line = read(&file);
-    let at = line.find(" ssh-ed25519 ").expect("one ed25519 key");
     let more: String = extra
         .iter()
-        .map(|(k, v)| format!(",environment=\"{k}={}\"", v.to_string_lossy()))
+        .map(|(k, v)| format!("environment=\"{k}={}\",", v.to_string_lossy()))
         .collect();
-    write(&file, format!("{}{more}{}", &line[..at], &line[at..]));
+    write(&file, format!("{more}{line}"));
 }
 
 impl Rig {
@@ -202,7 +202,17 @@ fn deliver_approve_diff_and_stop_a_real_claude_on_the_other_machine() {
         pretty(&r)
     );
     let a = rig.json_here(&["approve", &dev, "--json"]);
-    assert_eq!(a["confirmed"], true, "{}", pretty(&a));
+    assert_eq!(
+        (a["attention"].as_str(), a["choice"].as_str()),
+        (Some("a1"), Some("allow")),
+        "{}",
+        pretty(&a)
+    );
+    assert!(
+        a["confirmed"].as_str().is_some_and(|c| !c.is_empty()),
+        "{}",
+        pretty(&a)
+    );
     rig.until(&h, "finished the edit", |r| {
         r["turn"]["state"] == "completed" && r["status"] == "idle"
     });
@@ -232,6 +242,14 @@ fn deliver_approve_diff_and_stop_a_real_claude_on_the_other_machine() {
     // `show` of the ended session reads the same here as there.
     let (a, b) = (rig.here(&["show", &dev]), rig.there(&["show", &h]));
     assert_eq!(stdout(&a), stdout(&b));
+    // `events` of the one session: the same log, the approval's closing in it.
+    let (a, b) = (
+        rig.here(&["events", &dev, "--json"]),
+        rig.there(&["events", &h, "--json"]),
+    );
+    assert_eq!(a.status.code(), Some(0), "{}", rig.said(&a));
+    assert_eq!(stdout(&a), stdout(&b));
+    assert!(stdout(&a).contains("attention.closed"), "{}", stdout(&a));
     // The exit codes are the remote's: `wait` on an exited session is 3, an unknown one 2
     // (its error said once, as there).
     let out = rig.here(&["wait", &dev, "--until", "idle", "--timeout", "5"]);
