@@ -7,25 +7,24 @@ use std::ffi::OsString;
 
 use super::args::{RemoteSession, remote_session};
 use super::outcome::Outcome;
-use super::{Cli, Command};
 use crate::env::Env;
 use crate::hint::Hinted;
 use crate::remote::{self, Remote, forward};
 
 /// What a command sends to another machine.
-struct Forward<'a> {
+pub struct Forward<'a> {
     /// The session arguments as given (`host:handle` ...).
-    ids: Vec<&'a str>,
+    pub ids: Vec<&'a str>,
     /// How many leading positional arguments name sessions (the rest are texts).
-    sessions: usize,
+    pub sessions: usize,
     /// `--remote NAME` (a command that names no session).
-    remote: Option<&'a str>,
+    pub remote: Option<&'a str>,
     /// The remote program gets a terminal (`ssh -t`).
-    tty: bool,
+    pub tty: bool,
 }
 
 impl<'a> Forward<'a> {
-    fn sessions(ids: impl IntoIterator<Item = &'a String>, sessions: usize) -> Self {
+    pub fn sessions(ids: impl IntoIterator<Item = &'a String>, sessions: usize) -> Self {
         Forward {
             ids: ids.into_iter().map(String::as_str).collect(),
             sessions,
@@ -35,51 +34,21 @@ impl<'a> Forward<'a> {
     }
 }
 
-/// The commands that may run elsewhere, and what names the machine.
-fn of(command: &Command) -> Option<Forward<'_>> {
-    Some(match command {
-        Command::Show(a) => Forward::sessions([&a.id], 1),
-        Command::Wait(a) => Forward::sessions([&a.id], 1),
-        Command::Deliver(a) => Forward::sessions([&a.id], 1),
-        Command::Answer(a) => Forward::sessions([&a.id], 1),
-        Command::Approve(a) => Forward::sessions([&a.id], 1),
-        Command::Deny(a) => Forward::sessions([&a.id], 1),
-        Command::Interrupt(a) => Forward::sessions([&a.id], 1),
-        Command::Stop(a) => Forward::sessions([&a.id], 1),
-        Command::Rename(a) => Forward::sessions([&a.id], 1),
-        Command::Diff(a) => Forward::sessions([&a.id], 1),
-        Command::Resume(a) => Forward::sessions(a.id.as_ref(), 1),
-        Command::Events(a) => Forward::sessions(&a.sessions, usize::MAX),
-        Command::Attach(a) => Forward {
-            tty: true,
-            ..Forward::sessions([&a.id], 1)
-        },
-        Command::Usage(a) => Forward {
-            remote: a.remote.as_deref(),
-            ..Forward::sessions([], 0)
-        },
-        Command::Launch(a) => Forward {
-            remote: a.remote.as_deref(),
-            // Without `--detach` this terminal attaches to the session there.
-            tty: !a.detach && !a.json,
-            ..Forward::sessions([], 0)
-        },
-        _ => return None,
-    })
-}
-
 /// Runs the command on the machine it names, when it names another one: `None` for a command
 /// that runs here.
-pub fn run(cli: &Cli, env: &Env) -> anyhow::Result<Option<Outcome>> {
-    let Some(f) = of(&cli.command) else {
-        return Ok(None);
-    };
-    let Some((remote, rest)) = target(env, &f)? else {
+/// `cli` is the whole command line's definition, `launch_repo` the `--repo` of `launch
+/// --remote`.
+pub fn run(
+    f: &Forward<'_>,
+    cli: &clap::Command,
+    launch_repo: Option<Option<&str>>,
+    env: &Env,
+) -> anyhow::Result<Option<Outcome>> {
+    let Some((remote, rest)) = target(env, f)? else {
         return Ok(None);
     };
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let sub = <Cli as clap::CommandFactory>::command();
-    let sub = sub
+    let sub = cli
         .find_subcommand(argv.first().and_then(|s| s.to_str()).unwrap_or_default())
         .ok_or_else(|| anyhow::anyhow!("cannot read this command's arguments again"))?
         .clone();
@@ -91,10 +60,7 @@ pub fn run(cli: &Cli, env: &Env) -> anyhow::Result<Option<Outcome>> {
         &mut || rest.next(),
         &["remote", "repo"],
     );
-    let dir = match &cli.command {
-        Command::Launch(a) => Some(remote_dir(env, a.repo.as_deref())?),
-        _ => None,
-    };
+    let dir = launch_repo.map(|repo| remote_dir(env, repo)).transpose()?;
     // A terminal's keys, or a prompt read from `-`, go to the remote program.
     let stdin = f.tty || args.iter().any(|a| a == "-");
     let code = forward::run(
@@ -161,7 +127,7 @@ fn remote_dir(env: &Env, repo: Option<&str>) -> anyhow::Result<String> {
 /// `argv` (the subcommand and its arguments) as the remote spex reads it: the first `sessions`
 /// positional arguments replaced by `next()` (their names there), the options named in `drop`
 /// left out with their values; options, texts and everything after `--` as given.
-fn rewrite(
+pub(super) fn rewrite(
     argv: &[OsString],
     sub: &clap::Command,
     sessions: usize,
@@ -221,85 +187,4 @@ fn rewrite(
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rewritten(line: &[&str], sessions: usize, drop: &[&str]) -> Vec<String> {
-        let argv: Vec<OsString> = line.iter().map(OsString::from).collect();
-        let cli = <Cli as clap::CommandFactory>::command();
-        let sub = cli.find_subcommand(line[0]).unwrap();
-        let mut names = ["a3", "b7"].into_iter().map(String::from);
-        rewrite(&argv, sub, sessions, &mut || names.next(), drop)
-            .into_iter()
-            .map(|a| a.into_string().unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn only_the_session_arguments_are_renamed_for_the_remote() {
-        // A text equal to the session's name, an option's value: as given.
-        assert_eq!(
-            rewritten(
-                &["deliver", "--timeout", "5", "dev:x", "dev:x", "--json"],
-                1,
-                &[]
-            ),
-            ["deliver", "--timeout", "5", "a3", "dev:x", "--json"]
-        );
-        assert_eq!(
-            rewritten(
-                &[
-                    "answer",
-                    "--message=dev:x",
-                    "dev:x",
-                    "1",
-                    "--attention",
-                    "a1"
-                ],
-                1,
-                &[]
-            ),
-            ["answer", "--message=dev:x", "a3", "1", "--attention", "a1"]
-        );
-        assert_eq!(
-            rewritten(
-                &["events", "-f", "dev:x", "dev:y", "--json"],
-                usize::MAX,
-                &[]
-            ),
-            ["events", "-f", "a3", "b7", "--json"]
-        );
-        assert_eq!(
-            rewritten(&["diff", "dev:x", "--", "dev:x"], 1, &[]),
-            ["diff", "a3", "--", "dev:x"]
-        );
-    }
-
-    #[test]
-    fn the_options_that_chose_the_machine_stay_here() {
-        assert_eq!(
-            rewritten(
-                &[
-                    "launch",
-                    "--remote",
-                    "dev",
-                    "--repo=/srv/app",
-                    "--detach",
-                    "hi",
-                    "--",
-                    "--x"
-                ],
-                0,
-                &["remote", "repo"]
-            ),
-            ["launch", "--detach", "hi", "--", "--x"]
-        );
-        assert_eq!(
-            rewritten(&["usage", "--remote=dev", "--by", "day"], 0, &["remote"]),
-            ["usage", "--by", "day"]
-        );
-    }
 }

@@ -7,13 +7,13 @@
 use std::ffi::OsString;
 use std::process::{Command, Stdio};
 
-use super::{PROTOCOL, Remote, RemoteError};
+use super::protocol::PROTOCOL;
+use super::{Remote, RemoteError};
 use crate::env::Env;
 use crate::seam::edit::shell_quote;
 
-/// The feature a remote's `hello` lists when its spex runs commands for another spex with the
-/// same output, exit codes and `--json` as there (`show`, `deliver`, ... on `host:handle`).
-pub const FEATURE: &str = "commands";
+/// The feature a remote's `hello` lists when its spex runs commands for another spex.
+const FEATURE: &str = super::protocol::COMMANDS;
 
 /// What the remote line exits with when the remote's `hello` lacks [`FEATURE`] (or there is
 /// no spex to say hello): no spex command exits with it.

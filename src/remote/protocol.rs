@@ -22,10 +22,13 @@ pub const PROTOCOL: u32 = 1;
 /// ...and the oldest it still answers in.
 pub const MIN_PROTOCOL: u32 = 1;
 
+/// The feature of a spex that runs commands for another (`show`, `deliver`, ... on
+/// `host:handle`) with the same output, exit codes and `--json` as there (`super::forward`).
+pub const COMMANDS: &str = "commands";
+
 /// What this spex offers another, each a feature `hello` lists: the methods it answers, and
-/// `commands` (it runs `show`, `deliver`, ... for another spex, with their own output, exit
-/// codes and `--json`: see `super::forward`).
-pub const FEATURES: &[&str] = &["hello", super::forward::FEATURE];
+/// [`COMMANDS`].
+pub const FEATURES: &[&str] = &["hello", COMMANDS];
 
 /// What `hello` answers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

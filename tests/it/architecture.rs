@@ -391,6 +391,7 @@ fn imports(rel: &str, src: &str, modules: &BTreeSet<String>) -> Vec<Import> {
 const CLI_SHARED: &[&str] = &[
     "mod.rs",
     "args.rs",
+    "on_remote.rs",
     "complete.rs",
     "outcome.rs",
     "output.rs",

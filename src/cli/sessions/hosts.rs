@@ -65,9 +65,11 @@ pub fn list(env: &Env, all: bool, json: bool) -> anyhow::Result<()> {
         match got {
             Ok(more) => rows.extend(more),
             Err(e) => {
-                let report = crate::cli::report::report(&e, env);
-                eprintln!("warning: remote `{}` left out: {}", r.name, report.error);
-                for hint in report.hints {
+                eprintln!("warning: remote `{}` left out: {e:#}", r.name);
+                let hint = e
+                    .downcast_ref::<forward::ForwardError>()
+                    .and_then(crate::hint::Hint::hint);
+                if let Some(hint) = hint {
                     eprintln!("hint: {hint}");
                 }
             }
