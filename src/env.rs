@@ -29,10 +29,8 @@ pub struct Env {
     /// `/proc/sys/kernel/random/boot_id`, so a test can make spex believe the machine
     /// restarted (see [`Env::boot_id_file`]).
     pub boot_id_file: Option<PathBuf>,
-    /// `SPEX_SSH_CONFIG`, FOR TESTS ONLY: the file `ssh` reads as its configuration (`ssh -F`)
-    /// instead of `~/.ssh/config`, which `ssh` finds through the password database, never
-    /// `$HOME`, so a test's throwaway home cannot hold it
-    /// (`docs/harnesses/facts/remote-and-notify.md`).
+    /// The `ssh` config file a caller injects in place of `SPEX_SSH_CONFIG` (see
+    /// [`Env::ssh_config`]); `from_process` leaves it unset.
     pub ssh_config: Option<PathBuf>,
     /// The variables the caller named to `from_process`, each with its value when set.
     pub vars: Vec<(&'static str, Option<OsString>)>,
@@ -72,7 +70,8 @@ impl Env {
             trace_dispatch: std::env::var_os("SPEX_TRACE_DISPATCH")
                 .is_some_and(|v| !v.is_empty() && v != "0"),
             boot_id_file: path_var("SPEX_BOOT_ID_FILE"),
-            ssh_config: path_var("SPEX_SSH_CONFIG"),
+            // Read when asked (`ssh_config`): the hook path builds an `Env` and never asks.
+            ssh_config: None,
         }
     }
 
@@ -131,6 +130,16 @@ impl Env {
         self.named(name)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
+    }
+
+    /// `SPEX_SSH_CONFIG`, FOR TESTS ONLY: the file `ssh` reads as its configuration (`ssh -F`)
+    /// instead of `~/.ssh/config`, which `ssh` finds through the password database, never
+    /// `$HOME`, so a test's throwaway home cannot hold it
+    /// (`docs/harnesses/facts/remote-and-notify.md`). Read when asked, not by `from_process`.
+    pub fn ssh_config(&self) -> Option<PathBuf> {
+        self.ssh_config
+            .clone()
+            .or_else(|| path_var("SPEX_SSH_CONFIG"))
     }
 
     /// `$HOME`, else `/`.

@@ -64,6 +64,25 @@ fn live_sessions(current: &OsStr) -> Vec<CompletionCandidate> {
     out
 }
 
+/// The completer of a remote's name (`spex remote check|remove`).
+pub fn remotes() -> ArgValueCompleter {
+    ArgValueCompleter::new(remote_names)
+}
+
+/// The configured remotes whose names start with what is typed, each with its destination.
+fn remote_names(current: &OsStr) -> Vec<CompletionCandidate> {
+    let Some(typed) = current.to_str() else {
+        return Vec::new();
+    };
+    let env = Env::from_process(adapters::env_vars());
+    crate::remote::remotes(&env)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.name.starts_with(typed))
+        .map(|r| CompletionCandidate::new(r.name).help(Some(r.dest.into())))
+        .collect()
+}
+
 /// What `spex completions <shell>` prints: the script that registers spex's completion with
 /// the shell (it calls this binary back for every completion).
 pub fn registration(shell: clap_complete::Shell) -> anyhow::Result<String> {

@@ -30,6 +30,7 @@ pub enum Action {
     /// Forget a machine (nothing on it changes).
     Remove {
         /// The machine's name.
+        #[arg(add = super::complete::remotes())]
         name: String,
     },
     /// Connect to a machine and check the spex there speaks this spex's protocol; says what to
@@ -59,6 +60,7 @@ pub struct ListArgs {
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// The machine's name.
+    #[arg(add = super::complete::remotes())]
     pub name: String,
     /// Print the result as JSON.
     #[arg(long)]
@@ -89,21 +91,63 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// One machine as `list` and `check` show it: its `hello` (or why none) and the round trip.
+/// One machine as `list` and `check` show it: its `hello` (or why none), the round trip,
+/// and (for `list`) its live sessions.
 struct Probe {
     remote: Remote,
     hello: Result<remote::Hello, RemoteError>,
     elapsed: Duration,
+    live: Option<Result<Live, RemoteError>>,
 }
 
-fn probe(env: &Env, r: Remote) -> Probe {
+/// The live sessions of a machine: how many, and how many need a person.
+struct Live {
+    sessions: usize,
+    attention: usize,
+}
+
+fn probe(env: &Env, r: Remote, with_live: bool) -> Probe {
     let start = Instant::now();
     let hello = remote::hello(env, &r);
+    let elapsed = start.elapsed();
+    let live = (with_live && hello.is_ok()).then(|| live(env, &r));
     Probe {
         remote: r,
         hello,
-        elapsed: start.elapsed(),
+        elapsed,
+        live,
     }
+}
+
+/// Reads the live sessions of every project there, through `spex sessions --json`.
+fn live(env: &Env, r: &Remote) -> Result<Live, RemoteError> {
+    let ran = remote::run(env, r, &["sessions", "--all-projects", "--json"], None)?;
+    let garbled = |message: String| RemoteError::Garbled {
+        name: r.name.clone(),
+        message,
+    };
+    if ran.exit != Some(0) {
+        return Err(RemoteError::Failed {
+            name: r.name.clone(),
+            message: format!("`spex sessions` failed: {}", ran.stderr.trim()),
+            hint: None,
+        });
+    }
+    let rows: Vec<Value> = serde_json::from_str(&ran.stdout)
+        .map_err(|e| garbled(format!("`spex sessions --json`: {e}")))?;
+    Ok(Live {
+        sessions: rows.len(),
+        attention: rows.iter().filter(|s| !s["attention"].is_null()).count(),
+    })
+}
+
+/// The features this spex's remote commands use that `hello` does not list.
+fn missing_features(h: &remote::Hello) -> Vec<&'static str> {
+    remote::protocol::FEATURES
+        .iter()
+        .copied()
+        .filter(|f| !h.features.iter().any(|g| g == f))
+        .collect()
 }
 
 impl Probe {
@@ -119,9 +163,18 @@ impl Probe {
                 v["spex"] = Value::from(h.spex.as_str());
                 v["protocol"] = Value::from(h.protocol);
                 v["features"] = json!(h.features);
-                v["latency_ms"] = Value::from(self.elapsed.as_millis() as u64);
+                v["latency_ms"] =
+                    Value::from(u64::try_from(self.elapsed.as_millis()).unwrap_or(u64::MAX));
             }
             Err(e) => v["error"] = Value::from(crate::hint::spelled(e)),
+        }
+        match &self.live {
+            Some(Ok(l)) => {
+                v["live_sessions"] = Value::from(l.sessions);
+                v["attention"] = Value::from(l.attention);
+            }
+            Some(Err(e)) => v["live_error"] = Value::from(crate::hint::spelled(e)),
+            None => {}
         }
         v
     }
@@ -133,7 +186,7 @@ fn list(env: &Env, json: bool) -> anyhow::Result<()> {
     let probes: Vec<Probe> = std::thread::scope(|s| {
         let handles: Vec<_> = all
             .into_iter()
-            .map(|r| s.spawn(move || probe(env, r)))
+            .map(|r| s.spawn(move || probe(env, r, true)))
             .collect();
         handles
             .into_iter()
@@ -153,10 +206,11 @@ fn list(env: &Env, json: bool) -> anyhow::Result<()> {
         "DEST".to_owned(),
         "SPEX".to_owned(),
         "RTT".to_owned(),
+        "LIVE".to_owned(),
         "STATE".to_owned(),
     ]];
     for p in &probes {
-        let (version, rtt, state) = match &p.hello {
+        let (version, rtt, mut state) = match &p.hello {
             Ok(h) => (
                 h.spex.clone(),
                 format!("{} ms", p.elapsed.as_millis()),
@@ -164,11 +218,21 @@ fn list(env: &Env, json: bool) -> anyhow::Result<()> {
             ),
             Err(e) => ("-".to_owned(), "-".to_owned(), e.to_string()),
         };
+        let live = match &p.live {
+            Some(Ok(l)) if l.attention > 0 => format!("{} ({} need you)", l.sessions, l.attention),
+            Some(Ok(l)) => l.sessions.to_string(),
+            Some(Err(e)) => {
+                state = e.to_string();
+                "-".to_owned()
+            }
+            None => "-".to_owned(),
+        };
         rows.push([
             p.remote.name.clone(),
             p.remote.dest.clone(),
             version,
             rtt,
+            live,
             state,
         ]);
     }
@@ -176,8 +240,8 @@ fn list(env: &Env, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn table(rows: &[[String; 5]]) -> String {
-    let mut widths = [0; 5];
+fn table(rows: &[[String; 6]]) -> String {
+    let mut widths = [0; 6];
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -200,7 +264,21 @@ fn table(rows: &[[String; 5]]) -> String {
 }
 
 fn check(env: &Env, name: &str, json: bool) -> anyhow::Result<()> {
-    let p = probe(env, remote::find(env, name)?);
+    let mut p = probe(env, remote::find(env, name)?, false);
+    // A spex there that lacks a method this one uses is refused here by name, before a
+    // command needs it.
+    let refusal = p.hello.as_ref().ok().and_then(|h| {
+        let missing = missing_features(h);
+        (!missing.is_empty()).then(|| RemoteError::Unsupported {
+            name: p.remote.name.clone(),
+            feature: missing.join("`, `"),
+            version: h.spex.clone(),
+            protocol: h.protocol,
+        })
+    });
+    if let Some(e) = refusal {
+        p.hello = Err(e);
+    }
     if json {
         output::json(&p.json());
     }

@@ -112,10 +112,6 @@ impl Hint for RemoteError {
             RemoteError::NoSpex { name, .. } => format!(
                 "install spex on `{name}`, or name its path: `spex remote add {name} DEST --spex PATH` (after `spex remote remove {name}`)"
             ),
-            RemoteError::NoProtocol { name, .. } => format!(
-                "upgrade spex on `{name}` to version {} (this one)",
-                env!("CARGO_PKG_VERSION")
-            ),
             RemoteError::Incompatible { name, older, .. } => {
                 if *older {
                     format!(
@@ -126,7 +122,7 @@ impl Hint for RemoteError {
                     format!("upgrade this spex to the version on `{name}`")
                 }
             }
-            RemoteError::Unsupported { name, .. } => format!(
+            RemoteError::NoProtocol { name, .. } | RemoteError::Unsupported { name, .. } => format!(
                 "upgrade spex on `{name}` to version {} (this one)",
                 env!("CARGO_PKG_VERSION")
             ),

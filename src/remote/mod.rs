@@ -15,6 +15,9 @@
 //! - [`call`]`(env, &remote, request)`: one protocol call (`{"method": "...", "params": ...}`),
 //!   its `result` back as JSON; a remote error, an older or newer remote that lacks the method,
 //!   a missing spex or an unreachable host come back as a [`RemoteError`] with a hint.
+//! - [`run`]`(env, &remote, args, stdin)`: one command of the spex there (`["show", "k3",
+//!   "--json"]`) through the protocol's `run`; its exit code, stdout and stderr back ([`Ran`]),
+//!   so a command's own `--json` is what travels, never its human output.
 //! - [`require`]`(env, &remote, feature)`: the remote's `hello` when it offers `feature`, else
 //!   the refusal naming the feature and the remote's version (for a caller that does not go
 //!   through [`call`], e.g. a terminal over `ssh -t`).
@@ -92,5 +95,41 @@ pub fn hello(env: &Env, remote: &Remote) -> Result<Hello, RemoteError> {
     serde_json::from_value(v).map_err(|e| RemoteError::Garbled {
         name: remote.name.clone(),
         message: format!("`hello`: {e}"),
+    })
+}
+
+/// What a command of the remote spex did (`run`): its exit code (`None`: killed by a signal)
+/// and its output.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Ran {
+    pub exit: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs one command of the spex on `remote` (`args`, e.g. `["sessions", "--json"]`, with
+/// `stdin` as its input) through the protocol's `run`; its exit code and output back.
+#[allow(
+    dead_code,
+    reason = "the interface for the remote session commands; `remote list` reads live sessions through it"
+)]
+pub fn run(
+    env: &Env,
+    remote: &Remote,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<Ran, RemoteError> {
+    let mut params = serde_json::json!({"args": args});
+    if let Some(text) = stdin {
+        params["stdin"] = Value::from(text);
+    }
+    let v = call(
+        env,
+        remote,
+        &serde_json::json!({"method": "run", "params": params}),
+    )?;
+    serde_json::from_value(v).map_err(|e| RemoteError::Garbled {
+        name: remote.name.clone(),
+        message: format!("`run`: {e}"),
     })
 }

@@ -4,7 +4,10 @@
 //! remote refuses it by name (`unknown_method`) and a newer one answers in the version asked
 //! for while it still speaks it.
 //!
-//! Request: `{"protocol": 1, "method": "hello", "params": {...}}`.
+//! Request: `{"protocol": 1, "method": "hello", "params": {...}}`. Methods: `hello` (no
+//! params; `{protocol, min_protocol, spex, features}`), `run` (`{"args": [...], "stdin"?,
+//! "cwd"?}`: one command of the spex there, e.g. `["sessions", "--json"]`; `{exit, stdout,
+//! stderr}`, its output as text, so a command's own `--json` is what travels).
 //! Reply: `{"protocol": 1, "min_protocol": 1, "spex": "0.1.0", "result": ...}` or, in place of
 //! `result`, `"error": {"kind": "unknown_method" | "protocol" | "bad_request" | "failed",
 //! "message": "...", "hint": "..."?}`.
@@ -23,12 +26,13 @@ pub const PROTOCOL: u32 = 1;
 pub const MIN_PROTOCOL: u32 = 1;
 
 /// The feature of a spex that runs commands for another (`show`, `deliver`, ... on
-/// `host:handle`) with the same output, exit codes and `--json` as there (`super::forward`).
+/// `host:handle`) with the same output, exit codes and `--json` as there, streamed over the
+/// SSH session itself (`super::forward`).
 pub const COMMANDS: &str = "commands";
 
 /// What this spex offers another, each a feature `hello` lists: the methods it answers, and
 /// [`COMMANDS`].
-pub const FEATURES: &[&str] = &["hello", COMMANDS];
+pub const FEATURES: &[&str] = &["hello", "run", COMMANDS];
 
 /// What `hello` answers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -117,15 +121,66 @@ fn answer(env: &Env, input: &[u8]) -> Result<(u32, Value), Value> {
 }
 
 /// One method's answer. Every method here is listed in [`FEATURES`].
-pub fn handle(_env: &Env, method: &str, _params: &Value) -> Result<Value, Value> {
+pub fn handle(_env: &Env, method: &str, params: &Value) -> Result<Value, Value> {
     match method {
         "hello" => Ok(serde_json::to_value(hello()).expect("hello serializes")),
+        "run" => run(params),
         other => Err(error(
             "unknown_method",
             format!("this spex does not offer `{other}`"),
             None,
         )),
     }
+}
+
+/// `run`: one command of this spex, as its own process (its exit code and output are what
+/// the caller gets; a command that prints as it goes, such as `--follow`, is not for `run`).
+fn run(params: &Value) -> Result<Value, Value> {
+    let hint = Some("e.g. {\"args\": [\"sessions\", \"--json\"]}".to_owned());
+    let args: Vec<String> = params
+        .get("args")
+        .and_then(|a| serde_json::from_value(a.clone()).ok())
+        .filter(|a: &Vec<String>| a.first().is_some_and(|c| c != "rpc" && c != "dispatch"))
+        .ok_or_else(|| {
+            error(
+                "bad_request",
+                "`run` needs `args`: a spex subcommand (not `rpc` or `dispatch`) and its arguments",
+                hint,
+            )
+        })?;
+    let failed = |what: &str, e: &std::io::Error| {
+        error("failed", format!("cannot {what} this spex: {e}"), None)
+    };
+    let exe = std::env::current_exe().map_err(|e| failed("find", &e))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Some(cwd) = params.get("cwd").and_then(Value::as_str) {
+        cmd.current_dir(cwd);
+    }
+    let mut child = cmd.spawn().map_err(|e| failed("run", &e))?;
+    let stdin = params
+        .get("stdin")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let mut pipe = child.stdin.take();
+    // Written from its own thread: a command that prints much before it reads would otherwise
+    // wait on a full stdout pipe while this waits on its stdin.
+    let writer = std::thread::spawn(move || {
+        if let Some(p) = pipe.as_mut() {
+            let _ = std::io::Write::write_all(p, stdin.as_bytes());
+        }
+    });
+    let out = child.wait_with_output().map_err(|e| failed("run", &e))?;
+    let _ = writer.join();
+    Ok(json!({
+        "exit": out.status.code(),
+        "stdout": String::from_utf8_lossy(&out.stdout),
+        "stderr": String::from_utf8_lossy(&out.stderr),
+    }))
 }
 
 /// The last few lines of what a program wrote to stderr, as one line.

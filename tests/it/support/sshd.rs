@@ -1,6 +1,6 @@
 //! "The other machine" for the remote tests: a real OpenSSH server (`sshd -D`) on a free
 //! loopback port, with a host key and a client key made for the test, whose key logs in to a
-//! separate spex world (`World`: its own HOME, SPEX_HOME, XDG config) through the key's
+//! separate spex world (`World`: its own `HOME`, `SPEX_HOME`, XDG config) through the key's
 //! `environment=` options (`PermitUserEnvironment yes`). The client side is an `ssh` config
 //! file handed to the local spex through `SPEX_SSH_CONFIG` (ssh reads `~/.ssh/config` from the
 //! password database's home, never `$HOME`). Facts: `docs/harnesses/facts/remote-and-notify.md`.
@@ -139,9 +139,7 @@ impl Sshd {
     }
 
     /// The destination as an alias of the client config (`Host other`).
-    pub fn alias(&self) -> &'static str {
-        "other"
-    }
+    pub const ALIAS: &'static str = "other";
 
     /// The destination as an `ssh://` URI.
     pub fn uri(&self) -> String {
@@ -178,27 +176,58 @@ impl Sshd {
         self.child.as_ref().map(Child::id)
     }
 
-    /// The per-connection sshd processes (children of the listener: sshd rewrites their
+    /// The per-connection sshd processes: the listener's descendants (sshd rewrites their
     /// titles, so they are found by parent).
     pub fn connection_pids(&self) -> Vec<i32> {
         let Some(listener) = self.pid() else {
             return Vec::new();
         };
-        let mut pids = Vec::new();
+        let mut parents: Vec<(i32, i32)> = Vec::new();
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
             let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
                 continue;
             };
             let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
-            let ppid = status
+            if let Some(ppid) = status
                 .lines()
                 .find_map(|l| l.strip_prefix("PPid:"))
-                .and_then(|v| v.trim().parse::<u32>().ok());
-            if ppid == Some(listener) {
-                pids.push(pid);
+                .and_then(|v| v.trim().parse::<i32>().ok())
+            {
+                parents.push((pid, ppid));
             }
         }
-        pids
+        let mut found = vec![i32::try_from(listener).unwrap()];
+        let mut i = 0;
+        while i < found.len() {
+            let parent = found[i];
+            found.extend(parents.iter().filter(|p| p.1 == parent).map(|p| p.0));
+            i += 1;
+        }
+        found.remove(0);
+        found
+    }
+
+    fn signal(&self, signal: &str, with_listener: bool) {
+        let mut pids = self.connection_pids();
+        if with_listener && let Some(pid) = self.pid() {
+            pids.push(i32::try_from(pid).unwrap());
+        }
+        for pid in pids {
+            let _ = Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .status();
+        }
+    }
+
+    /// A hung machine: the listener and every connection stopped (SIGSTOP), their sockets
+    /// open, nothing answering.
+    pub fn hang(&self) {
+        self.signal("-STOP", true);
+    }
+
+    /// Undoes [`Sshd::hang`].
+    pub fn resume(&self) {
+        self.signal("-CONT", true);
     }
 
     /// Cuts every open connection (the listener stays up).
@@ -212,6 +241,7 @@ impl Sshd {
 
     /// Stops the listener and its connections: the host refuses connections from now on.
     pub fn stop(&mut self) {
+        self.resume();
         self.kill_connections();
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
