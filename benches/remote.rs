@@ -55,7 +55,8 @@ fn login_env(sshd: &Sshd, extra: &[(&str, OsString)]) {
     let more: String = extra
         .iter()
         .map(|(k, v)| format!("environment=\"{k}={}\",", v.to_string_lossy()))
-        .collect();
+        .collect::<Vec<_>>()
+        .concat();
     write(&file, format!("{more}{line}"));
 }
 
@@ -127,7 +128,7 @@ fn round_trip(sshd: &Sshd) -> Vec<Duration> {
             .args(["-o", "ControlPersist=60"])
             .arg("-o")
             .arg(format!("ControlPath={}", control.display()))
-            .args([sshd.alias(), "true"])
+            .args([Sshd::ALIAS, "true"])
             .status()
             .unwrap();
         assert!(st.success());
@@ -346,7 +347,7 @@ fn main() {
             &local,
             &local.repo,
             &here,
-            &["remote", "add", "dev", sshd.alias()],
+            &["remote", "add", "dev", Sshd::ALIAS],
         ),
         "remote add",
     );

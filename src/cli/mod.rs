@@ -128,12 +128,8 @@ pub enum Command {
 pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
     // A session of another machine: the command runs there.
     if let Some(f) = forwarded(&cli.command) {
-        let repo = match &cli.command {
-            Command::Launch(a) => Some(a.repo.as_deref()),
-            _ => None,
-        };
         let root = <Cli as clap::CommandFactory>::command();
-        if let Some(outcome) = on_remote::run(&f, &root, repo, env)? {
+        if let Some(outcome) = on_remote::run(&f, &root, env)? {
             return Ok(outcome);
         }
     }
@@ -212,6 +208,8 @@ fn forwarded(command: &Command) -> Option<Forward<'_>> {
             remote: a.remote.as_deref(),
             // Without `--detach` this terminal attaches to the session there.
             tty: !a.detach && !a.json,
+            launch: true,
+            repo: a.repo.as_deref(),
             ..Forward::sessions([], 0)
         },
         _ => return None,

@@ -21,6 +21,10 @@ pub struct Forward<'a> {
     pub remote: Option<&'a str>,
     /// The remote program gets a terminal (`ssh -t`).
     pub tty: bool,
+    /// `launch --remote`: it runs in a checkout there (`--repo`, else this one's path).
+    pub launch: bool,
+    /// `launch --repo PATH`.
+    pub repo: Option<&'a str>,
 }
 
 impl<'a> Forward<'a> {
@@ -30,20 +34,16 @@ impl<'a> Forward<'a> {
             sessions,
             remote: None,
             tty: false,
+            launch: false,
+            repo: None,
         }
     }
 }
 
 /// Runs the command on the machine it names, when it names another one: `None` for a command
 /// that runs here.
-/// `cli` is the whole command line's definition, `launch_repo` the `--repo` of `launch
-/// --remote`.
-pub fn run(
-    f: &Forward<'_>,
-    cli: &clap::Command,
-    launch_repo: Option<Option<&str>>,
-    env: &Env,
-) -> anyhow::Result<Option<Outcome>> {
+/// `cli` is the whole command line's definition.
+pub fn run(f: &Forward<'_>, cli: &clap::Command, env: &Env) -> anyhow::Result<Option<Outcome>> {
     let Some((remote, rest)) = target(env, f)? else {
         return Ok(None);
     };
@@ -60,7 +60,11 @@ pub fn run(
         &mut || rest.next(),
         &["remote", "repo"],
     );
-    let dir = launch_repo.map(|repo| remote_dir(env, repo)).transpose()?;
+    let dir = if f.launch {
+        Some(remote_dir(env, f.repo)?)
+    } else {
+        None
+    };
     // A terminal's keys, or a prompt read from `-`, go to the remote program.
     let stdin = f.tty || args.iter().any(|a| a == "-");
     let code = forward::run(

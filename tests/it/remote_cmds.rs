@@ -36,7 +36,8 @@ fn login_env(sshd: &Sshd, extra: &[(&str, OsString)]) {
     let more: String = extra
         .iter()
         .map(|(k, v)| format!("environment=\"{k}={}\",", v.to_string_lossy()))
-        .collect();
+        .collect::<Vec<_>>()
+        .concat();
     write(&file, format!("{more}{line}"));
 }
 
@@ -56,7 +57,7 @@ impl Rig {
         extra.push(("XDG_RUNTIME_DIR", other.dir.path().join("run").into()));
         login_env(&sshd, &extra);
         let local = World::new();
-        sshd.ok(&local, &["remote", "add", "dev", sshd.alias()]);
+        sshd.ok(&local, &["remote", "add", "dev", Sshd::ALIAS]);
         Rig {
             other,
             fake,
@@ -102,11 +103,11 @@ impl Rig {
     fn until(&self, handle: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_mins(1);
         loop {
-            let r = self.record(handle);
-            if pred(&r) {
-                return r;
+            let rec = self.record(handle);
+            if pred(&rec) {
+                return rec;
             }
-            assert!(Instant::now() < deadline, "never {what}:\n{}", pretty(&r));
+            assert!(Instant::now() < deadline, "never {what}:\n{}", pretty(&rec));
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -155,36 +156,36 @@ fn stdout(out: &Output) -> String {
 #[test]
 fn deliver_approve_diff_and_stop_a_real_claude_on_the_other_machine() {
     let rig = Rig::start();
-    let (h, pid) = rig.launch();
-    let dev = format!("dev:{h}");
-    let r = rig.record(&h);
+    let (handle, pid) = rig.launch();
+    let dev = format!("dev:{handle}");
+    let rec = rig.record(&handle);
     assert_eq!(
-        (r["status"].as_str(), r["launched_by"].as_str()),
+        (rec["status"].as_str(), rec["launched_by"].as_str()),
         (Some("idle"), Some("spex"))
     );
 
     // deliver: confirmed by Claude's own prompt hook there; the same JSON keys as here.
-    let d = rig.json_here(&["deliver", &dev, "USE_NONE hello from afar", "--json"]);
+    let delivered = rig.json_here(&["deliver", &dev, "USE_NONE hello from afar", "--json"]);
     assert_eq!(
-        (d["confirmed"].as_bool(), d["mode"].as_str()),
+        (delivered["confirmed"].as_bool(), delivered["mode"].as_str()),
         (Some(true), Some("inject")),
         "{}",
-        pretty(&d)
+        pretty(&delivered)
     );
-    let r = rig.until(&h, "ran the delivered turn", |r| {
-        r["turn"]["prompt"] == "USE_NONE hello from afar" && r["turn"]["state"] == "completed"
+    let rec = rig.until(&handle, "ran the delivered turn", |rec| {
+        rec["turn"]["prompt"] == "USE_NONE hello from afar" && rec["turn"]["state"] == "completed"
     });
-    assert_eq!(r["turn"]["id"], d["turn_id"], "{}", pretty(&r));
+    assert_eq!(rec["turn"]["id"], delivered["turn_id"], "{}", pretty(&rec));
     // The human line, as `deliver` prints it there.
     let out = rig.here(&["deliver", &dev, "USE_NONE again"]);
     assert!(
         out.status.success()
-            && stdout(&out).starts_with(&format!("delivered to {h} (inject, confirmed in ")),
+            && stdout(&out).starts_with(&format!("delivered to {handle} (inject, confirmed in ")),
         "{}",
         rig.said(&out)
     );
-    rig.until(&h, "ran the second turn", |r| {
-        r["turn"]["prompt"] == "USE_NONE again" && r["turn"]["state"] == "completed"
+    rig.until(&handle, "ran the second turn", |rec| {
+        rec["turn"]["prompt"] == "USE_NONE again" && rec["turn"]["state"] == "completed"
     });
 
     // approve: Claude asks to edit, the answer from here lets the edit happen there.
@@ -194,12 +195,12 @@ fn deliver_approve_diff_and_stop_a_real_claude_on_the_other_machine() {
         "Please edit the file. USE_EDIT FILE=notes.txt",
         "--json",
     ]);
-    let r = rig.until(&h, "asked", |r| r["status"] == "needs_attention");
+    let rec = rig.until(&handle, "asked", |rec| rec["status"] == "needs_attention");
     assert_eq!(
         read(&rig.other.repo.join("notes.txt")),
         "hello world\n",
         "{}",
-        pretty(&r)
+        pretty(&rec)
     );
     let a = rig.json_here(&["approve", &dev, "--json"]);
     assert_eq!(
@@ -213,8 +214,8 @@ fn deliver_approve_diff_and_stop_a_real_claude_on_the_other_machine() {
         "{}",
         pretty(&a)
     );
-    rig.until(&h, "finished the edit", |r| {
-        r["turn"]["state"] == "completed" && r["status"] == "idle"
+    rig.until(&handle, "finished the edit", |rec| {
+        rec["turn"]["state"] == "completed" && rec["status"] == "idle"
     });
     assert_eq!(read(&rig.other.repo.join("notes.txt")), "goodbye world\n");
 
@@ -223,7 +224,7 @@ fn deliver_approve_diff_and_stop_a_real_claude_on_the_other_machine() {
         let mut here = args.clone();
         here.insert(1, &dev);
         let mut there = args.clone();
-        there.insert(1, &h);
+        there.insert(1, &handle);
         let (a, b) = (rig.here(&here), rig.there(&there));
         assert_eq!(a.status.code(), Some(0), "{}", rig.said(&a));
         assert_eq!(stdout(&a), stdout(&b), "{args:?}");
@@ -234,18 +235,18 @@ fn deliver_approve_diff_and_stop_a_real_claude_on_the_other_machine() {
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
     let s = rig.json_here(&["stop", &dev, "--json"]);
     assert_eq!(s["status"], "exited", "{}", pretty(&s));
-    assert_eq!(rig.record(&h)["status"], "exited");
+    assert_eq!(rig.record(&handle)["status"], "exited");
     assert!(
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "Claude ({pid}) still runs there"
     );
     // `show` of the ended session reads the same here as there.
-    let (a, b) = (rig.here(&["show", &dev]), rig.there(&["show", &h]));
+    let (a, b) = (rig.here(&["show", &dev]), rig.there(&["show", &handle]));
     assert_eq!(stdout(&a), stdout(&b));
     // `events` of the one session: the same log, the approval's closing in it.
     let (a, b) = (
         rig.here(&["events", &dev, "--json"]),
-        rig.there(&["events", &h, "--json"]),
+        rig.there(&["events", &handle, "--json"]),
     );
     assert_eq!(a.status.code(), Some(0), "{}", rig.said(&a));
     assert_eq!(stdout(&a), stdout(&b));
@@ -253,7 +254,7 @@ fn deliver_approve_diff_and_stop_a_real_claude_on_the_other_machine() {
     // The exit codes are the remote's: `wait` on an exited session is 3, an unknown one 2
     // (its error said once, as there).
     let out = rig.here(&["wait", &dev, "--until", "idle", "--timeout", "5"]);
-    let there = rig.there(&["wait", &h, "--until", "idle", "--timeout", "5"]);
+    let there = rig.there(&["wait", &handle, "--until", "idle", "--timeout", "5"]);
     assert_eq!(
         (out.status.code(), there.status.code()),
         (Some(3), Some(3)),
@@ -269,8 +270,10 @@ fn deliver_approve_diff_and_stop_a_real_claude_on_the_other_machine() {
 #[test]
 fn attach_over_ssh_from_a_terminal_and_detach_with_the_key() {
     let rig = Rig::start();
-    let (h, _) = rig.launch();
-    let mut cmd = rig.sshd.cmd(&rig.local, &["attach", &format!("dev:{h}")]);
+    let (handle, _) = rig.launch();
+    let mut cmd = rig
+        .sshd
+        .cmd(&rig.local, &["attach", &format!("dev:{handle}")]);
     cmd.env("TERM", "xterm-256color");
     let mut t = Term::spawn(&cmd, 40, 120);
     t.wait_until(Duration::from_mins(1), |v| {
@@ -289,9 +292,9 @@ fn attach_over_ssh_from_a_terminal_and_detach_with_the_key() {
     assert!(status.success(), "{status:?}\n{}", t.diag());
     assert!(t.since(mark).contains("[detached from"), "{}", t.diag());
     // Detached, not ended: the session runs on there.
-    let r = rig.record(&h);
-    assert_ne!(r["status"], "exited", "{}", pretty(&r));
-    assert_eq!(r["live"], true, "{}", pretty(&r));
+    let rec = rig.record(&handle);
+    assert_ne!(rec["status"], "exited", "{}", pretty(&rec));
+    assert_eq!(rec["live"], true, "{}", pretty(&rec));
 }
 
 /// `sessions --all-hosts`: this machine's sessions beside the other's, a `HOST` column, the
@@ -300,7 +303,7 @@ fn attach_over_ssh_from_a_terminal_and_detach_with_the_key() {
 #[test]
 fn sessions_of_every_host_attention_first() {
     let rig = Rig::start();
-    let (h, _) = rig.launch();
+    let (handle, _) = rig.launch();
     // A session here that ran a turn (hand-written hooks: this machine has no harness to run).
     let local = &rig.local;
     write(
@@ -322,11 +325,11 @@ fn sessions_of_every_host_attention_first() {
     // The remote one needs a person.
     rig.json_here(&[
         "deliver",
-        &format!("dev:{h}"),
+        &format!("dev:{handle}"),
         "Please edit the file. USE_EDIT FILE=notes.txt",
         "--json",
     ]);
-    rig.until(&h, "asked", |r| r["status"] == "needs_attention");
+    rig.until(&handle, "asked", |rec| rec["status"] == "needs_attention");
 
     let all = rig.json_here(&["sessions", "--all-hosts", "--json"]);
     let rows = all.as_array().unwrap();
@@ -345,7 +348,7 @@ fn sessions_of_every_host_attention_first() {
         "{text}"
     );
     assert!(
-        lines[1].starts_with("dev ") && lines[1].contains(&h),
+        lines[1].starts_with("dev ") && lines[1].contains(&handle),
         "{text}"
     );
     assert!(lines[2].starts_with("local "), "{text}");
