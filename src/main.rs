@@ -139,5 +139,6 @@ fn code(outcome: cli::Outcome) -> u8 {
         cli::Outcome::Gone => 3,
         cli::Outcome::TurnNotCompleted => 4,
         cli::Outcome::Interrupted => 130,
+        cli::Outcome::Relayed(code) => code,
     }
 }

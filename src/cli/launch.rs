@@ -68,6 +68,14 @@ pub struct Args {
     /// How long the harness may take to be ready for a prompt.
     #[arg(long, default_value_t = 60)]
     pub ready_timeout: u64,
+    /// Start it on another machine: the remote NAME (`spex remote list`), whose spex launches
+    /// it there as here; `attach`, `deliver` and the rest reach it as `NAME:HANDLE`.
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
+    /// With `--remote`: the checkout on that machine to run in (`~/...` is under its home;
+    /// default: this checkout's path, under that machine's home when it is under this one's).
+    #[arg(long, value_name = "PATH", requires = "remote")]
+    pub repo: Option<String>,
     /// The first prompt (`-` reads it from stdin).
     pub prompt: Option<String>,
     /// Arguments for the harness itself, after `--` (e.g. `-- --permission-mode acceptEdits`),

@@ -25,6 +25,9 @@ pub mod limits;
 pub mod materialize;
 pub mod notifier;
 pub mod notify;
+pub mod on_remote;
+#[cfg(test)]
+mod on_remote_tests;
 pub mod open;
 pub mod outcome;
 pub mod output;
@@ -56,6 +59,7 @@ pub mod watch;
 use clap::{Parser, Subcommand};
 
 use crate::env::Env;
+use on_remote::Forward;
 pub use outcome::{Failed, Outcome};
 
 /// Install a project's contract into AI coding-agent harnesses (Claude Code, Codex, Gemini CLI),
@@ -130,6 +134,13 @@ pub enum Command {
 /// Runs a command. Its error goes back to `main` as it was made (its exit code and hints are
 /// read from it there; [`report::report`] says it for a person).
 pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
+    // A session of another machine: the command runs there.
+    if let Some(f) = forwarded(&cli.command) {
+        let root = <Cli as clap::CommandFactory>::command();
+        if let Some(outcome) = on_remote::run(&f, &root, env)? {
+            return Ok(outcome);
+        }
+    }
     match cli.command {
         Command::Init(a) => init::run(&a, env),
         Command::Materialize(a) => materialize::run(&a, env),
@@ -178,4 +189,40 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
             Ok(Outcome::Ok)
         }
     }
+}
+
+/// The commands that may run on another machine, and what names the machine
+/// (`on_remote` runs them there).
+fn forwarded(command: &Command) -> Option<Forward<'_>> {
+    Some(match command {
+        Command::Show(a) => Forward::sessions([&a.id], 1),
+        Command::Wait(a) => Forward::sessions([&a.id], 1),
+        Command::Deliver(a) => Forward::sessions([&a.id], 1),
+        Command::Answer(a) => Forward::sessions([&a.id], 1),
+        Command::Approve(a) => Forward::sessions([&a.id], 1),
+        Command::Deny(a) => Forward::sessions([&a.id], 1),
+        Command::Interrupt(a) => Forward::sessions([&a.id], 1),
+        Command::Stop(a) => Forward::sessions([&a.id], 1),
+        Command::Rename(a) => Forward::sessions([&a.id], 1),
+        Command::Diff(a) => Forward::sessions([&a.id], 1),
+        Command::Resume(a) => Forward::sessions(a.id.as_ref(), 1),
+        Command::Events(a) => Forward::sessions(&a.sessions, usize::MAX),
+        Command::Attach(a) => Forward {
+            tty: true,
+            ..Forward::sessions([&a.id], 1)
+        },
+        Command::Usage(a) => Forward {
+            remote: a.remote.as_deref(),
+            ..Forward::sessions([], 0)
+        },
+        Command::Launch(a) => Forward {
+            remote: a.remote.as_deref(),
+            // Without `--detach` this terminal attaches to the session there.
+            tty: !a.detach && !a.json,
+            launch: true,
+            repo: a.repo.as_deref(),
+            ..Forward::sessions([], 0)
+        },
+        _ => return None,
+    })
 }

@@ -1,7 +1,7 @@
 //! How a command ended, for `main` to turn into an exit code: an outcome, or a failure that
 //! says which outcome's code it means.
 
-/// The exit codes `main` maps these to: 0, 1, 3, 4 and 130.
+/// The exit codes `main` maps these to: 0, 1, 3, 4 and 130 (and a remote spex's own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Ok,
@@ -13,6 +13,9 @@ pub enum Outcome {
     TurnNotCompleted,
     /// The person pressed Ctrl-C and the command undid what it had started: exit code 130.
     Interrupted,
+    /// The command ran on another machine, which printed what it had to say (its error too):
+    /// its exit code, as that spex gave it.
+    Relayed(u8),
 }
 
 /// An error whose exit code is that of `outcome`, not 2: a delivery to a session that has

@@ -96,6 +96,7 @@ fn hint_of(link: &(dyn Error + 'static)) -> Option<String> {
         crate::notify::AlreadyRunning,
         crate::remote::RemoteError,
         crate::check::CheckError,
+        crate::remote::forward::ForwardError,
     );
     None
 }

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+mod hosts;
 mod table;
 mod watch;
 
@@ -62,6 +63,11 @@ pub struct ListArgs {
     /// the table again on every change, a blank line between.
     #[arg(long, conflicts_with = "json")]
     pub watch: bool,
+    /// Every project of this machine and of every remote (`spex remote list`), with a `HOST`
+    /// column (`local` for this machine; `host` in `--json`, null for this machine), attention
+    /// first across all of them; a remote that cannot be reached is named on stderr.
+    #[arg(long, conflicts_with = "watch")]
+    pub all_hosts: bool,
 }
 
 /// One sub-agent: `a4c7e6eb general-purpose completed in 0.1 s: its last line`.
@@ -130,6 +136,10 @@ fn explain(s: &Session) -> String {
 }
 
 pub fn list(args: &ListArgs, env: &Env) -> anyhow::Result<Outcome> {
+    if args.all_hosts {
+        hosts::list(env, args.all, args.json)?;
+        return Ok(Outcome::Ok);
+    }
     if args.watch {
         return watch::run(args.all, args.all_projects, env);
     }

@@ -35,6 +35,10 @@ pub struct Args {
     /// Every project in the store, not only this one (the default outside a repository).
     #[arg(long)]
     pub all_projects: bool,
+    /// The usage recorded on another machine: the remote NAME (`spex remote list`), whose spex
+    /// sums it there as here.
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
     /// Print `{by, since, groups: [{key, sessions, requests, input_tokens, cached_input_tokens,
     /// output_tokens, cost, unpriced}], total}` as JSON.
     #[arg(long)]

@@ -28,6 +28,7 @@
 pub mod config;
 pub mod error;
 pub mod follow;
+pub mod forward;
 pub mod protocol;
 pub mod ssh;
 

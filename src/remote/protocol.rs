@@ -25,10 +25,16 @@ pub const PROTOCOL: u32 = 1;
 /// ...and the oldest it still answers in.
 pub const MIN_PROTOCOL: u32 = 1;
 
-/// The methods this spex answers, each a feature `hello` lists; and `events.follow`, not a
-/// method: its `spex events --follow --json --all-projects --since CURSOR`, which the federated
-/// stream's follower runs over ssh (`follow`).
-pub const FEATURES: &[&str] = &["hello", "run", "events.follow"];
+/// The feature of a spex that runs commands for another (`show`, `deliver`, ... on
+/// `host:handle`) with the same output, exit codes and `--json` as there, streamed over the
+/// SSH session itself (`super::forward`).
+pub const COMMANDS: &str = "commands";
+
+/// What this spex offers another, each a feature `hello` lists: the methods it answers, and
+/// [`COMMANDS`].
+/// `events.follow` is no method either: its `spex events --follow --json --all-projects --since
+/// CURSOR`, which the federated stream's follower runs over ssh (`super::follow`).
+pub const FEATURES: &[&str] = &["hello", "run", COMMANDS, "events.follow"];
 
 /// What `hello` answers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -393,6 +393,7 @@ const CLI_SHARED: &[&str] = &[
     "mod.rs",
     "args.rs",
     "notifier.rs",
+    "on_remote.rs",
     "complete.rs",
     "outcome.rs",
     "output.rs",

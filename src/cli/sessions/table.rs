@@ -140,9 +140,7 @@ impl Listing {
             .to_owned();
         }
         let style = Style::detect(env.no_color);
-        let mut header = vec![
-            "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "USAGE", "NOTE",
-        ];
+        let mut header = HEADER.to_vec();
         if self.labels.is_some() {
             header.insert(0, "PROJECT");
         }
@@ -152,20 +150,7 @@ impl Listing {
             if let Some(labels) = &self.labels {
                 row.push(visible(&labels[*i]));
             }
-            row.extend([
-                s.label().to_owned(),
-                s.name.clone().unwrap_or_else(|| "-".into()),
-                visible(&s.harness),
-                status_cell(style, s.status),
-                s.turn_phrase().unwrap_or_else(|| "-".into()),
-                branch_cell(s),
-                clock(&s.updated_at),
-                s.usage.as_ref().map_or_else(
-                    || "-".into(),
-                    |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
-                ),
-                ellipsis(&visible(&limit_note(env, s)), 60),
-            ]);
+            row.extend(cells(Some(env), style, s));
             rows.push(row);
         }
         let mut out = output::table(&rows);
@@ -221,6 +206,29 @@ fn limits_footer(env: &Env, rows: &[(usize, Session)]) -> String {
         .map(|l| runtime::limits::line(l, now))
         .collect();
     format!("\nlimits: {}\n", parts.join(" · "))
+}
+
+/// The table's header after its `HOST` and `PROJECT` columns.
+pub(super) const HEADER: [&str; 9] = [
+    "ID", "NAME", "HARNESS", "STATUS", "TURN", "BRANCH", "UPDATED", "USAGE", "NOTE",
+];
+
+/// A session's cells under [`HEADER`].
+pub(super) fn cells(env: Option<&Env>, style: Style, s: &Session) -> [String; 9] {
+    [
+        s.label().to_owned(),
+        s.name.clone().unwrap_or_else(|| "-".into()),
+        visible(&s.harness),
+        status_cell(style, s.status),
+        s.turn_phrase().unwrap_or_else(|| "-".into()),
+        branch_cell(s),
+        clock(&s.updated_at),
+        s.usage.as_ref().map_or_else(
+            || "-".into(),
+            |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
+        ),
+        ellipsis(&visible(&env.map_or_else(|| note(s), |e| limit_note(e, s))), 60),
+    ]
 }
 
 pub(super) fn status_cell(style: Style, s: Status) -> String {
