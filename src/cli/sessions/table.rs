@@ -227,7 +227,10 @@ pub(super) fn cells(env: Option<&Env>, style: Style, s: &Session) -> [String; 9]
             || "-".into(),
             |u| format!("{}/{}", count(u.input_tokens), count(u.output_tokens)),
         ),
-        ellipsis(&visible(&env.map_or_else(|| note(s), |e| limit_note(e, s))), 60),
+        ellipsis(
+            &visible(&env.map_or_else(|| note(s), |e| limit_note(e, s))),
+            60,
+        ),
     ]
 }
 
