@@ -207,14 +207,42 @@ impl Env {
     }
 }
 
-/// Runs `<binary> --version` and returns its first line.
+/// How long `<binary> --version` may take: a program that ignores the flag and starts its
+/// interface instead must not hold up `launch` or `doctor`.
+const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs `<binary> --version` and returns its first line; `None` when it cannot start or has
+/// not finished within [`VERSION_TIMEOUT`] (it is killed then).
 pub fn version_output(binary: &std::path::Path) -> Option<String> {
-    let out = std::process::Command::new(binary)
+    use std::io::Read as _;
+    let mut child = std::process::Command::new(binary)
         .arg("--version")
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
         .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let deadline = std::time::Instant::now() + VERSION_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let text = reader.join().ok()?;
     text.lines().next().map(str::to_owned)
 }
 

@@ -24,7 +24,7 @@ use crate::support::world::{World, git, pretty, write};
 
 /// A running `spex board` (ended when dropped) and the address it printed, token included.
 pub struct Board {
-    child: Child,
+    pub(crate) child: Child,
     pub url: String,
 }
 

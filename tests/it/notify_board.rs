@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::board_browser::{Board, card, open_board};
-use crate::notify::{Hosts, answer, configure, permission, receiver, sender};
+use crate::notify::{Hosts, answer, configure, permission, receiver};
 use crate::runtime::{claude_world, spex_cmd};
 use crate::support::browser::{Browser, DESKTOP, PHONE, js_string};
 use crate::support::claude_home::SeedOptions;
@@ -46,20 +46,29 @@ fn a_session_shown_on_a_visible_board_page_is_not_announced_and_is_once_the_page
     let (w, fake) = claude_world(SeedOptions::default());
     let hosts = Hosts::new(&w, &fake);
     let hook = receiver(200, None);
-    let log = w.dir.path().join("notify.log");
-    let b = Board::start(spex_cmd(
-        &w,
-        &fake,
-        &["board", "--listen", "127.0.0.1:0", "--json"],
-    ));
-    let origin = b.url.split("/?").next().unwrap().to_owned();
+    // The board's own process sends (the channel is configured before it starts), with its
+    // address, picked beforehand, as the links' public URL.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let origin = format!("http://127.0.0.1:{port}");
     configure(
         &w,
         &json!({"on": ["needs_attention"], "dwell": "0s", "publicUrl": origin,
                 "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
     );
     w.ok(&w.repo, &["materialize"]);
-    let _sender = sender(&w, &fake, &log);
+    let b = Board::start(spex_cmd(
+        &w,
+        &fake,
+        &["board", "--listen", &format!("127.0.0.1:{port}"), "--json"],
+    ));
+    let lock = w.spex_home.join("notify/sender.lock");
+    within("the board's sender", Duration::from_secs(20), || {
+        read_or_empty(&lock).trim() == b.child.id().to_string()
+    });
     let id = hosts.launch();
     let marker = w.spex_home.join("notify/viewing").join(&id);
 
@@ -88,9 +97,8 @@ fn a_session_shown_on_a_visible_board_page_is_not_announced_and_is_once_the_page
     std::thread::sleep(Duration::from_secs(2));
     assert!(
         hook.requests().is_empty(),
-        "announced while shown: {}\n{}",
-        pretty(&json!(hook.requests())),
-        read_or_empty(&log)
+        "announced while shown: {}",
+        pretty(&json!(hook.requests()))
     );
     answer(&w, &fake, &id, first["id"].as_str().unwrap());
     wait_status(&w, &id, "idle", Duration::from_mins(1));
@@ -113,7 +121,7 @@ fn a_session_shown_on_a_visible_board_page_is_not_announced_and_is_once_the_page
             |r| r["body"]["attention"] == second["id"],
             Duration::from_secs(10),
         )
-        .unwrap_or_else(|| panic!("not announced while hidden\n{}", read_or_empty(&log)));
+        .expect("not announced while hidden");
     assert_eq!(got["body"]["session"], id.as_str(), "{}", pretty(&got));
     let view = got["body"]["view"].as_str().unwrap().to_owned();
     assert!(

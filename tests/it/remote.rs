@@ -204,9 +204,11 @@ fn a_missing_spex_or_host_says_what_to_do() {
         "{}",
         stderr(&out)
     );
+    // A known machine's session is asked of that machine: stopped, it says it cannot be reached.
     let out = sshd.spex(&local, &["show", "nospex:k1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("`nospex:k1` names a session on `nospex`"),
+        stderr(&out).contains("cannot reach `nospex`"),
         "{}",
         stderr(&out)
     );

@@ -382,7 +382,13 @@ fn killed_claude_is_exited_within_a_second() {
 fn scripted_claude_world(draw: &str) -> (World, FakeAnthropic) {
     let (w, fake) = claude_world(SeedOptions::default());
     let script = w.dir.path().join("scripted.sh");
-    crate::support::world::executable(&script, &format!("#!/bin/sh\n{draw}\nexec sleep 120\n"));
+    // It answers `--version` as Claude does (launch asks it, for `spex check`'s standing).
+    crate::support::world::executable(
+        &script,
+        &format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.1.197 (Claude Code)'; exit 0; }}\n{draw}\nexec sleep 120\n"
+        ),
+    );
     write(
         &w.repo.join("spex.jsonc"),
         format!(
