@@ -576,9 +576,11 @@ fn the_board_shows_limits_as_a_turn_reports_them() {
     let browser = Browser::start();
     let page = open_board(&browser, &b, DESKTOP);
     assert_eq!(
-        page.eval("document.querySelector('#limits').hidden"),
+        page.eval(
+            "(p => p.hidden && getComputedStyle(p).display === 'none')(document.querySelector('#limits'))"
+        ),
         true,
-        "nothing known yet"
+        "nothing known yet: no line on the page"
     );
     let launched = rig.json(&["launch", "--harness", "codex", "--detach", "--json"]);
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
@@ -586,7 +588,7 @@ fn the_board_shows_limits_as_a_turn_reports_them() {
     rig.turn(&id, &format!("hi LIMITS=70,4 RESET={reset}"), "completed");
     page.wait_for(
         "the limits line",
-        "(p => !p.hidden && [...p.querySelectorAll('.limit')].some(s => s.textContent.startsWith('codex: 5h 70% (resets in ')))(document.querySelector('#limits'))",
+        "(p => !p.hidden && getComputedStyle(p).display !== 'none' && [...p.querySelectorAll('.limit')].some(s => s.textContent.startsWith('codex: 5h 70% (resets in ')))(document.querySelector('#limits'))",
         Duration::from_secs(10),
     );
     rig.turn(
