@@ -144,7 +144,9 @@ impl Recorder {
         let p = self.dir.join(name);
         let mut bytes = serde_json::to_vec_pretty(v).expect("JSON serializes");
         bytes.push(b'\n');
-        Ok(fs_err::write(&p, bytes)?)
+        // Atomic: a reader waiting for `final.json` to appear must never read it half written.
+        crate::fsutil::write_private(&p, &bytes)?;
+        Ok(())
     }
 
     fn t_ms(&mut self, t_us: u64) -> u64 {
