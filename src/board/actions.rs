@@ -100,6 +100,8 @@ fn remote_words(name: &str, id: &str, body: &Value) -> Result<Vec<String>, Reply
             };
             words.extend(choices);
             words.extend(["--attention".to_owned(), att.to_owned()]);
+            // Recorded there as answered by the board, as a local session's answer is.
+            words.extend(["--by".to_owned(), "board".to_owned()]);
             if let Some(m) = body["message"].as_str().filter(|m| !m.is_empty()) {
                 words.extend(["--message".to_owned(), m.to_owned()]);
             }

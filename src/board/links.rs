@@ -272,6 +272,9 @@ fn answer_remote(env: &Env, host: &str, link: &Link, choice: &str) -> bool {
         choice,
         "--attention",
         link.attention.as_str(),
+        // Recorded there as what it is: answered through a link, not that machine's CLI.
+        "--by",
+        "link",
         "--json",
     ];
     crate::remote::run(env, &remote, &args, None).is_ok_and(|ran| ran.exit == Some(0))

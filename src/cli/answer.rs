@@ -65,6 +65,30 @@ pub struct Common {
     /// Print `{attention, choice, message, via, confirmed, elapsed_ms, taken_ms}` as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Who answered, as the closing event records it: another machine's board or answer link
+    /// runs this command here over ssh, and the record says it was that, not this command line.
+    #[arg(long, hide = true, value_enum, default_value_t = By::Cli)]
+    pub by: By,
+}
+
+/// Who gave an answer (the closing event's `by`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum By {
+    Cli,
+    Board,
+    Link,
+    Desktop,
+}
+
+impl By {
+    fn as_str(self) -> &'static str {
+        match self {
+            By::Cli => "cli",
+            By::Board => "board",
+            By::Link => "link",
+            By::Desktop => "desktop",
+        }
+    }
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
@@ -93,7 +117,7 @@ fn answer(env: &Env, arg: &str, choices: &[String], c: &Common) -> anyhow::Resul
         c.attention.as_deref(),
         choices,
         c.message.clone(),
-        "cli",
+        c.by.as_str(),
         Duration::from_secs(c.timeout),
     );
     match result {

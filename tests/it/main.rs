@@ -51,6 +51,7 @@ mod real_tui;
 mod record_cassettes;
 mod recording;
 mod remote;
+mod remote_answers;
 mod remote_cmds;
 mod remote_stream;
 mod runtime;

@@ -18,7 +18,7 @@ use crate::support::claude_home::SeedOptions;
 use crate::support::world::{pretty, read_or_empty, wait_status};
 
 /// A running `spex board`, killed on drop.
-struct Board(Child);
+pub(crate) struct Board(pub(crate) Child);
 
 impl Drop for Board {
     fn drop(&mut self) {
@@ -28,7 +28,7 @@ impl Drop for Board {
 }
 
 /// One request to the board at `port`, as a phone sends it: only the headers given.
-fn request(
+pub(crate) fn request(
     port: u16,
     method: &str,
     path: &str,
@@ -56,10 +56,10 @@ fn request(
     (status, body.to_owned())
 }
 
-const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
+pub(crate) const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
 
 /// The ntfy message's `http` actions for attention `att`: (choice body, path on the board).
-fn actions(msg: &Value, port: u16) -> Vec<(String, String)> {
+pub(crate) fn actions(msg: &Value, port: u16) -> Vec<(String, String)> {
     let base = format!("http://127.0.0.1:{port}");
     msg["body"]["actions"]
         .as_array()
@@ -76,7 +76,7 @@ fn actions(msg: &Value, port: u16) -> Vec<(String, String)> {
         .collect()
 }
 
-fn action<'a>(all: &'a [(String, String)], body: &str) -> &'a (String, String) {
+pub(crate) fn action<'a>(all: &'a [(String, String)], body: &str) -> &'a (String, String) {
     all.iter()
         .find(|(b, _)| b == body)
         .unwrap_or_else(|| panic!("no {body} in {all:?}"))

@@ -20,11 +20,11 @@ use crate::support::term::Term;
 use crate::support::world::{World, git, pretty, read, spex_bin, write};
 
 /// "The other machine" with a real Claude there, reached as remote `dev` from `local`.
-struct Rig {
-    other: World,
-    fake: FakeAnthropic,
-    sshd: Sshd,
-    local: World,
+pub(crate) struct Rig {
+    pub(crate) other: World,
+    pub(crate) fake: FakeAnthropic,
+    pub(crate) sshd: Sshd,
+    pub(crate) local: World,
 }
 
 /// Adds `extra` to what the test key's logins get, before the rig's own (sshd keeps the first
@@ -42,7 +42,7 @@ fn login_env(sshd: &Sshd, extra: &[(&str, OsString)]) {
 }
 
 impl Rig {
-    fn start() -> Rig {
+    pub(crate) fn start() -> Rig {
         let (other, fake) = claude_world(SeedOptions::default());
         write(&other.repo.join("notes.txt"), "hello world\n");
         git(&other.repo, &["add", "-A"]);
@@ -67,24 +67,24 @@ impl Rig {
     }
 
     /// `spex args` here (a session there named `dev:...`).
-    fn here(&self, args: &[&str]) -> Output {
+    pub(crate) fn here(&self, args: &[&str]) -> Output {
         self.sshd.spex(&self.local, args)
     }
 
     /// `spex args` run on the other machine itself, from its home as a login would.
-    fn there(&self, args: &[&str]) -> Output {
+    pub(crate) fn there(&self, args: &[&str]) -> Output {
         let mut c = spex_cmd(&self.other, &self.fake, args);
         c.current_dir(&self.other.home);
         c.output().unwrap()
     }
 
-    fn json_here(&self, args: &[&str]) -> Value {
+    pub(crate) fn json_here(&self, args: &[&str]) -> Value {
         let out = self.here(args);
         assert!(out.status.success(), "{args:?}: {}", self.said(&out));
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.said(&out)))
     }
 
-    fn said(&self, out: &Output) -> String {
+    pub(crate) fn said(&self, out: &Output) -> String {
         format!(
             "exit {:?}\nstdout:\n{}\nstderr:\n{}\nsshd:\n{}",
             out.status.code(),
@@ -95,12 +95,12 @@ impl Rig {
     }
 
     /// The remote session's record as `show dev:ID --json` gives it here.
-    fn record(&self, handle: &str) -> Value {
+    pub(crate) fn record(&self, handle: &str) -> Value {
         self.json_here(&["show", &format!("dev:{handle}"), "--json"])["session"].clone()
     }
 
     /// Polls the record (here, over SSH) until `pred` holds.
-    fn until(&self, handle: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn until(&self, handle: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_mins(1);
         loop {
             let rec = self.record(handle);
@@ -114,7 +114,7 @@ impl Rig {
 
     /// Launches a Claude session there (`launch --remote`), detached: its handle and the
     /// harness's pid.
-    fn launch(&self) -> (String, u64) {
+    pub(crate) fn launch(&self) -> (String, u64) {
         let repo = self.other.repo.display().to_string();
         let l = self.json_here(&[
             "launch",
@@ -149,7 +149,7 @@ impl Drop for Rig {
     }
 }
 
-fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
