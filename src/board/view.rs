@@ -114,9 +114,16 @@ pub fn remote_session(host: &str, host_key: &str, k: &Known, reach: &Reach) -> V
         "exited" => "exited",
         _ => "working",
     };
+    // Its choices and questions from the line that opened it, so the card offers the same
+    // answers as a local one (the spex there checks and confirms them).
+    let opened = k.open_attention();
     let attention = k.attention.as_ref().map(|reason| {
-        json!({"id": k.attention_id, "reason": reason, "kind": reason, "text": k.attention_text,
-            "since": k.updated_at, "choices": [], "answering": false})
+        json!({"id": k.attention_id, "reason": reason, "kind": reason,
+            "text": k.attention_text, "since": k.updated_at,
+            "tool": opened.as_ref().and_then(|a| a.tool.clone()),
+            "choices": opened.as_ref().map_or_else(Vec::new, |a| a.choices.clone()),
+            "questions": opened.as_ref().map_or_else(Vec::new, |a| a.questions.clone()),
+            "answering": false})
     });
     let (stale, unreachable) = match reach {
         Reach::Unreachable { since, error } => {
@@ -184,5 +191,36 @@ mod tests {
             remote_session("devbox", "ffff", &k, &Reach::Unknown)["stale"],
             true
         );
+    }
+
+    #[test]
+    fn a_remote_attention_offers_the_choices_and_questions_of_the_line_that_opened_it() {
+        let opened = json!({"kind": "attention.opened", "attention": "a2",
+            "attention_kind": "permission", "reason": "permission", "text": "Bash: ls",
+            "time": "t", "tool": "Bash",
+            "choices": [{"id": "allow", "label": "Yes"}, {"id": "deny", "label": "No", "message": true}]});
+        let k = Known {
+            session: "s1".into(),
+            status: Some("needs_attention".into()),
+            attention: Some("permission".into()),
+            attention_id: Some("a2".into()),
+            attention_line: Some(opened),
+            ..Known::default()
+        };
+        let up = Reach::Reachable { since: "t".into() };
+        let a = &remote_session("devbox", "ffff", &k, &up)["attention"];
+        assert_eq!(
+            a["choices"],
+            json!([{"id": "allow", "label": "Yes"}, {"id": "deny", "label": "No", "message": true}])
+        );
+        assert_eq!(a["tool"], "Bash");
+        assert_eq!(a["questions"], json!([]));
+        // A line this version cannot read still shows the attention, with nothing to pick.
+        let odd = Known {
+            attention_line: Some(json!({"attention": "a2"})),
+            ..k
+        };
+        let a = &remote_session("devbox", "ffff", &odd, &up)["attention"];
+        assert_eq!((&a["id"], &a["choices"]), (&json!("a2"), &json!([])));
     }
 }

@@ -10,7 +10,7 @@ use rustix::fs::inotify;
 use serde_json::Value;
 
 use crate::store::remotes::{self, HostStore, JournalReader};
-use crate::store::session::{Attention, Session};
+use crate::store::session::Session;
 
 /// One host's journal followed.
 struct Host {
@@ -137,13 +137,7 @@ impl Remotes {
 /// A remote session as a local record reads, from its last known state, its open attention
 /// in it (`None`: no attention open); its handle is `host:handle`.
 pub fn session_of(host: &HostStore, known: &remotes::Known) -> Option<Session> {
-    let line = known.attention_line.as_ref()?;
-    let mut fields = line.clone();
-    // The event names the attention by `attention` and its kind `attention_kind`.
-    fields["id"] = line["attention"].clone();
-    fields["kind"] = line["attention_kind"].clone();
-    fields["since"] = line["time"].clone();
-    let a: Attention = serde_json::from_value(fields).ok()?;
+    let a = known.open_attention()?;
     let project = known
         .project
         .as_deref()

@@ -86,6 +86,18 @@ impl Known {
             .unwrap_or_else(|| self.session.chars().take(8).collect());
         format!("{host}:{handle}")
     }
+
+    /// The open attention as a local record holds it (its choices, questions and tool), read
+    /// from its `attention.opened` line (`None`: none open, or a line this version cannot read).
+    pub fn open_attention(&self) -> Option<crate::store::session::Attention> {
+        let line = self.attention_line.as_ref()?;
+        let mut fields = line.clone();
+        // The event names the attention by `attention` and its kind `attention_kind`.
+        fields["id"] = line["attention"].clone();
+        fields["kind"] = line["attention_kind"].clone();
+        fields["since"] = line["time"].clone();
+        serde_json::from_value(fields).ok()
+    }
 }
 
 /// The host's saved state: how far the journal goes, and what it says.

@@ -17,8 +17,8 @@ use crate::support::world::{World, pretty, read};
 
 /// A running board and what a browser would hold: its cookie and its page's CSRF value.
 pub(crate) struct Board {
-    child: Child,
-    port: u16,
+    pub(crate) child: Child,
+    pub(crate) port: u16,
     url: String,
     token: String,
     csrf: String,
@@ -33,10 +33,10 @@ impl Drop for Board {
 
 /// One HTTP response.
 #[derive(Debug)]
-struct Resp {
-    status: u16,
+pub(crate) struct Resp {
+    pub(crate) status: u16,
     head: String,
-    body: String,
+    pub(crate) body: String,
 }
 
 impl Resp {
@@ -51,7 +51,7 @@ impl Resp {
 }
 
 /// Starts `cmd` (a `spex board` command) and reads its first line.
-fn start(mut cmd: Command) -> Board {
+pub(crate) fn start(mut cmd: Command) -> Board {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -140,7 +140,7 @@ impl Board {
     }
 
     /// An action as the page sends it: own Origin, the cookie, the CSRF value.
-    fn act(&self, name: &str, body: &Value) -> Resp {
+    pub(crate) fn act(&self, name: &str, body: &Value) -> Resp {
         self.post(name, body, &[])
     }
 

@@ -6,14 +6,14 @@
 //! `answer`, `deny`, `interrupt`, `resume`, `rename` and `usage --remote` over SSH, each with the
 //! output, exit code and `--json` of the same command run there. Fails, never skips.
 
-use std::io::{BufRead as _, BufReader};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::board::Board;
 use crate::notify::receiver;
-use crate::notify_links::{Board, FORM, action, actions, request};
+use crate::notify_links::{FORM, action, actions, request};
 use crate::remote_cmds::{Rig, stdout};
 use crate::support::world::{pretty, read_or_empty, write};
 
@@ -73,43 +73,30 @@ fn board_here(rig: &Rig) -> (Board, crate::support::http::LoggingServer, u16) {
         },
     });
     write(&local.repo.join("spex.jsonc"), format!("{cfg}\n"));
-    let log = local.dir.path().join("board.log");
-    let mut child = rig
-        .sshd
-        .cmd(
-            local,
-            &[
-                "board",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--public-url",
-                &public,
-                "--json",
-            ],
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid = child.id();
-    let board = Board(child);
-    assert!(line.contains(&port.to_string()), "{line}");
+    let mut cmd = rig.sshd.cmd(
+        local,
+        &[
+            "board",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--public-url",
+            &public,
+            "--json",
+        ],
+    );
+    cmd.stdin(Stdio::null());
+    let board = crate::board::start(cmd);
+    assert_eq!(board.port, port);
     // Its sender runs (its pid in the lock) and its watcher follows the other machine.
     let lock = local.spex_home.join("notify/sender.lock");
     let state = local.spex_home.join("remotes/dev/state.json");
     let end = Instant::now() + WAIT;
-    while read_or_empty(&lock).trim() != pid.to_string()
+    while read_or_empty(&lock).trim() != board.child.id().to_string()
         || !read_or_empty(&state).contains("\"reachable\"")
     {
         assert!(
             Instant::now() < end,
-            "the board's sender or follower never started\n{}",
-            read_or_empty(&log)
+            "the board's sender or follower never started"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -120,6 +107,7 @@ fn board_here(rig: &Rig) -> (Board, crate::support::http::LoggingServer, u16) {
 /// ntfy answer link followed as a phone does: the GET shows the remote question and answers
 /// nothing, the POST (no `Origin`) answers through the spex there, which records `by: link`;
 /// the tool runs there and the model hears its result; the same tap again is 200, another 409.
+/// The next permission, denied with the board page's button, is recorded there `by: board`.
 #[test]
 #[expect(
     clippy::too_many_lines,
@@ -138,12 +126,7 @@ fn a_remote_permissions_answer_link_is_answered_there_by_link() {
 
     let msg = hook
         .request_within(|r| r["body"]["actions"].is_array(), WAIT)
-        .unwrap_or_else(|| {
-            panic!(
-                "no ntfy message\n{}",
-                read_or_empty(&rig.local.dir.path().join("board.log"))
-            )
-        });
+        .unwrap_or_else(|| panic!("no ntfy message"));
     let text = msg["body"]["message"].as_str().unwrap_or_default();
     let title = msg["body"]["title"].as_str().unwrap_or_default();
     assert!(text.contains("bash_out.txt"), "{}", pretty(&msg));
@@ -172,12 +155,7 @@ fn a_remote_permissions_answer_link_is_answered_there_by_link() {
 
     // The action button: a POST with no Origin, answered by the spex there over ssh.
     let (status, body) = request(port, "POST", allow, &[FORM], "choice=allow");
-    assert_eq!(
-        status,
-        200,
-        "{body}\n{}",
-        read_or_empty(&rig.local.dir.path().join("board.log"))
-    );
+    assert_eq!(status, 200, "{body}");
     let closed = closed_there(&rig, &handle);
     assert_eq!(closed.len(), 1, "{closed:?}");
     assert_eq!(
@@ -218,7 +196,60 @@ fn a_remote_permissions_answer_link_is_answered_there_by_link() {
         .filter(|r| r["body"]["actions"].is_array())
         .collect();
     assert_eq!(sent.len(), 1, "{}", pretty(&json!(sent)));
-    drop(board);
+
+    // The next one denied from the board's page (its answer button): recorded `by: board`
+    // there, and the command does not run there.
+    std::fs::remove_file(&out).unwrap();
+    let a2 = asks(&rig, &handle, "USE_BASH run it again", "permission");
+    let id = rig.record(&handle)["id"].as_str().unwrap().to_owned();
+    let mut ws = board.socket(Some(&board.origin()), None).unwrap();
+    let end = Instant::now() + WAIT;
+    let card = loop {
+        let snap = ws.next();
+        let card = snap["sessions"].as_array().and_then(|a| {
+            a.iter()
+                .find(|s| s["id"] == id.as_str() && s["host"] == "dev")
+                .cloned()
+        });
+        if let Some(card) = card.filter(|c| c["attention"]["id"] == a2["id"]) {
+            break card;
+        }
+        assert!(Instant::now() < end, "no card asking: {}", pretty(&snap));
+        std::thread::sleep(Duration::from_millis(200));
+        ws = board.socket(Some(&board.origin()), None).unwrap();
+    };
+    // The card offers the remote dialog's own choices (the page draws a button for each).
+    let offered: Vec<&str> = card["attention"]["choices"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        offered,
+        ["allow", "allow-session", "deny"],
+        "{}",
+        pretty(&card)
+    );
+    let resp = board.act(
+        "answer",
+        &json!({"session": card["key"], "attention": a2["id"], "choices": ["deny"]}),
+    );
+    let v: Value = serde_json::from_str(&resp.body).unwrap_or_default();
+    assert_eq!((resp.status, &v["ok"]), (200, &json!(true)), "{resp:?}");
+    assert_eq!(v["remote"]["choice"], "deny", "{}", pretty(&v));
+    let closed = closed_there(&rig, &handle);
+    let last = closed.last().unwrap();
+    assert_eq!(
+        (
+            last["attention"].as_str(),
+            last["by"].as_str(),
+            last["choice"].as_str()
+        ),
+        (a2["id"].as_str(), Some("board"), Some("deny")),
+        "{}",
+        pretty(last)
+    );
+    idle(&rig, &handle);
+    assert!(!out.exists(), "the denied command ran there");
 }
 
 /// Exit code and stdout.
