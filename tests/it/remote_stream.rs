@@ -452,7 +452,7 @@ fn a_remote_attention_is_announced_once_by_this_machines_sender() {
 /// answer` on the other machine. Here the remote session is one no spex hosts and no hook waits
 /// on (a hand-fed hook, not a harness: the hook waits only under the harness's own process), so
 /// the spex there refuses and the link says the session did not take it, and stays unanswered.
-/// (A confirmed answer over SSH through a real harness's waiting hook is not tested yet.)
+/// (A confirmed answer through a real Claude there: `remote_answers.rs`.)
 #[test]
 fn a_remote_attentions_answer_link_reaches_the_remote_session() {
     let local = World::new();
