@@ -127,6 +127,15 @@ fn a_remote_permissions_answer_link_is_answered_there_by_link() {
     let msg = hook
         .request_within(|r| r["body"]["actions"].is_array(), WAIT)
         .unwrap_or_else(|| panic!("no ntfy message"));
+    // From the attention's opening there (its `since`, the same clock) to the webhook's receipt
+    // here: the remote stream over ssh, the follower, the sender.
+    let since = humantime::parse_rfc3339(rec["attention"]["since"].as_str().unwrap()).unwrap();
+    let since_ms = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let took = u128::from(msg["received_ms"].as_u64().unwrap()).saturating_sub(since_ms);
+    eprintln!("remote attention announced {took} ms after it opened there (dwell 0)");
     let text = msg["body"]["message"].as_str().unwrap_or_default();
     let title = msg["body"]["title"].as_str().unwrap_or_default();
     assert!(text.contains("bash_out.txt"), "{}", pretty(&msg));
@@ -154,7 +163,12 @@ fn a_remote_permissions_answer_link_is_answered_there_by_link() {
     assert!(!out.exists() && closed_there(&rig, &handle).is_empty());
 
     // The action button: a POST with no Origin, answered by the spex there over ssh.
+    let tapped = Instant::now();
     let (status, body) = request(port, "POST", allow, &[FORM], "choice=allow");
+    eprintln!(
+        "the link's POST answered there and confirmed in {:?}",
+        tapped.elapsed()
+    );
     assert_eq!(status, 200, "{body}");
     let closed = closed_there(&rig, &handle);
     assert_eq!(closed.len(), 1, "{closed:?}");
