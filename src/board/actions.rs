@@ -153,10 +153,12 @@ fn remote_action(env: &Env, key: &str, name: &str, body: &Value) -> Reply {
     match crate::remote::run(env, &remote, &words, None) {
         Ok(ran) if ran.exit == Some(0) => {
             let answer: Value = serde_json::from_str(&ran.stdout).unwrap_or(Value::Null);
-            (
-                StatusCode::OK,
-                json!({"ok": true, "host": host, "remote": answer}),
-            )
+            let mut reply = json!({"ok": true, "host": host, "remote": answer});
+            // An answer reads as a local one's (`answered`), so the page says what was given.
+            if name == "answer" {
+                reply["answered"] = reply["remote"].clone();
+            }
+            (StatusCode::OK, reply)
         }
         Ok(ran) => {
             let line = ran

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::board::Board;
+use crate::board_browser::{card, open_board};
 use crate::notify::receiver;
 use crate::notify_links::{FORM, action, actions, request};
 use crate::remote_cmds::{Rig, stdout};
+use crate::support::browser::{Browser, PHONE, js_string};
 use crate::support::world::{pretty, read_or_empty, write};
 
 const WAIT: Duration = Duration::from_mins(1);
@@ -601,4 +603,60 @@ fn rename_interrupt_resume_and_usage_over_ssh_as_there() {
         "{}",
         pretty(&u)
     );
+}
+
+/// The board's page in a real Chromium at a phone's size: a remote Claude's permission card
+/// has the dialog's own buttons; Deny runs `spex answer` there (recorded `by: board`), the
+/// command does not run there and the card says what was answered.
+#[test]
+fn the_boards_page_denies_a_remote_permission_with_its_own_button() {
+    let rig = Rig::start();
+    let (handle, _) = rig.launch();
+    let mut cmd = rig
+        .sshd
+        .cmd(&rig.local, &["board", "--listen", "127.0.0.1:0", "--json"]);
+    cmd.stdin(Stdio::null());
+    let b = crate::board_browser::Board::start(cmd);
+    let browser = Browser::start();
+    let page = open_board(&browser, &b, PHONE);
+    let a = asks(&rig, &handle, "USE_BASH run it", "permission");
+    let id = rig.record(&handle)["id"].as_str().unwrap().to_owned();
+    let c = card(&id);
+    let box_ = format!(
+        "{c} .attention[data-attention=\"{}\"]",
+        a["id"].as_str().unwrap()
+    );
+    let buttons = js_string(&format!("{box_} button[data-action=answer]"));
+    page.wait_for(
+        "the remote card's answer buttons",
+        &format!("document.querySelectorAll({buttons}).length > 0"),
+        WAIT,
+    );
+    let ids = page.eval(&format!(
+        "[...document.querySelectorAll({buttons})].map(b => b.dataset.choice)"
+    ));
+    assert_eq!(
+        ids,
+        json!(["allow", "allow-session", "deny"]),
+        "{}",
+        page.body_text()
+    );
+    page.click(&format!(
+        "{box_} button[data-action=answer][data-choice=deny]"
+    ));
+    page.wait_text(&format!("{c} [data-field=result]"), "answered deny", WAIT);
+    let closed = closed_there(&rig, &handle);
+    assert_eq!(closed.len(), 1, "{closed:?}");
+    assert_eq!(
+        (closed[0]["by"].as_str(), closed[0]["choice"].as_str()),
+        (Some("board"), Some("deny")),
+        "{}",
+        pretty(&closed[0])
+    );
+    idle(&rig, &handle);
+    assert!(
+        !rig.other.repo.join("bash_out.txt").exists(),
+        "the denied command ran there"
+    );
+    assert!(page.errors().is_empty(), "{:?}", page.errors());
 }
