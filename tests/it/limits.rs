@@ -321,9 +321,9 @@ fn codex_limits_follow_its_turns_and_a_reached_limit_shows_its_reset() {
 }
 
 /// Two Codex sessions on one app-server: the `account/rateLimits/updated` a turn's model
-/// request brought is said on THAT session, even when the other session spoke since it
-/// started (A's answer held back while B runs a whole turn), and a thread's first request (no
-/// usage yet, docs/harnesses/facts/remote-and-notify.md, "Rate limits") goes to its own.
+/// request brought is said on THAT session, even when the other session spoke since (A's
+/// answer is out but its completion, which brings the usage and the limits, is held back while
+/// B runs a whole turn; docs/harnesses/facts/remote-and-notify.md, "Rate limits").
 #[test]
 fn codex_limits_go_to_the_session_whose_turn_brought_them() {
     let rig = Rig::start();
@@ -354,15 +354,25 @@ fn codex_limits_go_to_the_session_whose_turn_brought_them() {
     assert_eq!(said(&a), vec![json!(10.0)], "{}", rig.diag());
     assert_eq!(said(&b), vec![json!(20.0)], "{}", rig.diag());
 
-    // A's answer (and its headers) waits 8 s; B starts and ends a turn meanwhile.
+    // A's answer is out, its completion waits 8 s; B starts and ends a turn meanwhile.
     let before = rig.ended_turns(&a);
     rig.json(&[
         "deliver",
         &a,
-        &format!("later DELAY=8 LIMITS=30,3 RESET={reset}"),
+        &format!("later LATE=8 LIMITS=30,3 RESET={reset}"),
         "--json",
     ]);
     let started = Instant::now();
+    let deadline = Instant::now() + SETTLE;
+    while !rig
+        .fake
+        .requests()
+        .iter()
+        .any(|r| r["body"].to_string().contains("LATE=8"))
+    {
+        assert!(Instant::now() < deadline, "{}", rig.diag());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     rig.turn(&b, "meanwhile", "completed");
     assert!(
         rig.ended_turns(&a) == before,
@@ -386,8 +396,29 @@ fn codex_limits_go_to_the_session_whose_turn_brought_them() {
         rig.diag()
     );
     assert_eq!(said(&b), vec![json!(20.0)], "{}", rig.diag());
-    rig.json(&["stop", &a, "--json"]);
-    rig.json(&["stop", &b, "--json"]);
+
+    // A third session refused on its very first request (no usage to follow): the limit is
+    // said on it, before its turn ends.
+    let c = launch();
+    rig.turn(
+        &c,
+        &format!("SCENARIO:limit LIMITS=100,5 RESET={reset}"),
+        "failed",
+    );
+    assert_eq!(said(&c), vec![json!(100.0)], "{}", rig.diag());
+    let kinds: Vec<Value> = rig
+        .w
+        .events(&c)
+        .into_iter()
+        .map(|e| e["kind"].clone())
+        .filter(|k| k == "limits.updated" || k == "turn.failed")
+        .collect();
+    assert_eq!(kinds, vec![json!("limits.updated"), json!("turn.failed")]);
+    assert_eq!(said(&a), vec![json!(10.0), json!(30.0)]);
+    assert_eq!(said(&b), vec![json!(20.0)]);
+    for id in [&a, &b, &c] {
+        rig.json(&["stop", id, "--json"]);
+    }
 }
 
 /// A Codex session spex did not start: its rollout log's `token_count` events are the

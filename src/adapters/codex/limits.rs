@@ -8,9 +8,10 @@
 //!
 //! The notification names no thread. The app-server sends it from a thread's `TokenCount`
 //! event, right after that thread's `thread/tokenUsage/updated` (`handle_token_count_event` in
-//! codex-rs/app-server `bespoke_event_handling.rs`, 0.169.0); a thread's first model request
-//! has no usage yet, so its headers come alone and again after the usage once the response
-//! completes. [`LimitsOwner`] gives each reading to that thread.
+//! codex-rs/app-server `bespoke_event_handling.rs`, 0.169.0), after the response completed; a
+//! request refused before its thread had any usage (a 429 on its first request) sends it alone,
+//! then the turn ends (docs/harnesses/facts/remote-and-notify.md). [`LimitsOwner`] gives each
+//! reading to that thread.
 
 use std::path::{Path, PathBuf};
 
@@ -62,9 +63,8 @@ impl LimitsEvidence for CodexLimits {
 pub struct LimitsOwner {
     /// The thread of the notification just before, when it was `thread/tokenUsage/updated`.
     usage_of: Option<String>,
-    /// A reading that came alone (a thread's first model request, no usage yet): owned by the
-    /// thread whose usage it follows next, or, when a turn ends first (its request refused,
-    /// with nothing more to send), by that turn's thread.
+    /// A reading that came alone (a request refused before its thread had usage): owned by the
+    /// turn that ends next (that refused turn), unless a reading after a usage replaces it.
     pending: Option<Reading>,
 }
 
@@ -272,7 +272,7 @@ mod tests {
 
     /// Two threads' notifications as the app-server sends them: a reading after a thread's
     /// usage is that thread's, even when another thread spoke last before the usage; a lone
-    /// reading waits for the usage it repeats, or for the turn that ends first.
+    /// reading is replaced by one after a usage, or owned by the turn that ends next.
     #[test]
     fn a_reading_goes_to_the_thread_whose_usage_it_follows() {
         let limits = |p: u32| {
@@ -289,7 +289,7 @@ mod tests {
                 }
             });
         };
-        // A's first request: alone, then again after A's usage.
+        // A lone reading, then the same after A's usage: A's, once.
         feed(&mut owner, "turn/started", Some("A"), &none);
         feed(&mut owner, "account/rateLimits/updated", None, &limits(10));
         feed(&mut owner, "item/completed", Some("B"), &none);
