@@ -783,6 +783,35 @@ fn a_claude_subscription_logins_limits_come_through_its_status_line() {
             asked.iter().map(|r| &r["headers"]).collect::<Vec<_>>()
         ))
     );
+
+    // A refusal (429, `status: rejected`): the turn fails `rate_limit` with Claude's own words
+    // (the reset as a clock, no time stamp); Claude passes no numbers of a refusal to its status
+    // line, so the last answer's stay and no reset is claimed (facts, section 8).
+    let prompt = format!("USE_NONE FAIL=429 LIMITS=100,50 RESET={reset}");
+    run_json(&w, &fake, &["deliver", &id, &prompt, "--json"]).unwrap();
+    let deadline = Instant::now() + SETTLE;
+    let shown = loop {
+        let shown = run_json(&w, &fake, &["show", &id, "--json"]).unwrap();
+        if shown["session"]["turn"]["state"] == "failed" {
+            break shown;
+        }
+        assert!(Instant::now() < deadline, "{}", pretty(&shown));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let turn = &shown["session"]["turn"];
+    assert_eq!(turn["error_kind"], "rate_limit", "{}", pretty(&shown));
+    assert!(
+        turn["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("You've hit your session limit")),
+        "{}",
+        pretty(&shown)
+    );
+    assert_eq!(shown.get("limit_resets_at"), None, "{}", pretty(&shown));
+    let claude = limits_until("the last answer's numbers stay", &|c| {
+        c["windows"][0]["used_percent"] == 61.0
+    });
+    assert_eq!(claude["reached"], false, "{}", pretty(&claude));
     stop(&w, &fake, &id);
 }
 
