@@ -59,7 +59,17 @@ fn shown(s: &Session) -> bool {
 pub fn session_view(env: &Env, store: &ProjectStore, id: &str) -> Option<Value> {
     let s = crate::reconcile::session(env, store, id).ok()?;
     let s = runtime::reconcile_hosted(env, store, &s).unwrap_or(s);
-    shown(&s).then(|| view::session(store, &s, runtime::live(env, store, &s)))
+    shown(&s).then(|| card(env, store, &s))
+}
+
+/// The page's view of `s`, with when the limit its failed turn ran into resets (a failed
+/// session's own card says it, not only the limits line).
+fn card(env: &Env, store: &ProjectStore, s: &Session) -> Value {
+    let mut v = view::session(store, s, runtime::live(env, store, s));
+    if let Some(at) = runtime::limits::failed_turn_reset(env, s) {
+        v["limit_resets_at"] = at.into();
+    }
+    v
 }
 
 pub fn snapshot(env: &Env, from: Option<&Cursor>) -> Snapshot {
@@ -89,8 +99,7 @@ pub fn snapshot(env: &Env, from: Option<&Cursor>) -> Snapshot {
         for s in all {
             let s = runtime::reconcile_hosted(env, &store, &s).unwrap_or(s);
             if shown(&s) {
-                out.sessions
-                    .push(view::session(&store, &s, runtime::live(env, &store, &s)));
+                out.sessions.push(card(env, &store, &s));
             }
         }
     }

@@ -178,6 +178,16 @@ pub fn reset_after_failure(env: &Env, harness: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// When the limit session `s`'s failed turn ran into resets, as its harness reported it: only
+/// for a turn that failed on a rate limit, and only when a reached window says when.
+pub fn failed_turn_reset(env: &Env, s: &crate::store::session::Session) -> Option<String> {
+    let t = s.turn.as_ref()?;
+    if t.error_kind != Some(crate::store::session::ErrorKind::RateLimit) {
+        return None;
+    }
+    reset_after_failure(env, &s.harness)
+}
+
 /// How old a reading is, for a person (`2m ago`).
 pub fn age(observed_at: &str, now: SystemTime) -> String {
     let Some(t) = crate::store::parse_time(observed_at) else {

@@ -75,8 +75,12 @@ pub enum ServerEvent {
     /// The thread made progress (the model streams, an item starts or ends): evidence for
     /// the stall budget that no hook carries.
     Activity { thread: String },
-    /// The server reported its account's rate limits (after a model request).
-    RateLimits(crate::store::limits::Reading),
+    /// The server reported its account's rate limits, which thread `thread`'s model request
+    /// brought.
+    RateLimits {
+        thread: String,
+        reading: crate::store::limits::Reading,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

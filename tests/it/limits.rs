@@ -320,6 +320,107 @@ fn codex_limits_follow_its_turns_and_a_reached_limit_shows_its_reset() {
     rig.json(&["stop", &id, "--json"]);
 }
 
+/// Two Codex sessions on one app-server: the `account/rateLimits/updated` a turn's model
+/// request brought is said on THAT session, even when the other session spoke since (A's
+/// answer is out but its completion, which brings the usage and the limits, is held back while
+/// B runs a whole turn; docs/harnesses/facts/remote-and-notify.md, "Rate limits").
+#[test]
+fn codex_limits_go_to_the_session_whose_turn_brought_them() {
+    let rig = Rig::start();
+    let launch = || {
+        rig.json(&["launch", "--harness", "codex", "--detach", "--json"])["session"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (a, b) = (launch(), launch());
+    let reset = unix_now() + 3 * 3600;
+    let said = |id: &str| -> Vec<Value> {
+        rig.w
+            .events(id)
+            .into_iter()
+            .filter(|e| e["kind"] == "limits.updated")
+            .map(|e| e["windows"][0]["used_percent"].clone())
+            .collect()
+    };
+    rig.turn(&a, &format!("first LIMITS=10,1 RESET={reset}"), "completed");
+    rig.limits_until("codex", "A's limits", |c| {
+        c["windows"][0]["used_percent"] == 10.0
+    });
+    rig.turn(&b, &format!("first LIMITS=20,2 RESET={reset}"), "completed");
+    rig.limits_until("codex", "B's limits", |c| {
+        c["windows"][0]["used_percent"] == 20.0
+    });
+    assert_eq!(said(&a), vec![json!(10.0)], "{}", rig.diag());
+    assert_eq!(said(&b), vec![json!(20.0)], "{}", rig.diag());
+
+    // A's answer is out, its completion waits 8 s; B starts and ends a turn meanwhile.
+    let before = rig.ended_turns(&a);
+    rig.json(&[
+        "deliver",
+        &a,
+        &format!("later LATE=8 LIMITS=30,3 RESET={reset}"),
+        "--json",
+    ]);
+    let started = Instant::now();
+    let deadline = Instant::now() + SETTLE;
+    while !rig
+        .fake
+        .requests()
+        .iter()
+        .any(|r| r["body"].to_string().contains("LATE=8"))
+    {
+        assert!(Instant::now() < deadline, "{}", rig.diag());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rig.turn(&b, "meanwhile", "completed");
+    assert!(
+        rig.ended_turns(&a) == before,
+        "A's turn ended before B's: the test proves nothing\n{}",
+        rig.diag()
+    );
+    assert!(started.elapsed() < Duration::from_secs(8));
+    rig.limits_until("codex", "A's later limits", |c| {
+        c["windows"][0]["used_percent"] == 30.0
+    });
+    let deadline = Instant::now() + SETTLE;
+    while rig.ended_turns(&a) == before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        said(&a),
+        vec![json!(10.0), json!(30.0)],
+        "A: {}\nB: {}\n{}",
+        pretty(&json!(rig.w.events(&a))),
+        pretty(&json!(rig.w.events(&b))),
+        rig.diag()
+    );
+    assert_eq!(said(&b), vec![json!(20.0)], "{}", rig.diag());
+
+    // A third session refused on its very first request (no usage to follow): the limit is
+    // said on it, before its turn ends.
+    let c = launch();
+    rig.turn(
+        &c,
+        &format!("SCENARIO:limit LIMITS=100,5 RESET={reset}"),
+        "failed",
+    );
+    assert_eq!(said(&c), vec![json!(100.0)], "{}", rig.diag());
+    let kinds: Vec<Value> = rig
+        .w
+        .events(&c)
+        .into_iter()
+        .map(|e| e["kind"].clone())
+        .filter(|k| k == "limits.updated" || k == "turn.failed")
+        .collect();
+    assert_eq!(kinds, vec![json!("limits.updated"), json!("turn.failed")]);
+    assert_eq!(said(&a), vec![json!(10.0), json!(30.0)]);
+    assert_eq!(said(&b), vec![json!(20.0)]);
+    for id in [&a, &b, &c] {
+        rig.json(&["stop", id, "--json"]);
+    }
+}
+
 /// A Codex session spex did not start: its rollout log's `token_count` events are the
 /// evidence, read by `spex limits` with no server of spex's running.
 #[test]
@@ -563,18 +664,170 @@ fn claude_status_line_chains_to_the_persons_own_and_clean_gives_it_back() {
     assert_eq!(read_or_empty(&w.repo.join(".claude/settings.json")), own);
 }
 
-/// The board in a real browser shows the limits a later Codex turn reports, without a reload:
-/// hidden while nothing is known, then the harness's line, a reached limit marked.
+/// A subscription login of the REAL Claude Code (`CLAUDE_CODE_OAUTH_TOKEN`, the token
+/// `claude setup-token` prints), offline against the fake.
+struct Subscription(crate::support::fake_anthropic::FakeAnthropic);
+
+impl crate::runtime::FakeApi for Subscription {
+    fn harness(&self) -> &'static str {
+        "claude"
+    }
+
+    fn env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        vec![
+            ("ANTHROPIC_BASE_URL", self.0.base_url().into()),
+            ("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-spex-tests".into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+            ("TERM", "xterm-256color".into()),
+        ]
+    }
+}
+
+/// Claude's `rate_limits` as the real binary passes them: a subscription login reads the
+/// fake's `anthropic-ratelimit-unified-*` headers and passes them to spex's status line, so
+/// `spex limits` shows both windows with their resets, the session says `limits.updated`, and
+/// a later turn's new numbers replace them (docs/harnesses/facts/claude.md, section 8).
+#[test]
+fn a_claude_subscription_logins_limits_come_through_its_status_line() {
+    use crate::runtime::{launch, run_json, screen, std_dirs, stop, wait_screen};
+    use crate::support::claude_home::{SeedOptions, seed_claude_home};
+    use crate::support::fake_anthropic::{FakeAnthropic, PLAIN_ANSWER, SEVEN_DAY_RESET_AFTER};
+    let w = World::new();
+    std_dirs(&w);
+    write(
+        &w.repo.join("spex.jsonc"),
+        "{ \"harnesses\": [\"claude\"], \"limits\": { \"statusLine\": true } }\n",
+    );
+    crate::support::world::git(&w.repo, &["add", "-A"]);
+    crate::support::world::git(&w.repo, &["commit", "-q", "-m", "limits"]);
+    let opts = SeedOptions {
+        approve_key: false,
+        ..SeedOptions::default()
+    };
+    seed_claude_home(&w.home, "", &[&w.repo], opts);
+    w.ok(&w.repo, &["materialize"]);
+    let fake = Subscription(FakeAnthropic::start());
+    let id = launch(&w, &fake);
+    let claude_of = |all: &Value| {
+        all["harnesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["harness"] == "claude")
+            .cloned()
+            .unwrap()
+    };
+    let limits_until = |what: &str, pred: &dyn Fn(&Value) -> bool| {
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            let all = run_json(&w, &fake, &["limits", "--json"]).unwrap();
+            if pred(&claude_of(&all)) {
+                return claude_of(&all);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}\n{}\n{}\nrequests: {:?}",
+                pretty(&all),
+                screen(&w, &fake, &id),
+                fake.0.request_lines()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+
+    let reset = unix_now() + 5400;
+    for (five, seven) in [(23.0, 41.5), (61.0, 44.0)] {
+        let prompt = format!("USE_NONE LIMITS={five},{seven} RESET={reset}");
+        let d = run_json(&w, &fake, &["deliver", &id, &prompt, "--json"]).unwrap();
+        assert_eq!(d["confirmed"], true, "{}", pretty(&d));
+        let claude = limits_until("the status line never passed the windows", &|c| {
+            c["windows"][0]["used_percent"] == five
+        });
+        assert_eq!(claude["known"], true, "{}", pretty(&claude));
+        assert_eq!(
+            claude["windows"],
+            json!([
+                {"name": "five_hour", "used_percent": five, "window_minutes": 300,
+                    "resets_at": rfc3339(reset)},
+                {"name": "seven_day", "used_percent": seven, "window_minutes": 10_080,
+                    "resets_at": rfc3339(reset + SEVEN_DAY_RESET_AFTER)},
+            ]),
+            "{}",
+            pretty(&claude)
+        );
+        assert_eq!(claude["source"], "claude status line rate_limits");
+    }
+    assert!(
+        wait_screen(&w, &fake, &id, PLAIN_ANSWER, Duration::from_secs(30)),
+        "{}",
+        screen(&w, &fake, &id)
+    );
+    // The status line's input said it on the session, once per change.
+    let updated: Vec<Value> = w
+        .events(&id)
+        .into_iter()
+        .filter(|e| e["kind"] == "limits.updated")
+        .collect();
+    assert_eq!(updated.len(), 2, "{}", pretty(&json!(w.events(&id))));
+    assert_eq!(updated[0]["source"], "status line");
+    assert_eq!(updated[1]["was"][0]["used_percent"], 23.0);
+    assert_eq!(updated[1]["windows"][0]["used_percent"], 61.0);
+    // The subscription's bearer token reached the fake, no API key.
+    let asked = fake.0.requests();
+    assert!(
+        asked.iter().any(|r| r["headers"]["authorization"]
+            .as_str()
+            .is_some_and(|a| a == "Bearer sk-ant-oat01-spex-tests")),
+        "{}",
+        pretty(&json!(
+            asked.iter().map(|r| &r["headers"]).collect::<Vec<_>>()
+        ))
+    );
+
+    // A refusal (429, `status: rejected`): the turn fails `rate_limit` with Claude's own words
+    // (the reset as a clock, no time stamp); Claude passes no numbers of a refusal to its status
+    // line, so the last answer's stay and no reset is claimed (facts, section 8).
+    let prompt = format!("USE_NONE FAIL=429 LIMITS=100,50 RESET={reset}");
+    run_json(&w, &fake, &["deliver", &id, &prompt, "--json"]).unwrap();
+    let deadline = Instant::now() + SETTLE;
+    let shown = loop {
+        let shown = run_json(&w, &fake, &["show", &id, "--json"]).unwrap();
+        if shown["session"]["turn"]["state"] == "failed" {
+            break shown;
+        }
+        assert!(Instant::now() < deadline, "{}", pretty(&shown));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let turn = &shown["session"]["turn"];
+    assert_eq!(turn["error_kind"], "rate_limit", "{}", pretty(&shown));
+    assert!(
+        turn["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("You've hit your session limit")),
+        "{}",
+        pretty(&shown)
+    );
+    assert_eq!(shown.get("limit_resets_at"), None, "{}", pretty(&shown));
+    let claude = limits_until("the last answer's numbers stay", &|c| {
+        c["windows"][0]["used_percent"] == 61.0
+    });
+    assert_eq!(claude["reached"], false, "{}", pretty(&claude));
+    stop(&w, &fake, &id);
+}
+
+/// The board in a real browser at phone size shows the limits a later Codex turn reports,
+/// without a reload: hidden while nothing is known, then the harness's line, a reached limit
+/// marked, and the card of the session whose turn the limit refused says when it resets.
 #[test]
 fn the_board_shows_limits_as_a_turn_reports_them() {
-    use crate::board_browser::{Board, open_board};
-    use crate::support::browser::{Browser, DESKTOP};
+    use crate::board_browser::{Board, card, open_board};
+    use crate::support::browser::{Browser, PHONE, js_string};
     let rig = Rig::start();
     let mut cmd = rig.cmd(&["board", "--listen", "127.0.0.1:0", "--json"]);
     cmd.stdin(Stdio::null());
     let b = Board::start(cmd);
     let browser = Browser::start();
-    let page = open_board(&browser, &b, DESKTOP);
+    let page = open_board(&browser, &b, PHONE);
     assert_eq!(
         page.eval(
             "(p => p.hidden && getComputedStyle(p).display === 'none')(document.querySelector('#limits'))"
@@ -591,6 +844,14 @@ fn the_board_shows_limits_as_a_turn_reports_them() {
         "(p => !p.hidden && getComputedStyle(p).display !== 'none' && [...p.querySelectorAll('.limit')].some(s => s.textContent.startsWith('codex: 5h 70% (resets in ')))(document.querySelector('#limits'))",
         Duration::from_secs(10),
     );
+    assert_eq!(
+        page.eval(&format!(
+            "document.querySelector({}).hidden",
+            js_string(&format!("{} [data-field=limit]", card(&id)))
+        )),
+        true,
+        "a completed turn's card says no reset"
+    );
     rig.turn(
         &id,
         &format!("SCENARIO:limit LIMITS=100,5 RESET={reset}"),
@@ -600,6 +861,34 @@ fn the_board_shows_limits_as_a_turn_reports_them() {
         "the reached limit marked",
         "[...document.querySelectorAll('#limits .limit')].some(s => s.dataset.reached === 'true' && s.textContent.startsWith('codex: limit reached, 5h 100%'))",
         Duration::from_secs(10),
+    );
+    // The card itself: the reset as `show` reports it, in the page's clock, on screen.
+    let shown = rig.json(&["show", &id, "--json"]);
+    assert_eq!(
+        shown["limit_resets_at"],
+        rfc3339(reset),
+        "{}",
+        pretty(&shown)
+    );
+    let field = format!(
+        "document.querySelector({})",
+        js_string(&format!("{} [data-field=limit]", card(&id)))
+    );
+    page.wait_for(
+        "the card's reset",
+        &format!(
+            "(f => f && !f.hidden && getComputedStyle(f).display !== 'none' && /^limit reached; resets .+ \\(in (2h 5\\d+m|3h)\\)$/.test(f.textContent) && f.textContent.includes(new Date({ms}).toLocaleTimeString()))({field})",
+            ms = reset * 1000
+        ),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        page.eval(&format!(
+            "(f => {{ const r = f.getBoundingClientRect(); return r.width > 0 && r.left >= 0 && r.right <= innerWidth; }})({field})"
+        )),
+        true,
+        "the reset fits the phone's width: {}",
+        page.eval(&format!("{field}.closest('li').outerHTML"))
     );
     assert!(page.errors().is_empty(), "{:?}", page.errors());
     rig.json(&["stop", &id, "--json"]);

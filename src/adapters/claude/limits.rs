@@ -1,8 +1,9 @@
-//! Claude Code's rate limits (docs/harnesses/facts/remote-and-notify.md, "Rate limits"): 2.1.197 reads its
+//! Claude Code's rate limits (docs/harnesses/facts/claude.md, section 8): 2.1.197 reads its
 //! provider's `anthropic-ratelimit-unified-*` headers only for a subscription login, and then
-//! passes `rate_limits` to the status-line command; with an API key the field is absent (the
-//! `context_window` it does pass is not a rate limit). Claude keeps no file spex could read
-//! them from: what a status-line call carried is recorded in the store as it arrives.
+//! passes `rate_limits` (`five_hour`, `seven_day`) to the status-line command; with an API key
+//! the field is absent (the `context_window` it does pass is not a rate limit). Claude keeps no
+//! file spex could read them from: what a status-line call carried is recorded in the store as
+//! it arrives.
 
 use std::path::Path;
 
@@ -68,8 +69,8 @@ impl LimitsEvidence for ClaudeLimits {
 }
 
 /// The reading of a status-line payload's `rate_limits` (`{five_hour: {used_percentage,
-/// resets_at}, seven_day: ...}`, `resets_at` in Unix seconds), heard now; `None` when the
-/// payload has none.
+/// resets_at}, seven_day: ...}`, `used_percentage` the header's fraction × 100, `resets_at` in
+/// Unix seconds: section 8 of the facts), heard now; `None` when the payload has none.
 fn from_status_line(payload: &Value) -> Option<Reading> {
     let limits = payload.get("rate_limits")?.as_object()?;
     let windows: Vec<Window> = limits
@@ -101,4 +102,46 @@ fn from_status_line(payload: &Value) -> Option<Reading> {
         observed_at: crate::store::now_rfc3339(),
         source: "claude status line rate_limits".to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `rate_limits` the real 2.1.197 passed its status line for the headers
+    /// `5h-utilization: 0.23`, `7d-utilization: 0.415` (facts, section 8).
+    #[test]
+    fn the_status_line_input_claude_sends_reads_as_two_windows() {
+        let payload = json!({"session_id": "4d2ae62b-1d95-4a53-aa42-384bbc15e6cc",
+            "context_window": {"used_percentage": 0, "remaining_percentage": 100},
+            "rate_limits": {"five_hour": {"used_percentage": 23, "resets_at": 1_795_807_696_u64},
+                "seven_day": {"used_percentage": 41.5, "resets_at": 1_795_890_496_u64}}});
+        let r = from_status_line(&payload).unwrap();
+        let got: Vec<(&str, f64, Option<u64>, Option<&str>)> = r
+            .windows
+            .iter()
+            .map(|w| {
+                (
+                    w.name.as_str(),
+                    w.used_percent,
+                    w.window_minutes,
+                    w.resets_at.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("five_hour", 23.0, Some(300), Some("2026-11-27T19:28:16Z")),
+                (
+                    "seven_day",
+                    41.5,
+                    Some(10_080),
+                    Some("2026-11-28T18:28:16Z")
+                ),
+            ]
+        );
+        // An API key's input: a context window, no rate limits.
+        assert!(from_status_line(&json!({"context_window": {"used_percentage": 3}})).is_none());
+    }
 }

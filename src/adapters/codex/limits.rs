@@ -5,6 +5,13 @@
 //! (snake case: `used_percent`, `window_minutes`, `resets_at`), for sessions spex did not
 //! start. `account/rateLimits/read` asks the account backend instead, which an API key
 //! cannot: spex never calls it.
+//!
+//! The notification names no thread. The app-server sends it from a thread's `TokenCount`
+//! event, right after that thread's `thread/tokenUsage/updated` (`handle_token_count_event` in
+//! codex-rs/app-server `bespoke_event_handling.rs`, 0.169.0), after the response completed; a
+//! request refused before its thread had any usage (a 429 on its first request) sends it alone,
+//! then the turn ends (docs/harnesses/facts/remote-and-notify.md). [`LimitsOwner`] gives each
+//! reading to that thread.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +19,7 @@ use serde_json::Value;
 
 use crate::env::Env;
 use crate::seam::limits::LimitsEvidence;
+use crate::seam::session_server::ServerEvent;
 use crate::store::limits::{Reading, Window};
 
 pub struct CodexLimits;
@@ -46,6 +54,57 @@ impl LimitsEvidence for CodexLimits {
     fn unknown_because(&self) -> &'static str {
         "Codex has reported no rate limits yet (it reads them from its provider's answers: \
          run a turn)"
+    }
+}
+
+/// Which thread an `account/rateLimits/updated` belongs to, on one app-server connection's
+/// notifications in order.
+#[derive(Debug, Default)]
+pub struct LimitsOwner {
+    /// The thread of the notification just before, when it was `thread/tokenUsage/updated`.
+    usage_of: Option<String>,
+    /// A reading that came alone (a request refused before its thread had usage): owned by the
+    /// turn that ends next (that refused turn), unless a reading after a usage replaces it.
+    pending: Option<Reading>,
+}
+
+impl LimitsOwner {
+    /// Notification `method` (about `thread`, with `params`) arrived: a reading whose thread
+    /// is now known goes to `sink` as [`ServerEvent::RateLimits`].
+    pub fn heard(
+        &mut self,
+        method: &str,
+        thread: Option<&str>,
+        params: &Value,
+        sink: &mut dyn FnMut(ServerEvent),
+    ) {
+        let after_usage_of = self.usage_of.take();
+        match method {
+            "thread/tokenUsage/updated" => self.usage_of = thread.map(str::to_owned),
+            "account/rateLimits/updated" => {
+                let Some(reading) = from_notification(params) else {
+                    return;
+                };
+                match after_usage_of {
+                    Some(thread) => {
+                        self.pending = None;
+                        sink(ServerEvent::RateLimits { thread, reading });
+                    }
+                    None => self.pending = Some(reading),
+                }
+            }
+            "turn/completed" => {
+                if let Some(thread) = thread
+                    && let Some(reading) = self.pending.take()
+                {
+                    sink(ServerEvent::RateLimits {
+                        thread: thread.to_owned(),
+                        reading,
+                    });
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -205,5 +264,55 @@ mod tests {
         let r2 = last_in_log(&format!("{line}\n{{\"type\":\"other\"}}\n")).unwrap();
         assert_eq!(r2.windows[0], r.windows[0]);
         assert!(from_notification(&serde_json::json!({"rateLimits": null})).is_none());
+    }
+
+    fn used(reading: &Reading) -> f64 {
+        reading.windows[0].used_percent
+    }
+
+    /// Two threads' notifications as the app-server sends them: a reading after a thread's
+    /// usage is that thread's, even when another thread spoke last before the usage; a lone
+    /// reading is replaced by one after a usage, or owned by the turn that ends next.
+    #[test]
+    fn a_reading_goes_to_the_thread_whose_usage_it_follows() {
+        let limits = |p: u32| {
+            serde_json::json!({"rateLimits": {"primary": {"usedPercent": p,
+                "windowDurationMins": 300, "resetsAt": 1_900_000_000}}})
+        };
+        let none = serde_json::json!({});
+        let mut owner = LimitsOwner::default();
+        let mut got: Vec<(String, f64)> = Vec::new();
+        let mut feed = |owner: &mut LimitsOwner, method: &str, thread: Option<&str>, p: &Value| {
+            owner.heard(method, thread, p, &mut |ev| {
+                if let ServerEvent::RateLimits { thread, reading } = ev {
+                    got.push((thread, used(&reading)));
+                }
+            });
+        };
+        // A lone reading, then the same after A's usage: A's, once.
+        feed(&mut owner, "turn/started", Some("A"), &none);
+        feed(&mut owner, "account/rateLimits/updated", None, &limits(10));
+        feed(&mut owner, "item/completed", Some("B"), &none);
+        feed(&mut owner, "thread/tokenUsage/updated", Some("A"), &none);
+        feed(&mut owner, "account/rateLimits/updated", None, &limits(10));
+        // B spoke last, but the usage before the reading is A's.
+        feed(&mut owner, "turn/started", Some("B"), &none);
+        feed(&mut owner, "thread/tokenUsage/updated", Some("A"), &none);
+        feed(&mut owner, "account/rateLimits/updated", None, &limits(30));
+        // A usage with a notification between is not the reading's.
+        feed(&mut owner, "thread/tokenUsage/updated", Some("A"), &none);
+        feed(&mut owner, "item/completed", Some("B"), &none);
+        feed(&mut owner, "account/rateLimits/updated", None, &limits(40));
+        // Refused on its first request: the turn that ends owns the lone reading.
+        feed(&mut owner, "turn/completed", Some("B"), &none);
+        feed(&mut owner, "turn/completed", Some("A"), &none);
+        assert_eq!(
+            got,
+            vec![
+                ("A".to_owned(), 10.0),
+                ("A".to_owned(), 30.0),
+                ("B".to_owned(), 40.0)
+            ]
+        );
     }
 }

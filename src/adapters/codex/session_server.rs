@@ -216,6 +216,7 @@ impl SessionServer for CodexServer {
         for thread in c.thread_loaded_list().map_err(|e| error(&e))? {
             try_join(&mut c, &thread, &mut joined, sink);
         }
+        let mut limits = super::limits::LimitsOwner::default();
         loop {
             let n = match c.next_notification(Duration::from_hours(1)) {
                 Ok(n) => n,
@@ -223,6 +224,7 @@ impl SessionServer for CodexServer {
                 Err(_) => return Ok(()),
             };
             let thread = n.params["threadId"].as_str().map(str::to_owned);
+            limits.heard(&n.method, thread.as_deref(), &n.params, sink);
             match n.method.as_str() {
                 // A new thread has no rollout until it is named or takes a prompt: join on
                 // whichever comes first.
@@ -283,11 +285,6 @@ impl SessionServer for CodexServer {
                             call_id: call_id.to_owned(),
                             exit_code: code,
                         });
-                    }
-                }
-                "account/rateLimits/updated" => {
-                    if let Some(r) = super::limits::from_notification(&n.params) {
-                        sink(ServerEvent::RateLimits(r));
                     }
                 }
                 // Every other word about a thread's items (deltas, starts, output) is

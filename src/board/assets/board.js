@@ -146,6 +146,9 @@
     set("state", s.status.replace("_", " ") + (s.since ? " since " + clock(s.since) : ""));
     if (!(s.stale && s.unreachable)) set("evidence", [s.source, s.why || s.exit_reason].filter(Boolean).join(": "));
     set("turn", s.turn_phrase || (s.turn ? s.turn.state : ""));
+    // A turn refused by a rate limit: when the limit resets, as the harness reported it.
+    set("limit", s.limit_resets_at ? "limit reached; resets " + clock(s.limit_resets_at) + " (" + until(s.limit_resets_at) + ")" : "");
+    f("limit").hidden = !s.limit_resets_at;
     set("tree", s.tree);
     const u = s.usage;
     f("usage").textContent = u ? "tokens in " + u.input + " (cached " + u.cached + ") out " + u.output : "";
@@ -157,6 +160,15 @@
     li.querySelector('[data-action="resume"]').hidden = live || !!s.stale;
     li.querySelector(".deliver").hidden = !live;
     for (const a of ["screen", "diff", "open"]) li.querySelector('[data-action="' + a + '"]').hidden = !!s.host;
+  }
+
+  // `in 1h 12m`, `in 3d 4h`, `now` for a time passed (as `spex show` says it).
+  function until(t) {
+    const mins = Math.ceil((new Date(t) - Date.now()) / 60000);
+    if (isNaN(mins) || mins <= 0) return "now";
+    const d = Math.floor(mins / 1440), h = Math.floor(mins % 1440 / 60), m = mins % 60;
+    if (d) return "in " + d + "d" + (h ? " " + h + "h" : "");
+    return "in " + (h ? h + "h" + (m ? " " + m + "m" : "") : m + "m");
   }
 
   function clock(t) {
@@ -174,7 +186,8 @@
     li.append(title, el("p", { "data-field": "headline" }));
     const meta = el("div", { class: "meta" });
     meta.append(el("div", { "data-field": "state" }), el("div", { "data-field": "evidence" }),
-      el("div", { "data-field": "turn" }), el("div", { "data-field": "usage" }), el("div", { "data-field": "tree" }));
+      el("div", { "data-field": "turn" }), el("div", { class: "limit-reset", "data-field": "limit" }),
+      el("div", { "data-field": "usage" }), el("div", { "data-field": "tree" }));
     li.append(meta, el("div", { class: "attention", "data-attention": "" }));
     li.querySelector(".attention").hidden = true;
 

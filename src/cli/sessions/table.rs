@@ -162,11 +162,7 @@ impl Listing {
 /// When the limit a session's failed turn ran into resets, as its harness reported it: only
 /// for a turn that failed on a rate limit, and only when a reached window says when.
 pub(crate) fn limit_reset(env: &Env, s: &crate::store::session::Session) -> Option<String> {
-    let t = s.turn.as_ref()?;
-    if t.error_kind != Some(crate::store::session::ErrorKind::RateLimit) {
-        return None;
-    }
-    runtime::limits::reset_after_failure(env, &s.harness)
+    runtime::limits::failed_turn_reset(env, s)
 }
 
 /// `resets 17:46 (in 1h 12m)`.

@@ -74,7 +74,7 @@ impl Server<'_> {
             let result = self.proto.observe(&self.ctx(), &mut |ev| match ev {
                 ServerEvent::Activity { thread } => self.progressed(&progress, &thread, false),
                 ServerEvent::TurnStarted { thread } => self.progressed(&progress, &thread, true),
-                ServerEvent::RateLimits(reading) => self.rate_limits(&progress, reading),
+                ServerEvent::RateLimits { thread, reading } => self.rate_limits(&thread, reading),
                 ev => {
                     log!("{ev:?}");
                     self.fold(ev);
@@ -120,26 +120,17 @@ impl Server<'_> {
         }
     }
 
-    /// The server reported its account's rate limits: recorded for the user, and, when they
-    /// changed, said on the record of the thread that made progress last (the one whose model
-    /// request brought them): `limits.updated`, which the notifier reads for its thresholds.
-    fn rate_limits(&self, progress: &(Mutex<Progress>, Condvar), reading: store::limits::Reading) {
-        // Which thread brought them is read only once they changed (a lock on the progress).
-        let session = || {
-            let thread = lock(&progress.0)
-                .activity
-                .iter()
-                .max_by_key(|(_, at)| **at)
-                .map(|(t, _)| t.clone());
-            thread.and_then(|t| self.record_of(&t))
-        };
+    /// The server reported its account's rate limits, which thread `thread`'s model request
+    /// brought: recorded for the user, and, when they changed, said on that thread's record
+    /// (`limits.updated`, which the notifier reads for its thresholds).
+    fn rate_limits(&self, thread: &str, reading: store::limits::Reading) {
         crate::runtime::limits::heard(
             self.env,
             &self.store,
             self.harness.id(),
             reading,
             "server",
-            session,
+            || self.record_of(thread),
         );
     }
 
@@ -269,7 +260,7 @@ impl Server<'_> {
             ServerEvent::ThreadLoaded { .. }
             | ServerEvent::TurnStarted { .. }
             | ServerEvent::Activity { .. }
-            | ServerEvent::RateLimits(_) => {}
+            | ServerEvent::RateLimits { .. } => {}
             ServerEvent::TurnEnded { thread, turn, end } => {
                 let Some(id) = self.record_of(&thread) else {
                     return;

@@ -30,6 +30,8 @@
 //! headers ([`PRIMARY_WINDOW_MINS`], [`SECONDARY_WINDOW_MINS`]; reset at `RESET=<unix secs>`
 //! for the primary window, else an hour from now, the secondary [`SECONDARY_RESET_AFTER`]
 //! later); scenario `limit` sends them too (primary 100% unless given).
+//! `LATE=<secs>` in the newest user message holds each answer's `response.completed` (its usage)
+//! back that long after its output item.
 //! "final" is an assistant message `ok (<scenario>, <n> tool outputs seen)`.
 //! The Codex TUI asks for its thread's title in a request of its own (structured output, the
 //! prompt quoted in it) beside the turn's, prompt after prompt while it has none (the answers
@@ -206,6 +208,20 @@ fn scenario_of(body: &Value) -> (String, Option<u64>, usize) {
         })
         .count();
     (scenario, hang, outs)
+}
+
+/// The text of the last user message of the request's input.
+fn newest_user_text(body: &Value) -> Option<String> {
+    let item = body["input"]
+        .as_array()?
+        .iter()
+        .rfind(|i| i["type"] == "message" && i["role"] == "user")?;
+    let texts: Vec<&str> = item["content"]
+        .as_array()?
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect();
+    Some(texts.join("\n"))
 }
 
 /// The rate-limit headers the newest `LIMITS=` prompt asks for (scenario `limit`: the primary
@@ -449,6 +465,14 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
         _ => message(&format!("ok ({scenario}, {outs} tool outputs seen)")),
     };
     conn.sse_event("response.output_item.done", &item)?;
+    // `LATE=<secs>`: the output is out, its usage (and Codex's word of the limits) comes later.
+    if !title
+        && let Some(secs) = newest_user_text(&body)
+            .and_then(|t| token_after(&t, "LATE=").and_then(|s| s.parse().ok()))
+        && !conn.sleep(Duration::from_secs(secs))
+    {
+        return Ok(());
+    }
     conn.sse_event(
         "response.completed",
         &json!({"type": "response.completed", "response": {"id": rid, "usage": {
