@@ -280,12 +280,16 @@ fn markup_escape(text: &str) -> String {
 
 /// The action buttons for `m` (key = the choice `spex answer` takes, label = what the harness
 /// calls it: the message's one-tap answers) and the attention they answer; none when `m` is
-/// about no attention. A click is judged against the session's record then (`invoked`).
+/// about no attention, or another machine's (a click answers here). A click is judged against
+/// the session's record then (`invoked`).
 fn buttons(m: &Message) -> (Vec<(String, String)>, Option<Link>) {
     let none = (Vec::new(), None);
     let (Some(att), Some(digest)) = (m.attention.as_deref(), m.digest.clone()) else {
         return none;
     };
+    if m.remote {
+        return none;
+    }
     // One tap picks one option: several together are picked on the board or the CLI.
     if m.questions.iter().any(|q| q.multi_select) {
         return none;
@@ -472,5 +476,14 @@ mod tests {
 
         let (none, link) = buttons(&asking(&["A", "B"], true));
         assert!(none.is_empty() && link.is_none(), "multi-select: {none:?}");
+        let remote = Message {
+            remote: true,
+            ..asking(&["A", "B"], false)
+        };
+        let (none, link) = buttons(&remote);
+        assert!(
+            none.is_empty() && link.is_none(),
+            "another machine's: {none:?}"
+        );
     }
 }

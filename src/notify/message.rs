@@ -65,6 +65,10 @@ pub struct Message {
     /// it is refused once the attention asks something else. Never sent.
     #[serde(skip)]
     pub digest: Option<String>,
+    /// About another machine's session (`notify::remote`): answered over SSH through a link,
+    /// never in this process. Never sent.
+    #[serde(skip)]
+    pub remote: bool,
 }
 
 /// One answer a single tap gives: the choice `spex answer` takes, and its label (cleaned).

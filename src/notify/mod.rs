@@ -294,6 +294,7 @@ impl<'a> Sender<'a> {
                     continue;
                 };
                 let mut m = message::attention(&pkey, &s, a);
+                m.remote = true;
                 self.add_links(&mut m, &pkey, &s, a);
                 self.send(&key, &m);
             }
