@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "rig/live.rs"]
+mod live;
 #[path = "rig/claude.rs"]
 mod rig;
 use rig::{World, world};

@@ -31,6 +31,8 @@ mod support {
     pub mod http;
     pub mod peers;
 }
+#[path = "rig/live.rs"]
+mod live;
 #[path = "rig/claude.rs"]
 mod rig;
 use rig::{World, world};

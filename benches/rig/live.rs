@@ -1,7 +1,7 @@
 //! What the benchmarks of spex's readers share (`board`, `notify`, `sessions`): hooks
 //! dispatched through the real `spex dispatch` as a harness fires them, fake live Claude sessions
-//! (a `sleep` standing in for Claude, with its registry file), a git repository to work in, and
-//! percentiles.
+//! (a `sleep` standing in for Claude, with its registry file), a git repository to work in (the
+//! Claude rig's too), and percentiles (`remote`'s too).
 
 #![allow(dead_code, reason = "each benchmark uses a different part")]
 
