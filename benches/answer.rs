@@ -17,6 +17,12 @@
     reason = "the shared test support has more than this benchmark uses"
 )]
 
+#[path = "../tests/it/adapters/mod.rs"]
+#[allow(
+    unused_imports,
+    reason = "clippy --all-targets builds the fakes' unit tests here without their harness"
+)]
+mod adapters;
 #[path = "../tests/it/support"]
 #[allow(
     unused_imports,
@@ -32,6 +38,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "rig/live.rs"]
+mod live;
 #[path = "rig/claude.rs"]
 mod rig;
 use rig::{World, world};

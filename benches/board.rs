@@ -24,91 +24,20 @@
 
 #[path = "../tests/it/support/browser.rs"]
 mod browser;
+#[path = "rig/live.rs"]
+mod live;
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use browser::{Browser, DESKTOP, js_string};
+use live::{ClaudeEnv, dispatch, ms, percentile, prompt, repo_in};
 
 const LIVE: usize = 100;
 const UPDATES: usize = 40;
 const LOADS: usize = 5;
-
-fn dispatch(
-    spex: &Path,
-    env: &[(&str, &Path)],
-    repo: &Path,
-    event: &str,
-    payload: &serde_json::Value,
-) {
-    let mut child = Command::new(spex)
-        .args(["dispatch", "claude", event])
-        .envs(env.iter().map(|(k, v)| (*k, *v)))
-        .current_dir(repo)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn spex");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(payload.to_string().as_bytes())
-        .expect("write payload");
-    assert!(child.wait().expect("wait").success());
-}
-
-/// Field 22 of `/proc/<pid>/stat`: what Claude writes as `procStart`.
-fn proc_start(pid: u32) -> String {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
-    let rest = &stat[stat.rfind(')').expect("comm") + 1..];
-    rest.split_whitespace()
-        .nth(19)
-        .expect("field 22")
-        .to_owned()
-}
-
-/// A fake live, idle Claude session `sid`: a `sleep` standing in for Claude, its
-/// `SessionStart`, `UserPromptSubmit` and `Stop` dispatched, and its registry file.
-fn live_session(
-    spex: &Path,
-    env: &[(&str, &Path)],
-    repo: &Path,
-    config: &Path,
-    sid: &str,
-    i: usize,
-) -> Child {
-    let child = Command::new("sleep")
-        .arg("3600")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sleep");
-    let pid = child.id();
-    let transcript = config.join(format!("projects/-repo/{sid}.jsonl"));
-    let base = serde_json::json!({"session_id": sid, "cwd": repo, "transcript_path": transcript});
-    dispatch(spex, env, repo, "SessionStart", &base);
-    dispatch(spex, env, repo, "UserPromptSubmit", &prompt(&base, i));
-    dispatch(spex, env, repo, "Stop", &base);
-    let now_ms = SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    let reg = serde_json::json!({"pid": pid, "sessionId": sid, "cwd": repo,
-        "procStart": proc_start(pid), "kind": "interactive", "status": "idle",
-        "updatedAt": now_ms, "statusUpdatedAt": now_ms});
-    std::fs::write(config.join(format!("sessions/{pid}.json")), reg.to_string()).unwrap();
-    child
-}
-
-fn prompt(base: &serde_json::Value, i: usize) -> serde_json::Value {
-    let mut ups = base.clone();
-    ups["prompt"] = format!("prompt {i}").into();
-    ups["prompt_id"] = format!("p-{i}").into();
-    ups
-}
 
 /// The record of session `sid` in the one project of `store`.
 fn record(store: &Path, sid: &str) -> serde_json::Value {
@@ -123,14 +52,6 @@ fn record(store: &Path, sid: &str) -> serde_json::Value {
         }
     }
     panic!("no record of {sid}")
-}
-
-fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
-    sorted[((sorted.len() - 1) * per_mille).div_ceil(1000)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn mib(kib: u64) -> f64 {
@@ -169,16 +90,7 @@ fn main() {
         .prefix("spx-bench-board")
         .tempdir_in("/tmp")
         .unwrap();
-    let repo = dir.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    assert!(
-        Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&repo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let repo = repo_in(dir.path());
     let store = dir.path().join("store");
     let home = dir.path().join("home");
     let config = home.join(".claude");
@@ -189,8 +101,14 @@ fn main() {
     let sids: Vec<String> = (0..LIVE)
         .map(|i| format!("00000000-0000-4000-8000-{i:012}"))
         .collect();
+    let claude = ClaudeEnv {
+        spex: &spex,
+        env: &env,
+        repo: &repo,
+        config: &config,
+    };
     for (i, sid) in sids.iter().enumerate() {
-        children.push(live_session(&spex, &env, &repo, &config, sid, i));
+        children.push(claude.live_session(sid, i, true));
     }
 
     let mut board = Command::new(&spex)
@@ -273,7 +191,7 @@ fn main() {
                 js_string(status)
             ),
         );
-        dispatch(&spex, &env, &repo, event, &payload);
+        dispatch(&spex, &env, &repo, "claude", event, &payload);
         let at = page.wait_mark("update", Duration::from_secs(10));
         let rec = record(&store, sid);
         let changed = humantime::parse_rfc3339_weak(rec["updated_at"].as_str().unwrap()).unwrap();

@@ -16,6 +16,12 @@
     reason = "the shared test support has more than this benchmark uses"
 )]
 
+#[path = "../tests/it/adapters/mod.rs"]
+#[allow(
+    unused_imports,
+    reason = "clippy --all-targets builds the fakes' unit tests here without their harness"
+)]
+mod adapters;
 #[path = "../tests/it/support"]
 #[allow(
     unused_imports,
@@ -23,7 +29,6 @@
 )]
 mod support {
     pub mod codex_home;
-    pub mod fake_anthropic;
     pub mod fake_responses;
     pub mod http;
     pub mod peers;

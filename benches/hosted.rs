@@ -15,6 +15,12 @@
     reason = "the shared test support has more than this benchmark uses"
 )]
 
+#[path = "../tests/it/adapters/mod.rs"]
+#[allow(
+    unused_imports,
+    reason = "clippy --all-targets builds the fakes' unit tests here without their harness"
+)]
+mod adapters;
 #[path = "../tests/it/support"]
 #[allow(
     unused_imports,
@@ -25,6 +31,8 @@ mod support {
     pub mod http;
     pub mod peers;
 }
+#[path = "rig/live.rs"]
+mod live;
 #[path = "rig/claude.rs"]
 mod rig;
 use rig::{World, world};

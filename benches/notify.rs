@@ -30,36 +30,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
+#[path = "rig/live.rs"]
+mod live;
+use live::{ClaudeEnv, dispatch, ms, percentile, repo_in};
+
 const ATTENTIONS: usize = 30;
 const QUIET: Duration = Duration::from_secs(5);
-
-fn dispatch(spex: &Path, env: &[(&str, &Path)], repo: &Path, event: &str, payload: &Value) {
-    let mut child = Command::new(spex)
-        .args(["dispatch", "claude", event])
-        .envs(env.iter().map(|(k, v)| (*k, *v)))
-        .current_dir(repo)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn spex");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(payload.to_string().as_bytes())
-        .expect("write payload");
-    assert!(child.wait().expect("wait").success(), "{event}");
-}
-
-/// Field 22 of `/proc/<pid>/stat`: what Claude writes as `procStart`.
-fn proc_start(pid: u32) -> String {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
-    let rest = &stat[stat.rfind(')').expect("comm") + 1..];
-    rest.split_whitespace()
-        .nth(19)
-        .expect("field 22")
-        .to_owned()
-}
 
 /// The record of the one session in `store`.
 fn record(store: &Path) -> Value {
@@ -145,30 +121,13 @@ fn switches(pid: u32) -> u64 {
     n
 }
 
-fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
-    sorted[((sorted.len() - 1) * per_mille).div_ceil(1000)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 fn main() {
     let spex = PathBuf::from(env!("CARGO_BIN_EXE_spex"));
     let dir = tempfile::Builder::new()
         .prefix("spx-bench-notify")
         .tempdir_in("/tmp")
         .unwrap();
-    let repo = dir.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    assert!(
-        Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&repo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let repo = repo_in(dir.path());
     let store = dir.path().join("store");
     let home = dir.path().join("home");
     let config = home.join(".claude");
@@ -185,24 +144,14 @@ fn main() {
 
     // One live session, idle.
     let sid = "00000000-0000-4000-8000-000000000001";
-    let mut claude = Command::new("sleep")
-        .arg("3600")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sleep");
-    let pid = claude.id();
-    let transcript = config.join(format!("projects/-repo/{sid}.jsonl"));
-    let base = json!({"session_id": sid, "cwd": repo, "transcript_path": transcript});
-    dispatch(&spex, &env, &repo, "SessionStart", &base);
-    let now_ms = SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    let reg = json!({"pid": pid, "sessionId": sid, "cwd": repo,
-        "procStart": proc_start(pid), "kind": "interactive", "status": "idle",
-        "updatedAt": now_ms, "statusUpdatedAt": now_ms});
-    std::fs::write(config.join(format!("sessions/{pid}.json")), reg.to_string()).unwrap();
+    let live = ClaudeEnv {
+        spex: &spex,
+        env: &env,
+        repo: &repo,
+        config: &config,
+    };
+    let (mut claude, base) = live.start(sid);
+    live.register(claude.id(), sid, true);
 
     let mut sender = Command::new(&spex)
         .args(["notify", "--watch"])
@@ -225,12 +174,12 @@ fn main() {
         let mut ups = base.clone();
         ups["prompt"] = format!("prompt {i}").into();
         ups["prompt_id"] = format!("p-{i}").into();
-        dispatch(&spex, &env, &repo, "UserPromptSubmit", &ups);
+        dispatch(&spex, &env, &repo, "claude", "UserPromptSubmit", &ups);
         let mut note = base.clone();
         note["hook_event_name"] = "Notification".into();
         note["message"] = "Claude needs your permission to use Bash".into();
         note["notification_type"] = "permission_prompt".into();
-        dispatch(&spex, &env, &repo, "Notification", &note);
+        dispatch(&spex, &env, &repo, "claude", "Notification", &note);
         let a = record(&store)["attention"].clone();
         let att = a["id"].as_str().expect("an open attention").to_owned();
         let since = humantime::parse_rfc3339_weak(a["since"].as_str().unwrap()).unwrap();
@@ -249,7 +198,7 @@ fn main() {
             std::thread::sleep(Duration::from_millis(2));
         };
         delays.push(at.duration_since(since).unwrap_or_default());
-        dispatch(&spex, &env, &repo, "Stop", &base);
+        dispatch(&spex, &env, &repo, "claude", "Stop", &base);
     }
     delays.sort();
     let sent = got.lock().unwrap().len();

@@ -17,6 +17,12 @@
     reason = "the shared test support has more than this benchmark uses"
 )]
 
+#[path = "../tests/it/adapters/mod.rs"]
+#[allow(
+    unused_imports,
+    reason = "clippy --all-targets builds the fakes' unit tests here without their harness"
+)]
+mod adapters;
 #[path = "../tests/it/support"]
 #[allow(
     unused_imports,

@@ -18,6 +18,12 @@
     reason = "the shared test support has more than this benchmark uses"
 )]
 
+#[path = "../tests/it/adapters/mod.rs"]
+#[allow(
+    unused_imports,
+    reason = "clippy --all-targets builds the fakes' unit tests here without their harness"
+)]
+mod adapters;
 #[path = "../tests/it/support"]
 #[allow(
     unused_imports,
@@ -31,12 +37,15 @@ mod support {
     pub mod sshd;
     pub mod world;
 }
+#[path = "rig/live.rs"]
+mod live;
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use live::{ms, percentile};
 use serde_json::{Value, json};
 use support::claude_home::{DUMMY_API_KEY, SeedOptions, seed_claude_home};
 use support::fake_anthropic::FakeAnthropic;
@@ -105,15 +114,14 @@ fn wait_idle(w: &World, env: &[(&str, OsString)], id: &str) {
 
 fn report(what: &str, took: &mut [Duration]) -> Duration {
     took.sort();
-    let p = |q: usize| took[((took.len() - 1) * q).div_ceil(100)];
     println!(
         "{what}, {} runs: p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms",
         took.len(),
-        p(50).as_secs_f64() * 1000.0,
-        p(90).as_secs_f64() * 1000.0,
-        took[took.len() - 1].as_secs_f64() * 1000.0
+        ms(percentile(took, 500)),
+        ms(percentile(took, 900)),
+        ms(took[took.len() - 1])
     );
-    p(50)
+    percentile(took, 500)
 }
 
 /// `ssh DEST true` over a warm multiplexed connection of its own: one round trip.

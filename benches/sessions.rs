@@ -28,10 +28,13 @@
     reason = "benchmark rigging, not product code: a failed setup call panics on the spot, so fs_err's path adds little, and a scenario reads best as one function"
 )]
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "rig/live.rs"]
+mod live;
+use live::{ClaudeEnv, dispatch, ms, percentile, repo_in};
 
 const LIVE: usize = 100;
 const EXITED: usize = 1000;
@@ -41,113 +44,6 @@ const RUNS: usize = 60;
 const ALL_LIVE_EACH: usize = 50;
 const ALL_EXITED: usize = 9800;
 const ALL_RUNS: usize = 20;
-
-fn dispatch(
-    spex: &Path,
-    env: &[(&str, &Path)],
-    repo: &Path,
-    harness: &str,
-    event: &str,
-    payload: &serde_json::Value,
-) {
-    let mut child = Command::new(spex)
-        .args(["dispatch", harness, event])
-        .envs(env.iter().map(|(k, v)| (*k, *v)))
-        .current_dir(repo)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn spex");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(payload.to_string().as_bytes())
-        .expect("write payload");
-    assert!(child.wait().expect("wait").success());
-}
-
-/// Where fake live Claude sessions are made: spex and its env, the repo, and `~/.claude`.
-struct ClaudeEnv<'a> {
-    spex: &'a Path,
-    env: &'a [(&'a str, &'a Path)],
-    repo: &'a Path,
-    config: &'a Path,
-}
-
-impl ClaudeEnv<'_> {
-    /// A fake live Claude session `sid`: a `sleep` process standing in for Claude, its
-    /// `SessionStart` and `UserPromptSubmit` (prompt `i`) dispatched (then `Stop` when `idle`),
-    /// and its `sessions/<pid>.json` registry file. Returns the process, for the caller to kill.
-    fn live_session(&self, sid: &str, i: usize, idle: bool) -> Child {
-        let child = Command::new("sleep")
-            .arg("600")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn sleep");
-        let pid = child.id();
-        let transcript = self.config.join(format!("projects/-repo/{sid}.jsonl"));
-        let base =
-            serde_json::json!({"session_id": sid, "cwd": self.repo, "transcript_path": transcript});
-        let mut ups = base.clone();
-        ups["prompt"] = format!("prompt {i}").into();
-        ups["prompt_id"] = format!("p-{i}").into();
-        let (spex, env, repo) = (self.spex, self.env, self.repo);
-        dispatch(spex, env, repo, "claude", "SessionStart", &base);
-        dispatch(spex, env, repo, "claude", "UserPromptSubmit", &ups);
-        if idle {
-            dispatch(spex, env, repo, "claude", "Stop", &base);
-        }
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis();
-        let reg = serde_json::json!({"pid": pid, "sessionId": sid, "cwd": self.repo,
-            "procStart": proc_start(pid), "kind": "interactive",
-            "status": if idle { "idle" } else { "busy" },
-            "updatedAt": now_ms, "statusUpdatedAt": now_ms});
-        std::fs::write(
-            self.config.join(format!("sessions/{pid}.json")),
-            reg.to_string(),
-        )
-        .unwrap();
-        child
-    }
-}
-
-/// Field 22 of `/proc/<pid>/stat`: what Claude writes as `procStart`.
-fn proc_start(pid: u32) -> String {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
-    let rest = &stat[stat.rfind(')').expect("comm") + 1..];
-    rest.split_whitespace()
-        .nth(19)
-        .expect("field 22")
-        .to_owned()
-}
-
-fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
-    sorted[((sorted.len() - 1) * per_mille).div_ceil(1000)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// A git repository at `dir/repo`.
-fn repo_in(dir: &Path) -> PathBuf {
-    let repo = dir.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    assert!(
-        Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&repo)
-            .status()
-            .unwrap()
-            .success()
-    );
-    repo
-}
 
 /// `spex <args>` in `repo`, timed from process start to exit: (time, stdout).
 fn time_spex(

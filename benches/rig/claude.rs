@@ -6,6 +6,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::live::repo_in;
 use crate::support::fake_anthropic::FakeAnthropic;
 use crate::support::peers::peers_path;
 
@@ -70,19 +71,10 @@ pub fn world(config: &str) -> World {
         .tempdir_in("/tmp")
         .unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
-    let repo = base.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
+    let repo = repo_in(&base);
     std::fs::create_dir_all(base.join("home/.claude")).unwrap();
     std::fs::create_dir_all(base.join("run")).unwrap();
     std::fs::set_permissions(base.join("run"), std::fs::Permissions::from_mode(0o700)).unwrap();
-    assert!(
-        Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&repo)
-            .status()
-            .unwrap()
-            .success()
-    );
     std::fs::write(repo.join("spex.jsonc"), config).unwrap();
     // The seeding the facts describe: no onboarding, key approved, project trusted.
     let tail = &API_KEY[API_KEY.len() - 20..];

@@ -18,7 +18,7 @@ use futures_util::StreamExt as _;
 use zbus::zvariant::Value as Variant;
 
 use super::links::{self, Link, Verdict};
-use super::message::{self, Message};
+use super::message::Message;
 use crate::env::Env;
 use crate::log::log;
 
@@ -86,7 +86,7 @@ impl Desktop {
     pub fn deliver(&self, m: &Message) -> Result<String, String> {
         let bus = self.bus()?;
         let (buttons, link) = if bus.actions {
-            buttons(&self.env, m)
+            buttons(m)
         } else {
             (Vec::new(), None)
         };
@@ -279,51 +279,40 @@ fn markup_escape(text: &str) -> String {
 }
 
 /// The action buttons for `m` (key = the choice `spex answer` takes, label = what the harness
-/// calls it) and the attention they answer; none when `m` is about no open attention.
-fn buttons(env: &Env, m: &Message) -> (Vec<(String, String)>, Option<Link>) {
+/// calls it: the message's one-tap answers) and the attention they answer; none when `m` is
+/// about no attention, or another machine's (a click answers here). A click is judged against
+/// the session's record then (`invoked`).
+fn buttons(m: &Message) -> (Vec<(String, String)>, Option<Link>) {
     let none = (Vec::new(), None);
-    let Some(att) = m.attention.as_deref() else {
+    let (Some(att), Some(digest)) = (m.attention.as_deref(), m.digest.clone()) else {
         return none;
     };
-    let Some(store) = crate::store::all_projects(&env.spex_home())
-        .into_iter()
-        .find(|s| s.stream_key() == m.project_key)
-    else {
+    if m.remote {
         return none;
-    };
-    let Some(s) = store.load(&m.session).ok().flatten() else {
-        return none;
-    };
-    let Some(a) = s
-        .attention
-        .as_ref()
-        .filter(|a| a.id.as_deref() == Some(att))
-    else {
-        return none;
-    };
-    let mut out: Vec<(String, String)> = a
-        .choices
-        .iter()
-        .map(|c| (c.id.clone(), c.label.clone()))
-        .collect();
-    // One question: its options are the answers; several need the board or the CLI.
-    if let [q] = a.questions.as_slice()
-        && !q.multi_select
-    {
-        out.extend(q.options.iter().map(|o| (o.clone(), o.clone())));
     }
-    // `default` is the server's click on the notification itself, not a button.
-    out.retain(|(k, _)| k != "default" && !k.is_empty());
-    out.truncate(ACTIONS_MAX);
+    // One tap picks one option: several together are picked on the board or the CLI.
+    if m.questions.iter().any(|q| q.multi_select) {
+        return none;
+    }
+    let out: Vec<(String, String)> = m
+        .taps
+        .iter()
+        // `default` is the server's click on the notification itself, not a button.
+        .filter(|t| t.choice != "default" && !t.choice.is_empty())
+        .take(ACTIONS_MAX)
+        .map(|t| (t.choice.clone(), t.label.clone()))
+        .collect();
     if out.is_empty() {
         return none;
     }
-    for (_, label) in &mut out {
-        *label = message::clean(label, message::LABEL_MAX);
-    }
-    let Ok((_, link)) = links::mint(&m.project_key, &s, a, ACTION_TTL, SystemTime::now()) else {
-        return none;
-    };
+    let link = links::held(
+        &m.project_key,
+        &m.session,
+        att,
+        digest,
+        ACTION_TTL,
+        SystemTime::now(),
+    );
     (out, Some(link))
 }
 
@@ -440,5 +429,61 @@ mod tests {
     #[test]
     fn markup_is_escaped_for_a_server_that_reads_it() {
         assert_eq!(markup_escape("a<b>&c"), "a&lt;b&gt;&amp;c");
+    }
+
+    /// A question's notification with these options, as the sender builds it.
+    fn asking(options: &[&str], multi_select: bool) -> Message {
+        use crate::store::session::{Attention, AttentionKind, Question, Session};
+        let mut a = Attention::new(AttentionKind::Question, "Which?", "t");
+        a.id = Some("a2".into());
+        a.questions = vec![Question {
+            options: options.iter().map(|o| (*o).to_owned()).collect(),
+            question: "Which?".into(),
+            multi_select,
+            ..Question::default()
+        }];
+        let s = Session {
+            id: "0123".into(),
+            project: "/src/webapp".into(),
+            ..Session::default()
+        };
+        crate::notify::message::attention("key", &s, &a)
+    }
+
+    /// The buttons are the message's one-tap answers, `default` (the server's own click) left
+    /// out, at most [`ACTIONS_MAX`]; the link they answer is bound to that attention as asked.
+    #[test]
+    fn buttons_are_the_messages_one_tap_answers_within_the_servers_limit() {
+        let m = asking(&["default", "A", "B", "C", "D", "E"], false);
+        let (shown, link) = buttons(&m);
+        let keys: Vec<&str> = shown.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["A", "B", "C", "D"]);
+        let link = link.expect("a link for the buttons");
+        assert_eq!(
+            (
+                link.project.as_str(),
+                link.session.as_str(),
+                link.attention.as_str()
+            ),
+            ("key", "0123", "a2")
+        );
+        assert_eq!(Some(link.digest), m.digest);
+        assert!(
+            link.hash.is_empty(),
+            "no token is handed out: {}",
+            link.hash
+        );
+
+        let (none, link) = buttons(&asking(&["A", "B"], true));
+        assert!(none.is_empty() && link.is_none(), "multi-select: {none:?}");
+        let remote = Message {
+            remote: true,
+            ..asking(&["A", "B"], false)
+        };
+        let (none, link) = buttons(&remote);
+        assert!(
+            none.is_empty() && link.is_none(),
+            "another machine's: {none:?}"
+        );
     }
 }

@@ -69,19 +69,39 @@ pub fn mint(
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
     let token = hex::encode(bytes);
-    let expires = unix(now) + ttl.as_secs();
-    Ok((
-        token.clone(),
-        Link {
-            hash: hash(&token),
-            project: project.to_owned(),
-            session: s.id.clone(),
-            attention: a.id.clone().unwrap_or_default(),
-            digest: digest(a),
-            expires,
-            answered: None,
-        },
-    ))
+    let link = Link {
+        hash: hash(&token),
+        ..held(
+            project,
+            &s.id,
+            a.id.as_deref().unwrap_or_default(),
+            digest(a),
+            ttl,
+            now,
+        )
+    };
+    Ok((token, link))
+}
+
+/// A link with no token (`hash` empty), for a holder that keeps it in memory and hands nothing
+/// out: a desktop notification's buttons. `digest` is the attention's [`digest`].
+pub fn held(
+    project: &str,
+    session: &str,
+    attention: &str,
+    digest: String,
+    ttl: Duration,
+    now: SystemTime,
+) -> Link {
+    Link {
+        hash: String::new(),
+        project: project.to_owned(),
+        session: session.to_owned(),
+        attention: attention.to_owned(),
+        digest,
+        expires: unix(now) + ttl.as_secs(),
+        answered: None,
+    }
 }
 
 /// SHA-256 of a token, hex.

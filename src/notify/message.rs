@@ -57,6 +57,25 @@ pub struct Message {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sessions: Vec<String>,
     pub time: String,
+    /// The answers one tap gives ([`taps`]): what answer links and desktop buttons offer. Kept
+    /// in this process, never sent.
+    #[serde(skip)]
+    pub taps: Vec<Tap>,
+    /// The attention's [`super::links::digest`] when this was written: an answer given through
+    /// it is refused once the attention asks something else. Never sent.
+    #[serde(skip)]
+    pub digest: Option<String>,
+    /// About another machine's session (`notify::remote`): answered over SSH through a link,
+    /// never in this process. Never sent.
+    #[serde(skip)]
+    pub remote: bool,
+}
+
+/// One answer a single tap gives: the choice `spex answer` takes, and its label (cleaned).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tap {
+    pub choice: String,
+    pub label: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -198,8 +217,29 @@ pub fn attention(key: &str, s: &Session, a: &Attention) -> Message {
         question: Some(question),
         choices,
         questions,
+        taps: taps(a),
+        digest: Some(super::links::digest(a)),
         ..base(event, key, s, title, body)
     }
+}
+
+/// The answers one tap gives to `a`: its choices, else its one question's options; none for
+/// several questions (one answer must answer them all: the board or the CLI does).
+fn taps(a: &Attention) -> Vec<Tap> {
+    let raw: Vec<(&str, &str)> = match (a.choices.as_slice(), a.questions.as_slice()) {
+        ([], [q]) => q.options.iter().map(|o| (o.as_str(), o.as_str())).collect(),
+        (_, [_, _, ..]) => Vec::new(),
+        (choices, _) => choices
+            .iter()
+            .map(|c| (c.id.as_str(), c.label.as_str()))
+            .collect(),
+    };
+    raw.into_iter()
+        .map(|(choice, label)| Tap {
+            choice: choice.to_owned(),
+            label: clean(label, LABEL_MAX),
+        })
+        .collect()
 }
 
 /// The notification for a stream line of kind `turn.completed` or `session.exited`.
@@ -304,5 +344,46 @@ mod tests {
         let long = "é".repeat(1000);
         let c = clean(&long, 10);
         assert_eq!(c.chars().count(), 10);
+    }
+
+    fn question(options: &[&str]) -> crate::store::session::Question {
+        crate::store::session::Question {
+            options: options.iter().map(|o| (*o).to_owned()).collect(),
+            question: "Which?".into(),
+            ..Default::default()
+        }
+    }
+
+    /// What answer links and desktop buttons offer: the choices, else the one question's
+    /// options, none for several questions; labels cleaned, choices as the harness names them.
+    #[test]
+    fn one_tap_answers_are_the_choices_else_the_one_questions_options() {
+        let mut a = Attention::new(AttentionKind::Question, "Which?", "t");
+        a.questions = vec![question(&["Blue", "Red\nish"])];
+        let got: Vec<(String, String)> =
+            taps(&a).into_iter().map(|t| (t.choice, t.label)).collect();
+        assert_eq!(
+            got,
+            [
+                ("Blue".to_owned(), "Blue".to_owned()),
+                ("Red\nish".to_owned(), "Red ish".to_owned())
+            ]
+        );
+        a.questions.push(question(&["Small"]));
+        assert!(
+            taps(&a).is_empty(),
+            "several questions: one tap answers none"
+        );
+        a.questions.clear();
+        a.choices = vec![Choice {
+            id: "allow_always".into(),
+            label: "Yes, and don't ask again".into(),
+            message: false,
+        }];
+        let t = &taps(&a)[0];
+        assert_eq!(
+            (t.choice.as_str(), t.label.as_str()),
+            ("allow_always", "Yes, and don't ask again")
+        );
     }
 }

@@ -294,6 +294,7 @@ impl<'a> Sender<'a> {
                     continue;
                 };
                 let mut m = message::attention(&pkey, &s, a);
+                m.remote = true;
                 self.add_links(&mut m, &pkey, &s, a);
                 self.send(&key, &m);
             }
@@ -556,8 +557,8 @@ impl<'a> Sender<'a> {
             public.trim_end_matches('/'),
             s.id
         ));
-        if a.questions.len() > 1 {
-            // One answer answers every question at once: several are answered on the board.
+        if m.taps.is_empty() {
+            // Nothing one tap answers (several questions are answered on the board).
             return;
         }
         let Ok((token, link)) = links::mint(pkey, s, a, self.cfg.link_ttl, SystemTime::now())
@@ -572,22 +573,12 @@ impl<'a> Sender<'a> {
             return;
         }
         let url = links::url(public, &token);
-        let options: Vec<(String, String)> = if a.choices.is_empty() {
-            a.questions
-                .first()
-                .map(|q| q.options.iter().map(|o| (o.clone(), o.clone())).collect())
-                .unwrap_or_default()
-        } else {
-            a.choices
-                .iter()
-                .map(|c| (c.id.clone(), c.label.clone()))
-                .collect()
-        };
-        m.links = options
-            .into_iter()
-            .map(|(choice, label)| message::LinkOut {
-                label: message::clean(&label, message::LABEL_MAX),
-                choice,
+        m.links = m
+            .taps
+            .iter()
+            .map(|t| message::LinkOut {
+                label: t.label.clone(),
+                choice: t.choice.clone(),
                 url: url.clone(),
             })
             .collect();

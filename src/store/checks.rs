@@ -130,21 +130,27 @@ pub fn version_of(
             .map_or(0, |d| d.as_nanos()),
     );
     let path = spex_home.join("versions.json");
-    let mut cache: Probed = fs_err::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
+    let read = || -> Probed {
+        fs_err::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    };
     let key = binary.display().to_string();
-    if let Some((len, mtime, v)) = cache.versions.get(&key)
+    if let Some((len, mtime, v)) = read().versions.get(&key)
         && (*len, *mtime) == stamp
     {
         return Some(v.clone());
     }
+    // Probed outside the lock (it may take seconds); the file is read again under it, so two
+    // processes probing two harnesses at once both keep their entry.
     let v = probe(binary)?;
-    cache.versions.insert(key, (stamp.0, stamp.1, v.clone()));
     // A cache: a failed write only means the next call probes again.
-    let _ = fs_err::create_dir_all(spex_home)
-        .and_then(|()| crate::fsutil::write_atomic(&path, &super::json_bytes(&cache)));
+    let _ = super::lock::with(&spex_home.join("versions.lock"), || {
+        let mut cache = read();
+        cache.versions.insert(key, (stamp.0, stamp.1, v.clone()));
+        crate::fsutil::write_atomic(&path, &super::json_bytes(&cache))
+    });
     Some(v)
 }
 
@@ -215,5 +221,37 @@ mod tests {
             version_of(dir.path(), &dir.path().join("absent"), probe),
             None
         );
+    }
+
+    /// Processes probing different harnesses at once each keep their entry: the file is
+    /// rewritten under a lock from what is in it then, not from what each read before probing.
+    #[test]
+    fn versions_probed_at_once_are_all_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let bins: Vec<PathBuf> = (0..8)
+            .map(|i| {
+                let bin = dir.path().join(format!("h{i}"));
+                fs_err::write(&bin, format!("build {i}")).unwrap();
+                bin
+            })
+            .collect();
+        let barrier = std::sync::Barrier::new(bins.len());
+        std::thread::scope(|s| {
+            for bin in &bins {
+                let (home, barrier) = (dir.path(), &barrier);
+                s.spawn(move || {
+                    version_of(home, bin, |_| {
+                        // Every probe is done before any writes: each read an empty cache.
+                        barrier.wait();
+                        Some(bin.display().to_string())
+                    })
+                });
+            }
+        });
+        let never = |b: &Path| -> Option<String> { panic!("{} probed again", b.display()) };
+        for bin in &bins {
+            let v = version_of(dir.path(), bin, never);
+            assert_eq!(v, Some(bin.display().to_string()));
+        }
     }
 }

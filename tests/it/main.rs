@@ -10,6 +10,11 @@
     reason = "an end-to-end test is one scenario, read top to bottom"
 )]
 
+#[allow(
+    dead_code,
+    reason = "each test module uses a different part of the fakes"
+)]
+mod adapters;
 mod answering;
 mod architecture;
 mod attach;

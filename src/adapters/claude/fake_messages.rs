@@ -40,6 +40,12 @@
 //! text [`PARTIAL_TEXT`] and a tool call) and fails the next one with that error, so the turn
 //! fails after the model wrote text; `DELAY=<secs>` delays the first answer to a prompt.
 //! Every answer reports [`USAGE`] as its token counts.
+//! Rate limits (what a subscription login reads; docs/harnesses/facts/claude.md): once a prompt
+//! said `LIMITS=<5h>,<7d>` (used percents) every later answer carries the
+//! `anthropic-ratelimit-unified-{5h,7d}-{utilization,reset}` headers (`RESET=<unix secs>` for the
+//! 5-hour window, else an hour from now; the 7-day one [`SEVEN_DAY_RESET_AFTER`] later), as a
+//! provider reports them on every answer; `FAIL=429` with them is a refusal (`status:
+//! rejected`, the 5-hour window's claim and reset).
 //! Side requests (no `Write`/`Bash` tool: title generation, topic detection) get a short text;
 //! the title request gets `{"title":"Fake title from model"}`.
 //!
@@ -91,6 +97,9 @@ pub const USAGE: Usage = Usage {
 pub const CHILD_OK_PROMPT: &str = "Reply in text only. USE_NONE";
 /// The prompt of the sub-agent `USE_AGENTS2` starts whose model request fails (HTTP 400).
 pub const CHILD_FAIL_PROMPT: &str = "Reply in text only. USE_NONE FAIL=400";
+
+/// How much later than the 5-hour window the 7-day one resets, in seconds.
+pub const SEVEN_DAY_RESET_AFTER: u64 = 4 * 86_400;
 
 /// Title returned to the title-generation side request.
 pub const FAKE_TITLE: &str = "Fake title from model";
@@ -170,6 +179,10 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog) -> io::Result<()
     let last_text = text_of(&last_user["content"]);
 
     let (prompt, step) = prompt_and_step(&body);
+    let limits = limits_asked(&prompt, log);
+    if let Some(l) = &limits {
+        entry.insert("limits".into(), l.clone());
+    }
     let fail = token_after(&last_text, "FAIL=")
         .or_else(|| token_after(&prompt, "FAIL_AFTER=").filter(|_| step > 0));
     if has_tools && let Some(code) = fail.and_then(|c| c.parse().ok()) {
@@ -182,9 +195,10 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog) -> io::Result<()
             529 => "overloaded_error",
             _ => "api_error",
         };
-        return conn.json(
+        return conn.json_with(
             code,
             &json!({"type": "error", "error": {"type": etype, "message": format!("fake error {code}")}}),
+            &unified_headers(limits.as_ref(), code == 429),
         );
     }
 
@@ -213,7 +227,73 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog) -> io::Result<()
         );
     }
 
-    write_sse(conn, &plan, &mid, &model, usage)
+    write_sse(
+        conn,
+        &plan,
+        &mid,
+        &model,
+        usage,
+        &unified_headers(limits.as_ref(), false),
+    )
+}
+
+/// The rate limits to report: those `prompt`'s `LIMITS=` and `RESET=` ask for, else the newest
+/// an earlier request asked for (a provider reports them on every answer); `None` before any.
+fn limits_asked(prompt: &str, log: &RequestLog) -> Option<Value> {
+    let Some(given) = token_after(prompt, "LIMITS=") else {
+        return log
+            .all()
+            .iter()
+            .rev()
+            .find_map(|r| r.get("limits").cloned());
+    };
+    let (five, seven) = given.split_once(',').unwrap_or((given, "0"));
+    let pct = |s: &str| s.parse::<f64>().unwrap_or(0.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let reset = token_after(prompt, "RESET=")
+        .and_then(|r| r.parse::<u64>().ok())
+        .unwrap_or(now + 3600);
+    Some(json!({"five_hour": pct(five), "seven_day": pct(seven), "reset": reset}))
+}
+
+/// The `anthropic-ratelimit-unified-*` headers of `limits` (utilization is a fraction there);
+/// `rejected`: the refusal's status, claim and reset too.
+fn unified_headers(limits: Option<&Value>, rejected: bool) -> Vec<(&'static str, String)> {
+    let Some(l) = limits else {
+        return Vec::new();
+    };
+    let reset = l["reset"].as_u64().unwrap_or_default();
+    let fraction = |k: &str| (l[k].as_f64().unwrap_or_default() / 100.0).to_string();
+    let mut headers = vec![
+        (
+            "anthropic-ratelimit-unified-5h-utilization",
+            fraction("five_hour"),
+        ),
+        ("anthropic-ratelimit-unified-5h-reset", reset.to_string()),
+        (
+            "anthropic-ratelimit-unified-7d-utilization",
+            fraction("seven_day"),
+        ),
+        (
+            "anthropic-ratelimit-unified-7d-reset",
+            (reset + SEVEN_DAY_RESET_AFTER).to_string(),
+        ),
+        (
+            "anthropic-ratelimit-unified-status",
+            if rejected { "rejected" } else { "allowed" }.to_owned(),
+        ),
+    ];
+    if rejected {
+        headers.push(("anthropic-ratelimit-unified-reset", reset.to_string()));
+        headers.push((
+            "anthropic-ratelimit-unified-representative-claim",
+            "five_hour".to_owned(),
+        ));
+    }
+    headers
 }
 
 /// The answer as the SSE sequence Claude 2.1.197 accepted: `message_start`, per block
@@ -224,8 +304,9 @@ fn write_sse(
     mid: &str,
     model: &str,
     usage: Value,
+    headers: &[(&str, String)],
 ) -> io::Result<()> {
-    conn.start_sse()?;
+    conn.start_sse_with(headers)?;
     let mut start_usage = usage;
     start_usage["output_tokens"] = 1.into();
     conn.sse_event(

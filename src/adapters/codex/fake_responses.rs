@@ -20,10 +20,18 @@
 //! | `ask2` | the same with two questions (`color` as in `ask`; `size`: `Small`, `Large`) |
 //! | `hang` | `response.created`, then `: keepalive` comments every second until the server is dropped or the hang limit passes (`HANG=<secs>` in the prompt, else the server's limit, default 120 s), then a message |
 //! | `fail` | HTTP 500 |
+//! | `limit` | HTTP 429, `usage_limit_reached` with `resets_at` (the primary window's reset), the primary window at 100% |
 //! | `failonce` | HTTP 500 for the first `failonce` turn request this server sees (a title request never counts), then one assistant message |
 //! | (none) | one assistant message |
 //!
 //! Every response reports [`USAGE`] as its token counts.
+//! Rate limits: a prompt with `LIMITS=<primary>,<secondary>` (used percents) makes the answers
+//! to its requests carry Codex's `x-codex-{primary,secondary}-{used-percent,window-minutes,reset-at}`
+//! headers ([`PRIMARY_WINDOW_MINS`], [`SECONDARY_WINDOW_MINS`]; reset at `RESET=<unix secs>`
+//! for the primary window, else an hour from now, the secondary [`SECONDARY_RESET_AFTER`]
+//! later); scenario `limit` sends them too (primary 100% unless given).
+//! `LATE=<secs>` in the newest user message holds each answer's `response.completed` (its usage)
+//! back that long after its output item.
 //! "final" is an assistant message `ok (<scenario>, <n> tool outputs seen)`.
 //! The Codex TUI asks for its thread's title in a request of its own (structured output, the
 //! prompt quoted in it) beside the turn's, prompt after prompt while it has none (the answers
@@ -87,13 +95,33 @@ pub const CHILD_OK_TASK: &str = "child task: say hi";
 /// The task of `spawn2`'s second sub-agent: its model requests fail (scenario `fail`).
 pub const CHILD_FAIL_TASK: &str = "child task: SCENARIO:fail";
 
+/// The windows the rate-limit headers report: 5 hours and a week, as the provider's.
+pub const PRIMARY_WINDOW_MINS: u64 = 300;
+pub const SECONDARY_WINDOW_MINS: u64 = 10_080;
+/// How long after the primary window the secondary one resets, in seconds.
+pub const SECONDARY_RESET_AFTER: u64 = 4 * 86_400;
+
+#[allow(
+    dead_code,
+    reason = "the integration tests' rig uses it (`tests/it/adapters/mod.rs` compiles this file)"
+)]
+const DEFAULT_HANG: Duration = Duration::from_mins(2);
+
 /// A running fake; stops on Drop (which also ends any `hang` stream). Its
 /// [`LoggingServer::requests`] are `{method, path, headers, body}` plus, for POSTs, `scenario`,
 /// `tools` (name -> type), `n_tool_outputs` and `title` (the TUI's title request).
 pub struct FakeResponses(LoggingServer);
 
 impl FakeResponses {
-    /// A fake whose `hang` scenario hangs at most `hang` unless its prompt says.
+    #[allow(
+        dead_code,
+        reason = "the integration tests' rig uses it (`tests/it/adapters/mod.rs` compiles this file)"
+    )]
+    pub fn start() -> FakeResponses {
+        FakeResponses::start_with_hang_limit(DEFAULT_HANG)
+    }
+
+    /// Like [`FakeResponses::start`], with the default duration of the `hang` scenario.
     pub fn start_with_hang_limit(hang: Duration) -> FakeResponses {
         FakeResponses(LoggingServer::start(move |req, conn, log| {
             handle(req, conn, log, hang)
@@ -188,6 +216,71 @@ fn scenario_of(body: &Value) -> (String, Option<u64>, usize) {
         })
         .count();
     (scenario, hang, outs)
+}
+
+/// The text of the last user message of the request's input.
+fn newest_user_text(body: &Value) -> Option<String> {
+    let item = body["input"]
+        .as_array()?
+        .iter()
+        .rfind(|i| i["type"] == "message" && i["role"] == "user")?;
+    let texts: Vec<&str> = item["content"]
+        .as_array()?
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect();
+    Some(texts.join("\n"))
+}
+
+/// The rate-limit headers the newest `LIMITS=` prompt asks for (scenario `limit`: the primary
+/// window full unless given).
+fn limit_headers(body: &Value, scenario: &str) -> Vec<(&'static str, String)> {
+    let texts: Vec<&str> = body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "message" && i["role"] == "user")
+        .flat_map(|i| i["content"].as_array().into_iter().flatten())
+        .filter_map(|c| c["text"].as_str())
+        .collect();
+    let newest = texts
+        .iter()
+        .rev()
+        .find(|t| t.contains("LIMITS=") || t.contains("SCENARIO:"));
+    let given = newest.and_then(|t| token_after(t, "LIMITS="));
+    let (primary, secondary) = match (given, scenario) {
+        (Some(l), _) => {
+            let (p, s) = l.split_once(',').unwrap_or((l, "0"));
+            (p.to_owned(), s.to_owned())
+        }
+        (None, "limit") => ("100".to_owned(), "0".to_owned()),
+        (None, _) => return Vec::new(),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let reset: u64 = newest
+        .and_then(|t| token_after(t, "RESET="))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(now + 3600);
+    vec![
+        ("x-codex-primary-used-percent", primary),
+        (
+            "x-codex-primary-window-minutes",
+            PRIMARY_WINDOW_MINS.to_string(),
+        ),
+        ("x-codex-primary-reset-at", reset.to_string()),
+        ("x-codex-secondary-used-percent", secondary),
+        (
+            "x-codex-secondary-window-minutes",
+            SECONDARY_WINDOW_MINS.to_string(),
+        ),
+        (
+            "x-codex-secondary-reset-at",
+            (reset + SECONDARY_RESET_AFTER).to_string(),
+        ),
+    ]
 }
 
 fn call_id() -> String {
@@ -323,6 +416,19 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
             .filter(|r| r["scenario"] == "failonce" && r["title"] != true)
             .count()
             == 1;
+    let limits = limit_headers(&body, &scenario);
+    if scenario == "limit" && !title {
+        let reset = limits
+            .iter()
+            .find(|(k, _)| *k == "x-codex-primary-reset-at")
+            .and_then(|(_, v)| v.parse::<u64>().ok());
+        return conn.json_with(
+            429,
+            &json!({"error": {"type": "usage_limit_reached", "plan_type": "plus",
+                "message": "The usage limit has been reached", "resets_at": reset}}),
+            &limits,
+        );
+    }
     if scenario == "fail" || first_failonce {
         return conn.json(
             500,
@@ -331,7 +437,7 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
     }
 
     let rid = format!("resp_{}", random_hex(12));
-    conn.start_sse()?;
+    conn.start_sse_with(&limits)?;
     conn.sse_event(
         "response.created",
         &json!({"type": "response.created", "response": {"id": rid}}),
@@ -367,6 +473,14 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
         _ => message(&format!("ok ({scenario}, {outs} tool outputs seen)")),
     };
     conn.sse_event("response.output_item.done", &item)?;
+    // `LATE=<secs>`: the output is out, its usage (and Codex's word of the limits) comes later.
+    if !title
+        && let Some(secs) = newest_user_text(&body)
+            .and_then(|t| token_after(&t, "LATE=").and_then(|s| s.parse().ok()))
+        && !conn.sleep(Duration::from_secs(secs))
+    {
+        return Ok(());
+    }
     conn.sse_event(
         "response.completed",
         &json!({"type": "response.completed", "response": {"id": rid, "usage": {
@@ -421,7 +535,7 @@ mod tests {
     /// request), is answered; the turn's own first request still fails, its retry does not.
     #[test]
     fn failonce_fails_the_turns_first_request_not_the_title_request() {
-        let fake = FakeResponses::start_with_hang_limit(Duration::from_mins(2));
+        let fake = FakeResponses::start();
         let prompt = "SCENARIO:failonce";
         let title = json!({
             "input": [user(&format!("Generate a concise, single-line task title.\n\nUser prompt:\n{prompt}"))],

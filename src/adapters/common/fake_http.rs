@@ -100,14 +100,23 @@ impl Conn<'_> {
 
     /// A complete JSON response with `Content-Length`, so the client may reuse the connection.
     pub fn json(&mut self, status: u16, body: &Value) -> io::Result<()> {
+        self.json_with(status, body, &[])
+    }
+
+    /// [`Conn::json`] with `extra` headers (a provider's rate-limit headers).
+    pub fn json_with(
+        &mut self,
+        status: u16,
+        body: &Value,
+        extra: &[(&str, String)],
+    ) -> io::Result<()> {
         let data = serde_json::to_vec(body).map_err(io::Error::other)?;
-        self.head(
-            status,
-            &[
-                ("Content-Type", "application/json".into()),
-                ("Content-Length", data.len().to_string()),
-            ],
-        )?;
+        let mut headers = vec![
+            ("Content-Type", "application/json".into()),
+            ("Content-Length", data.len().to_string()),
+        ];
+        headers.extend_from_slice(extra);
+        self.head(status, &headers)?;
         self.stream.write_all(&data)?;
         self.stream.flush()
     }
@@ -120,15 +129,19 @@ impl Conn<'_> {
 
     /// Start a server-sent-event stream. It has no length, so the connection closes after it.
     pub fn start_sse(&mut self) -> io::Result<()> {
+        self.start_sse_with(&[])
+    }
+
+    /// [`Conn::start_sse`] with `extra` headers (a provider's rate-limit headers).
+    pub fn start_sse_with(&mut self, extra: &[(&str, String)]) -> io::Result<()> {
         self.close = true;
-        self.head(
-            200,
-            &[
-                ("Content-Type", "text/event-stream".into()),
-                ("Cache-Control", "no-cache".into()),
-                ("Connection", "close".into()),
-            ],
-        )?;
+        let mut headers = vec![
+            ("Content-Type", "text/event-stream".into()),
+            ("Cache-Control", "no-cache".into()),
+            ("Connection", "close".into()),
+        ];
+        headers.extend_from_slice(extra);
+        self.head(200, &headers)?;
         self.stream.flush()
     }
 
@@ -394,6 +407,32 @@ impl RequestLog {
     pub fn all(&self) -> Vec<Value> {
         lock(&self.inner.0).clone()
     }
+
+    #[allow(
+        dead_code,
+        reason = "the integration tests' rig uses it (`tests/it/adapters/mod.rs` compiles this file)"
+    )]
+    /// The first logged request matching `pred`, waiting up to `timeout` for one to arrive;
+    /// `None` when none did (the caller decides whether that fails).
+    pub fn find_within(&self, pred: impl Fn(&Value) -> bool, timeout: Duration) -> Option<Value> {
+        let end = Instant::now() + timeout;
+        let mut log = lock(&self.inner.0);
+        loop {
+            if let Some(v) = log.iter().find(|v| pred(v)) {
+                return Some(v.clone());
+            }
+            let now = Instant::now();
+            if now >= end {
+                return None;
+            }
+            log = self
+                .inner
+                .1
+                .wait_timeout(log, end - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
 }
 
 /// An [`HttpServer`] whose handler logs every request into a [`RequestLog`]: what the fake
@@ -422,6 +461,19 @@ impl LoggingServer {
     /// Every request so far, oldest first (see the fake for the fields of an entry).
     pub fn requests(&self) -> Vec<Value> {
         self.log.all()
+    }
+
+    #[allow(
+        dead_code,
+        reason = "the integration tests' rig uses it (`tests/it/adapters/mod.rs` compiles this file)"
+    )]
+    /// The first request matching `pred`, waiting up to `timeout` for it; `None` when none came.
+    pub fn request_within(
+        &self,
+        pred: impl Fn(&Value) -> bool,
+        timeout: Duration,
+    ) -> Option<Value> {
+        self.log.find_within(pred, timeout)
     }
 }
 

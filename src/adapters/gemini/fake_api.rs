@@ -56,6 +56,12 @@ use crate::adapters::common::fake_http::{Conn, LoggingServer, Request, RequestLo
 
 /// The command of scenarios `shell` and `both` (as in the Python fake).
 pub const SHELL_CMD: &str = "echo shell-ran > shell_out.txt; cat shell_out.txt";
+#[allow(
+    dead_code,
+    reason = "the integration tests' rig uses it (`tests/it/adapters/mod.rs` compiles this file)"
+)]
+/// What [`SHELL_CMD`] writes into `shell_out.txt`.
+pub const SHELL_OUT: &str = "shell-ran\n";
 /// The command of scenario `slowshell`: long enough to interrupt, then it leaves a file.
 pub const SLOW_CMD: &str = "sleep 20; echo slow > slow_out.txt";
 /// The command of scenario `shellfail`: exits 3.
@@ -152,12 +158,58 @@ impl FakeGemini {
     }
 }
 
+#[allow(
+    dead_code,
+    reason = "the integration tests' rig uses it (`tests/it/adapters/mod.rs` compiles this file)"
+)]
+impl FakeGemini {
+    /// The main-loop requests so far (`:streamGenerateContent`), oldest first.
+    pub fn stream_requests(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(is_stream_request)
+            .collect()
+    }
+
+    /// The first `functionResponse` (`{id?, name, response}`) for tool `name` that the CLI sent
+    /// back to the model, waiting up to `timeout` for it: proof the tool ran and its result
+    /// reached the model. `None` when none came.
+    pub fn function_response_within(&self, name: &str, timeout: Duration) -> Option<Value> {
+        let found = |r: &Value| {
+            function_responses(&r["body"])
+                .find(|f| f["name"] == name)
+                .cloned()
+        };
+        self.request_within(|r| found(r).is_some(), timeout)
+            .and_then(|r| found(&r))
+    }
+
+    /// The first main-loop request whose newest user text contains `needle`, waiting up to
+    /// `timeout`: proof a prompt reached the model. `None` when none came.
+    pub fn prompt_within(&self, needle: &str, timeout: Duration) -> Option<Value> {
+        self.request_within(
+            |r| is_stream_request(r) && newest_user_text(&r["body"]).0.contains(needle),
+            timeout,
+        )
+    }
+}
+
 impl Deref for FakeGemini {
     type Target = LoggingServer;
 
     fn deref(&self) -> &LoggingServer {
         &self.0
     }
+}
+
+#[allow(
+    dead_code,
+    reason = "the integration tests' rig uses it (`tests/it/adapters/mod.rs` compiles this file)"
+)]
+fn is_stream_request(r: &Value) -> bool {
+    r["path"]
+        .as_str()
+        .is_some_and(|p| p.contains(":streamGenerateContent"))
 }
 
 fn parts(content: &Value) -> impl Iterator<Item = &Value> {
