@@ -9,7 +9,10 @@
 //! One follower per host: it holds the host's `follow.lock`; another process's follower waits on
 //! it in standby (blocked in the kernel) and takes over when the holder ends.
 
-use std::io::{BufRead as _, BufReader, Read as _};
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -80,31 +83,141 @@ impl Control {
 /// The followers this process runs; dropping it stops them (their `ssh` runs end with it).
 pub struct Followers {
     control: Arc<Control>,
+    hosts: Arc<Hosts>,
+    /// Wakes the supervisor out of its wait on the config file.
+    waker: Option<UnixStream>,
 }
+
+/// The host followers running now: each host's remote as configured when it started, and
+/// what stops that one alone.
+type Hosts = Mutex<BTreeMap<String, (Remote, Arc<Control>)>>;
 
 impl Drop for Followers {
     fn drop(&mut self) {
         self.control.stop();
+        for (_, host) in lock(&self.hosts).values() {
+            host.stop();
+        }
+        if let Some(w) = &mut self.waker {
+            let _ = w.write_all(b"x");
+        }
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Starts a follower thread for every configured remote (each in standby while another
-/// process follows that host).
+/// process follows that host), and a supervisor that follows a remote added to the user's
+/// config file and drops one removed (or changed: followed again as it is now) while this
+/// process runs.
 pub fn spawn_all(env: &Env) -> Followers {
     let control = Arc::new(Control::default());
-    for remote in super::remotes(env).unwrap_or_default() {
+    let hosts: Arc<Hosts> = Arc::default();
+    reconcile(env, &hosts);
+    let waker = UnixStream::pair().ok().and_then(|(rx, tx)| {
+        let (env, control, hosts) = (env.clone(), Arc::clone(&control), Arc::clone(&hosts));
+        let spawned = std::thread::Builder::new()
+            .name("spex-follow".into())
+            .spawn(move || supervise(&env, &control, &hosts, &rx));
+        match spawned {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                log!("remote: cannot follow the config file's remotes: {e}");
+                None
+            }
+        }
+    });
+    Followers {
+        control,
+        hosts,
+        waker,
+    }
+}
+
+/// The followers brought to the config file's remotes: one started for each new (or changed)
+/// remote, the one of a remote no longer there stopped. A config file that cannot be read
+/// right now (half written by an editor) changes nothing.
+fn reconcile(env: &Env, hosts: &Hosts) {
+    let Ok(wanted) = super::remotes(env) else {
+        return;
+    };
+    let mut hosts = lock(hosts);
+    hosts.retain(|name, (remote, control)| {
+        let keep = wanted.contains(remote);
+        if !keep {
+            control.stop();
+            log!("remote `{name}`: no longer configured so: not followed");
+        }
+        keep
+    });
+    for remote in wanted {
+        if hosts.contains_key(&remote.name) {
+            continue;
+        }
         let Some(store) = remotes::host(&env.spex_home(), &remote.name) else {
             continue;
         };
-        let (env, control) = (env.clone(), Arc::clone(&control));
+        let control = Arc::new(Control::default());
+        let (env, ctl, r) = (env.clone(), Arc::clone(&control), remote.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("spex-follow-{}", remote.name))
-            .spawn(move || follow(&env, &remote, &store, &control));
-        if let Err(e) = spawned {
-            log!("remote: cannot start the follower of a host: {e}");
+            .spawn(move || follow(&env, &r, &store, &ctl));
+        match spawned {
+            Ok(_) => {
+                hosts.insert(remote.name.clone(), (remote, control));
+            }
+            Err(e) => log!("remote: cannot start the follower of a host: {e}"),
         }
     }
-    Followers { control }
+}
+
+/// Waits on the user's config file (its folder, or the nearest folder above it that exists,
+/// for the folder appearing) and reconciles the followers on each change, until stopped. Where
+/// nothing can be watched it looks again every few seconds.
+fn supervise(env: &Env, control: &Control, hosts: &Hosts, wake: &UnixStream) {
+    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+    let Ok(fd) = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
+        log!("remote: cannot watch the config file: inotify_init failed");
+        return;
+    };
+    let file = env.user_config_file();
+    let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    let flags = WatchFlags::CREATE
+        | WatchFlags::CLOSE_WRITE
+        | WatchFlags::MOVED_TO
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::DELETE;
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    while !control.stopped() {
+        // Added again each round: the folder (or one above it) may have appeared since. The
+        // config's folder is watched for the file; the nearest folder above that exists, for
+        // the way down to it appearing.
+        let mut watched = inotify::add_watch(&fd, &dir, flags).is_ok();
+        for up in dir.ancestors().skip(1) {
+            if watched {
+                break;
+            }
+            watched =
+                inotify::add_watch(&fd, up, WatchFlags::CREATE | WatchFlags::MOVED_TO).is_ok();
+        }
+        let timeout = (!watched).then(|| rustix::event::Timespec {
+            tv_sec: 5,
+            tv_nsec: 0,
+        });
+        let mut fds = [
+            rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN),
+            rustix::event::PollFd::new(wake, rustix::event::PollFlags::IN),
+        ];
+        let _ = rustix::event::poll(&mut fds, timeout.as_ref());
+        if control.stopped() {
+            return;
+        }
+        let mut reader = inotify::Reader::new(&fd, &mut buf);
+        while reader.next().is_ok() {}
+        reconcile(env, hosts);
+    }
 }
 
 /// Follows `remote` into `store` until stopped: standby on the host's lock, then connect,

@@ -551,3 +551,82 @@ fn a_remote_attentions_answer_link_reaches_the_remote_session() {
         let _ = c.wait();
     }
 }
+
+/// The pids of the `ssh` processes `pid` started.
+fn ssh_children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: the command name may hold spaces, the rest does not.
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) && head.ends_with("(ssh") {
+            out.push(child);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_remote_added_or_removed_while_the_watcher_runs_is_followed_or_dropped() {
+    let local = World::new();
+    let other = World::new();
+    let sshd = Sshd::start(&other);
+    let mut watcher = sshd
+        .cmd(&local, &["watch"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spex watch starts");
+    let pid = watcher.id();
+    let journal = local.spex_home.join("remotes/other/stream.jsonl");
+    let session = "5a1c0de0-0000-4000-8000-00000000ad01";
+    // Added after the watcher started (no config file existed then): followed without a
+    // restart, the remote's events taken in.
+    std::thread::sleep(Duration::from_millis(300));
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
+    turn(&other, session);
+    let taken = || {
+        crate::support::world::read_or_empty(&journal)
+            .lines()
+            .filter(|l| l.contains(session))
+            .count()
+    };
+    let end = Instant::now() + WAIT;
+    while taken() == 0 {
+        assert!(Instant::now() < end, "not followed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!ssh_children(pid).is_empty(), "no follower's ssh runs");
+
+    // Removed: its follower ends (its ssh with it), and later events are not taken in.
+    sshd.ok(&local, &["remote", "remove", "other"]);
+    let end = Instant::now() + Duration::from_secs(10);
+    while !ssh_children(pid).is_empty() {
+        assert!(Instant::now() < end, "the removed remote is still followed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = crate::support::world::read_or_empty(&journal);
+    turn(&other, session);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(crate::support::world::read_or_empty(&journal), before);
+
+    // Added again: followed again, from where it left off.
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
+    let had = taken();
+    let end = Instant::now() + WAIT;
+    while taken() <= had {
+        assert!(Instant::now() < end, "not followed again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(watcher.try_wait().unwrap().is_none(), "the watcher ended");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+}
