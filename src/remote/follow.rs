@@ -256,6 +256,18 @@ fn follow(env: &Env, remote: &Remote, store: &HostStore, control: &Control) {
                     backoff = BACKOFF_MIN;
                 }
             }
+            Err(Lost { error, .. }) if error.contains(TOO_OLD) => {
+                if control.stopped() {
+                    return;
+                }
+                match resync(env, remote, store, &error) {
+                    Ok(()) => {
+                        backoff = BACKOFF_MIN;
+                        continue;
+                    }
+                    Err(e) => log!("remote `{}`: cannot resynchronize: {e}", remote.name),
+                }
+            }
             Err(Lost { error, reached }) => {
                 if control.stopped() {
                     return;
@@ -300,6 +312,80 @@ pub fn catch_up(env: &Env, remote: &Remote) -> Option<String> {
     }
 }
 
+/// What the remote's `spex events` says when its stream rotated past this host's cursor
+/// (`store::stream::CursorError::TooOld`; a test keeps the two the same).
+const TOO_OLD: &str = "is older than the events kept";
+
+/// The remote's stream rotated past this host's cursor: says so in the log and in the host's
+/// journal (a `stream.gap` line), and puts the remote's sessions as a fresh `spex sessions
+/// --all-projects --all --json` there shows them in place of what was kept; the next run
+/// follows the stream from its end (the line's empty cursor). Events between the snapshot and
+/// that run's start are not seen one by one; their sessions' state is in the snapshot or
+/// comes with their next event.
+fn resync(env: &Env, remote: &Remote, store: &HostStore, why: &str) -> Result<(), String> {
+    log!(
+        "remote `{}`: its stream rotated past this machine's cursor ({why}); resynchronizing its sessions from a snapshot",
+        remote.name
+    );
+    let args: Vec<std::ffi::OsString> = ["sessions", "--all-projects", "--all", "--json"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    let (code, out) =
+        super::forward::output(env, remote, &args).map_err(|e| one_line(&e.to_string()))?;
+    if code != 0 {
+        return Err(format!("`spex sessions` there exited {code}"));
+    }
+    let rows: Vec<Value> =
+        serde_json::from_slice(&out).map_err(|e| format!("`spex sessions` there: {e}"))?;
+    let snapshot: Vec<Value> = rows.iter().filter_map(known_of).collect();
+    let line = serde_json::json!({
+        "kind": "stream.gap", "time": crate::store::now_rfc3339(), "why": why,
+        "remote_cursor": "", "snapshot": snapshot,
+    });
+    store.append(vec![line]).map_err(|e| e.to_string())?;
+    log!(
+        "remote `{}`: {} sessions taken from the snapshot; following its stream from its end",
+        remote.name,
+        snapshot.len()
+    );
+    Ok(())
+}
+
+/// A remote session record (`spex sessions --json`) as the journal keeps it
+/// ([`remotes::Known`]): its project named as the remote's stream names it (its store's folder).
+fn known_of(row: &Value) -> Option<Value> {
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    let project =
+        crate::store::ProjectStore::new(Path::new("/"), Path::new(row["project"].as_str()?))
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+    let attention = &row["attention"];
+    let attention_line = attention.is_object().then(|| {
+        let mut line = attention.clone();
+        line["kind"] = "attention.opened".into();
+        line["attention"] = attention["id"].clone();
+        line["session"] = row["id"].clone();
+        line
+    });
+    let known = remotes::Known {
+        project,
+        session: text(&row["id"])?,
+        handle: text(&row["handle"]),
+        name: text(&row["name"]),
+        harness: text(&row["harness"]),
+        status: text(&row["status"]),
+        turn: text(&row["turn"]["state"]),
+        attention: text(&attention["reason"]),
+        attention_id: text(&attention["id"]),
+        attention_text: text(&attention["text"]),
+        attention_line,
+        updated_at: text(&row["updated_at"]),
+    };
+    serde_json::to_value(known).ok()
+}
+
 /// Why a run ended: ssh's (or the remote spex's) words, and whether the host had answered.
 struct Lost {
     error: String,
@@ -322,7 +408,14 @@ fn run_once(
         .set_reach(true, "")
         .map_err(|e| lost(e.to_string(), true))?;
     let cursor = store.state().cursor.unwrap_or_else(|| "0".to_owned());
-    let mut words = vec!["events", "--json", "--all-projects", "--since", &cursor];
+    let mut words = vec!["events", "--json", "--all-projects"];
+    // An empty cursor: resynchronized from a snapshot, the stream is followed from its end
+    // (a plain catch-up has nothing to read until the follower took a line in).
+    if !cursor.is_empty() {
+        words.extend(["--since", &cursor]);
+    } else if !follow {
+        return Ok(false);
+    }
     if follow {
         words.push("--follow");
     }
@@ -420,6 +513,40 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cursor_too_old_is_told_by_the_words_the_follower_looks_for() {
+        let e = crate::store::stream::CursorError::TooOld {
+            cursor: "ab:3".into(),
+            after: 3,
+            oldest: 10,
+        };
+        assert!(e.to_string().contains(TOO_OLD), "{e}");
+    }
+
+    #[test]
+    fn a_session_record_becomes_what_the_journal_keeps() {
+        let row = serde_json::json!({
+            "id": "s1", "handle": "k3", "harness": "claude", "project": "/home/me/my app",
+            "status": "waiting", "turn": {"state": "running"}, "updated_at": "t",
+            "attention": {"id": "a1", "reason": "permission", "text": "Bash ls", "choices": []},
+        });
+        let k: remotes::Known = serde_json::from_value(known_of(&row).unwrap()).unwrap();
+        let store = crate::store::ProjectStore::new(Path::new("/x"), Path::new("/home/me/my app"));
+        assert_eq!(
+            k.project.as_deref(),
+            store.dir.file_name().and_then(|n| n.to_str())
+        );
+        assert_eq!(
+            (
+                k.status.as_deref(),
+                k.turn.as_deref(),
+                k.attention.as_deref()
+            ),
+            (Some("waiting"), Some("running"), Some("permission"))
+        );
+        assert_eq!(k.attention_line.unwrap()["attention"], "a1");
+    }
 
     #[test]
     fn the_error_shown_is_sshs_last_word_not_a_hint() {
