@@ -115,7 +115,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub fn spawn_all(env: &Env) -> Followers {
     let control = Arc::new(Control::default());
     let hosts: Arc<Hosts> = Arc::default();
-    reconcile(env, &hosts);
+    reconcile(env, &control, &hosts);
     let waker = UnixStream::pair().ok().and_then(|(rx, tx)| {
         let (env, control, hosts) = (env.clone(), Arc::clone(&control), Arc::clone(&hosts));
         let spawned = std::thread::Builder::new()
@@ -139,16 +139,20 @@ pub fn spawn_all(env: &Env) -> Followers {
 /// The followers brought to the config file's remotes: one started for each new (or changed)
 /// remote, the one of a remote no longer there stopped. A config file that cannot be read
 /// right now (half written by an editor) changes nothing.
-fn reconcile(env: &Env, hosts: &Hosts) {
+fn reconcile(env: &Env, control: &Control, hosts: &Hosts) {
     let Ok(wanted) = super::remotes(env) else {
         return;
     };
     let mut hosts = lock(hosts);
+    // Stopped while the file was read: `Followers::drop` stopped the hosts under this lock.
+    if control.stopped() {
+        return;
+    }
     hosts.retain(|name, (remote, control)| {
         let keep = wanted.contains(remote);
         if !keep {
             control.stop();
-            log!("remote `{name}`: no longer configured so: not followed");
+            log!("remote `{name}`: removed from the config file (or changed): no longer followed");
         }
         keep
     });
@@ -202,6 +206,8 @@ fn supervise(env: &Env, control: &Control, hosts: &Hosts, wake: &UnixStream) {
             watched =
                 inotify::add_watch(&fd, up, WatchFlags::CREATE | WatchFlags::MOVED_TO).is_ok();
         }
+        // After the watches are in place: a change made before them is read here.
+        reconcile(env, control, hosts);
         let timeout = (!watched).then(|| rustix::event::Timespec {
             tv_sec: 5,
             tv_nsec: 0,
@@ -216,7 +222,6 @@ fn supervise(env: &Env, control: &Control, hosts: &Hosts, wake: &UnixStream) {
         }
         let mut reader = inotify::Reader::new(&fd, &mut buf);
         while reader.next().is_ok() {}
-        reconcile(env, hosts);
     }
 }
 
