@@ -37,8 +37,8 @@ pub struct Args {
     #[arg(long, requires = "args")]
     stderr_fd: Option<i32>,
     /// The command to run (`show k3 --json`).
-    #[arg(last = true)]
-    args: Vec<OsString>,
+    #[arg(id = "args", last = true)]
+    command: Vec<OsString>,
 }
 
 pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
@@ -59,7 +59,7 @@ fn exec(args: &Args, protocol: u32, env: &Env) -> anyhow::Result<Outcome> {
         take_stderr(fd);
     }
     let refused = args
-        .args
+        .command
         .first()
         .is_none_or(|c| c == "rpc" || c == "dispatch");
     if refused || !protocol::serves(protocol, &args.require) {
@@ -68,7 +68,7 @@ fn exec(args: &Args, protocol: u32, env: &Env) -> anyhow::Result<Outcome> {
     if let Some(name) = &args.addressed_as {
         super::report::address_as(name);
     }
-    let argv = std::iter::once(OsString::from("spex")).chain(args.args.iter().cloned());
+    let argv = std::iter::once(OsString::from("spex")).chain(args.command.iter().cloned());
     // A usage error, `--help`: printed and exited as `spex ARGS` would.
     let cli = <super::Cli as clap::Parser>::try_parse_from(argv).unwrap_or_else(|e| e.exit());
     super::run(cli, env)

@@ -208,7 +208,7 @@ fn supervise(env: &Env, control: &Control, hosts: &Hosts, wake: &UnixStream) {
         }
         // After the watches are in place: a change made before them is read here.
         reconcile(env, control, hosts);
-        let timeout = (!watched).then(|| rustix::event::Timespec {
+        let timeout = (!watched).then_some(rustix::event::Timespec {
             tv_sec: 5,
             tv_nsec: 0,
         });
