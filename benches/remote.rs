@@ -198,6 +198,7 @@ fn deliver(other: &World, fake: &FakeAnthropic, sshd: &Sshd, local: &World) {
         assert_eq!(d["confirmed"], true, "{d}");
         wait_idle(other, &there, &id);
     }
+    show_lines(other, &there, sshd, local, &id);
     let local = report("deliver run on the machine itself", &mut local_took);
     let remote = report(
         "deliver dev:ID over a warm SSH connection",
@@ -208,11 +209,81 @@ fn deliver(other: &World, fake: &FakeAnthropic, sshd: &Sshd, local: &World) {
         &mut round_trip(sshd),
     );
     println!(
-        "remote deliver = local + {:.1} ms (one round trip: {:.1} ms; the rest: starting ssh and the remote's protocol check)",
+        "remote deliver = local + {:.1} ms (one round trip: {:.1} ms; the rest: starting ssh here and one spex there)",
         (remote.saturating_sub(local)).as_secs_f64() * 1000.0,
         rt.as_secs_f64() * 1000.0
     );
     spex(other, &other.repo, &there, &["stop", &id, "--json"]);
+}
+
+/// What the remote line costs, interleaved under the same load: `show ID --json` run there,
+/// and over one warm connection of the bench's own (so only the line differs) the line a
+/// command on `host:handle` sends now (one spex: `rpc --protocol 1 --require exec ... -- show`)
+/// and the line it sent before (a `hello` piped to `spex rpc`, a `grep`, then `exec spex show`),
+/// and `ssh DEST true`.
+fn show_lines(other: &World, there: &[(&str, OsString)], sshd: &Sshd, local_w: &World, id: &str) {
+    let control = sshd.dir.path().join("bench-mux2");
+    let ssh = |line: &str| {
+        let began = Instant::now();
+        let out = Command::new("ssh")
+            .arg("-F")
+            .arg(&sshd.client_config)
+            .args(["-o", "BatchMode=yes", "-o", "ControlMaster=auto"])
+            .args(["-o", "ControlPersist=60"])
+            .arg("-o")
+            .arg(format!("ControlPath={}", control.display()))
+            .args([Sshd::ALIAS, line])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{line}: {out:?}");
+        began.elapsed()
+    };
+    let now = format!(
+        "exec spex rpc --protocol 1 --require exec --as dev --stderr-fd 3 -- show {id} --json 3>&2 2>/dev/null"
+    );
+    let before = format!(
+        "printf '%s' '{{\"protocol\":1,\"method\":\"hello\"}}' | spex rpc 2>/dev/null | grep -q '\"commands\"' || exit 97; exec spex show {id} --json"
+    );
+    ssh("true");
+    let here = [(
+        "SPEX_SSH_CONFIG",
+        sshd.client_config.clone().into_os_string(),
+    )];
+    let dev = format!("dev:{id}");
+    let (mut local, mut one, mut two, mut rt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut full = Vec::new();
+    for _ in 0..LISTINGS {
+        let began = Instant::now();
+        ok_json(
+            &spex(other, &other.repo, there, &["show", id, "--json"]),
+            "show",
+        );
+        local.push(began.elapsed());
+        let began = Instant::now();
+        ok_json(
+            &spex(local_w, &local_w.repo, &here, &["show", &dev, "--json"]),
+            "show from here",
+        );
+        full.push(began.elapsed());
+        one.push(ssh(&now));
+        two.push(ssh(&before));
+        rt.push(ssh("true"));
+    }
+    let local = report("show ID --json run there", &mut local);
+    let full = report(
+        "show dev:ID --json from here (spex here, ssh, one spex there)",
+        &mut full,
+    );
+    let one = report("the line now: one spex there (show)", &mut one);
+    let two = report("the line before: hello | grep, then spex (show)", &mut two);
+    let rt = report("ssh DEST true", &mut rt);
+    println!(
+        "remote show = local + {:.1} ms from here; the line alone: + {:.1} ms now, + {:.1} ms before (one round trip: {:.1} ms)",
+        full.saturating_sub(local).as_secs_f64() * 1000.0,
+        one.saturating_sub(local).as_secs_f64() * 1000.0,
+        two.saturating_sub(local).as_secs_f64() * 1000.0,
+        rt.as_secs_f64() * 1000.0
+    );
 }
 
 /// A world whose store holds `n` sessions that ran a turn (hand-written hook payloads).

@@ -495,7 +495,7 @@ fn human(label: &str, line: &Value) -> String {
             });
         }
     }
-    if kind == "stream.gap" {
+    if kind == "stream.gap" && line["from_seq"].is_u64() {
         detail.push(format!(
             "events {}..{} were rotated out before they were read",
             line["from_seq"], line["to_seq"]

@@ -37,7 +37,13 @@ pub fn report(e: &anyhow::Error, env: &Env) -> Report {
             stores.push(other);
         }
     }
-    let human = |text: &str| super::output::human_text(text, &stores);
+    let human = |text: &str| {
+        let text = super::output::human_text(text, &stores);
+        match ADDRESSED_AS.get() {
+            Some(host) => qualified(&text, host, &|w| names_session(&stores, w)),
+            None => text,
+        }
+    };
     let error = human(&e.to_string());
     let causes = e
         .chain()
@@ -57,6 +63,60 @@ pub fn report(e: &anyhow::Error, env: &Env) -> Report {
         causes,
         hints,
     }
+}
+
+/// This machine's name on the caller's side while it runs a command for another spex (`spex
+/// rpc --as NAME -- ...`): there its sessions are `NAME:handle`.
+static ADDRESSED_AS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Errors and hints name this machine's sessions as `name:handle`, so they work as printed
+/// on the machine that asked.
+pub fn address_as(name: &str) {
+    let _ = ADDRESSED_AS.set(name.to_owned());
+}
+
+/// Whether `word` is exactly a session's id, handle or name in one of `stores` (a prefix is
+/// not: a choice such as `a` must not read as session `a3`).
+fn names_session(stores: &[crate::store::ProjectStore], word: &str) -> bool {
+    stores.iter().any(|s| {
+        s.resolve(word).is_ok_and(|id| {
+            id == word
+                || s.load(&id).ok().flatten().is_some_and(|r| {
+                    r.handle.as_deref() == Some(word) || r.name.as_deref() == Some(word)
+                })
+        })
+    })
+}
+
+/// `text` with every session `is_session` recognizes in a code span (a whole span, or a word
+/// after a `spex` command's subcommand) named `host:session`.
+fn qualified(text: &str, host: &str, is_session: &dyn Fn(&str) -> bool) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let parts: Vec<&str> = text.split('`').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push('`');
+        }
+        // Inside backticks: the odd parts (an unclosed last one is left as it is).
+        if i % 2 == 0 || i + 1 == parts.len() {
+            out.push_str(part);
+            continue;
+        }
+        let words: Vec<&str> = part.split(' ').collect();
+        let first = if words.first() == Some(&"spex") { 2 } else { 0 };
+        let whole = words.len() == 1;
+        let mut span = Vec::with_capacity(words.len());
+        for (n, w) in words.iter().enumerate() {
+            let candidate = (whole || (first == 2 && n >= first)) && !w.starts_with('-');
+            if candidate && !w.contains(':') && is_session(w) {
+                span.push(format!("{host}:{w}"));
+            } else {
+                span.push((*w).to_owned());
+            }
+        }
+        out.push_str(&span.join(" "));
+    }
+    out
 }
 
 /// The hint of one link of an error's chain: the link is one of the errors that carry hints.
@@ -120,6 +180,24 @@ mod tests {
         );
         assert_eq!(e.chain().count(), 2);
         assert_eq!(hints(&e), vec!["e.g. `30d`".to_owned()]);
+    }
+
+    #[test]
+    fn sessions_in_code_spans_are_named_by_the_callers_host() {
+        let is = |w: &str| w == "a3" || w == "fix-bug";
+        assert_eq!(
+            qualified(
+                "answer it: `spex answer a3 <choice> --attention x1` (`spex show a3`), session `fix-bug`; a3 `a` `spex doctor`",
+                "dev",
+                &is
+            ),
+            "answer it: `spex answer dev:a3 <choice> --attention x1` (`spex show dev:a3`), session `dev:fix-bug`; a3 `a` `spex doctor`"
+        );
+        // A flag's value after a session word and an unclosed span stay as they are.
+        assert_eq!(
+            qualified("`spex a3` and `a3", "dev", &is),
+            "`spex a3` and `a3"
+        );
     }
 
     #[test]

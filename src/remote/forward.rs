@@ -1,8 +1,9 @@
 //! A spex command run on another machine as it runs there: the remote spex's arguments, quoted
 //! for the remote's shell, over the remote's multiplexed SSH connection; its output and exit
-//! code as it gave them. The remote's protocol is checked in the same round trip (its `hello`
-//! must offer [`FEATURE`]); a remote without it is refused by [`super::require`]'s reasons.
-//! Knows no command; decides no exit code.
+//! code as it gave them. One remote spex process does it all: `spex rpc --protocol N --require
+//! exec --as NAME -- ARGS` checks the protocol and feature itself and runs the command in its
+//! own process. A remote that refuses (or is too old to know those flags) is refused here by
+//! [`super::require`]'s reasons, asked only then. Knows no command; decides no exit code.
 
 use std::ffi::OsString;
 use std::process::{Command, Stdio};
@@ -12,14 +13,17 @@ use super::{Remote, RemoteError};
 use crate::env::Env;
 use crate::seam::edit::shell_quote;
 
-/// The feature a remote's `hello` lists when its spex runs commands for another spex.
-const FEATURE: &str = super::protocol::COMMANDS;
+/// The feature a remote's spex offers when it runs a command this way.
+const FEATURE: &str = super::protocol::EXEC;
 
-/// What the remote line exits with when the remote's `hello` lacks [`FEATURE`] (or there is
-/// no spex to say hello): no spex command exits with it.
+/// What the remote spex exits with when it does not serve the protocol or the feature (see
+/// `spex rpc`): no spex command exits with it.
 const NO_FEATURE: i32 = 97;
-/// What it exits with when the folder to run in is not there.
+/// What the remote line exits with when the folder to run in is not there.
 const NO_FOLDER: i32 = 96;
+/// A spex too old for `rpc --protocol` exits with clap's usage code, which a command's own
+/// error shares: only then is the remote asked which it was.
+const USAGE: i32 = 2;
 
 /// Where the remote command runs and what it is given.
 #[derive(Debug, Clone, Copy, Default)]
@@ -110,18 +114,30 @@ fn ended(
             message: tail(stderr),
         }
         .into()),
-        // The same round trip's check failed: `require` says why (no spex, an older one).
-        Some(NO_FEATURE) => match super::require(env, remote, FEATURE) {
+        // The remote spex refused, or none ran there: `require` says why (no spex, an older
+        // one, another protocol).
+        Some(NO_FEATURE | 126 | 127) => match super::require(env, remote, FEATURE) {
             Err(e) => Err(e.into()),
             Ok(hello) => Err(RemoteError::Failed {
                 name: remote.name.clone(),
                 message: format!(
-                    "its spex (version {}) offers `{FEATURE}` but did not say so in time",
+                    "its spex (version {}) offers `{FEATURE}` but refused to run the command",
                     hello.spex
                 ),
                 hint: None,
             }
             .into()),
+        },
+        // A command's own error, or a spex too old to know `rpc --protocol` (its complaint went
+        // to the silenced stderr): only a refusal that proves the second is one.
+        Some(USAGE) => match super::require(env, remote, FEATURE) {
+            Err(
+                e @ (RemoteError::Unsupported { .. }
+                | RemoteError::NoProtocol { .. }
+                | RemoteError::Incompatible { .. }
+                | RemoteError::NoSpex { .. }),
+            ) => Err(e.into()),
+            _ => Ok(USAGE),
         },
         Some(NO_FOLDER) => Err(ForwardError::NoFolder {
             name: remote.name.clone(),
@@ -152,15 +168,12 @@ fn command(env: &Env, remote: &Remote, args: &[OsString], opts: Options<'_>) -> 
     cmd
 }
 
-/// The remote shell's line: the remote's `hello` must list [`FEATURE`], then the command runs
-/// in place of the shell (its exit code and signals are the command's).
+/// The remote shell's line: the folder to run in, then the remote spex in place of the shell
+/// (its exit code and signals are the command's), told the protocol, the feature and the name
+/// this machine gives it. Its stderr is silenced until it takes it back from descriptor 3, so
+/// a spex too old for these flags prints no usage error there.
 fn line(remote: &Remote, args: &[OsString], dir: Option<&str>) -> String {
-    let spex = super::ssh::spex_words(remote, &[]);
-    let hello = serde_json::json!({"protocol": PROTOCOL, "method": "hello"}).to_string();
-    let mut out = format!(
-        "printf '%s' {} | {spex} rpc 2>/dev/null | grep -q '\"{FEATURE}\"' || exit {NO_FEATURE}; ",
-        shell_quote(&hello)
-    );
+    let mut out = String::new();
     if let Some(dir) = dir {
         // `~/` stays unquoted for the remote shell to make it the remote's home.
         let dir = match dir.strip_prefix("~/") {
@@ -169,12 +182,26 @@ fn line(remote: &Remote, args: &[OsString], dir: Option<&str>) -> String {
         };
         out.push_str(&format!("cd -- {dir} 2>/dev/null || exit {NO_FOLDER}; "));
     }
+    let protocol = PROTOCOL.to_string();
+    let head = [
+        "rpc",
+        "--protocol",
+        &protocol,
+        "--require",
+        FEATURE,
+        "--as",
+        &remote.name,
+        "--stderr-fd",
+        "3",
+        "--",
+    ];
     out.push_str("exec ");
-    out.push_str(&spex);
+    out.push_str(&super::ssh::spex_words(remote, &head));
     for a in args {
         out.push(' ');
         out.push_str(&shell_quote(&a.to_string_lossy()));
     }
+    out.push_str(" 3>&2 2>/dev/null");
     out
 }
 
@@ -194,14 +221,16 @@ mod tests {
         }
     }
 
-    /// What `sh` runs of `line`, with `spex` a function printing its arguments one a line and
-    /// saying hello with `features`.
+    /// What `sh` runs of `line`, with `spex` a function that checks it is run as `rpc ...
+    /// --require F ... -- ARGS` with `F` among `features` (else exits as a refusing spex does),
+    /// then prints ARGS separated by `|`, and says on the descriptor it is told to take back as
+    /// stderr that it did.
     fn sh(line: &str, features: &str) -> (Option<i32>, String) {
         let stub = format!(
-            "spex() {{ if [ \"$1\" = rpc ]; then cat >/dev/null; printf '{{\"result\": {{\"features\": [{features}]}}}}'; else printf '%s|' \"$@\"; fi; }}; "
+            "spex() {{ [ \"$1\" = rpc ] || exit 2; while [ \"$1\" != -- ]; do [ \"$1\" = --require ] && case '{features}' in *\"$2\"*) ;; *) exit 97 ;; esac; shift; done; shift; echo stderr >&3; printf '%s|' \"$@\"; }}; "
         );
         // `exec` of a function is not possible: the stub runs it as a command.
-        let line = line.replace("exec ", "");
+        let line = line.replacen("exec ", "", 1);
         let out = Command::new("sh")
             .arg("-c")
             .arg(format!("{stub}{line}"))
@@ -218,7 +247,7 @@ mod tests {
     fn every_argument_reaches_the_remote_spex_as_one_word() {
         let text = "it's $HOME; `rm` * \"q\"\nnext";
         let l = line(&remote(None), &args(&["deliver", "a3", text]), None);
-        let (code, out) = sh(&l, "\"hello\", \"commands\"");
+        let (code, out) = sh(&l, "hello exec");
         assert_eq!(code, Some(0), "{l}");
         assert_eq!(out, format!("deliver|a3|{text}|"));
     }
@@ -226,7 +255,7 @@ mod tests {
     #[test]
     fn a_remote_whose_hello_lacks_the_feature_runs_nothing() {
         let l = line(&remote(None), &args(&["stop", "a3"]), None);
-        let (code, out) = sh(&l, "\"hello\"");
+        let (code, out) = sh(&l, "hello");
         assert_eq!((code, out.as_str()), (Some(NO_FEATURE), ""));
     }
 
@@ -238,12 +267,16 @@ mod tests {
             Some("~/src/my app"),
         );
         assert!(
-            l.ends_with("cd -- ~/'src/my app' 2>/dev/null || exit 96; exec /opt/spex launch"),
+            l.starts_with("cd -- ~/'src/my app' 2>/dev/null || exit 96; exec /opt/spex rpc "),
+            "{l}"
+        );
+        assert!(
+            l.ends_with(" --as dev --stderr-fd 3 -- launch 3>&2 2>/dev/null"),
             "{l}"
         );
         let (code, _) = sh(
             &line(&remote(None), &args(&["launch"]), Some("/nowhere/x")),
-            "\"commands\"",
+            "exec",
         );
         assert_eq!(code, Some(NO_FOLDER));
     }

@@ -30,11 +30,17 @@ pub const MIN_PROTOCOL: u32 = 1;
 /// SSH session itself (`super::forward`).
 pub const COMMANDS: &str = "commands";
 
-/// What this spex offers another, each a feature `hello` lists: the methods it answers, and
-/// [`COMMANDS`].
+/// The feature of a spex that runs one command in its own process after checking the caller's
+/// protocol and features itself (`spex rpc --protocol N --require F --as HOST -- ARGS`): a
+/// command on `host:handle` costs one remote spex, not a `hello` and then the command
+/// (`super::forward`).
+pub const EXEC: &str = "exec";
+
+/// What this spex offers another, each a feature `hello` lists: the methods it answers,
+/// [`COMMANDS`] and [`EXEC`].
 /// `events.follow` is no method either: its `spex events --follow --json --all-projects --since
 /// CURSOR`, which the federated stream's follower runs over ssh (`super::follow`).
-pub const FEATURES: &[&str] = &["hello", "run", COMMANDS, "events.follow"];
+pub const FEATURES: &[&str] = &["hello", "run", COMMANDS, "events.follow", EXEC];
 
 /// What `hello` answers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -48,6 +54,13 @@ pub struct Hello {
     pub spex: String,
     /// The methods it answers.
     pub features: Vec<String>,
+}
+
+/// Whether this spex answers a caller speaking `protocol` that needs `features`: what `spex rpc
+/// --protocol N --require F` checks before it runs the command.
+pub fn serves(protocol: u32, features: &[String]) -> bool {
+    (MIN_PROTOCOL..=PROTOCOL).contains(&protocol)
+        && features.iter().all(|f| FEATURES.contains(&f.as_str()))
 }
 
 /// The protocols this spex speaks, in words: `1` or `1 to 3`.

@@ -384,6 +384,21 @@ fn fold(state: &mut HostState, line: &Value) {
             };
             return;
         }
+        // The remote's stream rotated past the cursor: its sessions as a snapshot showed them
+        // replace what was kept (`remote::follow`).
+        "stream.gap" if line.get("snapshot").is_some_and(Value::is_array) => {
+            state.sessions = line["snapshot"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| serde_json::from_value::<Known>(k.clone()).ok())
+                .map(|k| {
+                    let key = format!("{}/{}", k.project.as_deref().unwrap_or_default(), k.session);
+                    (key, k)
+                })
+                .collect();
+            return;
+        }
         _ => {}
     }
     let Some(session) = line["session"].as_str() else {

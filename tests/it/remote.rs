@@ -75,7 +75,8 @@ fn a_call_reaches_the_spex_on_the_other_machine_over_real_ssh() {
 
 /// A stand-in for an older spex on the other machine: it answers `hello` as `version` speaking
 /// `protocol` with only the features given, and refuses every other method as unknown, as an
-/// older spex does.
+/// older spex does; `rpc` with arguments (`--protocol ...`) it refuses as clap does, with a
+/// usage error and exit 2.
 fn stand_in(other: &World, file: &str, version: &str, protocol: u32, features: &[&str]) -> String {
     let path = other.home.join(file);
     let hello = serde_json::json!({
@@ -89,7 +90,7 @@ fn stand_in(other: &World, file: &str, version: &str, protocol: u32, features: &
     crate::support::world::executable(
         &path,
         &format!(
-            "#!/bin/sh\n[ \"$1\" = rpc ] || exit 2\nreq=$(cat)\ncase \"$req\" in\n  *'\"hello\"'*) echo '{hello}' ;;\n  *) echo '{unknown}' ;;\nesac\n"
+            "#!/bin/sh\n[ \"$1\" = rpc ] && [ $# = 1 ] || {{ echo \"error: unexpected argument '$2' found\" >&2; exit 2; }}\nreq=$(cat)\ncase \"$req\" in\n  *'\"hello\"'*) echo '{hello}' ;;\n  *) echo '{unknown}' ;;\nesac\n"
         ),
     );
     path.display().to_string()
@@ -119,6 +120,18 @@ fn an_older_spex_there_is_refused_by_feature_and_version_never_crashed_on() {
         "{err}"
     );
     assert!(err.contains("hint: upgrade spex on `old`"), "{err}");
+
+    // A command on one of its sessions is refused the same way, and the older spex's own
+    // complaint about the flags it does not know is not shown.
+    let out = sshd.spex(&local, &["show", "old:k1"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the spex on `old` (version 0.0.9, protocol 1) does not offer `exec`"),
+        "{err}"
+    );
+    assert!(err.contains("hint: upgrade spex on `old`"), "{err}");
+    assert!(!err.contains("unexpected argument"), "{err}");
 
     // `list` still lists it, reachable, with the refusal where its live sessions would be.
     let list: Value =
@@ -248,4 +261,91 @@ fn one_connection_per_machine_is_shared_and_a_hung_machine_is_given_up_on_within
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot reach `other`"), "{err}");
     assert!(hung_time < Duration::from_secs(10), "{hung_time:?}: {err}");
+}
+
+/// The first session of `w` (a hook fed by hand) and its handle.
+fn a_session(w: &World) -> String {
+    let payload = serde_json::json!({
+        "session_id": "0b6f1f9e-2d4c-4c1e-9a57-5f0d6f0e1a02",
+        "cwd": w.repo,
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "hello",
+    });
+    let out = w.dispatch(&w.repo, "claude", "UserPromptSubmit", &payload);
+    assert!(out.status.success(), "{out:?}");
+    let list: Value = serde_json::from_str(&w.ok(&w.repo, &["sessions", "--json"])).unwrap();
+    list[0]["handle"].as_str().expect("a handle").to_owned()
+}
+
+#[test]
+fn a_command_on_host_handle_runs_one_spex_there_and_its_hints_name_host_handle() {
+    let local = World::new();
+    let other = World::new();
+    let sshd = Sshd::start(&other);
+    let handle = a_session(&other);
+    // The spex there, behind a wrapper that notes each time it is started.
+    let starts = other.home.join("starts.log");
+    let wrapper = other.home.join("spex-counted");
+    crate::support::world::executable(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            starts.display(),
+            crate::support::world::spex_bin().display()
+        ),
+    );
+    sshd.ok(
+        &local,
+        &[
+            "remote",
+            "add",
+            "other",
+            Sshd::ALIAS,
+            "--spex",
+            &wrapper.display().to_string(),
+        ],
+    );
+    let _ = std::fs::remove_file(&starts);
+
+    // As it prints there, byte for byte, with one spex started there.
+    let remote = format!("other:{handle}");
+    let here = sshd.spex(&local, &["show", &remote, "--json"]);
+    let starts_text = std::fs::read_to_string(&starts).unwrap();
+    let there = other.spex(&other.repo, &["show", &handle, "--json"]);
+    assert_eq!(here.status.code(), Some(0), "{}", stderr(&here));
+    assert_eq!(here.stdout, there.stdout);
+    assert_eq!(starts_text.lines().count(), 1, "{starts_text}");
+    assert!(
+        starts_text
+            .starts_with("rpc --protocol 1 --require exec --as other --stderr-fd 3 -- show "),
+        "{starts_text}"
+    );
+
+    // An error's hints name the session as this machine does; the exit code is the one there.
+    let here = sshd.spex(&local, &["approve", &remote]);
+    let there = other.spex(&other.repo, &["approve", &handle]);
+    let (err_here, err_there) = (stderr(&here), stderr(&there));
+    eprintln!("here:\n{err_here}there:\n{err_there}");
+    assert_eq!(here.status.code(), there.status.code(), "{err_here}");
+    assert_ne!(here.status.code(), Some(0), "{err_here}");
+    assert!(
+        err_there.contains(&format!("`spex show {handle}`")),
+        "{err_there}"
+    );
+    assert!(
+        err_here.contains(&format!("`spex show {remote}`")),
+        "{err_here}"
+    );
+    assert_eq!(
+        err_here,
+        err_there.replace(&format!("{handle}`"), &format!("{remote}`"))
+    );
+    // A usage error there is said as there, and its exit code is 2, not a refusal.
+    let here = sshd.spex(&local, &["show", &remote, "--no-such-flag"]);
+    assert_eq!(here.status.code(), Some(2), "{}", stderr(&here));
+    assert!(
+        stderr(&here).contains("--no-such-flag"),
+        "{}",
+        stderr(&here)
+    );
 }

@@ -551,3 +551,206 @@ fn a_remote_attentions_answer_link_reaches_the_remote_session() {
         let _ = c.wait();
     }
 }
+
+/// The pids of the `ssh` processes `pid` started.
+fn ssh_children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: the command name may hold spaces, the rest does not.
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let ppid = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) && head.ends_with("(ssh") {
+            out.push(child);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_remote_added_or_removed_while_the_watcher_runs_is_followed_or_dropped() {
+    let local = World::new();
+    let other = World::new();
+    let sshd = Sshd::start(&other);
+    let mut watcher = sshd
+        .cmd(&local, &["watch"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spex watch starts");
+    let pid = watcher.id();
+    let journal = local.spex_home.join("remotes/other/stream.jsonl");
+    let session = "5a1c0de0-0000-4000-8000-00000000ad01";
+    // Added after the watcher started (no config file existed then): followed without a
+    // restart, the remote's events taken in.
+    std::thread::sleep(Duration::from_millis(300));
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
+    turn(&other, session);
+    let taken = || {
+        crate::support::world::read_or_empty(&journal)
+            .lines()
+            .filter(|l| l.contains(session))
+            .count()
+    };
+    let end = Instant::now() + WAIT;
+    while taken() == 0 {
+        assert!(Instant::now() < end, "not followed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!ssh_children(pid).is_empty(), "no follower's ssh runs");
+
+    // Removed: its follower ends (its ssh with it), and later events are not taken in.
+    sshd.ok(&local, &["remote", "remove", "other"]);
+    let end = Instant::now() + Duration::from_secs(10);
+    while !ssh_children(pid).is_empty() {
+        assert!(Instant::now() < end, "the removed remote is still followed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = crate::support::world::read_or_empty(&journal);
+    turn(&other, session);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(crate::support::world::read_or_empty(&journal), before);
+
+    // Added again: followed again, from where it left off.
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
+    let had = taken();
+    let end = Instant::now() + WAIT;
+    while taken() <= had {
+        assert!(Instant::now() < end, "not followed again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(watcher.try_wait().unwrap().is_none(), "the watcher ended");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+}
+
+/// `spex watch` in `local`, its log in `log`.
+fn watcher(sshd: &Sshd, local: &World, log: &Path) -> Child {
+    sshd.cmd(local, &["watch"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("spex watch starts")
+}
+
+/// Waits until `what` holds of the host's journal lines.
+fn journal_until(journal: &Path, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let end = Instant::now() + WAIT;
+    loop {
+        let lines: Vec<Value> = crate::support::world::read_or_empty(journal)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if done(&lines) {
+            return lines;
+        }
+        assert!(Instant::now() < end, "{what}: {lines:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_remote_stream_rotated_past_the_cursor_is_said_resynchronized_and_followed_on() {
+    let local = World::new();
+    let other = World::new();
+    let sshd = Sshd::start(&other);
+    // The other machine's stream keeps little: a few turns rotate it past any cursor.
+    let keys = sshd.dir.path().join("authorized_keys");
+    let line = read(&keys);
+    crate::support::world::write(
+        &keys,
+        format!("environment=\"SPEX_STREAM_BYTES=3000\",{line}"),
+    );
+    sshd.ok(&local, &["remote", "add", "other", Sshd::ALIAS]);
+    let journal = local.spex_home.join("remotes/other/stream.jsonl");
+    let first = "5a1c0de0-0000-4000-8000-00000000ca01";
+    let later = "5a1c0de0-0000-4000-8000-00000000ca02";
+    let log = local.dir.path().join("watch.log");
+    let mut w = watcher(&sshd, &local, &log);
+    turn(&other, first);
+    journal_until(&journal, "the first turn taken in", |l| {
+        l.iter()
+            .any(|v| v["session"] == first && v["kind"] == "turn.completed")
+    });
+    let _ = w.kill();
+    let _ = w.wait();
+
+    // While no one follows: many turns, each taken into the other machine's (small) stream,
+    // and a session that starts and asks for permission, all of whose events rotate away.
+    let take_in = || {
+        let _ = other
+            .cmd(&other.repo, &["events", "--json", "--all-projects"])
+            .env("SPEX_STREAM_BYTES", "3000")
+            .output();
+    };
+    hook(&other, "SessionStart", "SessionStart.startup", later);
+    hook(&other, "UserPromptSubmit", "UserPromptSubmit", later);
+    hook(
+        &other,
+        "PermissionRequest",
+        "PermissionRequest.Write",
+        later,
+    );
+    take_in();
+    for _ in 0..12 {
+        turn(&other, first);
+        take_in();
+    }
+    let there: Value =
+        serde_json::from_str::<Value>(&other.ok(&other.repo, &["show", later, "--json"])).unwrap()
+            ["session"]
+            .clone();
+    assert!(there["attention"].is_object(), "{there}");
+
+    // The follower says so, puts the sessions as they are there, and goes on.
+    let mut w = watcher(&sshd, &local, &log);
+    let lines = journal_until(&journal, "a stream.gap line", |l| {
+        l.iter().any(|v| v["kind"] == "stream.gap")
+    });
+    let gap = lines.iter().find(|v| v["kind"] == "stream.gap").unwrap();
+    assert!(
+        gap["why"]
+            .as_str()
+            .unwrap()
+            .contains("older than the events kept"),
+        "{gap}"
+    );
+    let state: Value =
+        serde_json::from_str(&read(&local.spex_home.join("remotes/other/state.json"))).unwrap();
+    let known = state["sessions"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|k| k["session"] == later)
+        .unwrap_or_else(|| panic!("{state:#}"));
+    assert_eq!(known["attention"], "permission", "{known}");
+    assert_eq!(known["attention_id"], there["attention"]["id"], "{known}");
+    assert_eq!(known["status"], there["status"], "{known}");
+    let said = read(&log);
+    assert!(said.contains("rotated past"), "{said}");
+    // Followed on from there: a new turn arrives.
+    std::thread::sleep(Duration::from_millis(500));
+    turn(&other, first);
+    take_in();
+    journal_until(&journal, "a turn after the gap", |l| {
+        let at = l.iter().position(|v| v["kind"] == "stream.gap").unwrap();
+        l[at..]
+            .iter()
+            .any(|v| v["session"] == first && v["kind"] == "turn.completed")
+    });
+    // Said once, not once per reconnection.
+    let gaps = crate::support::world::read_or_empty(&journal)
+        .lines()
+        .filter(|l| l.contains("\"stream.gap\""))
+        .count();
+    assert_eq!(gaps, 1);
+    let _ = w.kill();
+    let _ = w.wait();
+}
