@@ -181,7 +181,13 @@ pub fn run(cli: Cli, env: &Env) -> anyhow::Result<Outcome> {
         Command::Notify(a) => notify::run(&a, env),
         Command::Service(a) => service::run(&a, env),
         Command::Remote(a) => remote::run(&a, env),
-        Command::Rpc(a) => rpc::run(&a, env),
+        Command::Rpc(a) => match rpc::run(&a, env)? {
+            rpc::Ran::Done(outcome) => Ok(outcome),
+            // A usage error, `--help`: printed and exited as `spex ARGS` would.
+            rpc::Ran::Exec(argv) => {
+                run(Cli::try_parse_from(argv).unwrap_or_else(|e| e.exit()), env)
+            }
+        },
         Command::Host(a) => host::run(&a, env),
         Command::Serve(a) => serve::run(&a, env),
         Command::Completions { shell } => {

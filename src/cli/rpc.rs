@@ -41,20 +41,27 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
+/// What `spex rpc` did: answered, or left a command for the caller (`super::run`) to run as
+/// `spex ARGS` would (the caller parses it: this file does not know the command line).
+pub enum Ran {
+    Done(Outcome),
+    Exec(Vec<OsString>),
+}
+
+pub fn run(args: &Args, env: &Env) -> anyhow::Result<Ran> {
     if let Some(protocol) = args.protocol {
-        return exec(args, protocol, env);
+        return Ok(exec(args, protocol));
     }
     let mut input = Vec::new();
     std::io::stdin()
         .read_to_end(&mut input)
         .context("cannot read the request from stdin")?;
     output::json(&protocol::serve(env, &input));
-    Ok(Outcome::Ok)
+    Ok(Ran::Done(Outcome::Ok))
 }
 
 /// `-- ARGS`: the command, as `spex ARGS` would run it, in this process.
-fn exec(args: &Args, protocol: u32, env: &Env) -> anyhow::Result<Outcome> {
+fn exec(args: &Args, protocol: u32) -> Ran {
     if let Some(fd) = args.stderr_fd {
         take_stderr(fd);
     }
@@ -63,15 +70,16 @@ fn exec(args: &Args, protocol: u32, env: &Env) -> anyhow::Result<Outcome> {
         .first()
         .is_none_or(|c| c == "rpc" || c == "dispatch");
     if refused || !protocol::serves(protocol, &args.require) {
-        return Ok(Outcome::Relayed(REFUSED));
+        return Ran::Done(Outcome::Relayed(REFUSED));
     }
     if let Some(name) = &args.addressed_as {
         super::report::address_as(name);
     }
-    let argv = std::iter::once(OsString::from("spex")).chain(args.command.iter().cloned());
-    // A usage error, `--help`: printed and exited as `spex ARGS` would.
-    let cli = <super::Cli as clap::Parser>::try_parse_from(argv).unwrap_or_else(|e| e.exit());
-    super::run(cli, env)
+    Ran::Exec(
+        std::iter::once(OsString::from("spex"))
+            .chain(args.command.iter().cloned())
+            .collect(),
+    )
 }
 
 /// Makes `fd` this process's stderr again (and closes `fd`).

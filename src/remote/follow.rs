@@ -532,7 +532,7 @@ mod tests {
     #[test]
     fn a_session_record_becomes_what_the_journal_keeps() {
         let row = serde_json::json!({
-            "id": "s1", "handle": "k3", "harness": "claude", "project": "/home/me/my app",
+            "id": "s1", "handle": "k3", "harness": "h1", "project": "/home/me/my app",
             "status": "waiting", "turn": {"state": "running"}, "updated_at": "t",
             "attention": {"id": "a1", "reason": "permission", "text": "Bash ls", "choices": []},
         });

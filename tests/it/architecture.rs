@@ -398,6 +398,7 @@ const CLI_SHARED: &[&str] = &[
     "outcome.rs",
     "output.rs",
     "plan.rs",
+    "report.rs",
     "start.rs",
     "terminal.rs",
     "turns.rs",
