@@ -474,13 +474,18 @@ fn handle(req: &Request, conn: &mut Conn<'_>, log: &RequestLog, hang: Duration) 
     };
     conn.sse_event("response.output_item.done", &item)?;
     // `LATE=<secs>`: the output is out, its usage (and Codex's word of the limits) comes later.
+    let late = newest_user_text(&body).and_then(|t| token_after(&t, "LATE=")?.parse().ok());
     if !title
-        && let Some(secs) = newest_user_text(&body)
-            .and_then(|t| token_after(&t, "LATE=").and_then(|s| s.parse().ok()))
+        && let Some(secs) = late
         && !conn.sleep(Duration::from_secs(secs))
     {
         return Ok(());
     }
+    completed(conn, &rid)
+}
+
+/// The answer's end, with its token usage ([`USAGE`]).
+fn completed(conn: &mut Conn<'_>, rid: &str) -> io::Result<()> {
     conn.sse_event(
         "response.completed",
         &json!({"type": "response.completed", "response": {"id": rid, "usage": {
