@@ -5,6 +5,7 @@
 //! adapter's kit (`adapters::common::check`) gives its fake, its home and its prompts.
 
 mod error;
+mod hooks;
 mod line;
 mod sandbox;
 mod scenarios;
@@ -114,10 +115,11 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
         .map_err(CheckError::Sandbox)?;
     sb.git(&["add", "-A"])?;
     sb.git(&["commit", "-q", "-m", "spex check"])?;
-    let materialized = sb.run(&["materialize"]);
+    let materialized = sb.run(&["materialize", "--json"]);
     if !materialized.ok {
         return Err(CheckError::Setup(materialized.evidence()));
     }
+    let bound = hooks::bound(&materialized.json().unwrap_or_default(), &sb.repo, id);
     let kept = t.keep.then(|| sb.base.join("cassettes"));
     let mut run = scenarios::Run {
         sb: &sb,
@@ -146,6 +148,14 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
     // while other sessions started was typed twice and never confirmed (seen under load).
     run.resume(tool);
     show(&run);
+    run.hooks();
+    show(&run);
+    run.lines.push(Line::judged(
+        "all",
+        Capability::Events,
+        "every hook spex binds fires across the scenarios".into(),
+        hooks::judge(&bound, &hooks::fired(&sb.projects(), id)),
+    ));
     let errors = sb.dispatch_errors();
     run.lines.push(Line::judged(
         "all",

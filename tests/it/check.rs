@@ -102,6 +102,13 @@ fn passes(id: &str) {
     assert!(
         lines(&report)
             .iter()
+            .any(|l| l["promise"] == "every hook spex binds fires across the scenarios"),
+        "no bound-hooks line: {}",
+        pretty(&report)
+    );
+    assert!(
+        lines(&report)
+            .iter()
             .filter(|l| l["verdict"] == "pass")
             .count()
             >= 10,
@@ -202,6 +209,22 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
     // The evidence: the events spex saw around the dialog instead of the hook's.
     let evidence = hook["evidence"].to_string();
     assert!(evidence.contains("attention.opened"), "{}", pretty(hook));
+    // The hook spex bound never fired: named, with the file that binds it.
+    let bound = failed
+        .iter()
+        .find(|l| l["promise"] == "every hook spex binds fires across the scenarios")
+        .unwrap_or_else(|| panic!("no failing bound-hooks line: {}", pretty(&report)));
+    let evidence = bound["evidence"][0].as_str().unwrap_or_default();
+    assert!(
+        evidence.starts_with("never fired: `PermissionRequest` (bound in .claude/settings.json)"),
+        "{}",
+        pretty(bound)
+    );
+    assert!(
+        !evidence.contains("`PreToolUse`") && !evidence.contains("`SubagentStart`"),
+        "{}",
+        pretty(bound)
+    );
     // What does not depend on that hook still holds.
     for scenario in ["tool", "interrupt", "failed"] {
         assert!(
