@@ -262,6 +262,34 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
     );
     let launched: Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let label = launched["session"]["handle"].as_str().unwrap().to_owned();
+    // The events promise failed (a bound hook never fired): `show` marks the state unverified
+    // and points at the screen, `sessions` lists it below the table.
+    let out = run(&["show", &id]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("unverified")
+            && text.contains("\"every hook spex binds fires across the scenarios\" does not hold")
+            && text.contains(&format!("`spex attach {label}`")),
+        "{text}"
+    );
+    let out = run(&["show", &id, "--json"]);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        shown["state_unverified"]
+            .as_str()
+            .is_some_and(|w| w.contains("every hook spex binds fires")),
+        "{}",
+        pretty(&shown)
+    );
+    let out = run(&["sessions"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "state unverified (the harness version failed `spex check`): {label};"
+        )),
+        "{text}"
+    );
     // ... and its permission dialog is not answered through spex: the reason, and the terminal.
     let out = run(&["deliver", &id, "USE_BASH run it", "--json"]);
     assert!(out.status.success(), "{out:?}");
@@ -283,4 +311,50 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
         !w.repo.join("bash_out.txt").exists(),
         "the command ran though the answer was refused"
     );
+
+    // An interrupt and a resume whose promises failed for this version are refused with the
+    // reason. Their scenarios passed against this wrapper, so their failures are added to the
+    // stored result here: what is proven is that the refusal reads the store.
+    let file = w.spex_home.join("checks.json");
+    let mut stored: Value = serde_json::from_str(&crate::support::world::read(&file)).unwrap();
+    for (capability, promise) in [
+        (
+            "interrupt",
+            "`spex interrupt` stops the turn and it reads interrupted",
+        ),
+        (
+            "resume",
+            "`spex resume` brings an exited session back and a turn runs in it",
+        ),
+    ] {
+        for r in stored["results"].as_object_mut().unwrap().values_mut() {
+            r["failed"].as_array_mut().unwrap().push(serde_json::json!({
+                "capability": capability, "promise": promise, "fallback": "the terminal (`spex attach`)",
+            }));
+        }
+    }
+    write(&file, &stored.to_string());
+    // `--detach`: were it not refused, resume would not attach this test's stdin.
+    for (verb, extra, word) in [
+        (
+            "interrupt",
+            "--json",
+            "error: `spex interrupt` is switched off for claude",
+        ),
+        (
+            "resume",
+            "--detach",
+            "error: `spex resume` is switched off for claude",
+        ),
+    ] {
+        let out = run(&[verb, &id, extra]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{verb}: {out:?}");
+        assert!(
+            stderr.starts_with(word)
+                && stderr.contains("does not hold")
+                && stderr.contains(&format!("hint: the terminal (`spex attach {label}`)")),
+            "{verb}: {stderr}"
+        );
+    }
 }
