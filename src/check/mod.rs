@@ -150,23 +150,7 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
     show(&run);
     run.hooks();
     show(&run);
-    run.lines.push(Line::judged(
-        "all",
-        Capability::Events,
-        "every hook spex binds fires across the scenarios".into(),
-        hooks::judge(&bound, &hooks::fired(&sb.projects(), id)),
-    ));
-    let errors = sb.dispatch_errors();
-    run.lines.push(Line::judged(
-        "all",
-        Capability::Events,
-        "every hook payload decodes".into(),
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors)
-        },
-    ));
+    run.lines.extend(across(&sb, &bound, id));
     show(&run);
     let mut lines = run.lines;
     // What the harness asked the model, beside each failure: a request missing or repeated
@@ -194,6 +178,33 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
         seconds: started.elapsed().as_secs_f64(),
         kept,
     })
+}
+
+/// The lines judged across every scenario: every bound hook fired, every payload decoded.
+fn across(
+    sb: &sandbox::Sandbox,
+    bound: &std::collections::BTreeMap<String, PathBuf>,
+    id: &str,
+) -> [Line; 2] {
+    let errors = sb.dispatch_errors();
+    [
+        Line::judged(
+            "all",
+            Capability::Events,
+            "every hook spex binds fires across the scenarios".into(),
+            hooks::judge(bound, &hooks::fired(&sb.projects(), id)),
+        ),
+        Line::judged(
+            "all",
+            Capability::Events,
+            "every hook payload decodes".into(),
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(errors)
+            },
+        ),
+    ]
 }
 
 /// The harness binary a user runs, and its version when `--version` tells it.

@@ -333,7 +333,7 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
             }));
         }
     }
-    write(&file, &stored.to_string());
+    write(&file, stored.to_string());
     // `--detach`: were it not refused, resume would not attach this test's stdin.
     for (verb, extra, word) in [
         (

@@ -21,8 +21,12 @@ static SCRIPT: Script = Script {
     permission: "SCENARIO:escalate",
     permission_via: "server",
     permission_source: None,
+    // 0.169.0 offers `request_user_input` only in Plan mode ("request_user_input is
+    // unavailable in <mode>" otherwise). A turn enters Plan mode through the experimental
+    // `collaborationMode` of `turn/start` or `thread/settings/update` (both in the binary);
+    // spex starts a delivered turn with a text input only.
     question: Err(
-        "Codex asks its questions in Plan mode only, which a delivered prompt cannot choose",
+        "Codex 0.169.0 asks questions (`request_user_input`) only in Plan mode, which a turn gets from the experimental `collaborationMode` of `turn/start` or `thread/settings/update`; `spex deliver` starts Codex turns without one and has no way to ask for Plan mode, so no question can be raised through spex to answer",
     ),
     slow: ("SCENARIO:hang HANG=60", "Working"),
     fail: "SCENARIO:fail",
