@@ -111,6 +111,15 @@ fn failed(
     cap: &str,
 ) -> Option<(&'static dyn Harness, String, Vec<checks::Failed>)> {
     let h = adapters::lookup(&record.harness)?;
+    // No version of this harness failed `cap`: nothing to probe (`--version` starts a whole
+    // runtime when the cache misses), the common case for `show` and `sessions`.
+    let any = checks::load(&env.spex_home())
+        .results
+        .values()
+        .any(|r| r.harness == h.id() && r.failed.iter().any(|f| f.capability == cap));
+    if !any {
+        return None;
+    }
     let (binary, version) = installed(env, &record.tree, h)?;
     let off = checks::switched_off(&env.spex_home(), &binary, &version, cap);
     (!off.is_empty()).then_some((h, version, off))
