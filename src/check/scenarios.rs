@@ -274,7 +274,9 @@ impl Run<'_> {
         let answer = "`spex approve` answers it through spex's path and the tool runs".to_owned();
         if approved && done.is_ok() {
             promises.push((Capability::AnswerPermission, answer,
-                json!([{"assert": "service_events", "in_order": [{"kind": "attention.closed", "attention_kind": "permission", "choice": "allow", "how": "spex answer"}, {"kind": "tool.completed"}, {"kind": "turn.completed"}]}, {"assert": "outcome", "is": "completed"}])));
+                // The closing may be journaled after the tool's completion, when the hook that
+                // reports it also closes the answered attention (seen with Codex under load).
+                json!([{"assert": "service_events", "in_order": [{"kind": "attention.closed", "attention_kind": "permission", "choice": "allow", "how": "spex answer"}, {"kind": "turn.completed"}]}, {"assert": "service_events", "in_order": [{"kind": "tool.completed"}, {"kind": "turn.completed"}]}, {"assert": "outcome", "is": "completed"}])));
         } else {
             let mut evidence = vec![ran.evidence()];
             if let Err(r) = &done {

@@ -21,13 +21,9 @@ static SCRIPT: Script = Script {
     permission: "SCENARIO:escalate",
     permission_via: "server",
     permission_source: None,
-    // 0.169.0 offers `request_user_input` only in Plan mode ("request_user_input is
-    // unavailable in <mode>" otherwise). A turn enters Plan mode through the experimental
-    // `collaborationMode` of `turn/start` or `thread/settings/update` (both in the binary);
-    // spex starts a delivered turn with a text input only.
-    question: Err(
-        "Codex 0.169.0 asks questions (`request_user_input`) only in Plan mode, which a turn gets from the experimental `collaborationMode` of `turn/start` or `thread/settings/update`; `spex deliver` starts Codex turns without one and has no way to ask for Plan mode, so no question can be raised through spex to answer",
-    ),
+    // With the sandbox's `default_mode_request_user_input` feature: outside Plan mode a turn
+    // is offered no question tool (docs/harnesses/facts/codex.md §4).
+    question: Ok(("SCENARIO:ask pick a color", "Blue")),
     slow: ("SCENARIO:hang HANG=60", "Working"),
     fail: "SCENARIO:fail",
     plain: "say hello",
@@ -41,7 +37,8 @@ impl CheckKit for Kit {
         let codex_home = sandbox.home.join(".codex");
         fs_err::create_dir_all(&codex_home)?;
         // The fake as the provider (docs/harnesses/facts/codex.md): no retries, so a scripted
-        // failure fails at once; the notices a first run shows are marked seen.
+        // failure fails at once; the notices a first run shows are marked seen; the question
+        // tool offered outside Plan mode (§4), which a delivered prompt cannot choose.
         let config = format!(
             "{}model_provider = \"fake\"\napproval_policy = \"on-request\"\n\
              sandbox_mode = \"workspace-write\"\n\n[model_providers.fake]\nname = \"fake\"\n\
@@ -49,7 +46,8 @@ impl CheckKit for Kit {
              request_max_retries = 0\nstream_max_retries = 0\n\n\
              [notice.model_migrations]\n\"gpt-5.5\" = \"gpt-6-sol\"\n\n\
              [tui.model_availability_nux]\n\"gpt-6.1-sol\" = 1\n\n\
-             [tui]\nscreen_reader_detection_done = true\n",
+             [tui]\nscreen_reader_detection_done = true\n\n\
+             [features]\ndefault_mode_request_user_input = true\n",
             model_line(KNOWN_MODEL),
             fake.base_url()
         );
