@@ -99,6 +99,12 @@ fn passes(id: &str) {
     ] {
         assert!(scenarios.contains(&s), "no `{s}` line: {}", pretty(&report));
     }
+    // Each harness is driven into every scenario (Codex's question too).
+    let unchecked: Vec<&Value> = lines(&report)
+        .iter()
+        .filter(|l| l["verdict"] != "pass")
+        .collect();
+    assert!(unchecked.is_empty(), "not checked: {unchecked:?}");
     assert!(
         lines(&report)
             .iter()
@@ -313,8 +319,8 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
     );
 
     // An interrupt and a resume whose promises failed for this version are refused with the
-    // reason. Their scenarios passed against this wrapper, so their failures are added to the
-    // stored result here: what is proven is that the refusal reads the store.
+    // reason, and a delivery warns. Their scenarios passed against this wrapper, so their
+    // failures are added to the stored result here: what is proven is that spex reads it.
     let file = w.spex_home.join("checks.json");
     let mut stored: Value = serde_json::from_str(&crate::support::world::read(&file)).unwrap();
     for (capability, promise) in [
@@ -326,6 +332,10 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
             "resume",
             "`spex resume` brings an exited session back and a turn runs in it",
         ),
+        (
+            "deliver",
+            "deliver is confirmed by the harness's prompt hook",
+        ),
     ] {
         for r in stored["results"].as_object_mut().unwrap().values_mut() {
             r["failed"].as_array_mut().unwrap().push(serde_json::json!({
@@ -334,6 +344,15 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
         }
     }
     write(&file, stored.to_string());
+    // A delivery is still tried (here to a stopped session), after the warning.
+    let out = run(&["deliver", &id, "hello"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("warning: confirming a delivery is switched off for claude")
+            && stderr
+                .contains("\"deliver is confirmed by the harness's prompt hook\" does not hold"),
+        "{stderr}"
+    );
     // `--detach`: were it not refused, resume would not attach this test's stdin.
     for (verb, extra, word) in [
         (
