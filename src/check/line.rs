@@ -39,7 +39,7 @@ impl Capability {
                 "a delivered prompt is typed without confirmation: look at the session (`spex attach`)"
             }
             Capability::Events => {
-                "the session's state may be wrong: trust its screen (`spex attach`)"
+                "`spex show` marks the session's state unverified: trust its screen (`spex attach`)"
             }
             Capability::AnswerPermission => {
                 "`spex approve`/`deny` refuse for this version: answer the dialog in the terminal (`spex attach`)"
@@ -50,7 +50,9 @@ impl Capability {
             Capability::Interrupt => {
                 "`spex interrupt` refuses for this version: press Esc in the terminal (`spex attach`)"
             }
-            Capability::Resume => "`spex resume` warns: resume in the harness itself",
+            Capability::Resume => {
+                "`spex resume` refuses for this version: resume the session in the harness itself"
+            }
         }
     }
 }

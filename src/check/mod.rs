@@ -5,6 +5,7 @@
 //! adapter's kit (`adapters::common::check`) gives its fake, its home and its prompts.
 
 mod error;
+mod hooks;
 mod line;
 mod sandbox;
 mod scenarios;
@@ -114,10 +115,11 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
         .map_err(CheckError::Sandbox)?;
     sb.git(&["add", "-A"])?;
     sb.git(&["commit", "-q", "-m", "spex check"])?;
-    let materialized = sb.run(&["materialize"]);
+    let materialized = sb.run(&["materialize", "--json"]);
     if !materialized.ok {
         return Err(CheckError::Setup(materialized.evidence()));
     }
+    let bound = hooks::bound(&materialized.json().unwrap_or_default(), &sb.repo, id);
     let kept = t.keep.then(|| sb.base.join("cassettes"));
     let mut run = scenarios::Run {
         sb: &sb,
@@ -146,17 +148,9 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
     // while other sessions started was typed twice and never confirmed (seen under load).
     run.resume(tool);
     show(&run);
-    let errors = sb.dispatch_errors();
-    run.lines.push(Line::judged(
-        "all",
-        Capability::Events,
-        "every hook payload decodes".into(),
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors)
-        },
-    ));
+    run.hooks();
+    show(&run);
+    run.lines.extend(across(&sb, &bound, id));
     show(&run);
     let mut lines = run.lines;
     // What the harness asked the model, beside each failure: a request missing or repeated
@@ -184,6 +178,33 @@ pub fn run(t: &Target, progress: &mut dyn FnMut(&Line)) -> Result<Report, CheckE
         seconds: started.elapsed().as_secs_f64(),
         kept,
     })
+}
+
+/// The lines judged across every scenario: every bound hook fired, every payload decoded.
+fn across(
+    sb: &sandbox::Sandbox,
+    bound: &std::collections::BTreeMap<String, PathBuf>,
+    id: &str,
+) -> [Line; 2] {
+    let errors = sb.dispatch_errors();
+    [
+        Line::judged(
+            "all",
+            Capability::Events,
+            "every hook spex binds fires across the scenarios".into(),
+            hooks::judge(bound, &hooks::fired(&sb.projects(), id)),
+        ),
+        Line::judged(
+            "all",
+            Capability::Events,
+            "every hook payload decodes".into(),
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(errors)
+            },
+        ),
+    ]
 }
 
 /// The harness binary a user runs, and its version when `--version` tells it.

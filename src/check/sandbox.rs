@@ -126,6 +126,8 @@ impl Sandbox {
             .env("LANG", "C.UTF-8")
             .env("SHELL", "/bin/bash")
             .env("TERM", "xterm-256color")
+            // Every hook call logged to the project's `dispatch.log`: which bound hooks fired.
+            .env("SPEX_TRACE_DISPATCH", "1")
             .envs(self.env.iter().cloned())
             .stdin(Stdio::null());
         c
@@ -150,9 +152,14 @@ impl Sandbox {
         }
     }
 
+    /// The projects' folder of the sandbox's store.
+    pub fn projects(&self) -> PathBuf {
+        self.spex_home.join("projects")
+    }
+
     /// The project's folder in the sandbox's store (the only one there).
     fn project_dir(&self) -> Option<PathBuf> {
-        fs_err::read_dir(self.spex_home.join("projects"))
+        fs_err::read_dir(self.projects())
             .ok()?
             .filter_map(Result::ok)
             .map(|e| e.path())

@@ -274,7 +274,9 @@ impl Run<'_> {
         let answer = "`spex approve` answers it through spex's path and the tool runs".to_owned();
         if approved && done.is_ok() {
             promises.push((Capability::AnswerPermission, answer,
-                json!([{"assert": "service_events", "in_order": [{"kind": "attention.closed", "attention_kind": "permission", "choice": "allow", "how": "spex answer"}, {"kind": "tool.completed"}, {"kind": "turn.completed"}]}, {"assert": "outcome", "is": "completed"}])));
+                // The closing may be journaled after the tool's completion, when the hook that
+                // reports it also closes the answered attention (seen with Codex under load).
+                json!([{"assert": "service_events", "in_order": [{"kind": "attention.closed", "attention_kind": "permission", "choice": "allow", "how": "spex answer"}, {"kind": "turn.completed"}]}, {"assert": "service_events", "in_order": [{"kind": "tool.completed"}, {"kind": "turn.completed"}]}, {"assert": "outcome", "is": "completed"}])));
         } else {
             let mut evidence = vec![ran.evidence()];
             if let Err(r) = &done {
@@ -444,6 +446,44 @@ impl Run<'_> {
             self.line("resume", Capability::Resume, promise.into(), Ok(()));
             self.stop(&new);
         }
+        Some(())
+    }
+}
+
+impl Run<'_> {
+    /// The turns that fire the bound hooks no other scenario fires, one after the other in a
+    /// session of their own; a line only when one does not complete (the hooks are judged
+    /// across every scenario, after them).
+    pub fn hooks(&mut self) -> Option<()> {
+        let prompts = self.script().hooks;
+        if prompts.is_empty() {
+            return Some(());
+        }
+        let sandbox = crate::adapters::common::check::Sandbox {
+            home: &self.sb.home,
+            repo: &self.sb.repo,
+        };
+        let _ = self.kit.hooks_turns(&sandbox, true);
+        let turns = self.hook_turns(prompts);
+        let _ = self.kit.hooks_turns(&sandbox, false);
+        turns
+    }
+
+    fn hook_turns(&mut self, prompts: &[&str]) -> Option<()> {
+        let id = self.launch("hooks", false).ok()?;
+        for prompt in prompts {
+            self.deliver("hooks", &id, prompt, false).ok()?;
+            let promise = format!(
+                "the turn `{prompt}` (for the hooks no other scenario fires) ends completed"
+            );
+            self.wait("hooks", Capability::Events, &promise, &id, |r| {
+                r["status"] == "idle" && r["turn"]["state"] == "completed"
+            })
+            .ok()?;
+        }
+        // A hook a harness fires a moment after the turn (an idle notice) has its time.
+        std::thread::sleep(Duration::from_secs(2));
+        self.stop(&id);
         Some(())
     }
 }

@@ -116,6 +116,13 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
             )
         ));
     }
+    // A version whose confirmation promise failed `spex check`: the prompt is still typed, and
+    // what confirms it is said first.
+    if let Some((message, hint)) =
+        runtime::checked::switched_off(env, &record, "deliver", "confirming a delivery")
+    {
+        eprintln!("warning: {message}\nhint: {hint}");
+    }
     let delivered = runtime::transport::of(env, &store, &record)?.deliver(
         &text,
         args.wait || args.wait_until >= Some(Stage::Started),

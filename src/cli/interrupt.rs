@@ -27,6 +27,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let record = store
         .load(&id)?
         .ok_or_else(|| crate::store::session::StoreError::NotFound(id.clone()))?;
+    runtime::checked::refuse_if_off(env, &record, "interrupt", "`spex interrupt`")?;
     let timeout = Duration::from_secs(args.timeout);
     let s = runtime::transport::of(env, &store, &record)?.interrupt(timeout)?;
     if args.json {

@@ -61,6 +61,7 @@ pub fn run(args: &Args, env: &Env) -> anyhow::Result<Outcome> {
     let (store, id) = super::args::project_and_id(env, id)?;
     // With the harness's own evidence folded in: a session whose process is gone reads exited.
     let record = crate::reconcile::session(env, &store, &id)?;
+    runtime::checked::refuse_if_off(env, &record, "resume", "`spex resume`")?;
     let transport = runtime::transport::of(env, &store, &record)?;
     let launch = super::start::relaunch(env, &record, Duration::from_secs(args.ready_timeout))?;
     let launched = transport.resume(&launch)?;

@@ -179,11 +179,16 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
     let s = runtime::judge::judge(env, &store, s, &mut runtime::budget::Book::default());
     let events = store.events(&id, Some(args.events))?;
     let reset = limit_reset(env, &s);
+    // A harness version whose events promise failed `spex check`: its state is not trusted.
+    let unverified = runtime::checked::state_unverified(env, &s);
     if args.json {
         let mut shown =
             serde_json::json!({ "session": runtime::with_live(env, &store, &s), "events": events });
         if let Some(at) = &reset {
             shown["limit_resets_at"] = at.clone().into();
+        }
+        if let Some(why) = &unverified {
+            shown["state_unverified"] = why.clone().into();
         }
         output::json(&shown);
         return Ok(Outcome::Ok);
@@ -201,6 +206,11 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
             ),
         ],
         vec!["state".into(), visible(&explain(&s))],
+    ];
+    if let Some(why) = &unverified {
+        rows.push(vec!["unverified".into(), visible(why)]);
+    }
+    rows.extend([
         vec![
             "tree".into(),
             visible(&format!(
@@ -211,7 +221,7 @@ pub fn show(args: &ShowArgs, env: &Env) -> anyhow::Result<Outcome> {
             )),
         ],
         vec!["launched by".into(), s.launched_by.to_string()],
-    ];
+    ]);
     if let Some(live) = runtime::live(env, &store, &s) {
         rows.push(vec![
             "transport".into(),

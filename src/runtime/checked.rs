@@ -1,6 +1,7 @@
-//! Capabilities `spex check` switched off: answering a permission or a question through spex
-//! for a harness version whose check found that promise broken is refused with the reason,
-//! leaving the terminal (`spex attach`), rather than used blind.
+//! Capabilities `spex check` switched off: answering, interrupting or resuming through spex for
+//! a harness version whose check found that promise broken is refused with the reason, leaving
+//! the terminal (`spex attach`), and a session whose events promise failed reads "unverified",
+//! rather than used blind.
 
 use std::path::Path;
 
@@ -40,22 +41,93 @@ pub fn answer_switched_off(
     record: &Session,
     kind: Option<&AttentionKind>,
 ) -> Option<(String, String)> {
-    let cap = capability(kind)?;
-    let h = adapters::lookup(&record.harness)?;
-    let (binary, version) = installed(env, &record.tree, h)?;
-    let off = checks::switched_off(&env.spex_home(), &binary, &version, cap);
+    switched_off(env, record, capability(kind)?, "answering through spex")
+}
+
+/// Why `doing` (a command's words) is switched off for the session's harness version because
+/// `spex check` found a promise of capability `cap` broken, as a message and a hint; `None`
+/// when it is not.
+pub fn switched_off(
+    env: &Env,
+    record: &Session,
+    cap: &str,
+    doing: &str,
+) -> Option<(String, String)> {
+    let (h, version, off) = failed(env, record, cap)?;
     let first = off.first()?;
-    let promises: Vec<String> = off.iter().map(|f| format!("\"{}\"", f.promise)).collect();
     Some((
         format!(
-            "answering through spex is switched off for {} {version}: `spex check` found that {} does not hold",
+            "{doing} is switched off for {} {version}: `spex check` found that {} does not hold",
             h.id(),
-            promises.join(" and ")
+            promises(&off)
         ),
         format!(
             "{}; `spex check --harness {}` checks again",
-            first.fallback,
+            first.fallback.replace(
+                "`spex attach`",
+                &format!("`spex attach {}`", record.label())
+            ),
             h.id()
         ),
     ))
+}
+
+/// `Err` (why, and what to do instead) when `doing` is switched off for the session's harness
+/// version: `spex check` found a promise of capability `cap` broken.
+pub fn refuse_if_off(
+    env: &Env,
+    record: &Session,
+    cap: &str,
+    doing: &str,
+) -> Result<(), super::RuntimeError> {
+    match switched_off(env, record, cap, doing) {
+        Some((message, hint)) => Err(super::RuntimeError::SwitchedOff {
+            id: record.id.clone(),
+            message,
+            hint,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Why the session's state is not to be trusted: `spex check` found an events promise broken
+/// for its harness version (a hook that never fired, a payload that did not decode). `None`
+/// when its events passed.
+pub fn state_unverified(env: &Env, record: &Session) -> Option<String> {
+    let (h, version, off) = failed(env, record, "events")?;
+    Some(format!(
+        "`spex check` found that {} does not hold for {} {version}: trust its screen (`spex attach {}`)",
+        promises(&off),
+        h.id(),
+        record.label()
+    ))
+}
+
+/// The harness of `record`, its installed version, and the failures of capability `cap` for
+/// it (`None` when there are none).
+fn failed(
+    env: &Env,
+    record: &Session,
+    cap: &str,
+) -> Option<(&'static dyn Harness, String, Vec<checks::Failed>)> {
+    let h = adapters::lookup(&record.harness)?;
+    // No version of this harness failed `cap`: nothing to probe (`--version` starts a whole
+    // runtime when the cache misses), the common case for `show` and `sessions`.
+    let any = checks::load(&env.spex_home())
+        .results
+        .values()
+        .any(|r| r.harness == h.id() && r.failed.iter().any(|f| f.capability == cap));
+    if !any {
+        return None;
+    }
+    let (binary, version) = installed(env, &record.tree, h)?;
+    let off = checks::switched_off(&env.spex_home(), &binary, &version, cap);
+    (!off.is_empty()).then_some((h, version, off))
+}
+
+fn promises(off: &[checks::Failed]) -> String {
+    off.iter()
+        .map(|f| format!("\"{}\"", f.promise))
+        .collect::<Vec<_>>()
+        .join(" and ")
 }

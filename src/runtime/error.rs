@@ -76,6 +76,14 @@ pub enum RuntimeError {
         message: String,
         hint: String,
     },
+    /// A capability `spex check` found broken for the session's harness version: why, and
+    /// what to do instead.
+    #[error("{message}")]
+    SwitchedOff {
+        id: String,
+        message: String,
+        hint: String,
+    },
     #[error("the launch of session `{id}` was interrupted (Ctrl-C)")]
     Cancelled { id: String },
     #[error("the host of session `{id}` refused: {message}")]
@@ -175,6 +183,7 @@ impl RuntimeError {
             RuntimeError::NeedsAttention { .. } => "needs_attention",
             RuntimeError::NoWayToAnswer(_) | RuntimeError::NotAnswered { .. } => "not_answered",
             RuntimeError::NotConfirmed { .. } => "not_confirmed",
+            RuntimeError::SwitchedOff { .. } => "switched_off",
             RuntimeError::Refused { .. } => "refused",
             RuntimeError::NotHostedHere { .. } => "not_hosted",
             RuntimeError::NoTerminal { .. } => "no_terminal",
@@ -191,6 +200,7 @@ impl Hint for RuntimeError {
             }
             RuntimeError::RuntimeDir { hint, .. }
             | RuntimeError::NotAnswered { hint, .. }
+            | RuntimeError::SwitchedOff { hint, .. }
             | RuntimeError::HostFailed { hint, .. }
             | RuntimeError::Server { hint, .. }
             | RuntimeError::ServerWide { hint, .. } => hint.clone(),

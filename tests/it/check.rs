@@ -99,6 +99,19 @@ fn passes(id: &str) {
     ] {
         assert!(scenarios.contains(&s), "no `{s}` line: {}", pretty(&report));
     }
+    // Each harness is driven into every scenario (Codex's question too).
+    let unchecked: Vec<&Value> = lines(&report)
+        .iter()
+        .filter(|l| l["verdict"] != "pass")
+        .collect();
+    assert!(unchecked.is_empty(), "not checked: {unchecked:?}");
+    assert!(
+        lines(&report)
+            .iter()
+            .any(|l| l["promise"] == "every hook spex binds fires across the scenarios"),
+        "no bound-hooks line: {}",
+        pretty(&report)
+    );
     assert!(
         lines(&report)
             .iter()
@@ -202,6 +215,22 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
     // The evidence: the events spex saw around the dialog instead of the hook's.
     let evidence = hook["evidence"].to_string();
     assert!(evidence.contains("attention.opened"), "{}", pretty(hook));
+    // The hook spex bound never fired: named, with the file that binds it.
+    let bound = failed
+        .iter()
+        .find(|l| l["promise"] == "every hook spex binds fires across the scenarios")
+        .unwrap_or_else(|| panic!("no failing bound-hooks line: {}", pretty(&report)));
+    let evidence = bound["evidence"][0].as_str().unwrap_or_default();
+    assert!(
+        evidence.starts_with("never fired: `PermissionRequest` (bound in .claude/settings.json)"),
+        "{}",
+        pretty(bound)
+    );
+    assert!(
+        !evidence.contains("`PreToolUse`") && !evidence.contains("`SubagentStart`"),
+        "{}",
+        pretty(bound)
+    );
     // What does not depend on that hook still holds.
     for scenario in ["tool", "interrupt", "failed"] {
         assert!(
@@ -239,6 +268,34 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
     );
     let launched: Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = launched["session"]["id"].as_str().unwrap().to_owned();
+    let label = launched["session"]["handle"].as_str().unwrap().to_owned();
+    // The events promise failed (a bound hook never fired): `show` marks the state unverified
+    // and points at the screen, `sessions` lists it below the table.
+    let out = run(&["show", &id]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("unverified")
+            && text.contains("\"every hook spex binds fires across the scenarios\" does not hold")
+            && text.contains(&format!("`spex attach {label}`")),
+        "{text}"
+    );
+    let out = run(&["show", &id, "--json"]);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        shown["state_unverified"]
+            .as_str()
+            .is_some_and(|w| w.contains("every hook spex binds fires")),
+        "{}",
+        pretty(&shown)
+    );
+    let out = run(&["sessions"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "state unverified (the harness version failed `spex check`): {label};"
+        )),
+        "{text}"
+    );
     // ... and its permission dialog is not answered through spex: the reason, and the terminal.
     let out = run(&["deliver", &id, "USE_BASH run it", "--json"]);
     assert!(out.status.success(), "{out:?}");
@@ -260,4 +317,63 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
         !w.repo.join("bash_out.txt").exists(),
         "the command ran though the answer was refused"
     );
+
+    // An interrupt and a resume whose promises failed for this version are refused with the
+    // reason, and a delivery warns. Their scenarios passed against this wrapper, so their
+    // failures are added to the stored result here: what is proven is that spex reads it.
+    let file = w.spex_home.join("checks.json");
+    let mut stored: Value = serde_json::from_str(&crate::support::world::read(&file)).unwrap();
+    for (capability, promise) in [
+        (
+            "interrupt",
+            "`spex interrupt` stops the turn and it reads interrupted",
+        ),
+        (
+            "resume",
+            "`spex resume` brings an exited session back and a turn runs in it",
+        ),
+        (
+            "deliver",
+            "deliver is confirmed by the harness's prompt hook",
+        ),
+    ] {
+        for r in stored["results"].as_object_mut().unwrap().values_mut() {
+            r["failed"].as_array_mut().unwrap().push(serde_json::json!({
+                "capability": capability, "promise": promise, "fallback": "the terminal (`spex attach`)",
+            }));
+        }
+    }
+    write(&file, stored.to_string());
+    // A delivery is still tried (here to a stopped session), after the warning.
+    let out = run(&["deliver", &id, "hello"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("warning: confirming a delivery is switched off for claude")
+            && stderr
+                .contains("\"deliver is confirmed by the harness's prompt hook\" does not hold"),
+        "{stderr}"
+    );
+    // `--detach`: were it not refused, resume would not attach this test's stdin.
+    for (verb, extra, word) in [
+        (
+            "interrupt",
+            "--json",
+            "error: `spex interrupt` is switched off for claude",
+        ),
+        (
+            "resume",
+            "--detach",
+            "error: `spex resume` is switched off for claude",
+        ),
+    ] {
+        let out = run(&[verb, &id, extra]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{verb}: {out:?}");
+        assert!(
+            stderr.starts_with(word)
+                && stderr.contains("does not hold")
+                && stderr.contains(&format!("hint: the terminal (`spex attach {label}`)")),
+            "{verb}: {stderr}"
+        );
+    }
 }

@@ -29,6 +29,12 @@ static SCRIPT: Script = Script {
     slow: ("USE_NONE DELAY=30 slow", "DELAY=30 slow"),
     fail: "USE_NONE FAIL=400 broken",
     plain: "USE_NONE say hello",
+    // A Read of a file that is not there fails (`PostToolUseFailure`); two sub-agents
+    // (`SubagentStart`, `SubagentStop`).
+    hooks: &[
+        "USE_READ FILE=absent.txt read it",
+        "USE_AGENTS2 ask two helpers",
+    ],
 };
 
 impl CheckKit for Kit {
@@ -66,6 +72,9 @@ fn seed_home(home: &Path, projects: &[&Path]) -> io::Result<()> {
         "lastOnboardingVersion": super::IDENTITY.version,
         "theme": "dark",
         "numStartups": 1,
+        // `Notification` (`idle_prompt`) a second after a turn ends instead of a minute
+        // (docs/harnesses/facts/claude.md §2): the check sees that hook fire.
+        "messageIdleNotifThresholdMs": 1000,
         "customApiKeyResponses": {"approved": [tail], "rejected": []},
     });
     let mut projs = Map::new();

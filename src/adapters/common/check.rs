@@ -47,6 +47,9 @@ pub struct Script {
     pub fail: &'static str,
     /// A turn the model answers in text, no tool.
     pub plain: &'static str,
+    /// Turns, in one session after the other scenarios, that fire the bound hooks none of them
+    /// fires (a sub-agent, a failing tool): every bound hook must be seen firing.
+    pub hooks: &'static [&'static str],
 }
 
 /// What one adapter gives `spex check`.
@@ -59,6 +62,11 @@ pub trait CheckKit: Sync {
 
     /// Sets up (`true`) and takes back (`false`) what lets the tool turn's tool run unasked.
     fn tool_unasked(&self, _sandbox: &Sandbox, _on: bool) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Sets up (`true`) and takes back (`false`) what the [`Script::hooks`] turns need.
+    fn hooks_turns(&self, _sandbox: &Sandbox, _on: bool) -> io::Result<()> {
         Ok(())
     }
 }

@@ -31,6 +31,8 @@ static SCRIPT: Script = Script {
     slow: ("SCENARIO:hang HANG=60", HANG_TEXT),
     fail: "SCENARIO:fail now",
     plain: "say hello",
+    // The other scenarios fire every hook spex binds.
+    hooks: &[],
 };
 
 fn settings(home: &Path) -> std::path::PathBuf {

@@ -155,8 +155,33 @@ impl Listing {
         }
         let mut out = output::table(&rows);
         out.push_str(&limits_footer(env, &self.rows));
+        out.push_str(&unverified_footer(env, &self.rows));
         out
     }
+}
+
+/// The live sessions whose harness version failed `spex check`'s events promises: their state
+/// is not trusted (`spex show` says which promise). Asked once per harness and checkout.
+fn unverified_footer(env: &Env, rows: &[(usize, Session)]) -> String {
+    let mut asked = std::collections::HashMap::new();
+    let labels: Vec<&str> = rows
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.status != Status::Exited)
+        .filter(|s| {
+            *asked
+                .entry((s.harness.clone(), s.tree.clone()))
+                .or_insert_with(|| runtime::checked::state_unverified(env, s).is_some())
+        })
+        .map(Session::label)
+        .collect();
+    if labels.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nstate unverified (the harness version failed `spex check`): {}; `spex show` says why, `spex attach` shows the screen\n",
+        labels.join(", ")
+    )
 }
 
 /// When the limit a session's failed turn ran into resets, as its harness reported it: only
