@@ -256,6 +256,8 @@ impl Reader {
             .filter_map(|v| v["pos"].as_u64())
             .find(|p| *p > self.after)
             && oldest > self.after + 1
+            // `0` asks for everything kept, not for what was lost.
+            && self.cursor_text != "0"
             && lines.first().and_then(|v| v["pos"].as_u64()) == Some(oldest)
         {
             return Err(CursorError::TooOld {
@@ -653,7 +655,8 @@ mod tests {
     #[test]
     fn a_cursor_older_than_the_stream_keeps_is_refused() {
         let (_d, store) = store();
-        let mut r = Reader::new(store.clone(), Some(0), "0");
+        let mut r = Reader::new(store.clone(), Some(0), "a1b2c3d4e5f6:0");
+        let mut all = Reader::new(store.clone(), Some(0), "0");
         // Pretend an old segment rotated away: write a stream whose first kept pos is 10.
         let path = store.stream_file();
         let mut lines = String::new();
@@ -668,6 +671,14 @@ mod tests {
             Some(CursorError::TooOld { oldest, .. }) => assert_eq!(*oldest, 10),
             other => panic!("{other:?}"),
         }
+        // `--since 0`, as the refusal's hint says, reads from the oldest kept.
+        let kept: Vec<u64> = all
+            .next_batch(None)
+            .unwrap()
+            .iter()
+            .filter_map(|v| v["pos"].as_u64())
+            .collect();
+        assert_eq!(kept, [10, 11, 12]);
         // Recovered into the state: the next position follows the last kept one.
         write(&store, "s1", 1);
         let mut from9 = Reader::new(store.clone(), Some(9), "a1b2c3d4e5f6:9");
