@@ -531,17 +531,23 @@ pub fn deliver(
     }
     let term = terminal_of(harness)?;
     let dialog = term.screen_activity(&title, &screen) == Some(Activity::Waiting);
-    if dialog || dialog_attention(&s) {
-        let (reason, text, attention) = s.attention.map_or_else(
-            || {
-                (
-                    "permission".into(),
-                    "the session's screen shows a dialog".into(),
-                    None,
-                )
-            },
-            |a| (a.reason.to_string(), a.text, a.id),
-        );
+    let asks = dialog_attention(&s);
+    if dialog || asks {
+        // A failed turn's attention is no dialog: the one on screen is the harness's own (a
+        // limit's options menu), answered in its terminal, not by the attention's choices.
+        let (reason, text, attention) = match s.attention {
+            Some(a) if asks => (a.reason.to_string(), a.text, a.id),
+            Some(a) => (
+                a.reason.to_string(),
+                format!("the session's screen shows a dialog after it: {}", a.text),
+                None,
+            ),
+            None => (
+                "permission".into(),
+                "the session's screen shows a dialog".into(),
+                None,
+            ),
+        };
         return Err(RuntimeError::NeedsAttention {
             id: s.handle.clone().unwrap_or_else(|| id.to_owned()),
             reason,

@@ -812,6 +812,20 @@ fn a_claude_subscription_logins_limits_come_through_its_status_line() {
         c["windows"][0]["used_percent"] == 61.0
     });
     assert_eq!(claude["reached"], false, "{}", pretty(&claude));
+    // Claude's own limit menu holds the input: a delivery is refused, and the way out is its
+    // terminal, not `spex answer` (the failed turn's attention has no choices).
+    assert!(
+        wait_screen(&w, &fake, &id, "What do you want to do?", SETTLE),
+        "{}",
+        screen(&w, &fake, &id)
+    );
+    let refused = crate::runtime::spex_cmd(&w, &fake, &["deliver", &id, "USE_NONE after"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("(`spex attach "), "{said}");
+    assert!(!said.contains("spex answer"), "{said}");
     stop(&w, &fake, &id);
 }
 
