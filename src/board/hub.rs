@@ -69,6 +69,11 @@ fn card(env: &Env, store: &ProjectStore, s: &Session) -> Value {
     if let Some(at) = runtime::limits::failed_turn_reset(env, s) {
         v["limit_resets_at"] = at.into();
     }
+    // Its harness version failed `spex check`'s events promises: the card says its state may
+    // be wrong, as `show` does.
+    if let Some(why) = runtime::checked::state_unverified(env, s) {
+        v["state_unverified"] = why.into();
+    }
     v
 }
 

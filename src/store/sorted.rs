@@ -55,6 +55,10 @@ pub struct SortedRecord<'a> {
     seq: u64,
     since: Option<&'a str>,
     source: Option<&'a str>,
+    /// Why its state is not to be trusted (its harness version failed `spex check`'s events
+    /// promises; computed, like `live`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state_unverified: Option<String>,
     status: Status,
     /// How many of its sub-agents still run (computed, like `live`).
     subagents_running: usize,
@@ -320,6 +324,7 @@ impl<'a> SortedRecord<'a> {
             seq: *seq,
             since: since.as_deref(),
             source: source.as_deref(),
+            state_unverified: None,
             status: *status,
             subagents_running: s.running_children(),
             touched,
@@ -378,6 +383,13 @@ impl<'a> SortedRecord<'a> {
             why: why.as_deref(),
             other,
         }
+    }
+
+    /// The record with why its state is unverified (`runtime::checked::state_unverified`).
+    #[must_use]
+    pub fn unverified(mut self, why: Option<String>) -> SortedRecord<'a> {
+        self.state_unverified = why;
+        self
     }
 }
 

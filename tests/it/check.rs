@@ -296,6 +296,40 @@ fn a_harness_that_breaks_a_promise_fails_its_line_and_spex_says_so() {
         )),
         "{text}"
     );
+    // ... `sessions --json` and the board's card carry it too.
+    let out = run(&["sessions", "--json"]);
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = listed
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["id"] == id.as_str()))
+        .unwrap_or_else(|| panic!("{}", pretty(&listed)));
+    assert!(
+        row["state_unverified"]
+            .as_str()
+            .is_some_and(|w| w.contains("every hook spex binds fires")),
+        "{}",
+        pretty(row)
+    );
+    let mut board = spex(
+        &w,
+        Some(&bin_dir),
+        &["board", "--listen", "127.0.0.1:0", "--json"],
+    );
+    board.env("XDG_RUNTIME_DIR", w.dir.path().join("run"));
+    let board = crate::board::start(board);
+    let snap = board.socket(Some(&board.origin()), None).unwrap().next();
+    let card = snap["sessions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["id"] == id.as_str()))
+        .unwrap_or_else(|| panic!("{}", pretty(&snap)));
+    assert!(
+        card["state_unverified"]
+            .as_str()
+            .is_some_and(|w| w.contains(&format!("`spex attach {label}`"))),
+        "{}",
+        pretty(card)
+    );
+    drop(board);
     // ... and its permission dialog is not answered through spex: the reason, and the terminal.
     let out = run(&["deliver", &id, "USE_BASH run it", "--json"]);
     assert!(out.status.success(), "{out:?}");

@@ -149,6 +149,8 @@
     // A turn refused by a rate limit: when the limit resets, as the harness reported it.
     set("limit", s.limit_resets_at ? "limit reached; resets " + clock(s.limit_resets_at) + " (" + until(s.limit_resets_at) + ")" : "");
     f("limit").hidden = !s.limit_resets_at;
+    set("unverified", s.state_unverified ? "state unverified: " + s.state_unverified : "");
+    f("unverified").hidden = !s.state_unverified;
     set("tree", s.tree);
     const u = s.usage;
     f("usage").textContent = u ? "tokens in " + u.input + " (cached " + u.cached + ") out " + u.output : "";
@@ -187,6 +189,7 @@
     const meta = el("div", { class: "meta" });
     meta.append(el("div", { "data-field": "state" }), el("div", { "data-field": "evidence" }),
       el("div", { "data-field": "turn" }), el("div", { class: "limit-reset", "data-field": "limit" }),
+      el("div", { class: "unverified", "data-field": "unverified" }),
       el("div", { "data-field": "usage" }), el("div", { "data-field": "tree" }));
     li.append(meta, el("div", { class: "attention", "data-attention": "" }));
     li.querySelector(".attention").hidden = true;

@@ -114,12 +114,21 @@ impl Listing {
     /// Prints the records as `sessions --json` does: each record as `session.json` holds it,
     /// with `live` and `subagents_running`.
     pub fn print_json(self, env: &Env) {
+        let mut asked = std::collections::HashMap::new();
         let rows: Vec<SortedRecord> = self
             .order
             .iter()
             .map(|k| {
                 let (i, s) = &self.rows[*k];
-                SortedRecord::new(s, runtime::live(env, &self.stores[*i], s))
+                // Whether any is: asked once per harness and checkout, as the text's footer
+                // does; the words name each session.
+                let any = *asked
+                    .entry((s.harness.as_str(), s.tree.as_path()))
+                    .or_insert_with(|| runtime::checked::state_unverified(env, s).is_some());
+                let why = any
+                    .then(|| runtime::checked::state_unverified(env, s))
+                    .flatten();
+                SortedRecord::new(s, runtime::live(env, &self.stores[*i], s)).unverified(why)
             })
             .collect();
         output::json(&rows);
