@@ -166,7 +166,11 @@ fn handle(shared: &Shared, request: Request) -> Response {
                 ..ok
             };
         }
-        Request::Inject { text, submit } => {
+        Request::Inject {
+            text,
+            submit,
+            clear,
+        } => {
             log!(
                 "inject {} bytes{}",
                 text.len(),
@@ -178,22 +182,43 @@ fn handle(shared: &Shared, request: Request) -> Response {
                     "prompts are not typed into this harness's terminal".to_owned(),
                 );
             };
+            let mut landed = None;
             let typed = if text.is_empty() {
                 Ok(())
             } else {
-                shared.clear_input().and_then(|()| shared.write(&paste))
-            };
-            typed.and_then(|()| {
-                if submit {
-                    if !text.is_empty() {
+                let cleared = if clear {
+                    shared.clear_blindly(&text)
+                } else {
+                    shared.clear_input()
+                };
+                cleared.and_then(|()| {
+                    let empty = shared.terminal.ready_for_input(&lock(&shared.term).text());
+                    shared.write(&paste)?;
+                    if submit {
                         std::thread::sleep(pause);
+                        landed = empty.then(|| shared.shows_typed_text());
                     }
+                    Ok(())
+                })
+            };
+            let typed = typed.and_then(|()| {
+                if submit {
                     let seen = lock(&shared.chunks.0).count;
                     shared.write(&enter)?;
                     *one_at_a_time = Some(seen);
                 }
                 Ok(())
-            })
+            });
+            if let (Ok(()), Some(landed)) = (&typed, landed) {
+                if !landed {
+                    log!("the paste never showed in the input box before its Enter");
+                }
+                return Response {
+                    landed: Some(landed),
+                    ..ok
+                };
+            }
+            typed
         }
         Request::Keys { expect, keys } => {
             // The screen is checked and the keys written under the terminal's lock, so no
