@@ -170,56 +170,12 @@ fn handle(shared: &Shared, request: Request) -> Response {
             text,
             submit,
             clear,
-        } => {
-            log!(
-                "inject {} bytes{}",
-                text.len(),
-                if submit { " + submit" } else { "" }
-            );
-            let mut one_at_a_time = shared.start_typing();
-            let Some((paste, pause, enter)) = shared.terminal.paste(&text) else {
-                return Response::fail(
-                    "prompts are not typed into this harness's terminal".to_owned(),
-                );
-            };
-            let mut landed = None;
-            let typed = if text.is_empty() {
-                Ok(())
-            } else {
-                let cleared = if clear {
-                    shared.clear_blindly(&text)
-                } else {
-                    shared.clear_input()
-                };
-                cleared.and_then(|()| {
-                    let empty = shared.terminal.ready_for_input(&lock(&shared.term).text());
-                    shared.write(&paste)?;
-                    if submit {
-                        std::thread::sleep(pause);
-                        landed = empty.then(|| shared.shows_typed_text());
-                    }
-                    Ok(())
-                })
-            };
-            let typed = typed.and_then(|()| {
-                if submit {
-                    let seen = lock(&shared.chunks.0).count;
-                    shared.write(&enter)?;
-                    *one_at_a_time = Some(seen);
-                }
-                Ok(())
-            });
-            if let (Ok(()), Some(landed)) = (&typed, landed) {
-                if !landed {
-                    log!("the paste never showed in the input box before its Enter");
-                }
-                return Response {
-                    landed: Some(landed),
-                    ..ok
-                };
+        } => match inject(shared, &text, submit, clear) {
+            Ok(landed) => {
+                return Response { landed, ..ok };
             }
-            typed
-        }
+            Err(e) => Err(e),
+        },
         Request::Keys { expect, keys } => {
             // The screen is checked and the keys written under the terminal's lock, so no
             // redraw slips between the check and the keys.
@@ -266,6 +222,45 @@ fn handle(shared: &Shared, request: Request) -> Response {
         Ok(()) => ok,
         Err(e) => Response::fail(e.to_string()),
     }
+}
+
+/// Types `text` as one paste (over a box cleared as `clear` says), then with `submit` its
+/// Enter: whether the paste showed in the box before the Enter, where the screen can tell.
+fn inject(shared: &Shared, text: &str, submit: bool, clear: bool) -> std::io::Result<Option<bool>> {
+    log!(
+        "inject {} bytes{}",
+        text.len(),
+        if submit { " + submit" } else { "" }
+    );
+    let mut one_at_a_time = shared.start_typing();
+    let Some((paste, pause, enter)) = shared.terminal.paste(text) else {
+        return Err(std::io::Error::other(
+            "prompts are not typed into this harness's terminal",
+        ));
+    };
+    let mut landed = None;
+    if !text.is_empty() {
+        if clear {
+            shared.clear_blindly(text)?;
+        } else {
+            shared.clear_input()?;
+        }
+        let empty = shared.terminal.ready_for_input(&lock(&shared.term).text());
+        shared.write(&paste)?;
+        if submit {
+            std::thread::sleep(pause);
+            landed = empty.then(|| shared.shows_typed_text());
+        }
+    }
+    if submit {
+        let seen = lock(&shared.chunks.0).count;
+        shared.write(&enter)?;
+        *one_at_a_time = Some(seen);
+    }
+    if landed == Some(false) {
+        log!("the paste never showed in the input box before its Enter");
+    }
+    Ok(landed)
 }
 
 /// Writes a notification to every attached terminal: OSC 9 (`iTerm2`, Windows Terminal, kitty,
