@@ -241,9 +241,29 @@ fn inject(shared: &Shared, text: &str, submit: bool, clear: bool) -> std::io::Re
     let mut landed = None;
     if !text.is_empty() {
         if clear {
+            // Typed again: the first copy may have been taken while this waited its turn to
+            // type (a harness that read no keys for a while takes them all at once).
+            let now = lock(&shared.term).snapshot();
+            let screen = now.lines.join("\n");
+            let idle = shared.terminal.screen_activity(&now.title, &screen) == Some(Activity::Idle);
+            if !idle
+                || !shared.terminal.ready_for_input(&screen)
+                || crate::runtime::shown_since(&lock(&shared.before_paste), &screen, text)
+            {
+                // Only its Enter, which a copy taken together with its Enter may still need
+                // (nothing on an empty box).
+                log!("not typed again: the screen shows the harness took the first copy");
+                if submit {
+                    let seen = lock(&shared.chunks.0).count;
+                    shared.write(&enter)?;
+                    *one_at_a_time = Some(seen);
+                }
+                return Ok(Some(true));
+            }
             shared.clear_blindly(text)?;
         } else {
             shared.clear_input()?;
+            *lock(&shared.before_paste) = lock(&shared.term).text();
         }
         let empty = shared.terminal.ready_for_input(&lock(&shared.term).text());
         shared.write(&paste)?;

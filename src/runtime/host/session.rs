@@ -47,6 +47,9 @@ pub(super) struct Shared {
     /// the chunk count at the last Enter until the next injection has seen the harness settle
     /// after it (the delivery that typed it is answered at once).
     pub(super) injecting: Mutex<Option<u64>>,
+    /// The screen just before the last prompt was pasted: a prompt typed again is typed only
+    /// while the screen shows nothing of the first copy since.
+    pub(super) before_paste: Mutex<String>,
     /// The last time the screen showed progress while a turn ran (its text changed, spinners,
     /// clocks and counters aside): evidence for the stall budget no record holds.
     pub(super) progress: Mutex<Option<std::time::SystemTime>>,
