@@ -28,9 +28,10 @@ use crate::text::visible;
 /// reports that text as Claude normalises a prompt (trailing blanks and newlines trimmed, a tab as
 /// four spaces). Gemini CLI: typed as one paste, Enter 250 ms later, confirmed when its
 /// `BeforeAgent` hook reports the text as Gemini normalises a prompt (line breaks as `\n`, the
-/// whole trimmed at both ends, tabs kept); a prompt that never reached the input box (Gemini reads
-/// no keys for a moment after loading a resumed conversation) is typed again once the session shows
-/// idle with its box empty. Codex: `turn/steer` into the running turn (`mode: steer`, that turn's
+/// whole trimmed at both ends, tabs kept). For both the Enter waits (at most 4 s) until the paste
+/// shows in the input box; a prompt never seen there (Gemini reads no keys for a moment after
+/// loading a resumed conversation) is typed again, over a box cleared first, once the session
+/// shows idle with its box empty and the prompt nowhere on its screen. Codex: `turn/steer` into the running turn (`mode: steer`, that turn's
 /// id), else `turn/start` (`mode: start`, the new turn's id), confirmed by the server's answer; a
 /// steer that loses the race to the turn's end becomes a start.
 ///

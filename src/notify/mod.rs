@@ -278,6 +278,9 @@ impl<'a> Sender<'a> {
         for s in store::all_projects(&self.env.spex_home()) {
             self.add_project(s, &fd, false);
         }
+        if self.saved.is_none() {
+            self.open_at_first_start();
+        }
         let remotes_root = store::remotes::root(&self.env.spex_home());
         let _ = crate::fsutil::create_private_dir_all(&remotes_root);
         let remotes_wd = inotify::add_watch(&fd, &remotes_root, inotify::WatchFlags::CREATE).ok();
@@ -343,6 +346,59 @@ impl<'a> Sender<'a> {
                 watch(&fd, p);
             }
         }
+    }
+
+    /// A first start reads each stream from its end, so an attention opened before it would
+    /// never be announced: those still open are noted as if just read, each due at the end of
+    /// its own dwell and sent once (the sent record), whatever their age (a live session still
+    /// waiting for a person is news however long it waited).
+    fn open_at_first_start(&mut self) {
+        let on = |e: &str| self.cfg.on.iter().any(|o| o == e);
+        let mut found = Vec::new();
+        for (i, p) in self.projects.iter().enumerate() {
+            let Ok(sessions) = crate::reconcile::sessions(self.env, &p.reader.store) else {
+                continue;
+            };
+            // An ended session's left-over attention (a failed last turn) waits for no one.
+            for s in sessions
+                .into_iter()
+                .filter(|s| s.status != store::session::Status::Exited)
+            {
+                let Some(a) = &s.attention else {
+                    continue;
+                };
+                let Some(id) = a.id.clone() else {
+                    continue;
+                };
+                let failed = a.reason == store::session::AttentionKind::TurnFailed;
+                if !on(if failed { "failed" } else { "needs_attention" }) {
+                    continue;
+                }
+                let key = format!("{}/{}/{id}", p.key, s.id);
+                if state::was_sent(self.env, &key) {
+                    continue;
+                }
+                let age = store::parse_time(&a.since)
+                    .and_then(|t| t.elapsed().ok())
+                    .unwrap_or_default();
+                found.push(Pending {
+                    due: Instant::now() + self.cfg.dwell.saturating_sub(age),
+                    // Before nothing the stream holds: the cursor is not held back for it.
+                    pos: u64::MAX,
+                    key,
+                    project: i,
+                    session: s.id.clone(),
+                    what: What::Attention(id),
+                });
+            }
+        }
+        if !found.is_empty() {
+            log!(
+                "notify: first start: {} attention(s) already open",
+                found.len()
+            );
+        }
+        self.pending.extend(found);
     }
 
     /// Follows the attentions of the configured remotes' journals not followed yet.

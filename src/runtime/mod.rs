@@ -562,14 +562,16 @@ pub fn deliver(
         Mode::Inject
     };
     let after = s.seq;
-    call(
+    let landed = call(
         env,
         id,
         Request::Inject {
             text: text.clone().into_owned(),
             submit: true,
+            clear: false,
         },
-    )?;
+    )?
+    .landed;
     // Typed in: an idle harness takes it up as a turn, a busy one queues it.
     let mut stages = vec![StageAt::now("accepted", started)];
     if mode == Mode::Queued && !wait_queued {
@@ -612,7 +614,9 @@ pub fn deliver(
     // idle through two looks: until then the harness may still be taking it up. A prompt
     // typed into an idle session can also never reach the box (typed while the harness read no
     // keys, as Gemini CLI just after loading a resumed conversation): when the screen then
-    // shows the session idle with its box empty, the prompt is typed again with its Enter.
+    // shows the session idle with its box empty, the prompt is typed again with its Enter,
+    // unless the host saw it in the box: then the harness took it, and only its hook is late
+    // (a just-resumed Claude under load got it twice when it was typed again).
     let mut found = None;
     let mut resent = false;
     let mut idle_before = false;
@@ -636,14 +640,18 @@ pub fn deliver(
             .is_some_and(|s| s.status == Status::Idle);
         if mode == Mode::Inject || (idle && idle_before) {
             let lost = mode == Mode::Inject
+                && landed != Some(true)
                 && call(env, id, Request::Snapshot)
                     .ok()
                     .and_then(|r| r.snapshot)
                     .is_some_and(|s| {
-                        let screen = s.lines.join("\n");
-                        term.ready_for_input(&screen)
-                            && term.screen_activity(&s.title, &screen) == Some(Activity::Idle)
+                        let now = s.lines.join("\n");
+                        term.ready_for_input(&now)
+                            && term.screen_activity(&s.title, &now) == Some(Activity::Idle)
+                            && !shown_since(&screen, &now, &text)
                     });
+            // Typed again over a cleared box: a first copy the harness holds but has not drawn
+            // yet goes, rather than joining the second into one prompt never confirmed.
             call(
                 env,
                 id,
@@ -654,6 +662,7 @@ pub fn deliver(
                         String::new()
                     },
                     submit: true,
+                    clear: lost,
                 },
             )?;
             resent = true;
@@ -681,6 +690,18 @@ pub fn deliver(
             secs: timeout.as_secs(),
         }),
     }
+}
+
+/// Whether screen `now` shows the start of `text` more often than screen `before` did: the
+/// prompt reached the harness (drawn in its conversation), whatever its box shows. Blanks are
+/// left out of both, so a line the screen wrapped still matches.
+fn shown_since(before: &str, now: &str, text: &str) -> bool {
+    let compact = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    let start: String = compact(text).chars().take(24).collect();
+    if start.is_empty() {
+        return false;
+    }
+    compact(now).matches(&start).count() > compact(before).matches(&start).count()
 }
 
 /// The screen of session `id`, with the last `scrollback` rows that scrolled off it.
@@ -745,4 +766,22 @@ pub fn stop(
         }
     }
     Ok(exited)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_since;
+
+    #[test]
+    fn a_prompt_is_shown_since_only_when_the_screen_holds_one_more_copy() {
+        let text = "USE_NONE say it only once, and nothing more than that please";
+        let box_empty = "❯ \n? for shortcuts";
+        // Drawn in the conversation, wrapped by the screen.
+        let drawn = "❯ USE_NONE say it only once, and\n  nothing more than that please\n\n❯ ";
+        assert!(shown_since(box_empty, drawn, text));
+        assert!(!shown_since(box_empty, box_empty, text));
+        // An earlier turn with the same prompt (a resumed conversation) is no new copy.
+        assert!(!shown_since(drawn, drawn, text));
+        assert!(!shown_since(box_empty, drawn, "   "));
+    }
 }

@@ -11,10 +11,14 @@ pub const VERSION: u32 = 1;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
     Ping,
-    /// Type `text` as one paste, then (with `submit`) Enter after the harness's pause.
+    /// Type `text` as one paste, then (with `submit`) Enter after the harness's pause. With
+    /// `clear`, the harness's clear key goes first whatever the screen shows: keys are taken in
+    /// order, so text that reached the harness but is not drawn yet goes too.
     Inject {
         text: String,
         submit: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        clear: bool,
     },
     Snapshot,
     /// Type `keys` as they are (an answer to a dialog), only while the screen shows every text
@@ -89,6 +93,10 @@ pub struct Response {
     pub child_pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<Snapshot>,
+    /// To an `inject` with text: whether the screen showed the text in the input box before
+    /// its Enter (`None`: the screen cannot tell, its box not known empty before the paste).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed: Option<bool>,
 }
 
 impl Response {

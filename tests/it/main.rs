@@ -27,6 +27,7 @@ mod check;
 mod cli;
 mod codex_rpc;
 mod codex_runtime;
+mod delivery;
 mod diff_usage;
 mod dispatch;
 mod docs;

@@ -519,3 +519,46 @@ fn turn_ends_within_the_dwell_are_one_summary() {
     want.sort();
     assert_eq!(named, want, "{}", pretty(body));
 }
+
+#[test]
+fn an_attention_open_before_the_senders_first_start_is_announced_once() {
+    let (w, fake) = claude_world(SeedOptions::default());
+    let hosts = Hosts::new(&w, &fake);
+    let hook = receiver(200, None);
+    let log = w.dir.path().join("notify.log");
+    configure(
+        &w,
+        &json!({"on": ["needs_attention"], "dwell": "1s",
+                "webhook": {"url": format!("http://{}/hook", hook.addr())}}),
+    );
+    w.ok(&w.repo, &["materialize"]);
+    let id = hosts.launch();
+    let a = permission(&w, &fake, &id, "USE_BASH run it");
+    // The sender has never run: no cursor, so it starts at the stream's end.
+    assert!(!w.spex_home.join("notify/cursor.txt").exists());
+    let first = sender(&w, &fake, &log);
+    let got = hook
+        .request_within(
+            |r| r["body"]["attention"] == a["id"],
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|| {
+            panic!(
+                "the open attention was not announced\n{}",
+                read_or_empty(&log)
+            )
+        });
+    assert_eq!(got["body"]["session"], id.as_str(), "{}", pretty(&got));
+    assert_eq!(got["body"]["event"], "needs_attention", "{}", pretty(&got));
+    // Once: not again by a restarted sender (its cursor saved now), nor by the first one.
+    drop(first);
+    let _second = sender(&w, &fake, &log);
+    std::thread::sleep(Duration::from_secs(3));
+    let all = hook.requests();
+    assert_eq!(all.len(), 1, "{}", pretty(&json!(all)));
+    assert!(
+        read_or_empty(&w.spex_home.join("notify/cursor.txt")).contains(':'),
+        "{}",
+        read_or_empty(&log)
+    );
+}

@@ -166,35 +166,16 @@ fn handle(shared: &Shared, request: Request) -> Response {
                 ..ok
             };
         }
-        Request::Inject { text, submit } => {
-            log!(
-                "inject {} bytes{}",
-                text.len(),
-                if submit { " + submit" } else { "" }
-            );
-            let mut one_at_a_time = shared.start_typing();
-            let Some((paste, pause, enter)) = shared.terminal.paste(&text) else {
-                return Response::fail(
-                    "prompts are not typed into this harness's terminal".to_owned(),
-                );
-            };
-            let typed = if text.is_empty() {
-                Ok(())
-            } else {
-                shared.clear_input().and_then(|()| shared.write(&paste))
-            };
-            typed.and_then(|()| {
-                if submit {
-                    if !text.is_empty() {
-                        std::thread::sleep(pause);
-                    }
-                    let seen = lock(&shared.chunks.0).count;
-                    shared.write(&enter)?;
-                    *one_at_a_time = Some(seen);
-                }
-                Ok(())
-            })
-        }
+        Request::Inject {
+            text,
+            submit,
+            clear,
+        } => match inject(shared, &text, submit, clear) {
+            Ok(landed) => {
+                return Response { landed, ..ok };
+            }
+            Err(e) => Err(e),
+        },
         Request::Keys { expect, keys } => {
             // The screen is checked and the keys written under the terminal's lock, so no
             // redraw slips between the check and the keys.
@@ -241,6 +222,65 @@ fn handle(shared: &Shared, request: Request) -> Response {
         Ok(()) => ok,
         Err(e) => Response::fail(e.to_string()),
     }
+}
+
+/// Types `text` as one paste (over a box cleared as `clear` says), then with `submit` its
+/// Enter: whether the paste showed in the box before the Enter, where the screen can tell.
+fn inject(shared: &Shared, text: &str, submit: bool, clear: bool) -> std::io::Result<Option<bool>> {
+    log!(
+        "inject {} bytes{}",
+        text.len(),
+        if submit { " + submit" } else { "" }
+    );
+    let mut one_at_a_time = shared.start_typing();
+    let Some((paste, pause, enter)) = shared.terminal.paste(text) else {
+        return Err(std::io::Error::other(
+            "prompts are not typed into this harness's terminal",
+        ));
+    };
+    let mut landed = None;
+    if !text.is_empty() {
+        if clear {
+            // Typed again: the first copy may have been taken while this waited its turn to
+            // type (a harness that read no keys for a while takes them all at once).
+            let now = lock(&shared.term).snapshot();
+            let screen = now.lines.join("\n");
+            let idle = shared.terminal.screen_activity(&now.title, &screen) == Some(Activity::Idle);
+            if !idle
+                || !shared.terminal.ready_for_input(&screen)
+                || crate::runtime::shown_since(&lock(&shared.before_paste), &screen, text)
+            {
+                // Only its Enter, which a copy taken together with its Enter may still need
+                // (nothing on an empty box).
+                log!("not typed again: the screen shows the harness took the first copy");
+                if submit {
+                    let seen = lock(&shared.chunks.0).count;
+                    shared.write(&enter)?;
+                    *one_at_a_time = Some(seen);
+                }
+                return Ok(Some(true));
+            }
+            shared.clear_blindly(text)?;
+        } else {
+            shared.clear_input()?;
+            *lock(&shared.before_paste) = lock(&shared.term).text();
+        }
+        let empty = shared.terminal.ready_for_input(&lock(&shared.term).text());
+        shared.write(&paste)?;
+        if submit {
+            std::thread::sleep(pause);
+            landed = empty.then(|| shared.shows_typed_text());
+        }
+    }
+    if submit {
+        let seen = lock(&shared.chunks.0).count;
+        shared.write(&enter)?;
+        *one_at_a_time = Some(seen);
+    }
+    if landed == Some(false) {
+        log!("the paste never showed in the input box before its Enter");
+    }
+    Ok(landed)
 }
 
 /// Writes a notification to every attached terminal: OSC 9 (`iTerm2`, Windows Terminal, kitty,

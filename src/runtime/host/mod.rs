@@ -151,6 +151,7 @@ fn share(spec: &HostSpec, session: Session, tee: Tee) -> Arc<Shared> {
             Condvar::new(),
         ),
         injecting: Mutex::new(None),
+        before_paste: Mutex::new(String::new()),
         progress: Mutex::new(None),
         stalled: std::sync::atomic::AtomicBool::new(false),
         program_is_session: spec.program_is_session,

@@ -47,6 +47,9 @@ pub(super) struct Shared {
     /// the chunk count at the last Enter until the next injection has seen the harness settle
     /// after it (the delivery that typed it is answered at once).
     pub(super) injecting: Mutex<Option<u64>>,
+    /// The screen just before the last prompt was pasted: a prompt typed again is typed only
+    /// while the screen shows nothing of the first copy since.
+    pub(super) before_paste: Mutex<String>,
     /// The last time the screen showed progress while a turn ran (its text changed, spinners,
     /// clocks and counters aside): evidence for the stall budget no record holds.
     pub(super) progress: Mutex<Option<std::time::SystemTime>>,
@@ -160,6 +163,42 @@ impl Shared {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+    }
+
+    /// Whether the input box, empty before a paste, shows text now: waits (bounded) for a
+    /// harness slow to draw it. A paste seen there reached the harness, so a delivery not
+    /// confirmed later was taken (its hook late) or lacks only its Enter, and is never typed
+    /// again; a paste never seen may have been dropped (typed while the harness read no keys).
+    pub(super) fn shows_typed_text(&self) -> bool {
+        // Within the client's call timeout with room to spare; an Enter behind a paste the
+        // harness has not taken yet may be taken with it as one chunk.
+        let deadline = std::time::Instant::now() + Duration::from_secs(4);
+        loop {
+            if !self.terminal.ready_for_input(&lock(&self.term).text()) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Empties the input box of `text` typed before, whatever the screen shows (a harness slow
+    /// to draw shows an empty box while it holds the text): the clear key once per line it
+    /// could take, and once more, in one write. The harness takes keys in order, so the box is
+    /// empty when the next paste comes. Clear keys do nothing on an empty box (see each
+    /// adapter's `clear_input_key`).
+    pub(super) fn clear_blindly(&self, text: &str) -> std::io::Result<()> {
+        let Some(key) = self.terminal.clear_input_key() else {
+            return Ok(());
+        };
+        let keys = 2 * (text.lines().count() + 1);
+        let seen = lock(&self.chunks.0).count;
+        self.write(&key.repeat(keys))?;
+        self.settle(seen);
+        log!("cleared the input box blindly ({keys} keys)");
+        Ok(())
     }
 
     /// Empties the input box of an idle harness before a prompt is typed into it: text left
