@@ -273,14 +273,38 @@ fn said(out: &Output) -> (Option<i32>, String) {
     (out.status.code(), stdout(out))
 }
 
-/// The first line of stderr (the `error:` line; a hint after it may name the session as each
-/// machine does).
+/// The first line of stderr (the `error:` line).
 fn error_line(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr)
         .lines()
         .next()
         .unwrap_or_default()
         .to_owned()
+}
+
+/// What the spex there printed on stderr, as it reads here: the session named `dev:handle`
+/// wherever a code span names it (its error and hints work as printed on this machine).
+fn stderr_here(there: &Output, handle: &str) -> String {
+    String::from_utf8_lossy(&there.stderr)
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 0 {
+                return part.to_owned();
+            }
+            part.split(' ')
+                .map(|w| {
+                    if w == handle {
+                        format!("dev:{w}")
+                    } else {
+                        w.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("`")
 }
 
 /// The keys of a JSON object, sorted.
@@ -395,7 +419,12 @@ fn answer_and_deny_over_ssh_reach_claude_there_as_they_do_there() {
     );
     let (h, t) = (run(&dev, false, true), run(&handle, false, false));
     assert_eq!(said(&h), said(&t), "{}", rig.said(&h));
-    assert_eq!(error_line(&h), error_line(&t), "{}", rig.said(&h));
+    assert_eq!(
+        String::from_utf8_lossy(&h.stderr),
+        stderr_here(&t, &handle),
+        "{}",
+        rig.said(&h)
+    );
     assert_eq!(
         error_line(&h).matches("error:").count(),
         1,
@@ -446,7 +475,12 @@ fn answer_and_deny_over_ssh_reach_claude_there_as_they_do_there() {
     let (h, t) = (rig.here(&["deny", &dev]), rig.there(&["deny", &handle]));
     assert_eq!(said(&h), said(&t), "{}", rig.said(&h));
     assert_eq!(h.status.code(), Some(2), "{}", rig.said(&h));
-    assert_eq!(error_line(&h), error_line(&t), "{}", rig.said(&h));
+    assert_eq!(
+        String::from_utf8_lossy(&h.stderr),
+        stderr_here(&t, &handle),
+        "{}",
+        rig.said(&h)
+    );
 }
 
 /// `rename`, `interrupt`, `resume` on `dev:HANDLE` and `usage --remote dev`: what they did is
@@ -493,7 +527,7 @@ fn rename_interrupt_resume_and_usage_over_ssh_as_there() {
     );
     assert_eq!(said(&h), said(&t), "{}", rig.said(&h));
     assert_eq!(h.status.code(), Some(2), "{}", rig.said(&h));
-    assert_eq!(error_line(&h), error_line(&t));
+    assert_eq!(String::from_utf8_lossy(&h.stderr), stderr_here(&t, &handle));
     let (h, t) = (
         rig.here(&["rename", &dev, "--clear"]),
         rig.there(&["rename", &handle, "--clear"]),
@@ -542,7 +576,7 @@ fn rename_interrupt_resume_and_usage_over_ssh_as_there() {
     );
     assert_eq!(said(&h), said(&t), "{}", rig.said(&h));
     assert_eq!(h.status.code(), Some(2), "{}", rig.said(&h));
-    assert_eq!(error_line(&h), error_line(&t));
+    assert_eq!(String::from_utf8_lossy(&h.stderr), stderr_here(&t, &handle));
     rig.json_here(&["stop", &dev, "--json"]);
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
     let here = rig.json_here(&["resume", &dev, "--detach", "--json"]);
