@@ -56,6 +56,18 @@ impl Follower {
                 }
             }
         });
+        // `--follow` with no cursor starts at the stream's end as it finds it: an event written
+        // before the follower got there is not "from now on". It got there once it waits in
+        // its poll for the store (the kernel names where a process sleeps).
+        let wchan = format!("/proc/{}/wchan", child.id());
+        let deadline = std::time::Instant::now() + WAIT;
+        while !std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("poll")) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the follower never waited for the store"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         Follower { child, lines: rx }
     }
 
