@@ -307,6 +307,19 @@ fn stderr_here(there: &Output, handle: &str) -> String {
         .join("`")
 }
 
+/// `h` (run here on `dev:handle`) was refused as `t` (run there on `handle`): exit code 2,
+/// the same stdout, and the same stderr but for the session named as it is typed here.
+fn refused_alike(rig: &Rig, h: &Output, t: &Output, handle: &str) {
+    assert_eq!(said(h), said(t), "{}", rig.said(h));
+    assert_eq!(h.status.code(), Some(2), "{}", rig.said(h));
+    assert_eq!(
+        String::from_utf8_lossy(&h.stderr),
+        stderr_here(t, handle),
+        "{}",
+        rig.said(h)
+    );
+}
+
 /// The keys of a JSON object, sorted.
 fn keys(v: &Value) -> Vec<String> {
     let mut k: Vec<String> = v
@@ -473,14 +486,7 @@ fn answer_and_deny_over_ssh_reach_claude_there_as_they_do_there() {
     );
     // Nothing is open now: `deny` is refused alike here and there.
     let (h, t) = (rig.here(&["deny", &dev]), rig.there(&["deny", &handle]));
-    assert_eq!(said(&h), said(&t), "{}", rig.said(&h));
-    assert_eq!(h.status.code(), Some(2), "{}", rig.said(&h));
-    assert_eq!(
-        String::from_utf8_lossy(&h.stderr),
-        stderr_here(&t, &handle),
-        "{}",
-        rig.said(&h)
-    );
+    refused_alike(&rig, &h, &t, &handle);
 }
 
 /// `rename`, `interrupt`, `resume` on `dev:HANDLE` and `usage --remote dev`: what they did is
@@ -525,9 +531,7 @@ fn rename_interrupt_resume_and_usage_over_ssh_as_there() {
         rig.here(&["rename", &dev, "9-not-a-name"]),
         rig.there(&["rename", &handle, "9-not-a-name"]),
     );
-    assert_eq!(said(&h), said(&t), "{}", rig.said(&h));
-    assert_eq!(h.status.code(), Some(2), "{}", rig.said(&h));
-    assert_eq!(String::from_utf8_lossy(&h.stderr), stderr_here(&t, &handle));
+    refused_alike(&rig, &h, &t, &handle);
     let (h, t) = (
         rig.here(&["rename", &dev, "--clear"]),
         rig.there(&["rename", &handle, "--clear"]),
@@ -574,9 +578,7 @@ fn rename_interrupt_resume_and_usage_over_ssh_as_there() {
         rig.here(&["resume", &dev, "--detach"]),
         rig.there(&["resume", &handle, "--detach"]),
     );
-    assert_eq!(said(&h), said(&t), "{}", rig.said(&h));
-    assert_eq!(h.status.code(), Some(2), "{}", rig.said(&h));
-    assert_eq!(String::from_utf8_lossy(&h.stderr), stderr_here(&t, &handle));
+    refused_alike(&rig, &h, &t, &handle);
     rig.json_here(&["stop", &dev, "--json"]);
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
     let here = rig.json_here(&["resume", &dev, "--detach", "--json"]);
