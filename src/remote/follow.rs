@@ -532,12 +532,13 @@ mod tests {
     #[test]
     fn a_session_record_becomes_what_the_journal_keeps() {
         let row = serde_json::json!({
-            "id": "s1", "handle": "k3", "harness": "h1", "project": "/home/me/my app",
+            "id": "s1", "handle": "k3", "harness": "h1", "project": "projects/my app",
             "status": "waiting", "turn": {"state": "running"}, "updated_at": "t",
             "attention": {"id": "a1", "reason": "permission", "text": "Bash ls", "choices": []},
         });
         let k: remotes::Known = serde_json::from_value(known_of(&row).unwrap()).unwrap();
-        let store = crate::store::ProjectStore::new(Path::new("/x"), Path::new("/home/me/my app"));
+        let store =
+            crate::store::ProjectStore::new(Path::new("store"), Path::new("projects/my app"));
         assert_eq!(
             k.project.as_deref(),
             store.dir.file_name().and_then(|n| n.to_str())

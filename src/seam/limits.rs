@@ -20,12 +20,18 @@ pub trait LimitsEvidence: Sync {
     fn unknown_because(&self) -> &'static str;
     /// The status-line command spex installs for this harness when asked (`limits.statusLine`),
     /// given spex's binary quoted for a shell; `None` for a harness with no status line that
-    /// reports limits.
-    fn status_line(&self, spex: &str) -> Option<Value>;
+    /// reports limits (the default).
+    fn status_line(&self, _spex: &str) -> Option<Value> {
+        None
+    }
     /// The reading a status-line call's payload carries, heard now; `None` when it has none.
-    fn status_line_reading(&self, payload: &Value) -> Option<Reading>;
+    fn status_line_reading(&self, _payload: &Value) -> Option<Reading> {
+        None
+    }
     /// The person's own status-line command that spex's chains to in tree `root`: the one
     /// spex's replaced there (its ownership record, `owned`, keeps it), else the one of a lower
     /// settings layer that spex's shadows.
-    fn chained_status_line(&self, env: &Env, owned: &Owned, root: &Path) -> Option<String>;
+    fn chained_status_line(&self, _env: &Env, _owned: &Owned, _root: &Path) -> Option<String> {
+        None
+    }
 }

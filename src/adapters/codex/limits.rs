@@ -29,24 +29,6 @@ pub const FROM_SERVER: &str = "codex app-server account/rateLimits/updated";
 const FROM_ROLLOUT: &str = "codex rollout token_count";
 
 impl LimitsEvidence for CodexLimits {
-    fn status_line(&self, _spex: &str) -> Option<serde_json::Value> {
-        // Its status line runs no command of the user's.
-        None
-    }
-
-    fn status_line_reading(&self, _payload: &serde_json::Value) -> Option<Reading> {
-        None
-    }
-
-    fn chained_status_line(
-        &self,
-        _env: &Env,
-        _owned: &crate::seam::edit::owned::Owned,
-        _root: &Path,
-    ) -> Option<String> {
-        None
-    }
-
     fn read(&self, env: &Env) -> Option<Reading> {
         newest_rollout_reading(&super::home::codex_home(env).join("sessions"))
     }
